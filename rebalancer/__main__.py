@@ -1,0 +1,5 @@
+import sys
+
+from rebalancer.cli import main
+
+sys.exit(main())

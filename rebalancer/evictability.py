@@ -1,0 +1,112 @@
+"""Which pods may be evicted at all. Every check returns the reason a pod is skipped, or None."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rebalancer.errors import InputError
+from rebalancer.model import Node, Pod, PriorityClass, Snapshot
+from rebalancer.plan import SkipReason
+from rebalancer.policy import Policy
+from rebalancer.selectors import node_unreachable, selector_matches
+
+SYSTEM_PRIORITY_CLASSES = {
+    "system-cluster-critical": 2_000_000_000,
+    "system-node-critical": 2_000_001_000,
+}
+
+
+def resolve_priority(pod: Pod, classes: Mapping[str, PriorityClass], default: int) -> int:
+    """spec.priority, else its PriorityClass's value, else the global default class, else 0."""
+    if pod.priority is not None:
+        return pod.priority
+    if pod.priority_class_name:
+        pc = classes.get(pod.priority_class_name)
+        if pc is not None:
+            return pc.value
+        builtin = SYSTEM_PRIORITY_CLASSES.get(pod.priority_class_name)
+        if builtin is not None:
+            return builtin
+    return default
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionContext:
+    """What the checks need besides the pod: resolved once per plan."""
+
+    policy: Policy
+    now: float
+    nodes: Mapping[str, Node]
+    classes: Mapping[str, PriorityClass]
+    default_priority: int
+    threshold: int
+
+    @classmethod
+    def build(cls, snapshot: Snapshot, policy: Policy, now: float) -> EvictionContext:
+        classes = {pc.name: pc for pc in snapshot.priority_classes}
+        defaults = sorted(pc.value for pc in snapshot.priority_classes if pc.global_default)
+        threshold_spec = policy.priority_threshold
+        if threshold_spec.name is not None:
+            pc = classes.get(threshold_spec.name)
+            value = pc.value if pc else SYSTEM_PRIORITY_CLASSES.get(threshold_spec.name)
+            if value is None:
+                raise InputError(
+                    "policy",
+                    [
+                        f"priorityThreshold.name: PriorityClass {threshold_spec.name!r} "
+                        "does not exist in the cluster"
+                    ],
+                )
+            threshold = value
+        else:
+            threshold = threshold_spec.value if threshold_spec.value is not None else 2_000_000_000
+        return cls(
+            policy=policy,
+            now=now,
+            nodes={n.name: n for n in snapshot.nodes},
+            classes=classes,
+            default_priority=defaults[0] if defaults else 0,
+            threshold=threshold,
+        )
+
+    def priority(self, pod: Pod) -> int:
+        return resolve_priority(pod, self.classes, self.default_priority)
+
+
+def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
+    """The first rule that forbids evicting ``pod``, or None when it may be evicted."""
+    policy = ctx.policy
+    if pod.mirror:
+        return SkipReason("mirror-pod", "static pod managed by the kubelet")
+    owner = pod.owner
+    if owner is not None and owner.kind == "DaemonSet":
+        return SkipReason("daemonset", f"owned by DaemonSet {owner.name}")
+    if owner is None and not policy.evict_bare_pods:
+        return SkipReason("no-controller", "no controller would re-create it")
+    if pod.terminating:
+        return SkipReason("terminating", "already terminating; its grace can only shrink")
+    node = ctx.nodes.get(pod.node_name or "")
+    if node is not None and node_unreachable(node):
+        return SkipReason("node-not-ready", f"node {node.name} is NotReady or unreachable")
+    priority = ctx.priority(pod)
+    if priority >= ctx.threshold:
+        return SkipReason("priority-threshold", f"priority {priority} >= threshold {ctx.threshold}")
+    if policy.namespaces_include and pod.namespace not in policy.namespaces_include:
+        return SkipReason("namespace-excluded", f"namespace {pod.namespace} is not included")
+    if pod.namespace in policy.namespaces_exclude:
+        return SkipReason("namespace-excluded", f"namespace {pod.namespace} is excluded")
+    if policy.label_selector is not None and not selector_matches(
+        policy.label_selector, pod.labels
+    ):
+        return SkipReason("label-selector", "does not match the policy's labelSelector")
+    if pod.local_storage and not policy.evict_local_storage_pods:
+        return SkipReason("local-storage", "uses emptyDir (evictLocalStoragePods is false)")
+    if pod.pvc_names and not policy.evict_pods_with_pvc:
+        return SkipReason("has-pvc", "mounts a PersistentVolumeClaim (evictPodsWithPVC is false)")
+    age = ctx.now - pod.created
+    if age < policy.min_pod_age_seconds:
+        return SkipReason(
+            "too-young", f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
+        )
+    return None

@@ -1,0 +1,222 @@
+"""The typed, frozen model the planning core works on.
+
+API objects (from a live cluster or a snapshot file) are converted into these once, at the
+boundary (:mod:`rebalancer.convert`). Nothing downstream re-validates or re-defaults them:
+a :class:`SpreadConstraint` here is already normalised the way kube-scheduler normalises it
+(selector parsed and merged with ``matchLabelKeys``, ``minDomains`` and the inclusion
+policies defaulted).
+
+Mappings (labels, allocatable, requests) are plain dicts that nobody mutates; the objects are
+compared by value and never hashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+HARD: Final = "DoNotSchedule"
+SOFT: Final = "ScheduleAnyway"
+HONOR: Final = "Honor"
+IGNORE: Final = "Ignore"
+
+HOSTNAME_KEY: Final = "kubernetes.io/hostname"
+ZONE_KEY: Final = "topology.kubernetes.io/zone"
+
+SelectorOp = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+NodeSelectorOp = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions`` entry of a label selector."""
+
+    key: str
+    operator: SelectorOp
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A parsed ``metav1.LabelSelector``; ``matchLabels`` entries are kept as pairs."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One ``matchExpressions`` or ``matchFields`` entry of a node selector term."""
+
+    key: str
+    operator: NodeSelectorOp
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """A node selector term: all its expressions and fields must match."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelector:
+    """Required node affinity (or a PV's node affinity): the terms are ORed."""
+
+    terms: tuple[NodeSelectorTerm, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty tolerates every effect
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A normalised ``topologySpreadConstraints`` entry of one pod.
+
+    ``selector`` is the effective selector: the constraint's ``labelSelector`` with, for each
+    ``matchLabelKeys`` key the pod carries, an ``In [value]`` requirement added. ``None`` means
+    the constraint had no ``labelSelector`` and so matches no pod (as in kube-scheduler).
+    ``default`` marks a constraint that came from the cluster defaults, not the pod spec.
+    """
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector | None
+    min_domains: int = 1
+    node_affinity_policy: str = HONOR
+    node_taints_policy: str = IGNORE
+    match_label_keys: tuple[str, ...] = ()
+    default: bool = False
+
+    @property
+    def hard(self) -> bool:
+        return self.when_unsatisfiable == HARD
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The controlling owner reference of a pod."""
+
+    kind: str
+    name: str
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]  # cpu in millicores, memory and storage in bytes, pods
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True  # the Ready condition is True (False or Unknown make it NotReady)
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    node_name: str | None
+    created: float  # creationTimestamp, seconds since the epoch
+    phase: str = "Running"
+    terminating: bool = False  # metadata.deletionTimestamp is set
+    priority: int | None = None  # spec.priority as written in the pod
+    priority_class_name: str | None = None
+    owner: OwnerRef | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_affinity: NodeSelector | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    constraints: tuple[SpreadConstraint, ...] = ()
+    requests: Mapping[str, int] = field(default_factory=dict)  # effective, as the scheduler sums
+    pvc_names: tuple[str, ...] = ()
+    local_storage: bool = False  # has an emptyDir volume
+    mirror: bool = False  # static pod mirrored by the kubelet
+    grace_period_seconds: int | None = None  # spec.terminationGracePeriodSeconds
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector | None  # None selects nothing; an empty selector selects all
+    disruptions_allowed: int
+    min_available: str | None = None
+    max_unavailable: str | None = None
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    volume_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    node_affinity: NodeSelector | None
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    namespace: str
+    name: str
+    selector: Mapping[str, str]  # empty selects nothing (a Service without a selector)
+
+
+@dataclass(frozen=True, slots=True)
+class Controller:
+    """A ReplicaSet, StatefulSet or ReplicationController, for default-constraint selectors."""
+
+    kind: str
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    owner: OwnerRef | None = None  # e.g. the Deployment that owns a ReplicaSet
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the planner reads, as one immutable value."""
+
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
+    pvcs: tuple[PersistentVolumeClaim, ...] = ()
+    pvs: tuple[PersistentVolume, ...] = ()
+    services: tuple[Service, ...] = ()
+    controllers: tuple[Controller, ...] = ()

@@ -1,0 +1,97 @@
+"""What the planner produces. A plan is data: dry run renders it, run mode executes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SkipReason:
+    """Why a pod is not a candidate for eviction. ``code`` is stable; ``detail`` is for people."""
+
+    code: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}" if self.detail else self.code
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A pod in a violated view that the planner could not or would not evict."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    reason: SkipReason
+
+
+@dataclass(frozen=True, slots=True)
+class ViewReport:
+    """The domain counts of one spread view (one constraint as its pods see it)."""
+
+    namespace: str
+    topology_key: str
+    max_skew: int
+    when_unsatisfiable: str
+    selector: str
+    min_domains: int
+    domains: tuple[tuple[str, int], ...]  # sorted by domain value
+    global_min: int
+    skew: int
+    pods: tuple[str, ...] = ()  # namespace/name of the pods that declare this view
+
+    @property
+    def violated(self) -> bool:
+        return self.skew > self.max_skew
+
+    @property
+    def excess(self) -> int:
+        return max(0, self.skew - self.max_skew)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """One planned eviction, with the reason a person reads in the plan."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    priority: int
+    reason: str
+    wave: int
+    workload: str  # Kind/name of the controller, or "" for none
+    domain: str  # the domain the pod leaves, in the view that chose it
+    topology_key: str
+    target_node: str | None  # where the simulated scheduler placed the replacement
+    grace_period_seconds: int | None  # the policy's override; None keeps the pod's own
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The planner's whole answer for one snapshot and policy."""
+
+    evictions: tuple[Eviction, ...]
+    skipped: tuple[Skip, ...]
+    violations: tuple[ViewReport, ...]  # violated views, before the plan
+    after: tuple[ViewReport, ...]  # the same views after the simulated plan
+    lower_bound: int  # no valid plan can evict fewer pods than this
+    notes: tuple[str, ...] = ()
+
+    @property
+    def waves(self) -> tuple[tuple[str, ...], ...]:
+        count = max((e.wave for e in self.evictions), default=0)
+        return tuple(
+            tuple(e.key for e in self.evictions if e.wave == w) for w in range(1, count + 1)
+        )
+
+    @property
+    def minimal(self) -> bool:
+        """True when the plan is proven minimal: its size meets the lower bound."""
+        return len(self.evictions) == self.lower_bound

@@ -1,0 +1,397 @@
+"""The planner: the fewest evictions that let the scheduler restore every considered spread.
+
+``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2), then evicts one
+pod at a time from the most populated domain of the worst view, letting the scheduler
+simulation place its replacement, and keeps a move only if it lowers that view's distance to
+balance (:func:`rebalancer.spread.min_moves`) without making any other considered view worse.
+
+Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
+
+* distance: N=6 pods over D=4 zones; the only band that can hold them is [1, 2]. Zone a is
+  2 above it, zones c and d are 1 below it each, so at least max(2, 1+1) = 2 moves.
+* move 1: evict from a (4 -> 3); the replacement goes to the least populated zone, c: [3,2,1,0].
+* move 2: evict from a (3 -> 2); the replacement goes to d: [2,2,1,1], skew 1. Done: 2
+  evictions, equal to the lower bound, so the plan is proven minimal.
+
+A greedy descheduler that moves "everything above the average" would evict 3 here.
+
+Among candidates of equal use, victims follow preemption order (SPEC §3): first pods whose own
+hard constraints forbid their replacement from returning to their current domain, then the
+lowest priority, then pods whose PodDisruptionBudget still allows a disruption, then the
+youngest. The moves are then grouped into waves (:mod:`rebalancer.waves`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rebalancer.evictability import EvictionContext, skip_reason
+from rebalancer.model import Pod, PodDisruptionBudget, Snapshot
+from rebalancer.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.policy import Policy
+from rebalancer.selectors import selector_matches, selector_string
+from rebalancer.simulate import SimState
+from rebalancer.spread import Analysis, View, analyze, considered, min_moves, skew_of
+from rebalancer.waves import assign_waves
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One eviction and where the simulated scheduler put its replacement."""
+
+    pod: int
+    view: int  # the view this eviction repairs
+    source: str  # node
+    target: str | None  # None only with nodeFit: false and no room anywhere
+    source_count: int
+    global_min: int
+
+
+class Budget:
+    """The policy's limits, counting evictions already made earlier in the run."""
+
+    def __init__(self, policy: Policy, before: Sequence[Eviction]) -> None:
+        self.limits = policy.limits
+        self.total = len(before)
+        self.node: Counter[str] = Counter(e.node for e in before)
+        self.namespace: Counter[str] = Counter(e.namespace for e in before)
+        self.workload: Counter[str] = Counter(f"{e.namespace}/{e.workload}" for e in before)
+
+    def allows(self, node: str, namespace: str, workload: str) -> str | None:
+        lim = self.limits
+        if lim.total is not None and self.total >= lim.total:
+            return f"limits.total ({lim.total}) reached"
+        if lim.per_node is not None and self.node[node] >= lim.per_node:
+            return f"limits.perNode ({lim.per_node}) reached on {node}"
+        if lim.per_namespace is not None and self.namespace[namespace] >= lim.per_namespace:
+            return f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
+        wl = f"{namespace}/{workload}"
+        if lim.per_workload is not None and self.workload[wl] >= lim.per_workload:
+            return f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
+        return None
+
+    def spend(self, node: str, namespace: str, workload: str) -> None:
+        self.total += 1
+        self.node[node] += 1
+        self.namespace[namespace] += 1
+        self.workload[f"{namespace}/{workload}"] += 1
+
+
+def workload_of(pod: Pod, owners: dict[tuple[str, str, str], str]) -> str:
+    """``Kind/name`` of the pod's workload; a ReplicaSet is lifted to its Deployment."""
+    if pod.owner is None:
+        return ""
+    lifted = owners.get((pod.owner.kind, pod.namespace, pod.owner.name))
+    return lifted or f"{pod.owner.kind}/{pod.owner.name}"
+
+
+def pdbs_covering(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> list[int]:
+    return [
+        k
+        for k, pdb in enumerate(pdbs)
+        if pdb.namespace == pod.namespace and selector_matches(pdb.selector, pod.labels)
+    ]
+
+
+class Planner:
+    """One planning pass. Holds the simulation state; ``run`` returns the moves."""
+
+    def __init__(
+        self, snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Eviction]
+    ) -> None:
+        self.snapshot = snapshot
+        self.policy = policy
+        self.analysis: Analysis = analyze(snapshot, policy)
+        self.ctx = EvictionContext.build(snapshot, policy, now)
+        self.considered = [
+            v for v, view in enumerate(self.analysis.views) if considered(view, policy)
+        ]
+        self.violated = [v for v in self.considered if self.analysis.views[v].violated]
+        self.state = SimState(snapshot, self.analysis, self.considered)
+        self.budget = Budget(policy, before)
+        self.owners = {
+            (c.kind, c.namespace, c.name): f"{c.owner.kind}/{c.owner.name}"
+            for c in snapshot.controllers
+            if c.owner is not None
+        }
+        self.pdb_left = [p.disruptions_allowed for p in snapshot.pdbs]
+        self.pdb_left_start = tuple(self.pdb_left)
+        self._pdbs: dict[int, list[int]] = {}
+        self.skips: dict[int, SkipReason] = {}
+        self.no_fit: dict[int, SkipReason] = {}
+        self.limit_notes: set[str] = set()
+        self.evicted: set[int] = set()
+
+    # -- candidates ----------------------------------------------------------------------
+    def pdbs(self, i: int) -> list[int]:
+        found = self._pdbs.get(i)
+        if found is None:
+            found = pdbs_covering(self.analysis.pods[i], self.snapshot.pdbs)
+            self._pdbs[i] = found
+        return found
+
+    def evictable(self, i: int) -> bool:
+        if i in self.evicted:
+            return False
+        if i not in self.skips:
+            reason = skip_reason(self.analysis.pods[i], self.ctx)
+            if reason is None:
+                return True
+            self.skips[i] = reason
+            return False
+        return False
+
+    def returns_blocked(self, i: int, v: int, domain: str) -> bool:
+        """Whether the pod's own hard constraints forbid its replacement in ``domain``."""
+        if v not in self.state.own_views.get(i, ()):
+            return False
+        spec = self.analysis.views[v].spec
+        if not spec.hard:
+            return False
+        counts = self.state.counts[v]
+        after = counts[domain] - 1
+        if len(counts) < spec.constraint.min_domains:
+            gmin_after = 0
+        else:
+            gmin_after = min(self.state.gmin(v), after)
+        return after + 1 - gmin_after > spec.max_skew
+
+    def preference(self, i: int, v: int, domain: str) -> tuple[object, ...]:
+        pod = self.analysis.pods[i]
+        pdb_blocked = any(self.pdb_left[k] <= 0 for k in self.pdbs(i))
+        return (
+            not self.returns_blocked(i, v, domain),
+            self.ctx.priority(pod),
+            pdb_blocked,
+            -pod.created,
+            pod.namespace,
+            pod.name,
+        )
+
+    # -- moves ---------------------------------------------------------------------------
+    def distance_at_start(self, v: int) -> int:
+        view = self.analysis.views[v]
+        c = view.spec.constraint
+        return min_moves(list(view.counts.values()), c.max_skew, c.min_domains, c.hard)
+
+    def distance(self, v: int) -> int:
+        c = self.analysis.views[v].spec.constraint
+        return min_moves(list(self.state.counts[v].values()), c.max_skew, c.min_domains, c.hard)
+
+    def try_move(self, i: int, v: int) -> Move | str:
+        """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
+        state = self.state
+        touched = [w for w in state.selector_views(i) if w in state.rank_views]
+        before = {w: (state.excess(w), self.distance(w)) for w in touched}
+        gmin = state.gmin(v)
+        source = state.remove(i)
+        source_count = state.counts[v][self.analysis.views[v].node_domain[source]] + 1
+        placement = state.place(i, check_fit=self.policy.node_fit)
+        if placement.node is None:
+            state.add(i, source)
+            return f"replacement would stay Pending: {placement.reason}"
+        state.add(i, placement.node)
+        ok = self.distance(v) < before[v][1]
+        for w in touched:
+            if not ok:
+                break
+            excess, dist = before[w]
+            if state.excess(w) > excess or (excess > 0 and self.distance(w) > dist):
+                ok = False
+        if not ok:
+            state.remove(i)
+            state.add(i, source)
+            return "moving it would not improve the spread"
+        return Move(i, v, source, placement.node, source_count, gmin)
+
+    def best_move(self, v: int) -> Move | None:
+        state = self.state
+        counts = state.counts[v]
+        gmin = state.gmin(v)
+        for domain in sorted(counts, key=lambda d: (-counts[d], d)):
+            if counts[domain] <= gmin + 1:
+                break
+            members = [i for i in state.members[v][domain] if self.evictable(i)]
+            members.sort(key=lambda i: self.preference(i, v, domain))
+            failed: set[tuple[object, ...]] = set()
+            for i in members:
+                pod = self.analysis.pods[i]
+                workload = workload_of(pod, self.owners)
+                node = state.placement[i]
+                limited = self.budget.allows(node, pod.namespace, workload)
+                if limited is not None:
+                    self.limit_notes.add(limited)
+                    continue
+                template = (
+                    pod.namespace,
+                    workload,
+                    tuple(sorted(pod.labels.items())),
+                    pod.pvc_names,
+                )
+                if template in failed:
+                    continue
+                result = self.try_move(i, v)
+                if isinstance(result, Move):
+                    self.budget.spend(node, pod.namespace, workload)
+                    self.evicted.add(i)
+                    for k in self.pdbs(i):
+                        self.pdb_left[k] -= 1
+                    return result
+                failed.add(template)
+                if result.startswith("replacement would stay Pending"):
+                    self.no_fit.setdefault(i, SkipReason("no-fit", result))
+        return None
+
+    def run(self) -> list[Move]:
+        moves: list[Move] = []
+        state = self.state
+        while True:
+            worst = sorted(
+                (v for v in self.considered if state.excess(v) > 0),
+                key=lambda v: (-state.excess(v), v),
+            )
+            move = None
+            for v in worst:
+                move = self.best_move(v)
+                if move is not None:
+                    break
+            if move is None:
+                return moves
+            moves.append(move)
+
+
+def objective(state: SimState, views: Sequence[int]) -> tuple[int, int]:
+    """Worst excess over the views, then their summed excess."""
+    excesses = [state.excess(v) for v in views]
+    return (max(excesses, default=0), sum(excesses))
+
+
+def trim(planner: Planner, moves: list[Move]) -> list[Move]:
+    """Drop trailing moves that end no better than an earlier prefix (unreachable targets)."""
+    replay = SimState(planner.snapshot, planner.analysis, planner.considered)
+    objectives = [objective(replay, planner.violated)]
+    for m in moves:
+        replay.remove(m.pod)
+        if m.target is not None:
+            replay.add(m.pod, m.target)
+        objectives.append(objective(replay, planner.violated))
+    final = objectives[-1]
+    if final[0] == 0:
+        return moves
+    first = objectives.index(final)
+    return moves[:first]
+
+
+def view_report(view: View, counts: dict[str, int], pods: Sequence[Pod]) -> ViewReport:
+    spec = view.spec
+    c = spec.constraint
+    gmin_value = 0
+    if counts and not (c.hard and len(counts) < c.min_domains):
+        gmin_value = min(counts.values())
+    return ViewReport(
+        namespace=spec.namespace,
+        topology_key=c.topology_key,
+        max_skew=c.max_skew,
+        when_unsatisfiable=c.when_unsatisfiable,
+        selector=selector_string(c.selector),
+        min_domains=c.min_domains,
+        domains=tuple(sorted(counts.items())),
+        global_min=gmin_value,
+        skew=skew_of(counts, c.min_domains, c.hard),
+        pods=tuple(sorted(pods[i].key for i in view.declarers)),
+    )
+
+
+def plan(
+    snapshot: Snapshot,
+    policy: Policy,
+    now: float,
+    *,
+    evicted_before: Sequence[Eviction] = (),
+) -> Plan:
+    """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure)."""
+    planner = Planner(snapshot, policy, now, evicted_before)
+    analysis = planner.analysis
+    pods = analysis.pods
+    if not planner.violated:
+        return Plan((), (), (), (), 0)
+    moves = trim(planner, planner.run())
+    waves = assign_waves(planner, moves)
+    final = SimState(snapshot, analysis, planner.considered)
+    evictions: list[Eviction] = []
+    for m, wave in zip(moves, waves, strict=True):
+        evictions.append(_eviction(planner, final, m, wave))
+        final.remove(m.pod)
+        if m.target is not None:
+            final.add(m.pod, m.target)
+    views = analysis.views
+    violations = tuple(view_report(views[v], views[v].counts, pods) for v in planner.violated)
+    after = tuple(view_report(views[v], final.counts[v], pods) for v in planner.violated)
+    lower = max(planner.distance_at_start(v) for v in planner.violated)
+    skipped = _skipped(planner, {m.pod for m in moves})
+    notes = tuple(sorted(planner.limit_notes))
+    return Plan(tuple(evictions), skipped, violations, after, lower, notes)
+
+
+def _eviction(planner: Planner, state: SimState, m: Move, wave: int) -> Eviction:
+    """The eviction record, with its reason, on the state just before the move."""
+    analysis = planner.analysis
+    pod = analysis.pods[m.pod]
+    view = analysis.views[m.view]
+    spec = view.spec
+    domain = view.node_domain[m.source]
+    counts = state.counts[m.view]
+    gmin = state.gmin(m.view)
+    target_domain = (
+        analysis.nodes[m.target].labels.get(spec.topology_key, "?") if m.target else None
+    )
+    landing = (
+        f"replacement expected in {target_domain} (node {m.target})"
+        if m.target
+        else "replacement waits for new capacity (nodeFit: false)"
+    )
+    priority = planner.ctx.priority(pod)
+    reason = (
+        f"{spec.topology_key}={domain} holds {counts[domain]} pods matching "
+        f"{selector_string(spec.constraint.selector)}, global min {gmin}, "
+        f"skew {counts[domain] - gmin} > maxSkew {spec.max_skew}; {landing}; "
+        f"priority {priority}"
+    )
+    if any(planner.pdb_left_start[k] <= 0 for k in planner.pdbs(m.pod)):
+        reason += "; its PodDisruptionBudget allows no disruption now (expect HTTP 429)"
+    return Eviction(
+        namespace=pod.namespace,
+        name=pod.name,
+        uid=pod.uid,
+        node=m.source,
+        priority=priority,
+        reason=reason,
+        wave=wave,
+        workload=workload_of(pod, planner.owners),
+        domain=domain,
+        topology_key=spec.topology_key,
+        target_node=m.target,
+        grace_period_seconds=planner.policy.grace_period_seconds,
+    )
+
+
+def _skipped(planner: Planner, moved: set[int]) -> tuple[Skip, ...]:
+    """Pods in violated views that were not evicted because a rule or the fit forbids it."""
+    pods = planner.analysis.pods
+    seen: set[int] = set()
+    out: list[Skip] = []
+    for v in planner.violated:
+        for i in planner.analysis.views[v].members:
+            if i in seen or i in moved:
+                continue
+            seen.add(i)
+            reason = planner.skips.get(i) or planner.no_fit.get(i)
+            if reason is None and i not in planner.skips:
+                reason = skip_reason(pods[i], planner.ctx)
+            if reason is not None:
+                p = pods[i]
+                out.append(Skip(p.namespace, p.name, p.uid, p.node_name, reason))
+    out.sort(key=lambda s: (s.namespace, s.name))
+    return tuple(out)

@@ -1,0 +1,728 @@
+"""The operator's policy: YAML in, a typed and frozen :class:`Policy` out.
+
+Loading is pure (text in, :class:`Policy` or :class:`~rebalancer.errors.InputError` out; the file
+is read in :mod:`rebalancer.policyfile`). It never stops at the first mistake: every problem is
+collected with its path and the offending value, so one ``rebalancer policy check`` shows them all::
+
+    nodefit: unknown key; did you mean nodeFit?
+    limits.perNode: must be an integer >= 0 or null, got -1
+    gracePeriodSeconds: 0 would force-delete; use >= 1 or omit
+
+The YAML is read with a strict loader: only ``true``/``false`` are booleans (``yes``, ``on`` and
+``no`` stay strings, so ``nodeFit: yes`` is reported instead of silently accepted) and a key
+written twice in one mapping is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar, cast
+
+import yaml
+
+from rebalancer.errors import InputError
+from rebalancer.model import HARD, HONOR, IGNORE, SOFT, LabelSelector, Requirement, SelectorOp
+
+SYSTEM_CRITICAL = 2_000_000_000
+
+API_VERSION: Final = "rebalancer/v1alpha1"
+KIND: Final = "RebalancerPolicy"
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultConstraint:
+    """A spread constraint applied to pods that declare none (like a scheduler profile's)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str = HARD
+    min_domains: int = 1
+    node_affinity_policy: str = HONOR
+    node_taints_policy: str = IGNORE
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Upper bounds on evictions in one run; ``None`` means unlimited."""
+
+    total: int | None = None
+    per_node: int | None = None
+    per_namespace: int | None = None
+    per_workload: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityThreshold:
+    """Pods at or above this priority are never evicted; exactly one of the two is set."""
+
+    value: int | None = SYSTEM_CRITICAL
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    constraints: tuple[str, ...] = (HARD,)
+    """whenUnsatisfiable kinds to rebalance: DoNotSchedule, and ScheduleAnyway for soft ones."""
+    node_fit: bool = True
+    """False: allow evictions whose replacement stays Pending (cluster-autoscaler adds room)."""
+    default_constraints: tuple[DefaultConstraint, ...] = ()
+    """Applied to pods that have no constraints and belong to a Service or controller."""
+    namespaces_include: tuple[str, ...] = ()
+    """Only these namespaces are rebalanced (exclusive with namespaces_exclude)."""
+    namespaces_exclude: tuple[str, ...] = ("kube-system",)
+    """These namespaces are never rebalanced."""
+    label_selector: LabelSelector | None = None
+    """Only pods matching it are candidates for eviction; None means all pods."""
+    priority_threshold: PriorityThreshold = field(default_factory=PriorityThreshold)
+    """Pods at or above it are never evicted."""
+    evict_local_storage_pods: bool = False
+    """Allow evicting pods with emptyDir volumes."""
+    evict_pods_with_pvc: bool = False
+    """Allow evicting pods that mount PersistentVolumeClaims."""
+    evict_bare_pods: bool = False
+    """Allow evicting pods without a controller; they never come back."""
+    min_pod_age_seconds: float = 0.0
+    """Pods younger than this are never evicted."""
+    limits: Limits = field(default_factory=Limits)
+    """Upper bounds on evictions in one run."""
+    grace_period_seconds: int | None = None
+    """None keeps each pod's own terminationGracePeriodSeconds; else >= 1."""
+
+
+_DEFAULTS: Final = Policy()
+
+
+# --------------------------------------------------------------------------------------------
+# Durations
+
+
+_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h)")
+_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go-style duration (``0s``, ``90s``, ``5m``, ``1h30m``, ``1.5h``) into seconds.
+
+    Units are ``h``, ``m``, ``s`` and ``ms``; a bare number without a unit and negative durations
+    are rejected. Raises :class:`ValueError` with a message fit for a person.
+    """
+    shown = json.dumps(text)
+    stripped = text.strip()
+    if stripped.startswith("-"):
+        raise ValueError(f"must not be negative, got {shown}")
+    if not stripped:
+        raise ValueError(f"must be a duration like 90s, 5m or 1h30m, got {shown}")
+    total = 0.0
+    pos = 0
+    while pos < len(stripped):
+        match = _DURATION_PART.match(stripped, pos)
+        if match is None:
+            raise ValueError(
+                f"must be a duration like 90s, 5m or 1h30m (units h, m, s, ms), got {shown}"
+            )
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """The canonical spelling of a duration: ``0s``, ``1m30s``, ``1h30m``, ``2h``, ``1.5s``."""
+    whole = int(seconds)
+    fraction = seconds - whole
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = []
+    if hours:
+        parts.append(f"{hours}h")
+    if minutes:
+        parts.append(f"{minutes}m")
+    if fraction:
+        parts.append(f"{round(secs + fraction, 3):g}s")
+    elif secs or not parts:
+        parts.append(f"{secs}s")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Strict YAML
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans (only true/false) that records duplicate keys."""
+
+    duplicates: list[str]
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates = []
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, str) and key in seen:
+            mark = key_node.start_mark
+            loader.duplicates.append(
+                f"line {mark.line + 1}, column {mark.column + 1}: duplicate key {key}"
+            )
+        if isinstance(key, str):
+            seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def _parse_yaml(text: str) -> tuple[object, list[str]]:
+    """The single YAML document in ``text`` and the duplicate-key problems found in it."""
+    loader = _StrictLoader(text)
+    try:
+        if not loader.check_node():
+            return None, []
+        document = loader.construct_document(loader.get_node())
+        if loader.check_node():
+            return None, ["the file must hold one YAML document, found several"]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        return None, [f"YAML syntax: {where}{exc.problem or exc}"]
+    except yaml.YAMLError as exc:
+        return None, [f"YAML syntax: {exc}"]
+    finally:
+        loader.dispose()
+    return document, loader.duplicates
+
+
+# --------------------------------------------------------------------------------------------
+# Validation helpers. Each reads one value, records problems, and returns a usable fallback so
+# the walk goes on and every problem is reported at once.
+
+_DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+_SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
+_WHEN_UNSATISFIABLE: Final = (HARD, SOFT)
+_INCLUSION_POLICIES: Final = (HONOR, IGNORE)
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+
+
+def _show(value: object) -> str:
+    """A value as the problem message quotes it (YAML-ish: null, true, "text", 3)."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _suggest(word: str, choices: tuple[str, ...]) -> str:
+    """``; did you mean X?`` for the closest choice (case-insensitive), or an empty string."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]}?" if close else ""
+
+
+class _Checker:
+    """Collects problems, each prefixed with its path."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(f"{path}: {message}" if path else message)
+
+    def mapping(
+        self, value: object, path: str, allowed: tuple[str, ...], *, nullable: bool = False
+    ) -> dict[str, object]:
+        """``value`` as a mapping whose unknown keys are reported; {} when it is no mapping."""
+        if value is None and nullable:
+            return {}
+        if not isinstance(value, dict):
+            self.add(path, f"must be a mapping, got {_show(value)}")
+            return {}
+        result: dict[str, object] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                self.add(_join(path, str(key)), "keys must be strings")
+            elif key not in allowed:
+                self.add(_join(path, key), f"unknown key{_suggest(key, allowed)}")
+            else:
+                result[key] = item
+        return result
+
+    def boolean(self, value: object, path: str, default: bool) -> bool:
+        if isinstance(value, bool):
+            return value
+        self.add(path, f"must be true or false, got {_show(value)}")
+        return default
+
+    def integer(
+        self, value: object, path: str, minimum: int, default: int | None, *, nullable: bool
+    ) -> int | None:
+        if value is None and nullable:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+            return value
+        null = " or null" if nullable else ""
+        self.add(path, f"must be an integer >= {minimum}{null}, got {_show(value)}")
+        return default
+
+    def string(self, value: object, path: str, pattern: re.Pattern[str], what: str) -> str | None:
+        if isinstance(value, str) and pattern.match(value):
+            return value
+        self.add(path, f"must be {what}, got {_show(value)}")
+        return None
+
+    def choice(self, value: object, path: str, choices: tuple[str, ...]) -> str | None:
+        if isinstance(value, str) and value in choices:
+            return value
+        hint = _suggest(value, choices) if isinstance(value, str) else ""
+        self.add(path, f"must be one of {', '.join(choices)}, got {_show(value)}{hint}")
+        return None
+
+    def items(self, value: object, path: str) -> list[object]:
+        """``value`` as a list; null is an empty list."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.add(path, f"must be a list, got {_show(value)}")
+            return []
+        return value
+
+    def string_list(
+        self, value: object, path: str, pattern: re.Pattern[str], what: str
+    ) -> tuple[str, ...]:
+        result: list[str] = []
+        for index, item in enumerate(self.items(value, path)):
+            text = self.string(item, _join(path, index), pattern, what)
+            if text is None:
+                continue
+            if text in result:
+                self.add(_join(path, index), f"{_show(text)} is listed twice")
+            else:
+                result.append(text)
+        return tuple(result)
+
+
+# --------------------------------------------------------------------------------------------
+# Sections of the policy. Each takes the checker, the raw value and its path.
+
+_TOP_KEYS: Final = (
+    "apiVersion",
+    "kind",
+    "constraints",
+    "nodeFit",
+    "defaultConstraints",
+    "namespaces",
+    "labelSelector",
+    "priorityThreshold",
+    "evictLocalStoragePods",
+    "evictPodsWithPVC",
+    "evictBarePods",
+    "minPodAge",
+    "limits",
+    "gracePeriodSeconds",
+)
+_DEFAULT_CONSTRAINT_KEYS: Final = (
+    "maxSkew",
+    "topologyKey",
+    "whenUnsatisfiable",
+    "minDomains",
+    "nodeAffinityPolicy",
+    "nodeTaintsPolicy",
+)
+_LIMIT_KEYS: Final = ("total", "perNode", "perNamespace", "perWorkload")
+_LABEL_KEY_WHAT: Final = "a label key like app or example.com/tier"
+
+
+def _check_label_key(check: _Checker, value: object, path: str) -> str | None:
+    if isinstance(value, str):
+        prefix, slash, name = value.rpartition("/")
+        if (not slash or _DNS_SUBDOMAIN.match(prefix)) and _LABEL_NAME.match(name):
+            return value
+    check.add(path, f"must be {_LABEL_KEY_WHAT}, got {_show(value)}")
+    return None
+
+
+def _header(check: _Checker, raw: dict[str, object]) -> None:
+    for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if key not in raw:
+            check.add(key, f"required; set {expected}")
+        elif raw[key] != expected:
+            check.add(key, f"must be {expected}, got {_show(raw[key])}")
+
+
+def _constraint_kinds(check: _Checker, value: object, path: str) -> tuple[str, ...]:
+    kinds: list[str] = []
+    items = check.items(value, path)
+    for index, item in enumerate(items):
+        chosen = check.choice(item, _join(path, index), _WHEN_UNSATISFIABLE)
+        if chosen in kinds:
+            check.add(_join(path, index), f"{chosen} is listed twice")
+        elif chosen is not None:
+            kinds.append(chosen)
+    if not items and (value is None or isinstance(value, list)):
+        check.add(path, f"must list at least one of {', '.join(_WHEN_UNSATISFIABLE)}")
+    return tuple(kinds) or _DEFAULTS.constraints
+
+
+def _default_constraint(check: _Checker, value: object, path: str) -> DefaultConstraint | None:
+    raw = check.mapping(value, path, _DEFAULT_CONSTRAINT_KEYS)
+    if not isinstance(value, dict):
+        return None
+    missing = [key for key in ("maxSkew", "topologyKey") if key not in raw]
+    for name in missing:
+        check.add(_join(path, name), "required")
+    max_skew = check.integer(raw.get("maxSkew", 1), _join(path, "maxSkew"), 1, None, nullable=False)
+    topology_key = _check_label_key(check, raw.get("topologyKey", "x"), _join(path, "topologyKey"))
+    when = check.choice(
+        raw.get("whenUnsatisfiable", HARD), _join(path, "whenUnsatisfiable"), _WHEN_UNSATISFIABLE
+    )
+    min_domains = check.integer(
+        raw.get("minDomains", 1), _join(path, "minDomains"), 1, None, nullable=False
+    )
+    if when == SOFT and min_domains not in (None, 1):
+        check.add(_join(path, "minDomains"), "applies only to whenUnsatisfiable DoNotSchedule")
+    affinity = check.choice(
+        raw.get("nodeAffinityPolicy", HONOR), _join(path, "nodeAffinityPolicy"), _INCLUSION_POLICIES
+    )
+    taints = check.choice(
+        raw.get("nodeTaintsPolicy", IGNORE), _join(path, "nodeTaintsPolicy"), _INCLUSION_POLICIES
+    )
+    if (
+        missing
+        or max_skew is None
+        or topology_key is None
+        or when is None
+        or min_domains is None
+        or affinity is None
+        or taints is None
+    ):
+        return None
+    return DefaultConstraint(max_skew, topology_key, when, min_domains, affinity, taints)
+
+
+def _default_constraints(
+    check: _Checker, value: object, path: str
+) -> tuple[DefaultConstraint, ...]:
+    result: list[DefaultConstraint] = []
+    for index, item in enumerate(check.items(value, path)):
+        constraint = _default_constraint(check, item, _join(path, index))
+        if constraint is None:
+            continue
+        pair = (constraint.topology_key, constraint.when_unsatisfiable)
+        if any((c.topology_key, c.when_unsatisfiable) == pair for c in result):
+            check.add(
+                _join(path, index),
+                f"a second {pair[1]} constraint on {pair[0]}; "
+                "topologyKey and whenUnsatisfiable pairs must be unique",
+            )
+        else:
+            result.append(constraint)
+    return tuple(result)
+
+
+def _namespaces(
+    check: _Checker, value: object, path: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(include, exclude). With include set and exclude omitted, exclude is empty."""
+    raw = check.mapping(value, path, ("include", "exclude"))
+    what = "a namespace name (DNS label)"
+    include = check.string_list(raw.get("include"), _join(path, "include"), _DNS_LABEL, what)
+    if "exclude" in raw:
+        exclude = check.string_list(raw["exclude"], _join(path, "exclude"), _DNS_LABEL, what)
+    else:
+        exclude = () if include else _DEFAULTS.namespaces_exclude
+    if include and exclude:
+        check.add(path, "include and exclude are mutually exclusive")
+    return include, exclude
+
+
+def _requirement(check: _Checker, value: object, path: str) -> Requirement | None:
+    raw = check.mapping(value, path, ("key", "operator", "values"))
+    if not isinstance(value, dict):
+        return None
+    for required in ("key", "operator"):
+        if required not in raw:
+            check.add(_join(path, required), "required")
+    key = _check_label_key(check, raw["key"], _join(path, "key")) if "key" in raw else None
+    op = (
+        check.choice(raw["operator"], _join(path, "operator"), _SELECTOR_OPS)
+        if "operator" in raw
+        else None
+    )
+    values_path = _join(path, "values")
+    values = check.string_list(raw.get("values"), values_path, _LABEL_VALUE, "a label value")
+    if op in ("In", "NotIn") and not values:
+        check.add(values_path, f"must not be empty with operator {op}")
+    if op in ("Exists", "DoesNotExist") and raw.get("values"):
+        check.add(values_path, f"must be empty with operator {op}")
+    if key is None or op is None:
+        return None
+    return Requirement(key=key, operator=cast(SelectorOp, op), values=values)
+
+
+def _label_selector(check: _Checker, value: object, path: str) -> LabelSelector | None:
+    """A ``metav1.LabelSelector`` (matchLabels sorted by key); None for null."""
+    if value is None:
+        return None
+    raw = check.mapping(value, path, ("matchLabels", "matchExpressions"))
+    labels = _match_labels(check, raw.get("matchLabels"), _join(path, "matchLabels"))
+    expressions_path = _join(path, "matchExpressions")
+    requirements = [
+        _requirement(check, item, _join(expressions_path, index))
+        for index, item in enumerate(check.items(raw.get("matchExpressions"), expressions_path))
+    ]
+    return LabelSelector(
+        match_labels=tuple(sorted(labels)),
+        match_expressions=tuple(r for r in requirements if r is not None),
+    )
+
+
+def _match_labels(check: _Checker, value: object, path: str) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        check.add(path, f"must be a mapping, got {_show(value)}")
+        return []
+    labels: list[tuple[str, str]] = []
+    for key, label_value in value.items():
+        item_path = _join(path, str(key))
+        name = _check_label_key(check, key, item_path)
+        text = check.string(label_value, item_path, _LABEL_VALUE, "a label value (quote numbers)")
+        if name is not None and text is not None:
+            labels.append((name, text))
+    return labels
+
+
+def _priority_threshold(check: _Checker, value: object, path: str) -> PriorityThreshold:
+    raw = check.mapping(value, path, ("value", "name"))
+    if not isinstance(value, dict):
+        return PriorityThreshold()
+    has_value = raw.get("value") is not None
+    has_name = raw.get("name") is not None
+    if has_value and has_name:
+        check.add(path, "set value or name, not both")
+        return PriorityThreshold()
+    if has_name:
+        name = check.string(
+            raw["name"], _join(path, "name"), _DNS_SUBDOMAIN, "a PriorityClass name"
+        )
+        return PriorityThreshold(value=None, name=name)
+    if not has_value:
+        check.add(path, "set value or name")
+        return PriorityThreshold()
+    number = raw["value"]
+    if (
+        isinstance(number, int)
+        and not isinstance(number, bool)
+        and _INT32_MIN <= number <= _INT32_MAX
+    ):
+        return PriorityThreshold(value=number)
+    check.add(_join(path, "value"), f"must be a 32-bit integer, got {_show(number)}")
+    return PriorityThreshold()
+
+
+def _boolean(check: _Checker, value: object, path: str) -> bool:
+    return check.boolean(value, path, default=False)
+
+
+def _duration(check: _Checker, value: object, path: str) -> float:
+    if not isinstance(value, str):
+        check.add(path, f"must be a duration string like 90s, 5m or 1h30m, got {_show(value)}")
+        return 0.0
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        check.add(path, str(exc))
+        return 0.0
+
+
+def _limits(check: _Checker, value: object, path: str) -> Limits:
+    raw = check.mapping(value, path, _LIMIT_KEYS, nullable=True)
+    found = {
+        key: check.integer(raw.get(key), _join(path, key), 0, None, nullable=True)
+        for key in _LIMIT_KEYS
+    }
+    return Limits(
+        total=found["total"],
+        per_node=found["perNode"],
+        per_namespace=found["perNamespace"],
+        per_workload=found["perWorkload"],
+    )
+
+
+def _grace_period(check: _Checker, value: object, path: str) -> int | None:
+    if value == 0 and not isinstance(value, bool):
+        check.add(path, "0 would force-delete; use >= 1 or omit")
+        return None
+    return check.integer(value, path, 1, None, nullable=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+
+
+def load_policy(text: str, source: str) -> Policy:
+    """Parse and validate a policy document; raise :class:`InputError` listing every problem.
+
+    An empty document (or one holding only comments) is the default :class:`Policy`. Otherwise
+    ``apiVersion: rebalancer/v1alpha1`` and ``kind: RebalancerPolicy`` are required.
+    """
+    document, problems = _parse_yaml(text)
+    if problems and document is None:
+        raise InputError(source, problems)
+    if document is None:
+        if problems:
+            raise InputError(source, problems)
+        return Policy()
+    check = _Checker()
+    check.problems.extend(problems)
+    policy = _policy(check, document)
+    if check.problems:
+        raise InputError(source, check.problems)
+    return policy
+
+
+_T = TypeVar("_T")
+
+
+def _policy(check: _Checker, document: object) -> Policy:
+    if not isinstance(document, dict):
+        check.add("", f"the policy must be a mapping, got {_show(document)}")
+        return Policy()
+    raw = check.mapping(document, "", _TOP_KEYS)
+    _header(check, raw)
+    defaults = _DEFAULTS
+
+    def read(key: str, reader: Callable[[_Checker, object, str], _T], default: _T) -> _T:
+        return reader(check, raw[key], key) if key in raw else default
+
+    # Read in the documented key order, so the problems come out in that order too.
+    constraints = read("constraints", _constraint_kinds, defaults.constraints)
+    node_fit = read("nodeFit", _boolean, defaults.node_fit)
+    default_constraints = read(
+        "defaultConstraints", _default_constraints, defaults.default_constraints
+    )
+    include, exclude = _namespaces(check, raw.get("namespaces", {}), "namespaces")
+    return Policy(
+        constraints=constraints,
+        node_fit=node_fit,
+        default_constraints=default_constraints,
+        namespaces_include=include,
+        namespaces_exclude=exclude,
+        label_selector=read("labelSelector", _label_selector, defaults.label_selector),
+        priority_threshold=read(
+            "priorityThreshold", _priority_threshold, defaults.priority_threshold
+        ),
+        evict_local_storage_pods=read(
+            "evictLocalStoragePods", _boolean, defaults.evict_local_storage_pods
+        ),
+        evict_pods_with_pvc=read("evictPodsWithPVC", _boolean, defaults.evict_pods_with_pvc),
+        evict_bare_pods=read("evictBarePods", _boolean, defaults.evict_bare_pods),
+        min_pod_age_seconds=read("minPodAge", _duration, defaults.min_pod_age_seconds),
+        limits=read("limits", _limits, defaults.limits),
+        grace_period_seconds=read(
+            "gracePeriodSeconds", _grace_period, defaults.grace_period_seconds
+        ),
+    )
+
+
+def restrict_to_namespace(policy: Policy, namespace: str) -> Policy:
+    """Narrow ``policy`` to one namespace (the CLI's ``-n``).
+
+    The namespace must be allowed by the policy: listed in ``namespaces.include`` when that is
+    set, and not listed in ``namespaces.exclude``. Raises :class:`InputError` otherwise, since
+    the result would rebalance nothing.
+    """
+    if not _DNS_LABEL.match(namespace):
+        raise InputError("--namespace", [f"must be a namespace name, got {_show(namespace)}"])
+    if policy.namespaces_include and namespace not in policy.namespaces_include:
+        raise InputError("--namespace", [f"{namespace} is not in the policy's namespaces.include"])
+    if namespace in policy.namespaces_exclude:
+        raise InputError("--namespace", [f"{namespace} is in the policy's namespaces.exclude"])
+    return dataclasses.replace(policy, namespaces_include=(namespace,), namespaces_exclude=())
+
+
+def label_selector_to_dict(selector: LabelSelector) -> dict[str, object]:
+    """The ``metav1.LabelSelector`` form of a parsed selector."""
+    return {
+        "matchLabels": dict(selector.match_labels),
+        "matchExpressions": [
+            {"key": r.key, "operator": r.operator, "values": list(r.values)}
+            for r in selector.match_expressions
+        ],
+    }
+
+
+def policy_to_dict(policy: Policy) -> dict[str, object]:
+    """The canonical camelCase form: every key, defaults filled in; loads back to ``policy``."""
+    threshold = policy.priority_threshold
+    limits = policy.limits
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "constraints": list(policy.constraints),
+        "nodeFit": policy.node_fit,
+        "defaultConstraints": [
+            {
+                "maxSkew": c.max_skew,
+                "topologyKey": c.topology_key,
+                "whenUnsatisfiable": c.when_unsatisfiable,
+                "minDomains": c.min_domains,
+                "nodeAffinityPolicy": c.node_affinity_policy,
+                "nodeTaintsPolicy": c.node_taints_policy,
+            }
+            for c in policy.default_constraints
+        ],
+        "namespaces": {
+            "include": list(policy.namespaces_include),
+            "exclude": list(policy.namespaces_exclude),
+        },
+        "labelSelector": (
+            None if policy.label_selector is None else label_selector_to_dict(policy.label_selector)
+        ),
+        "priorityThreshold": (
+            {"name": threshold.name} if threshold.name is not None else {"value": threshold.value}
+        ),
+        "evictLocalStoragePods": policy.evict_local_storage_pods,
+        "evictPodsWithPVC": policy.evict_pods_with_pvc,
+        "evictBarePods": policy.evict_bare_pods,
+        "minPodAge": format_duration(policy.min_pod_age_seconds),
+        "limits": {
+            "total": limits.total,
+            "perNode": limits.per_node,
+            "perNamespace": limits.per_namespace,
+            "perWorkload": limits.per_workload,
+        },
+        "gracePeriodSeconds": policy.grace_period_seconds,
+    }

@@ -1,0 +1,144 @@
+"""Label selectors, node selectors and tolerations, with Kubernetes' exact semantics (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from rebalancer.model import (
+    LabelSelector,
+    Node,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    Requirement,
+    Taint,
+    Toleration,
+)
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
+    """One ``matchExpressions`` entry against a label set."""
+    present = req.key in labels
+    if req.operator == "In":
+        return present and labels[req.key] in req.values
+    if req.operator == "NotIn":
+        return not present or labels[req.key] not in req.values
+    if req.operator == "Exists":
+        return present
+    return not present  # DoesNotExist
+
+
+def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """``None`` matches nothing; an empty selector matches everything."""
+    if selector is None:
+        return False
+    for key, value in selector.match_labels:
+        if labels.get(key) != value:
+            return False
+    return all(requirement_matches(r, labels) for r in selector.match_expressions)
+
+
+def selector_string(selector: LabelSelector | None) -> str:
+    """The selector as ``kubectl`` prints it: ``app=web,tier in (a,b),!canary``."""
+    if selector is None:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in selector.match_labels]
+    for req in selector.match_expressions:
+        if req.operator == "In":
+            parts.append(f"{req.key} in ({','.join(req.values)})")
+        elif req.operator == "NotIn":
+            parts.append(f"{req.key} notin ({','.join(req.values)})")
+        elif req.operator == "Exists":
+            parts.append(req.key)
+        else:
+            parts.append(f"!{req.key}")
+    return ",".join(parts) if parts else "<all>"
+
+
+def and_selectors(selectors: Iterable[LabelSelector]) -> LabelSelector:
+    """The conjunction of several selectors (used for default constraints)."""
+    labels: list[tuple[str, str]] = []
+    exprs: list[Requirement] = []
+    for sel in selectors:
+        labels.extend(sel.match_labels)
+        exprs.extend(sel.match_expressions)
+    return LabelSelector(tuple(sorted(set(labels))), tuple(exprs))
+
+
+def _node_requirement_matches(req: NodeSelectorRequirement, value: str | None) -> bool:
+    if req.operator == "In":
+        return value is not None and value in req.values
+    if req.operator == "NotIn":
+        return value is None or value not in req.values
+    if req.operator == "Exists":
+        return value is not None
+    if req.operator == "DoesNotExist":
+        return value is None
+    # Gt / Lt: both sides must parse as integers, else no match.
+    if value is None or len(req.values) != 1:
+        return False
+    try:
+        have, want = int(value), int(req.values[0])
+    except ValueError:
+        return False
+    return have > want if req.operator == "Gt" else have < want
+
+
+def term_matches(term: NodeSelectorTerm, node: Node) -> bool:
+    """A term with neither expressions nor fields matches no node."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    for req in term.match_expressions:
+        if not _node_requirement_matches(req, node.labels.get(req.key)):
+            return False
+    for req in term.match_fields:
+        value = node.name if req.key == "metadata.name" else None
+        if not _node_requirement_matches(req, value):
+            return False
+    return True
+
+
+def node_selector_matches(selector: NodeSelector, node: Node) -> bool:
+    """Terms are ORed; no terms matches no node."""
+    return any(term_matches(t, node) for t in selector.terms)
+
+
+def pod_affinity_matches(pod: Pod, node: Node) -> bool:
+    """``nodeSelector`` and required node affinity, as the NodeAffinity filter decides."""
+    for key, value in pod.node_selector.items():
+        if node.labels.get(key) != value:
+            return False
+    return pod.required_affinity is None or node_selector_matches(pod.required_affinity, node)
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Whether one toleration tolerates one taint."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    # Equal (or empty): an empty key only makes sense with Exists.
+    return bool(toleration.key) and toleration.value == taint.value
+
+
+def untolerated_taint(
+    tolerations: tuple[Toleration, ...], taints: Iterable[Taint], effects: frozenset[str]
+) -> Taint | None:
+    """The first taint with one of ``effects`` that no toleration tolerates."""
+    for taint in taints:
+        if taint.effect in effects and not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def node_unreachable(node: Node) -> bool:
+    """NotReady/Unknown, or carrying the unreachable taint: evictions there cannot complete."""
+    return not node.ready or any(t.key == UNREACHABLE_TAINT_KEY for t in node.taints)

@@ -1,0 +1,112 @@
+"""Grouping a plan's moves into waves that are safe against any legal scheduler choice (pure).
+
+The real scheduler does not score hard spread constraints, so a replacement may land in any
+legal domain, not the least populated one. A wave therefore holds only evictions whose
+replacement cannot return to the domain it left, whatever legal node the scheduler picks for
+it and for the other replacements of the same wave; the next wave is re-planned from the live
+state once the replacements have landed (SPEC §3).
+
+The check is a bound: after the wave's evictions, the other ``k`` replacements can raise a
+view's global minimum at most to the water level ``m`` that ``k`` pods reach when poured into
+the emptiest domains. If the source domain, with this pod gone, still has
+``count + 1 - m > maxSkew``, the replacement's own constraint keeps it out of that domain.
+Example, maxSkew 3 and counts [3, 9, 0, 9]: two evictions from each 9 leave [3, 7, 0, 7];
+three other replacements can lift the minimum to at most 3, and 7 + 1 - 3 = 5 > 3, so all
+four evictions fit one wave.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rebalancer.simulate import SimState
+
+if TYPE_CHECKING:
+    from rebalancer.planner import Move, Planner
+
+
+def water_level(counts: Sequence[int], extra: int) -> int:
+    """The highest minimum that ``extra`` pods added to ``counts`` can reach."""
+    if not counts:
+        return 0
+    ordered = sorted(counts)
+    level, left = ordered[0], extra
+    for filled in range(1, len(ordered) + 1):
+        # the ``filled`` emptiest domains stand at ``level``
+        if filled == len(ordered) or (ordered[filled] - level) * filled > left:
+            return level + left // filled
+        left -= (ordered[filled] - level) * filled
+        level = ordered[filled]
+    return level
+
+
+class WaveBuilder:
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.base = SimState(planner.snapshot, planner.analysis, planner.considered)
+        self.current: list[Move] = []
+        self.removed: Counter[tuple[int, str]] = Counter()
+        self.pdb_used: Counter[int] = Counter()
+
+    def cannot_return(self, m: Move) -> bool:
+        """Whether m's replacement is kept out of its source domain by its own constraint."""
+        planner = self.planner
+        if m.view not in self.base.own_views.get(m.pod, ()):
+            return False
+        view = planner.analysis.views[m.view]
+        spec = view.spec
+        if not spec.hard:
+            return False
+        source = view.node_domain[m.source]
+        counts = {d: c - self.removed[(m.view, d)] for d, c in self.base.counts[m.view].items()}
+        counts[source] -= 1
+        others = sum(1 for o in self.current if m.view in self.base.selector_views(o.pod))
+        if len(counts) < spec.constraint.min_domains:
+            ceiling = 0
+        else:
+            ceiling = water_level(list(counts.values()), others)
+        return counts[source] + 1 - ceiling > spec.max_skew
+
+    def pdb_room(self, m: Move) -> bool:
+        """At most ``disruptionsAllowed`` (and at least one) evictions per PDB in a wave."""
+        planner = self.planner
+        for k in planner.pdbs(m.pod):
+            cap = max(1, planner.snapshot.pdbs[k].disruptions_allowed)
+            if self.pdb_used[k] + 1 > cap:
+                return False
+        return True
+
+    def join(self, m: Move) -> None:
+        self.current.append(m)
+        for v in self.base.selector_views(m.pod):
+            d = self.base.domain(v, m.source)
+            if d is not None:
+                self.removed[(v, d)] += 1
+        for k in self.planner.pdbs(m.pod):
+            self.pdb_used[k] += 1
+
+    def close(self) -> None:
+        for m in self.current:
+            self.base.remove(m.pod)
+        for m in self.current:
+            if m.target is not None:
+                self.base.add(m.pod, m.target)
+        self.current = []
+        self.removed.clear()
+        self.pdb_used.clear()
+
+
+def assign_waves(planner: Planner, moves: Sequence[Move]) -> list[int]:
+    """The wave number (from 1) of each move, in plan order."""
+    builder = WaveBuilder(planner)
+    wave = 1
+    out: list[int] = []
+    for m in moves:
+        if builder.current and not (builder.cannot_return(m) and builder.pdb_room(m)):
+            builder.close()
+            wave += 1
+        builder.join(m)
+        out.append(wave)
+    return out
