@@ -189,22 +189,29 @@ class Planner:
         source = state.remove(i)
         source_count = state.counts[v][self.analysis.views[v].node_domain[source]] + 1
         placement = state.place(i, check_fit=self.policy.node_fit)
+        if placement.node == source:
+            state.add(i, source)
+            return "its replacement would land back on the same node"
         if placement.node is None:
             state.add(i, source)
             return f"replacement would stay Pending: {placement.reason}"
         state.add(i, placement.node)
-        ok = self.distance(v) < before[v][1]
+        ok = (state.excess(v), self.distance(v)) < before[v]
         for w in touched:
             if not ok:
                 break
             excess, dist = before[w]
-            if state.excess(w) > excess or (excess > 0 and self.distance(w) > dist):
+            if w != v and (state.excess(w) > excess or (excess > 0 and self.distance(w) > dist)):
                 ok = False
         if not ok:
             state.remove(i)
             state.add(i, source)
             return "moving it would not improve the spread"
         return Move(i, v, source, placement.node, source_count, gmin)
+
+    def _note_no_fit(self, i: int, why: str) -> None:
+        if why.startswith("replacement would stay Pending"):
+            self.no_fit.setdefault(i, SkipReason("no-fit", why))
 
     def best_move(self, v: int) -> Move | None:
         state = self.state
@@ -215,7 +222,7 @@ class Planner:
                 break
             members = [i for i in state.members[v][domain] if self.evictable(i)]
             members.sort(key=lambda i: self.preference(i, v, domain))
-            failed: set[tuple[object, ...]] = set()
+            failed: dict[object, str] = {}
             for i in members:
                 pod = self.analysis.pods[i]
                 workload = workload_of(pod, self.owners)
@@ -224,13 +231,19 @@ class Planner:
                 if limited is not None:
                     self.limit_notes.add(limited)
                     continue
+                # Pods of one template on one node fail alike (the node they leave matters:
+                # it changes their own views' counts).
                 template = (
                     pod.namespace,
                     workload,
                     tuple(sorted(pod.labels.items())),
                     pod.pvc_names,
+                    pod.requests.get("cpu"),
+                    pod.requests.get("memory"),
                 )
-                if template in failed:
+                known = failed.get((template, node))
+                if known is not None:
+                    self._note_no_fit(i, known)
                     continue
                 result = self.try_move(i, v)
                 if isinstance(result, Move):
@@ -239,9 +252,8 @@ class Planner:
                     for k in self.pdbs(i):
                         self.pdb_left[k] -= 1
                     return result
-                failed.add(template)
-                if result.startswith("replacement would stay Pending"):
-                    self.no_fit.setdefault(i, SkipReason("no-fit", result))
+                failed[(template, node)] = result
+                self._note_no_fit(i, result)
         return None
 
     def run(self) -> list[Move]:

@@ -1,0 +1,227 @@
+"""A compact YAML language for planner cases: nodes by zone, workloads by placement.
+
+A case names zones with their node counts, constraint templates, workloads placed as
+``{node: count}``, extra pods, PDBs, PriorityClasses, volumes and a policy (the real policy
+YAML contract), and what the plan must contain. See tests/data/planner_cases.yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rebalancer.model import (
+    HARD,
+    HONOR,
+    HOSTNAME_KEY,
+    IGNORE,
+    ZONE_KEY,
+    Controller,
+    LabelSelector,
+    Node,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    OwnerRef,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    PriorityClass,
+    Requirement,
+    Snapshot,
+    SpreadConstraint,
+    Taint,
+    Toleration,
+)
+
+KEY_ALIASES = {"zone": ZONE_KEY, "hostname": HOSTNAME_KEY}
+GIB = 1024**3
+
+
+def _taint(text: str) -> Taint:
+    kv, effect = text.rsplit(":", 1)
+    key, _, value = kv.partition("=")
+    return Taint(key, value, effect)
+
+
+def build_nodes(case: Mapping[str, Any]) -> list[Node]:
+    nodes: list[Node] = []
+    defaults = case.get("nodeDefaults", {})
+    for zone, count in (case.get("zones") or {}).items():
+        for k in range(1, count + 1):
+            nodes.append(_node({"name": f"{zone}{k}", "zone": zone, **defaults}))
+    for spec in case.get("nodes", []):
+        nodes.append(_node({**defaults, **spec}))
+    return nodes
+
+
+def _node(spec: Mapping[str, Any]) -> Node:
+    labels = {HOSTNAME_KEY: spec["name"]}
+    if spec.get("zone") is not None:
+        labels[ZONE_KEY] = spec["zone"]
+    labels.update(spec.get("labels", {}))
+    return Node(
+        name=spec["name"],
+        labels=labels,
+        allocatable={
+            "cpu": spec.get("cpu", 64_000),
+            "memory": 256 * GIB,
+            "pods": spec.get("pods", 110),
+        },
+        taints=tuple(_taint(t) for t in spec.get("taints", [])),
+        unschedulable=spec.get("unschedulable", False),
+        ready=spec.get("ready", True),
+    )
+
+
+def _selector(spec: Mapping[str, Any] | None) -> LabelSelector | None:
+    if spec is None:
+        return None
+    return LabelSelector(
+        tuple(sorted(spec.get("matchLabels", {}).items())),
+        tuple(
+            Requirement(e["key"], e["operator"], tuple(e.get("values", ())))
+            for e in spec.get("matchExpressions", [])
+        ),
+    )
+
+
+def _constraint(spec: Mapping[str, Any], app: str, labels: Mapping[str, str]) -> SpreadConstraint:
+    selector = _selector(spec.get("labelSelector", {"matchLabels": {"app": app}}))
+    keys = tuple(spec.get("matchLabelKeys", ()))
+    if selector is not None:
+        extra = tuple(Requirement(k, "In", (labels[k],)) for k in keys if k in labels)
+        selector = LabelSelector(selector.match_labels, selector.match_expressions + extra)
+    return SpreadConstraint(
+        max_skew=spec.get("maxSkew", 1),
+        topology_key=KEY_ALIASES.get(spec["topologyKey"], spec["topologyKey"]),
+        when_unsatisfiable=spec.get("whenUnsatisfiable", HARD),
+        selector=selector,
+        min_domains=spec.get("minDomains", 1),
+        node_affinity_policy=spec.get("nodeAffinityPolicy", HONOR),
+        node_taints_policy=spec.get("nodeTaintsPolicy", IGNORE),
+        match_label_keys=keys,
+    )
+
+
+def _affinity(spec: Mapping[str, Any] | None) -> NodeSelector | None:
+    if spec is None:
+        return None
+    terms = []
+    for term in spec:
+        exprs = tuple(
+            NodeSelectorRequirement(
+                KEY_ALIASES.get(e["key"], e["key"]), e["operator"], tuple(e.get("values", ()))
+            )
+            for e in term.get("matchExpressions", [])
+        )
+        fields = tuple(
+            NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values", ())))
+            for e in term.get("matchFields", [])
+        )
+        terms.append(NodeSelectorTerm(exprs, fields))
+    return NodeSelector(tuple(terms))
+
+
+def _owner(text: str | None) -> OwnerRef | None:
+    if text is None:
+        return None
+    kind, name = text.split("/", 1)
+    return OwnerRef(kind, name, f"uid-{name}")
+
+
+def _pod(spec: Mapping[str, Any], templates: Mapping[str, Any], serial: int) -> Pod:
+    app = spec.get("app", "web")
+    labels = {"app": app, **spec.get("labels", {})}
+    namespace = spec.get("namespace", "default")
+    constraints = tuple(
+        _constraint(templates[name], app, labels) for name in spec.get("constraints", [])
+    )
+    owner = _owner(spec.get("owner", f"ReplicaSet/{app}-rs"))
+    return Pod(
+        namespace=namespace,
+        name=spec["name"],
+        uid=f"uid-{namespace}-{spec['name']}",
+        labels=labels,
+        node_name=spec.get("node"),
+        created=float(spec.get("created", 1000 + serial)),
+        phase=spec.get("phase", "Running" if spec.get("node") else "Pending"),
+        terminating=spec.get("terminating", False),
+        priority=spec.get("priority"),
+        priority_class_name=spec.get("priorityClassName"),
+        owner=owner,
+        node_selector={KEY_ALIASES.get(k, k): v for k, v in spec.get("nodeSelector", {}).items()},
+        required_affinity=_affinity(spec.get("affinity")),
+        tolerations=tuple(
+            Toleration(
+                t.get("key", ""),
+                t.get("operator", "Equal"),
+                t.get("value", ""),
+                t.get("effect", ""),
+            )
+            for t in spec.get("tolerations", [])
+        ),
+        constraints=constraints,
+        requests={"cpu": spec.get("cpu", 100)},
+        pvc_names=tuple(spec.get("pvcs", ())),
+        local_storage=spec.get("emptyDir", False),
+        mirror=spec.get("mirror", False),
+    )
+
+
+def build_pods(case: Mapping[str, Any]) -> list[Pod]:
+    templates = case.get("constraints", {})
+    specs: list[dict[str, Any]] = []
+    for wl in case.get("workloads", []):
+        app = wl["app"]
+        extra = {k: v for k, v in wl.items() if k not in ("place", "app")}
+        for node_name, count in wl["place"].items():
+            for k in range(count):
+                specs.append(
+                    {"name": f"{app}-{node_name}-{k}", "node": node_name, "app": app, **extra}
+                )
+    specs.extend(case.get("pods", []))
+    return [_pod(s, templates, n) for n, s in enumerate(specs)]
+
+
+def build_snapshot(case: Mapping[str, Any]) -> Snapshot:
+    pdbs = tuple(
+        PodDisruptionBudget(
+            namespace=p.get("namespace", "default"),
+            name=p["name"],
+            selector=_selector(p.get("selector", {"matchLabels": {"app": p.get("app", "web")}})),
+            disruptions_allowed=p["allowed"],
+        )
+        for p in case.get("pdbs", [])
+    )
+    classes = tuple(
+        PriorityClass(c["name"], c["value"], c.get("globalDefault", False))
+        for c in case.get("priorityClasses", [])
+    )
+    pvs = tuple(
+        PersistentVolume(v["name"], _affinity(v.get("affinity"))) for v in case.get("pvs", [])
+    )
+    pvcs = tuple(
+        PersistentVolumeClaim(c.get("namespace", "default"), c["name"], c.get("volume"))
+        for c in case.get("pvcs", [])
+    )
+    controllers = tuple(
+        Controller(
+            kind=c["kind"],
+            namespace=c.get("namespace", "default"),
+            name=c["name"],
+            selector=_selector(c.get("selector")),
+            owner=_owner(c.get("owner")),
+        )
+        for c in case.get("controllers", [])
+    )
+    return Snapshot(
+        nodes=tuple(build_nodes(case)),
+        pods=tuple(build_pods(case)),
+        pdbs=pdbs,
+        priority_classes=classes,
+        pvcs=pvcs,
+        pvs=pvs,
+        controllers=controllers,
+    )

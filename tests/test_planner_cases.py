@@ -1,0 +1,51 @@
+"""The planner against the named cases of tests/data/planner_cases.yaml (one per SPEC item)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rebalancer.planner import plan
+from rebalancer.policy import Policy, load_policy
+from tests.casedsl import build_snapshot
+
+CASES = yaml.safe_load((Path(__file__).parent / "data" / "planner_cases.yaml").read_text())["cases"]
+NOW = 1_000_000.0
+
+
+def _policy(raw: dict[str, Any] | None) -> Policy:
+    doc = {"apiVersion": "rebalancer/v1alpha1", "kind": "RebalancerPolicy", **(raw or {})}
+    return load_policy(yaml.safe_dump(doc), "case")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_case(case: dict[str, Any]) -> None:
+    """The plan for the case's cluster has exactly the expected evictions, skips and end state."""
+    result = plan(build_snapshot(case), _policy(case.get("policy")), NOW)
+    expect = case["expect"]
+    names = [e.name for e in result.evictions]
+    assert len(names) == expect["evictions"], names
+    assert len(set(names)) == len(names), "a pod is evicted twice"
+    for name in expect.get("evicted", []):
+        assert name in names
+    for name in expect.get("notEvicted", []):
+        assert name not in names
+    skipped = {s.name: s.reason.code for s in result.skipped}
+    for name, code in expect.get("skipped", {}).items():
+        assert skipped.get(name) == code, skipped
+    if "within" in expect:
+        assert all(not v.violated for v in result.after) is expect["within"], result.after
+    if "after" in expect:
+        after = {d.split("-")[-1] if "-" in d else d: c for d, c in result.after[0].domains}
+        assert after == expect["after"]
+    if "lowerBound" in expect:
+        assert result.lower_bound == expect["lowerBound"]
+    if "minimal" in expect:
+        assert result.minimal is expect["minimal"]
+    if "grace" in expect:
+        assert all(e.grace_period_seconds == expect["grace"] for e in result.evictions)
+    if "reasonContains" in expect:
+        assert all(expect["reasonContains"] in e.reason for e in result.evictions)
