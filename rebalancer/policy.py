@@ -482,7 +482,7 @@ def _requirement(check: _Checker, value: object, path: str) -> Requirement | Non
     )
     values_path = _join(path, "values")
     values = check.string_list(raw.get("values"), values_path, _LABEL_VALUE, "a label value")
-    if op in ("In", "NotIn") and not values:
+    if op in ("In", "NotIn") and not raw.get("values"):
         check.add(values_path, f"must not be empty with operator {op}")
     if op in ("Exists", "DoesNotExist") and raw.get("values"):
         check.add(values_path, f"must be empty with operator {op}")

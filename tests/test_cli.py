@@ -1,0 +1,234 @@
+"""The command line: exit codes, stdout/stderr, environment fallbacks and the cli_live hook."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rebalancer import __version__
+from rebalancer.cli import LIVE_MODULE, POLICY_ENV, main
+from rebalancer.errors import ClusterError
+from rebalancer.policy import Policy, policy_to_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
+SNAPSHOT = Path(__file__).parent / "data" / "cli_snapshot.yaml"
+HEADER = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
+
+
+@pytest.fixture
+def no_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run as if rebalancer.cli_live were not installed."""
+    monkeypatch.setitem(sys.modules, LIVE_MODULE, None)
+
+
+@pytest.fixture
+def bad_policy(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.yaml"
+    path.write_text(HEADER + "gracePeriodSeconds: 0\nnodefit: false\nlimits: {perNode: -1}\n")
+    return path
+
+
+def _fake_live(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Policy]]) -> None:
+    """Install a stand-in cli_live that extends plan and adds a run command."""
+
+    def plan_live(args: argparse.Namespace, policy: Policy) -> int:
+        calls.append((args.context, policy))
+        if args.context == "unreachable":
+            raise ClusterError("cannot reach https://127.0.0.1:6443: connection refused")
+        return 0
+
+    def add_live_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        plan = subparsers.choices["plan"]
+        plan.add_argument("--context", default="kind")
+        plan.set_defaults(live_handler=plan_live)
+        run = subparsers.add_parser("run")
+        run.set_defaults(handler=lambda args: 1)
+
+    module = types.ModuleType(LIVE_MODULE)
+    module.add_live_commands = add_live_commands  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, LIVE_MODULE, module)
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the package version and exits 0."""
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"rebalancer {__version__}"
+
+
+def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Running without a subcommand prints usage to stderr and exits 2."""
+    assert main([]) == 2
+    assert "usage: rebalancer" in capsys.readouterr().err
+
+
+def test_policy_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    """policy check on a valid file prints 'FILE: ok' and the effective policy, exit 0."""
+    assert main(["policy", "check", str(DEFAULT_POLICY)]) == 0
+    out = capsys.readouterr().out
+    first, _, rest = out.partition("\n")
+    assert first == f"{DEFAULT_POLICY}: ok"
+    assert yaml.safe_load(rest) == policy_to_dict(Policy())
+
+
+def test_policy_check_reports_every_problem(
+    bad_policy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """policy check on a bad file lists every problem on stderr, no traceback, exit 2."""
+    assert main(["policy", "check", str(bad_policy)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"{bad_policy}: 3 problem(s):",
+        "  - nodefit: unknown key; did you mean nodeFit?",
+        "  - limits.perNode: must be an integer >= 0 or null, got -1",
+        "  - gracePeriodSeconds: 0 would force-delete; use >= 1 or omit",
+    ]
+
+
+def test_policy_check_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """policy check on a file that does not exist exits 2 naming the file."""
+    missing = tmp_path / "missing.yaml"
+    assert main(["policy", "check", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err
+    assert "Traceback" not in err
+
+
+def test_plan_without_snapshot_or_live_support(
+    no_live: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan without --snapshot and without cli_live exits 2 asking for --snapshot."""
+    assert main(["plan"]) == 2
+    assert "--snapshot FILE is required" in capsys.readouterr().err
+
+
+def test_plan_with_a_missing_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plan with a snapshot path that does not exist exits 2 with a message naming it."""
+    missing = tmp_path / "nope.yaml"
+    assert main(["plan", "--snapshot", str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert str(missing) in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_plan_bad_policy_from_env(
+    bad_policy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """$REBALANCER_POLICY is used when --policy is absent; its problems exit 2."""
+    monkeypatch.setenv(POLICY_ENV, str(bad_policy))
+    assert main(["plan", "--snapshot", str(SNAPSHOT)]) == 2
+    assert f"{bad_policy}: 3 problem(s):" in capsys.readouterr().err
+
+
+def test_policy_flag_beats_env(
+    bad_policy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--policy overrides $REBALANCER_POLICY."""
+    monkeypatch.setenv(POLICY_ENV, str(DEFAULT_POLICY))
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", str(bad_policy)]) == 2
+    assert str(bad_policy) in capsys.readouterr().err
+
+
+def test_plan_namespace_excluded_by_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    """-n with a namespace the policy excludes exits 2 instead of planning nothing."""
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "-n", "kube-system"]) == 2
+    assert "kube-system is in the policy's namespaces.exclude" in capsys.readouterr().err
+
+
+def test_explain_pod_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """explain --pod without a namespace is a usage error, exit 2."""
+    assert main(["explain", "--snapshot", str(SNAPSHOT), "--pod", "web-0"]) == 2
+    assert "must be NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def test_live_hook_handles_plan_without_snapshot(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cli_live's plan handler gets the arguments and the policy narrowed by -n."""
+    calls: list[tuple[str, Policy]] = []
+    _fake_live(monkeypatch, calls)
+    assert main(["plan", "--context", "prod", "-n", "shop"]) == 0
+    [(context, policy)] = calls
+    assert context == "prod"
+    assert policy.namespaces_include == ("shop",)
+
+
+def test_live_hook_adds_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands that cli_live registers run through main and return their exit code."""
+    _fake_live(monkeypatch, [])
+    assert main(["run"]) == 1
+
+
+def test_cluster_error_exits_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ClusterError from a live command exits 3 with its message on stderr."""
+    _fake_live(monkeypatch, [])
+    assert main(["plan", "--context", "unreachable"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("rebalancer: cluster error: cannot reach")
+    assert "Traceback" not in err
+
+
+def test_python_dash_m(tmp_path: Path) -> None:
+    """`python -m rebalancer` runs the same command line."""
+    result = subprocess.run(
+        [sys.executable, "-m", "rebalancer", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"rebalancer {__version__}"
+
+
+# ---- These need rebalancer.planner, rebalancer.snapshot and rebalancer.explain. -------------
+
+
+def test_plan_json_from_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    """plan --snapshot -o json prints the JSON contract: zones [3,1] maxSkew 1 -> 1 eviction."""
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["evictions"] == 1
+    assert data["summary"]["minimal"] is True
+    assert data["evictions"][0]["domain"] == "eu-west-1a"
+
+
+def test_plan_table_from_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    """plan --snapshot prints the table for people by default."""
+    assert main(["plan", "--snapshot", str(SNAPSHOT)]) == 0
+    out = capsys.readouterr().out
+    assert "eu-west-1a:3->2 eu-west-1b:1->2" in out
+    assert out.splitlines()[-1] == "1 eviction (proven minimal: lower bound 1) in 1 wave"
+
+
+def test_plan_namespace_without_pods(capsys: pytest.CaptureFixture[str]) -> None:
+    """-n narrows the plan to one namespace: another namespace has nothing to evict."""
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "-n", "billing", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evictions"] == []
+
+
+def test_explain_json_from_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    """explain -o json shows the pod's constraint with a count for each zone."""
+    assert main(["explain", "--snapshot", str(SNAPSHOT), "--pod", "shop/web-0", "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["namespace"], data["name"], data["node"]) == ("shop", "web-0", "node-a1")
+    assert list(data["constraints"][0]["matchCounts"]) == ["eu-west-1a", "eu-west-1b"]
+
+
+def test_explain_unknown_pod(capsys: pytest.CaptureFixture[str]) -> None:
+    """explain for a pod not in the snapshot exits 2."""
+    assert main(["explain", "--snapshot", str(SNAPSHOT), "--pod", "shop/nope"]) == 2
+    err = capsys.readouterr().err
+    assert "shop/nope" in err
+    assert "Traceback" not in err
