@@ -23,6 +23,7 @@ youngest. The moves are then grouped into waves (:mod:`rebalancer.waves`).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,12 +88,11 @@ def workload_of(pod: Pod, owners: dict[tuple[str, str, str], str]) -> str:
     return lifted or f"{pod.owner.kind}/{pod.owner.name}"
 
 
-def pdbs_covering(pod: Pod, pdbs: Sequence[PodDisruptionBudget]) -> list[int]:
-    return [
-        k
-        for k, pdb in enumerate(pdbs)
-        if pdb.namespace == pod.namespace and selector_matches(pdb.selector, pod.labels)
-    ]
+def pdbs_covering(
+    pod: Pod, pdbs: Sequence[PodDisruptionBudget], candidates: Sequence[int]
+) -> list[int]:
+    """Indices (among ``candidates``, the PDBs of the pod's namespace) that select the pod."""
+    return [k for k in candidates if selector_matches(pdbs[k].selector, pod.labels)]
 
 
 class Planner:
@@ -118,6 +118,10 @@ class Planner:
         }
         self.pdb_left = [p.disruptions_allowed for p in snapshot.pdbs]
         self.pdb_left_start = tuple(self.pdb_left)
+        self._pdbs_by_labels: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}
+        self.pdbs_by_namespace: dict[str, list[int]] = {}
+        for k, pdb in enumerate(snapshot.pdbs):
+            self.pdbs_by_namespace.setdefault(pdb.namespace, []).append(k)
         self._pdbs: dict[int, list[int]] = {}
         self.skips: dict[int, SkipReason] = {}
         self.no_fit: dict[int, SkipReason] = {}
@@ -128,7 +132,14 @@ class Planner:
     def pdbs(self, i: int) -> list[int]:
         found = self._pdbs.get(i)
         if found is None:
-            found = pdbs_covering(self.analysis.pods[i], self.snapshot.pdbs)
+            pod = self.analysis.pods[i]
+            labels_key = (pod.namespace, tuple(sorted(pod.labels.items())))
+            found = self._pdbs_by_labels.get(labels_key)
+            if found is None:
+                found = pdbs_covering(
+                    pod, self.snapshot.pdbs, self.pdbs_by_namespace.get(pod.namespace, ())
+                )
+                self._pdbs_by_labels[labels_key] = found
             self._pdbs[i] = found
         return found
 
@@ -220,7 +231,7 @@ class Planner:
         for domain in sorted(counts, key=lambda d: (-counts[d], d)):
             if counts[domain] <= gmin + 1:
                 break
-            members = [i for i in state.members[v][domain] if self.evictable(i)]
+            members = [i for i in state.members(v, domain) if self.evictable(i)]
             members.sort(key=lambda i: self.preference(i, v, domain))
             failed: dict[object, str] = {}
             for i in members:
@@ -257,43 +268,87 @@ class Planner:
         return None
 
     def run(self) -> list[Move]:
+        """Move one pod at a time, always in the worst violated view, until none improves.
+
+        Views wait in a heap keyed by excess; an entry is stale once its view's counts have
+        changed. A view where no move helps is set aside until its counts change.
+        """
         moves: list[Move] = []
         state = self.state
-        while True:
-            worst = sorted(
-                (v for v in self.considered if state.excess(v) > 0),
-                key=lambda v: (-state.excess(v), v),
-            )
-            move = None
-            for v in worst:
-                move = self.best_move(v)
-                if move is not None:
-                    break
+        heap = [(-state.excess(v), v, state.version[v]) for v in self.considered]
+        heap = [entry for entry in heap if entry[0] < 0]
+        heapq.heapify(heap)
+        while heap:
+            neg, v, version = heapq.heappop(heap)
+            if version != state.version[v]:
+                continue  # stale; a fresh entry was pushed when the view changed
+            move = self.best_move(v)
             if move is None:
-                return moves
+                continue  # stuck until its counts change
             moves.append(move)
-
-
-def objective(state: SimState, views: Sequence[int]) -> tuple[int, int]:
-    """Worst excess over the views, then their summed excess."""
-    excesses = [state.excess(v) for v in views]
-    return (max(excesses, default=0), sum(excesses))
+            for w in state.selector_views(move.pod):
+                if w in state.rank_views and state.excess(w) > 0:
+                    heapq.heappush(heap, (-state.excess(w), w, state.version[w]))
+            if state.version[v] == version:  # the move did not touch v's counts
+                heapq.heappush(heap, (neg, v, version))
+        return moves
 
 
 def trim(planner: Planner, moves: list[Move]) -> list[Move]:
-    """Drop trailing moves that end no better than an earlier prefix (unreachable targets)."""
-    replay = SimState(planner.snapshot, planner.analysis, planner.considered)
-    objectives = [objective(replay, planner.violated)]
+    """Drop trailing moves that end no better than an earlier prefix (unreachable targets).
+
+    The objective is the worst excess over the violated views, then their summed excess.
+    """
+    replay = planner.state.fresh()
+    excess = {v: replay.excess(v) for v in planner.violated}
+    levels: Counter[int] = Counter(excess.values())
+    total = sum(excess.values())
+    objectives = [(max(levels), total)]
     for m in moves:
         replay.remove(m.pod)
         if m.target is not None:
             replay.add(m.pod, m.target)
-        objectives.append(objective(replay, planner.violated))
+        for w in replay.selector_views(m.pod):
+            if w in excess:
+                new = replay.excess(w)
+                levels[excess[w]] -= 1
+                levels[new] += 1
+                total += new - excess[w]
+                excess[w] = new
+        objectives.append((max(k for k, n in levels.items() if n > 0), total))
     final = objectives[-1]
     if final[0] == 0:
         return moves
-    first = objectives.index(final)
-    return moves[:first]
+    return moves[: objectives.index(final)]
+
+
+def lower_bound(planner: Planner) -> int:
+    """No valid plan evicts fewer pods.
+
+    An eviction changes only the views whose selector matches the pod, so violated views
+    that never share a pod form independent groups: the bound is the sum over groups of the
+    largest distance to balance (:func:`rebalancer.spread.min_moves`) within each group.
+    """
+    violated = set(planner.violated)
+    parent = {v: v for v in violated}
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    state = planner.state
+    for v in planner.violated:
+        for i in planner.analysis.views[v].members:
+            linked = [w for w in state.selector_views(i) if w in violated]
+            for w in linked[1:]:
+                parent[find(w)] = find(linked[0])
+    best: dict[int, int] = {}
+    for v in planner.violated:
+        root = find(v)
+        best[root] = max(best.get(root, 0), planner.distance_at_start(v))
+    return sum(best.values())
 
 
 def view_report(view: View, counts: dict[str, int], pods: Sequence[Pod]) -> ViewReport:
@@ -331,7 +386,7 @@ def plan(
         return Plan((), (), (), (), 0)
     moves = trim(planner, planner.run())
     waves = assign_waves(planner, moves)
-    final = SimState(snapshot, analysis, planner.considered)
+    final = planner.state.fresh()
     evictions: list[Eviction] = []
     for m, wave in zip(moves, waves, strict=True):
         evictions.append(_eviction(planner, final, m, wave))
@@ -341,7 +396,7 @@ def plan(
     views = analysis.views
     violations = tuple(view_report(views[v], views[v].counts, pods) for v in planner.violated)
     after = tuple(view_report(views[v], final.counts[v], pods) for v in planner.violated)
-    lower = max(planner.distance_at_start(v) for v in planner.violated)
+    lower = lower_bound(planner)
     skipped = _skipped(planner, {m.pod for m in moves})
     notes = tuple(sorted(planner.limit_notes))
     return Plan(tuple(evictions), skipped, violations, after, lower, notes)

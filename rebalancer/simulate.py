@@ -11,7 +11,7 @@ the node name (SPEC §3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rebalancer.model import Node, NodeSelector, Pod, Snapshot
@@ -24,13 +24,7 @@ from rebalancer.selectors import (
     tolerates,
     untolerated_taint,
 )
-from rebalancer.spread import (
-    TERMINAL_PHASES,
-    Analysis,
-    eligibility_for,
-    global_min,
-    view_key_constraint,
-)
+from rebalancer.spread import TERMINAL_PHASES, Analysis, global_min
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,45 +67,133 @@ def static_reason(pod: Pod, node: Node, pins: Sequence[NodeSelector]) -> str | N
     return None
 
 
-class SimState:
-    """Mutable scheduler state for one planning pass."""
+class Shared:
+    """What every simulation of one analysis shares: the start state and pure caches."""
 
-    def __init__(self, snapshot: Snapshot, analysis: Analysis, rank_views: Sequence[int]) -> None:
+    def __init__(self, snapshot: Snapshot, analysis: Analysis, rank_views: Iterable[int]) -> None:
         self.analysis = analysis
         self.nodes = analysis.nodes
         self.node_names = sorted(self.nodes)
         self.views = analysis.views
-        self.counts: list[dict[str, int]] = [dict(v.counts) for v in analysis.views]
-        self._gmin: dict[int, int] = {}
-        self.rank_views = set(rank_views)
+        self.rank_views = frozenset(rank_views)
+        self.own_views = analysis.own_views
+        self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
+        self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
         self.used: dict[str, dict[str, int]] = {name: {} for name in self.nodes}
         self.placement: dict[int, str] = {}
         for i, pod in enumerate(analysis.pods):
             if pod.node_name is None or pod.phase in TERMINAL_PHASES:
                 continue
             if pod.node_name in self.used:
-                self._charge(pod, pod.node_name, 1)
+                _charge(self.used[pod.node_name], pod, 1)
             if not pod.terminating:
                 self.placement[i] = pod.node_name
-        self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
-        self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
-        self._static_cache: dict[tuple[object, ...], list[str]] = {}
+        self.views_by_namespace: dict[str, list[int]] = {}
+        for v, view in enumerate(self.views):
+            self.views_by_namespace.setdefault(view.spec.namespace, []).append(v)
+        self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._groups: dict[tuple[object, ...], dict[str, list[str]]] = {}
         self._selector_views: dict[int, list[int]] = {}
-        self.own_views = _own_views(analysis)
-        self.members: list[dict[str, set[int]]] = []
-        for view in analysis.views:
-            by_domain: dict[str, set[int]] = {d: set() for d in view.counts}
-            for i in view.members:
-                by_domain[view.node_domain[analysis.pods[i].node_name or ""]].add(i)
-            self.members.append(by_domain)
+        self._by_labels: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}
+
+    def selector_views(self, i: int) -> list[int]:
+        """Views (in the pod's namespace) whose selector matches the pod, wherever it runs."""
+        found = self._selector_views.get(i)
+        if found is None:
+            pod = self.analysis.pods[i]
+            labels_key = (pod.namespace, tuple(sorted(pod.labels.items())))
+            found = self._by_labels.get(labels_key)
+            if found is None:
+                found = [
+                    v
+                    for v in self.views_by_namespace.get(pod.namespace, ())
+                    if selector_matches(self.views[v].spec.constraint.selector, pod.labels)
+                ]
+                self._by_labels[labels_key] = found
+            self._selector_views[i] = found
+        return found
+
+    def static_key(self, i: int) -> tuple[object, ...]:
+        pod = self.analysis.pods[i]
+        pins = volume_pins(pod, self.pv_affinity, self.pvc_volume)
+        return (
+            tuple(sorted(pod.node_selector.items())),
+            pod.required_affinity,
+            pod.tolerations,
+            pins,
+        )
+
+    def static_nodes(self, i: int, key: tuple[object, ...]) -> tuple[str, ...]:
+        """Nodes that pass the filters independent of other pods, cached per pod template."""
+        found = self._static.get(key)
+        if found is None:
+            pod = self.analysis.pods[i]
+            pins = key[3]
+            assert isinstance(pins, tuple)
+            found = tuple(
+                n for n in self.node_names if static_reason(pod, self.nodes[n], pins) is None
+            )
+            self._static[key] = found
+        return found
+
+    def groups(
+        self, key: tuple[object, ...], nodes: Sequence[str], topology_key: str
+    ) -> dict[str, list[str]]:
+        """The nodes grouped by their value of ``topology_key`` ("" when they lack it)."""
+        gkey = (key, topology_key)
+        found = self._groups.get(gkey)
+        if found is None:
+            found = {}
+            for n in nodes:
+                found.setdefault(self.nodes[n].labels.get(topology_key, ""), []).append(n)
+            self._groups[gkey] = found
+        return found
+
+
+def _charge(used: dict[str, int], pod: Pod, sign: int) -> None:
+    for res, amount in pod.requests.items():
+        used[res] = used.get(res, 0) + sign * amount
+    used["pods"] = used.get("pods", 0) + sign
+
+
+class SimState:
+    """Mutable scheduler state for one planning pass."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        analysis: Analysis,
+        rank_views: Iterable[int],
+        *,
+        shared: Shared | None = None,
+        track_members: bool = True,
+    ) -> None:
+        sh = shared if shared is not None else Shared(snapshot, analysis, rank_views)
+        self.shared = sh
+        self.snapshot = snapshot
+        self.analysis = analysis
+        self.nodes = sh.nodes
+        self.node_names = sh.node_names
+        self.views = sh.views
+        self.rank_views = sh.rank_views
+        self.own_views = sh.own_views
+        self.pv_affinity = sh.pv_affinity
+        self.pvc_volume = sh.pvc_volume
+        self.counts: list[dict[str, int]] = [dict(v.counts) for v in analysis.views]
+        self._gmin: dict[int, int] = {}
+        self._skew: dict[int, int] = {}
+        self._excess: dict[int, int] = {}
+        self.version = [0] * len(self.views)
+        self.used = {name: dict(u) for name, u in sh.used.items()}
+        self.placement = dict(sh.placement)
+        self.track_members = track_members
+        self._members: dict[int, dict[str, set[int]]] = {}
+
+    def fresh(self) -> SimState:
+        """A new state at the start of the plan, sharing this one's caches."""
+        return SimState(self.snapshot, self.analysis, (), shared=self.shared, track_members=False)
 
     # -- bookkeeping -------------------------------------------------------------------------
-    def _charge(self, pod: Pod, node: str, sign: int) -> None:
-        used = self.used[node]
-        for res, amount in pod.requests.items():
-            used[res] = used.get(res, 0) + sign * amount
-        used["pods"] = used.get("pods", 0) + sign
-
     def gmin(self, v: int) -> int:
         cached = self._gmin.get(v)
         if cached is None:
@@ -121,36 +203,51 @@ class SimState:
         return cached
 
     def skew(self, v: int) -> int:
-        counts = self.counts[v]
-        if not counts:
-            return 0
-        top = max(counts.values())
-        return 0 if top == 0 else top - self.gmin(v)
+        cached = self._skew.get(v)
+        if cached is None:
+            counts = self.counts[v]
+            top = max(counts.values(), default=0)
+            cached = 0 if top == 0 else top - self.gmin(v)
+            self._skew[v] = cached
+        return cached
 
     def excess(self, v: int) -> int:
-        return max(0, self.skew(v) - self.views[v].spec.max_skew)
+        cached = self._excess.get(v)
+        if cached is None:
+            cached = max(0, self.skew(v) - self.views[v].spec.max_skew)
+            self._excess[v] = cached
+        return cached
+
+    def members(self, v: int, domain: str) -> set[int]:
+        """The pods view v counts in ``domain`` now (built on first use)."""
+        by_domain = self._members.get(v)
+        if by_domain is None:
+            if not self.track_members:
+                raise ValueError("this state does not track members")
+            view = self.views[v]
+            by_domain = {}
+            pods = self.analysis.pods
+            for i in view.members:
+                d = view.node_domain[pods[i].node_name or ""]
+                by_domain.setdefault(d, set()).add(i)
+            self._members[v] = by_domain
+        return by_domain.setdefault(domain, set())
 
     def _bump(self, v: int, domain: str, i: int, delta: int) -> None:
         self.counts[v][domain] += delta
-        if delta > 0:
-            self.members[v][domain].add(i)
-        else:
-            self.members[v][domain].discard(i)
+        by_domain = self._members.get(v)
+        if by_domain is not None:
+            if delta > 0:
+                by_domain.setdefault(domain, set()).add(i)
+            else:
+                by_domain.setdefault(domain, set()).discard(i)
         self._gmin.pop(v, None)
+        self._skew.pop(v, None)
+        self._excess.pop(v, None)
+        self.version[v] += 1
 
     def selector_views(self, i: int) -> list[int]:
-        """Views (in the pod's namespace) whose selector matches the pod, wherever it runs."""
-        found = self._selector_views.get(i)
-        if found is None:
-            pod = self.analysis.pods[i]
-            found = [
-                v
-                for v, view in enumerate(self.views)
-                if view.spec.namespace == pod.namespace
-                and selector_matches(view.spec.constraint.selector, pod.labels)
-            ]
-            self._selector_views[i] = found
-        return found
+        return self.shared.selector_views(i)
 
     def domain(self, v: int, node: str) -> str | None:
         """The node's domain in view v, if the node is eligible for it."""
@@ -159,8 +256,7 @@ class SimState:
     def remove(self, i: int) -> str:
         """Evict pod i: it stops counting and frees its resources. Returns its node."""
         node = self.placement.pop(i)
-        pod = self.analysis.pods[i]
-        self._charge(pod, node, -1)
+        _charge(self.used[node], self.analysis.pods[i], -1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
             if d is not None:
@@ -170,28 +266,15 @@ class SimState:
     def add(self, i: int, node: str) -> None:
         """Place pod i (or its replacement) on ``node``."""
         self.placement[i] = node
-        self._charge(self.analysis.pods[i], node, 1)
+        _charge(self.used[node], self.analysis.pods[i], 1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
             if d is not None:
                 self._bump(v, d, i, 1)
 
     # -- filters -----------------------------------------------------------------------------
-    def static_nodes(self, i: int) -> list[str]:
-        """Nodes that pass the filters independent of other pods, cached per pod template."""
-        pod = self.analysis.pods[i]
-        pins = volume_pins(pod, self.pv_affinity, self.pvc_volume)
-        key = (
-            tuple(sorted(pod.node_selector.items())),
-            pod.required_affinity,
-            pod.tolerations,
-            pins,
-        )
-        found = self._static_cache.get(key)
-        if found is None:
-            found = [n for n in self.node_names if static_reason(pod, self.nodes[n], pins) is None]
-            self._static_cache[key] = found
-        return found
+    def static_nodes(self, i: int) -> tuple[str, ...]:
+        return self.shared.static_nodes(i, self.shared.static_key(i))
 
     def fits(self, pod: Pod, node: str) -> bool:
         """Requests against allocatable minus what is already placed there."""
@@ -204,78 +287,101 @@ class SimState:
                 return False
         return True
 
-    def spread_ok(self, i: int, node: str) -> bool:
-        """The PodTopologySpread filter for the pod's own hard constraints."""
+    def hard_checks(self, i: int) -> list[tuple[int, str, int, int]]:
+        """(view, topology key, selfMatch, maxSkew) of pod i's own hard constraints."""
         pod = self.analysis.pods[i]
-        labels = self.nodes[node].labels
+        out = []
         for v in self.own_views.get(i, ()):
             spec = self.views[v].spec
-            if not spec.hard:
-                continue
-            value = labels.get(spec.topology_key)
+            if spec.hard:
+                self_match = 1 if selector_matches(spec.constraint.selector, pod.labels) else 0
+                out.append((v, spec.topology_key, self_match, spec.max_skew))
+        return out
+
+    def spread_ok(
+        self, i: int, node: str, checks: list[tuple[int, str, int, int]] | None = None
+    ) -> bool:
+        """The PodTopologySpread filter for the pod's own hard constraints."""
+        labels = self.nodes[node].labels
+        for v, key, self_match, max_skew in checks if checks is not None else self.hard_checks(i):
+            value = labels.get(key)
             if value is None:
                 return False
-            self_match = 1 if selector_matches(spec.constraint.selector, pod.labels) else 0
-            if self.counts[v].get(value, 0) + self_match - self.gmin(v) > spec.max_skew:
+            if self.counts[v].get(value, 0) + self_match - self.gmin(v) > max_skew:
                 return False
         return True
 
-    def rank(self, i: int, node: str) -> tuple[object, ...]:
-        labels = self.nodes[node].labels
+    def rank_views_of(self, i: int) -> list[int]:
+        """The views that rank nodes for pod i: its own, then considered views counting it."""
         own = self.own_views.get(i, [])
-        key: list[int] = []
-        for v in own:
-            key.append(self.counts[v].get(labels.get(self.views[v].spec.topology_key, ""), 0))
-        for v in self.selector_views(i):
-            if v in self.rank_views and v not in own:
-                key.append(self.counts[v].get(labels.get(self.views[v].spec.topology_key, ""), 0))
+        return own + [v for v in self.selector_views(i) if v in self.rank_views and v not in own]
+
+    def rank(self, views: Sequence[int], node: str) -> tuple[object, ...]:
+        labels = self.nodes[node].labels
+        key = [
+            self.counts[v].get(labels.get(self.views[v].spec.topology_key, ""), 0) for v in views
+        ]
         return (*key, node)
 
     def place(self, i: int, check_fit: bool = True) -> Placement:
-        """Where the replacement of pod i lands on the current state (it must be removed)."""
+        """Where the replacement of pod i lands on the current state (it must be removed).
+
+        Candidates are narrowed view by view: first the nodes whose domain has the lowest
+        count in the first ranking view, then, among those, the lowest count in the next
+        view, and so on; ties go to the node name. The first level holding a legal node
+        (spread, and fit unless ``check_fit`` is off) wins.
+        """
         pod = self.analysis.pods[i]
-        best: tuple[object, ...] | None = None
-        statics = self.static_nodes(i)
+        key = self.shared.static_key(i)
+        statics = self.shared.static_nodes(i, key)
         if not statics:
             return Placement(None, "no node passes taints, affinity, cordon and volume checks")
-        spread_blocked = 0
-        for node in statics:
-            if not self.spread_ok(i, node):
-                spread_blocked += 1
-                continue
-            if check_fit and not self.fits(pod, node):
-                continue
-            r = self.rank(i, node)
-            if best is None or r < best:
-                best = r
-        if best is None:
-            why = (
-                "every node is blocked by its own spread constraints"
-                if spread_blocked == len(statics)
-                else "no node has room for its requests"
-            )
-            return Placement(None, why)
-        node_name = best[-1]
-        assert isinstance(node_name, str)
-        return Placement(node_name, "")
+        views = self.rank_views_of(i)
+        checks = self.hard_checks(i)
+        tried = [0, 0]  # nodes visited, nodes rejected by spread
 
+        def legal(node: str) -> bool:
+            tried[0] += 1
+            if not self.spread_ok(i, node, checks):
+                tried[1] += 1
+                return False
+            return not check_fit or self.fits(pod, node)
 
-def _own_views(analysis: Analysis) -> dict[int, list[int]]:
-    """Each pod's own views, in the order of its constraints."""
-    index: dict[int, dict[object, int]] = {}
-    for v, view in enumerate(analysis.views):
-        for i in view.declarers:
-            index.setdefault(i, {})[(view.spec.constraint, view.spec.eligibility)] = v
-    out: dict[int, list[int]] = {}
-    for i, cons in analysis.constraints.items():
-        mine = index.get(i)
-        if not mine:
-            continue
-        pod = analysis.pods[i]
-        ordered = []
-        for c in cons:
-            k = (view_key_constraint(c), eligibility_for(pod, c, cons))
-            if k in mine:
-                ordered.append(mine[k])
-        out[i] = ordered
-    return out
+        def pick(candidates: Sequence[str], depth: int) -> str | None:
+            if depth == len(views):
+                return next((n for n in candidates if legal(n)), None)
+            v = views[depth]
+            counts = self.counts[v]
+            topology_key = self.views[v].spec.topology_key
+            nodes = self.nodes
+            levels: dict[int, list[str]] = {}
+            for n in candidates:
+                c = counts.get(nodes[n].labels.get(topology_key, ""), 0)
+                levels.setdefault(c, []).append(n)
+            for c in sorted(levels):
+                found = pick(levels[c], depth + 1)
+                if found is not None:
+                    return found
+            return None
+
+        if views:
+            first = views[0]
+            counts = self.counts[first]
+            groups = self.shared.groups(key, statics, self.views[first].spec.topology_key)
+            by_level: dict[int, list[str]] = {}
+            for domain, members in groups.items():
+                by_level.setdefault(counts.get(domain, 0), []).extend(members)
+            for c in sorted(by_level):
+                found = pick(sorted(by_level[c]), 1)
+                if found is not None:
+                    return Placement(found, "")
+        else:
+            found = pick(statics, 0)
+            if found is not None:
+                return Placement(found, "")
+        why = (
+            "every node is blocked by its own spread constraints"
+            if tried[1] == tried[0]
+            else "no node has room for its requests"
+        )
+        return Placement(None, why)

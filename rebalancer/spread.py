@@ -204,6 +204,7 @@ class Analysis:
     views: list[View]
     pod_views: dict[int, list[int]]  # pod index -> indices of views counting it
     constraints: dict[int, tuple[SpreadConstraint, ...]]  # pod index -> effective constraints
+    own_views: dict[int, list[int]]  # pod index -> its own views, in constraint order
 
 
 def default_constraints_for(
@@ -276,38 +277,65 @@ def effective_constraints(
 def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
     """Build every view of the snapshot and count it, as kube-scheduler would."""
     pods = snapshot.pods
-    nodes = {n.name: n for n in snapshot.nodes}
     constraints = effective_constraints(snapshot, policy)
     specs: dict[ViewSpec, list[int]] = {}
+    pod_specs: dict[int, list[ViewSpec]] = {}
+    # Pods of one workload share constraints, affinity and tolerations: build their specs once.
+    spec_cache: dict[tuple[object, ...], list[ViewSpec]] = {}
     for i, cons in constraints.items():
         pod = pods[i]
         if pod.terminating:
             continue
-        for c in cons:
-            spec = ViewSpec(pod.namespace, view_key_constraint(c), eligibility_for(pod, c, cons))
+        key = (
+            pod.namespace,
+            cons,
+            tuple(sorted(pod.node_selector.items())),
+            pod.required_affinity,
+            pod.tolerations,
+        )
+        mine = spec_cache.get(key)
+        if mine is None:
+            mine = [
+                ViewSpec(pod.namespace, view_key_constraint(c), eligibility_for(pod, c, cons))
+                for c in cons
+            ]
+            spec_cache[key] = mine
+        pod_specs[i] = mine
+        for spec in mine:
             specs.setdefault(spec, []).append(i)
     index = PodIndex(pods)
     eligible_cache: dict[Eligibility, list[Node]] = {}
+    # Views share eligibility: one read-only node -> domain map per (eligibility, key).
+    domain_cache: dict[tuple[Eligibility, str], tuple[dict[str, str], list[str]]] = {}
     views: list[View] = []
+    position: dict[ViewSpec, int] = {}
     for spec in sorted(specs, key=ViewSpec.sort_key):
         elig = spec.eligibility
-        if elig not in eligible_cache:
-            eligible_cache[elig] = [n for n in snapshot.nodes if node_eligible(elig, n)]
-        key = spec.topology_key
-        node_domain = {n.name: n.labels[key] for n in eligible_cache[elig]}
-        counts = dict.fromkeys(sorted(set(node_domain.values())), 0)
+        key_name = spec.topology_key
+        cached = domain_cache.get((elig, key_name))
+        if cached is None:
+            if elig not in eligible_cache:
+                eligible_cache[elig] = [n for n in snapshot.nodes if node_eligible(elig, n)]
+            mapping = {n.name: n.labels[key_name] for n in eligible_cache[elig]}
+            cached = (mapping, sorted(set(mapping.values())))
+            domain_cache[(elig, key_name)] = cached
+        node_domain, domains = cached
+        counts = dict.fromkeys(domains, 0)
         members: list[int] = []
         for i in index.matching(spec.namespace, spec.constraint.selector):
             domain = node_domain.get(pods[i].node_name or "")
             if domain is not None:
                 counts[domain] += 1
                 members.append(i)
+        position[spec] = len(views)
         views.append(View(spec, node_domain, members, specs[spec], counts))
     pod_views: dict[int, list[int]] = defaultdict(list)
     for v, view in enumerate(views):
         for i in view.members:
             pod_views[i].append(v)
-    return Analysis(pods, nodes, views, dict(pod_views), constraints)
+    own_views = {i: [position[spec] for spec in mine] for i, mine in pod_specs.items()}
+    nodes = {n.name: n for n in snapshot.nodes}
+    return Analysis(pods, nodes, views, dict(pod_views), constraints, own_views)
 
 
 def considered(view: View, policy: Policy) -> bool:

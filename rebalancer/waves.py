@@ -21,8 +21,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rebalancer.simulate import SimState
-
 if TYPE_CHECKING:
     from rebalancer.planner import Move, Planner
 
@@ -45,7 +43,7 @@ def water_level(counts: Sequence[int], extra: int) -> int:
 class WaveBuilder:
     def __init__(self, planner: Planner) -> None:
         self.planner = planner
-        self.base = SimState(planner.snapshot, planner.analysis, planner.considered)
+        self.base = planner.state.fresh()
         self.current: list[Move] = []
         self.removed: Counter[tuple[int, str]] = Counter()
         self.pdb_used: Counter[int] = Counter()
