@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The test command (README): lint, unit and property tests, then e2e against a local control
+# plane. Set REBALANCER_SKIP_E2E=1 to stop after the unit tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+BIN=$(dirname "$PY")
+
+start=$(date +%s)
+phase() { printf '\n=== %s (t+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
+
+phase "lint"
+"$BIN/ruff" check .
+"$BIN/ruff" format --check .
+"$BIN/mypy" --strict rebalancer
+"$BIN/lint-imports"
+
+phase "unit tests"
+# pytest exits 5 when it collects nothing; set -e turns that into a failure.
+"$PY" -m pytest tests -q
+
+if [ "${REBALANCER_SKIP_E2E:-0}" = "1" ]; then
+  echo "e2e skipped (REBALANCER_SKIP_E2E=1)"
+  exit 0
+fi
+
+phase "e2e: build control plane (cached)"
+bash e2e/cluster/build.sh
+
+phase "e2e tests"
+"$PY" -m pytest e2e --e2e -v
+
+phase "tests done"
