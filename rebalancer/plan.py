@@ -81,7 +81,7 @@ class Plan:
     skipped: tuple[Skip, ...]
     violations: tuple[ViewReport, ...]  # violated views, before the plan
     after: tuple[ViewReport, ...]  # the same views after the simulated plan
-    lower_bound: int  # no valid plan can evict fewer pods than this
+    lower_bound: int  # no plan reaching the same views' balance evicts fewer pods
     notes: tuple[str, ...] = ()
 
     @property
@@ -93,5 +93,6 @@ class Plan:
 
     @property
     def minimal(self) -> bool:
-        """True when the plan is proven minimal: its size meets the lower bound."""
-        return len(self.evictions) == self.lower_bound
+        """True when the plan is proven minimal: it balances every violated view and its size
+        meets the lower bound."""
+        return len(self.evictions) == self.lower_bound and not any(v.violated for v in self.after)

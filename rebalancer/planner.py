@@ -322,12 +322,14 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     return moves[: objectives.index(final)]
 
 
-def lower_bound(planner: Planner) -> int:
-    """No valid plan evicts fewer pods.
+def lower_bound(planner: Planner, final: SimState) -> int:
+    """No plan that brings these views within maxSkew evicts fewer pods.
 
     An eviction changes only the views whose selector matches the pod, so violated views
     that never share a pod form independent groups: the bound is the sum over groups of the
     largest distance to balance (:func:`rebalancer.spread.min_moves`) within each group.
+    Groups the plan cannot bring within maxSkew (pinned pods, no room) have no such bound
+    and add nothing, so the plan is then not reported as proven minimal.
     """
     violated = set(planner.violated)
     parent = {v: v for v in violated}
@@ -345,10 +347,13 @@ def lower_bound(planner: Planner) -> int:
             for w in linked[1:]:
                 parent[find(w)] = find(linked[0])
     best: dict[int, int] = {}
+    unresolved: set[int] = set()
     for v in planner.violated:
         root = find(v)
         best[root] = max(best.get(root, 0), planner.distance_at_start(v))
-    return sum(best.values())
+        if final.excess(v) > 0:
+            unresolved.add(root)
+    return sum(b for root, b in best.items() if root not in unresolved)
 
 
 def view_report(view: View, counts: dict[str, int], pods: Sequence[Pod]) -> ViewReport:
@@ -396,7 +401,7 @@ def plan(
     views = analysis.views
     violations = tuple(view_report(views[v], views[v].counts, pods) for v in planner.violated)
     after = tuple(view_report(views[v], final.counts[v], pods) for v in planner.violated)
-    lower = lower_bound(planner)
+    lower = lower_bound(planner, final)
     skipped = _skipped(planner, {m.pod for m in moves})
     notes = tuple(sorted(planner.limit_notes))
     return Plan(tuple(evictions), skipped, violations, after, lower, notes)
