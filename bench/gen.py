@@ -17,7 +17,7 @@ import random
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +44,15 @@ class Gen:
     def uid(self) -> str:
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
 
+    used: set[str] = field(default_factory=set)
+
     def suffix(self, n: int = 5) -> str:
-        return "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+        """A random name suffix like a controller's, never repeated within one cluster."""
+        while True:
+            text = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
+            if text not in self.used:
+                self.used.add(text)
+                return text
 
 
 def node_obj(g: Gen, i: int) -> dict[str, Any]:
