@@ -1,0 +1,458 @@
+"""Live-cluster commands: ``snapshot``, ``run``, and ``plan`` without ``--snapshot``.
+
+Registered by :func:`add_live_commands`, which :mod:`rebalancer.cli` calls. The order of
+things is part of the safety contract: the policy and every flag are validated before the
+first request (exit 2, nothing sent); ``run`` then checks RBAC with SelfSubjectAccessReviews
+(exit 3, naming the verb and resource) before it reads or evicts anything. ``plan`` and
+``run --dry-run`` send only GET requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from rebalancer import errors, logs
+from rebalancer.cli import (
+    add_output_argument,
+    add_policy_arguments,
+    resolve_policy,
+    write,
+)
+from rebalancer.errors import InputError
+from rebalancer.executor import ExecutorSettings
+from rebalancer.policy import Policy, format_duration, parse_duration
+from rebalancer.report import Format, plan_data, render_plan
+from rebalancer.runner import DEFAULT_MAX_WAVES, RunReport, RunSettings
+
+if TYPE_CHECKING:
+    from rebalancer.kubeclient import Kube
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+SNAPSHOT_FORMATS: Final = ("yaml", "json")
+DEFAULT_WAVE_TIMEOUT: Final = "10m"
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account when "
+        "running in a pod, else ~/.kube/config)",
+    )
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+
+
+def add_live_commands(subparsers: Subparsers) -> None:
+    """Add ``snapshot`` and ``run``, and make ``plan`` read a live cluster without --snapshot."""
+    plan = subparsers.choices["plan"]
+    _add_cluster_arguments(plan)
+    plan.set_defaults(live_handler=plan_live)
+
+    snapshot = subparsers.add_parser(
+        "snapshot",
+        help="write what rebalancer reads from the cluster, as a kind: List",
+        description="Read the cluster (nodes, pods, PDBs, PriorityClasses, PVCs, PVs, "
+        "Services, ReplicaSets, StatefulSets, ReplicationControllers) and write it as one "
+        "kind: List to stdout. 'plan --snapshot FILE' on it gives the same plan as the live "
+        "'plan'. Sends only GET requests.",
+    )
+    snapshot.add_argument(
+        "-o", "--output", choices=SNAPSHOT_FORMATS, default="yaml", help="format (default yaml)"
+    )
+    snapshot.add_argument(
+        "-n", "--namespace", metavar="NAMESPACE", help="read namespaced objects of this one only"
+    )
+    _add_cluster_arguments(snapshot)
+    snapshot.set_defaults(handler=_cmd_snapshot)
+
+    run = subparsers.add_parser(
+        "run",
+        help="plan, then evict through the Eviction API, wave by wave",
+        description="Plan, evict the first wave through the Eviction API, wait for the "
+        "replacements, read again and re-plan, until balanced (at most --max-waves waves). "
+        "Exit codes: 0 ok; 1 some evictions failed or were blocked by a PodDisruptionBudget; "
+        "2 bad input or policy (nothing sent); 3 cluster unreachable or RBAC denied.",
+    )
+    add_policy_arguments(run)
+    add_output_argument(run)
+    _add_cluster_arguments(run)
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only plan: the same as 'plan', sends no write request at all",
+    )
+    mode.add_argument(
+        "--server-dry-run",
+        action="store_true",
+        help="send each eviction of the plan with dryRun=All: the API server gives its "
+        "PodDisruptionBudget verdicts, nothing is evicted",
+    )
+    run.add_argument(
+        "--interval",
+        metavar="DURATION",
+        default=os.environ.get("REBALANCER_INTERVAL") or None,
+        help="run again every DURATION (e.g. 10m) until SIGTERM (default: once; "
+        "$REBALANCER_INTERVAL)",
+    )
+    run.add_argument(
+        "--max-waves",
+        type=int,
+        default=DEFAULT_MAX_WAVES,
+        metavar="N",
+        help=f"waves per run at most (default {DEFAULT_MAX_WAVES})",
+    )
+    run.add_argument(
+        "--wave-timeout",
+        metavar="DURATION",
+        default=DEFAULT_WAVE_TIMEOUT,
+        help="how long one wave waits for replacements to be scheduled and Ready "
+        f"(default {DEFAULT_WAVE_TIMEOUT})",
+    )
+    run.add_argument(
+        "--metrics-bind-address",
+        metavar="HOST:PORT",
+        default=os.environ.get("REBALANCER_METRICS_BIND_ADDRESS", ""),
+        help="serve Prometheus metrics here in --interval mode, e.g. 127.0.0.1:8080 (default: off)",
+    )
+    run.set_defaults(handler=_cmd_run)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared steps
+
+
+def _connect(args: argparse.Namespace) -> Kube:
+    from rebalancer.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
+
+    return connect(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+
+
+def _reader(kube: Kube, namespace: str | None) -> Any:
+    from rebalancer.reader import read_cluster  # noqa: PLC0415  # on use, like the client
+
+    def read() -> Any:
+        return read_cluster(kube.list_page, namespace=namespace).snapshot
+
+    return read
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One RBAC permission a run needs, as a SelfSubjectAccessReview asks it."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+    required: bool = True
+
+    @property
+    def name(self) -> str:
+        base = f"{self.resource}.{self.group}" if self.group else self.resource
+        return f"{base}/{self.subresource}" if self.subresource else base
+
+
+RUN_CHECKS: Final = (
+    Check("create", "pods", subresource="eviction"),
+    Check("get", "pods"),
+    Check("list", "pods"),
+    Check("get", "nodes"),
+    Check("list", "nodes"),
+    Check("create", "events", required=False),
+)
+"""What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
+
+CLUSTER_SCOPED: Final = frozenset({"nodes"})
+
+
+def preflight(kube: Kube, namespace: str | None, checks: Sequence[Check] = RUN_CHECKS) -> None:
+    """Raise :class:`errors.Forbidden` for the first required permission RBAC denies."""
+    log = logs.get_logger("rebalancer.cli")
+    for check in checks:
+        scope = None if check.resource in CLUSTER_SCOPED else namespace
+        allowed, why = kube.can_i(
+            check.verb,
+            check.resource,
+            group=check.group,
+            subresource=check.subresource,
+            namespace=scope,
+        )
+        if allowed:
+            continue
+        if not check.required:
+            log.warning("run.preflight_warning", missing=f"{check.verb} {check.name}", reason=why)
+            continue
+        raise errors.Forbidden(
+            403,
+            why or "denied by a SelfSubjectAccessReview",
+            verb=check.verb,
+            resource=check.name,
+            namespace=scope,
+        )
+    log.info(logs.PREFLIGHT, checks=[f"{c.verb} {c.name}" for c in checks])
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+
+
+def plan_live(args: argparse.Namespace, policy: Policy) -> int:
+    """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
+    from rebalancer.planner import plan  # noqa: PLC0415  # the core, loaded on use
+
+    logs.configure()
+    kube = _connect(args)
+    try:
+        snapshot = _reader(kube, args.namespace)()
+    finally:
+        kube.close()
+    fmt: Format = args.output
+    write(render_plan(plan(snapshot, policy, time.time()), fmt))
+    return errors.EXIT_OK
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from rebalancer.reader import read_cluster  # noqa: PLC0415  # on use
+    from rebalancer.snapshot import dump_objects  # noqa: PLC0415  # on use
+
+    logs.configure()
+    kube = _connect(args)
+    try:
+        result = read_cluster(kube.list_page, namespace=args.namespace, keep_objects=True)
+    finally:
+        kube.close()
+    logs.get_logger("rebalancer.cli").info(logs.READ, **dict(result.counts), pages=result.pages)
+    data: bytes = dump_objects(result.objects or (), args.output)
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return errors.EXIT_OK
+
+
+@dataclass(frozen=True, slots=True)
+class RunArgs:
+    """The validated ``run`` flags."""
+
+    interval: float | None
+    wave_timeout: float
+    max_waves: int
+    metrics_address: str
+
+
+def _validate_run_args(args: argparse.Namespace) -> RunArgs:
+    """Every flag problem at once, before anything is sent (exit 2)."""
+    problems: list[str] = []
+    interval: float | None = None
+    wave_timeout = 0.0
+    if args.interval is not None:
+        try:
+            interval = parse_duration(args.interval)
+        except ValueError as exc:
+            problems.append(f"--interval: {exc}")
+        else:
+            if interval <= 0:
+                problems.append("--interval: must be > 0")
+    try:
+        wave_timeout = parse_duration(args.wave_timeout)
+    except ValueError as exc:
+        problems.append(f"--wave-timeout: {exc}")
+    if args.max_waves < 1:
+        problems.append(f"--max-waves: must be >= 1, got {args.max_waves}")
+    address = args.metrics_bind_address or ""
+    if address:
+        from rebalancer.metrics import parse_bind_address  # noqa: PLC0415  # prometheus on use
+
+        try:
+            parse_bind_address(address)
+        except ValueError as exc:
+            problems.append(f"--metrics-bind-address: {exc}")
+        if args.interval is None:
+            problems.append("--metrics-bind-address: only with --interval (a one-shot run exits)")
+    if problems:
+        raise InputError("run", problems)
+    return RunArgs(interval, wave_timeout, args.max_waves, address)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    policy = resolve_policy(args)  # validated before any request: exit 2, nothing sent
+    checked = _validate_run_args(args)
+    if args.dry_run and checked.interval is None:
+        return plan_live(args, policy)
+
+    from rebalancer.runner import (  # noqa: PLC0415  # on use, like the client
+        Cluster,
+        Runner,
+        install_stop_handlers,
+    )
+
+    logs.configure()
+    settings = RunSettings(
+        plan_only=args.dry_run,
+        max_waves=checked.max_waves,
+        executor=ExecutorSettings(
+            server_dry_run=args.server_dry_run,
+            wave_timeout_seconds=checked.wave_timeout,
+        ),
+        instance=os.environ.get("POD_NAME") or RunSettings().instance,
+    )
+    logs.log_config(
+        policy,
+        {
+            "mode": "dry-run"
+            if args.dry_run
+            else "server-dry-run"
+            if args.server_dry_run
+            else "evict",
+            "interval": format_duration(checked.interval) if checked.interval else None,
+            "max_waves": checked.max_waves,
+            "wave_timeout": format_duration(checked.wave_timeout),
+            "namespace": args.namespace,
+            "metrics_bind_address": checked.metrics_address or None,
+        },
+    )
+    kube = _connect(args)
+    try:
+        if not args.dry_run:
+            preflight(kube, args.namespace)
+        cluster = Cluster(
+            read=_reader(kube, args.namespace),
+            transport=kube,
+            create_event=kube.create_event,
+        )
+        stop = threading.Event()
+        undo = install_stop_handlers(stop)
+        try:
+            runner = Runner(cluster, policy, settings, stop=stop)
+            if checked.interval is not None:
+                return _loop(runner, checked)
+            report = runner.run_once()
+        finally:
+            undo()
+    finally:
+        kube.close()
+    fmt: Format = args.output
+    write(render_run(report, fmt))
+    return report.exit_code
+
+
+def _mode(args: argparse.Namespace) -> str:
+    if args.dry_run:
+        return "dry-run"
+    return "server-dry-run" if args.server_dry_run else "evict"
+
+
+def _loop(runner: Any, checked: RunArgs) -> int:
+    on_report = None
+    on_error = None
+    if checked.metrics_address:
+        from rebalancer.metrics import Metrics  # noqa: PLC0415  # prometheus on use
+
+        metrics = Metrics()
+        metrics.serve(checked.metrics_address)
+        logs.get_logger("rebalancer.cli").info(logs.METRICS, address=checked.metrics_address)
+        on_report = metrics.record
+
+        def on_error(_exc: errors.RebalancerError) -> None:
+            metrics.record_error()
+
+    code: int = runner.run_forever(checked.interval, on_report=on_report, on_error=on_error)
+    return code
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering a run
+
+
+def result_rows(report: RunReport) -> list[dict[str, object]]:
+    """The results as the JSON/YAML contract: one object per planned eviction sent or dropped."""
+    rows: list[dict[str, object]] = []
+    for wave in report.waves:
+        for r in wave.results:
+            rows.append(
+                {
+                    "wave": wave.number,
+                    "namespace": r.eviction.namespace,
+                    "name": r.eviction.name,
+                    "uid": r.eviction.uid,
+                    "node": r.eviction.node,
+                    "outcome": str(r.outcome),
+                    "status": r.status,
+                    "attempts": r.attempts,
+                    "detail": r.detail,
+                    "replacement": r.replacement,
+                }
+            )
+    return rows
+
+
+def run_data(report: RunReport) -> dict[str, object]:
+    """A run as data: the first plan (as ``plan -o json`` shows it), the results, the summary."""
+    return {
+        "runId": report.run_id,
+        "plan": plan_data(report.first_plan),
+        "results": result_rows(report),
+        "summary": {_camel(k): v for k, v in report.summary().items()},
+        "exitCode": report.exit_code,
+    }
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def render_run(report: RunReport, fmt: Format) -> str:
+    """A finished run for people (the plan, then a results table) or as JSON/YAML."""
+    if fmt != "table":
+        import json  # noqa: PLC0415
+
+        import yaml  # noqa: PLC0415
+
+        data = run_data(report)
+        if fmt == "json":
+            return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1_000_000)
+    if report.end == "dry-run":
+        return render_plan(report.first_plan, fmt)
+    out = [render_plan(report.first_plan, fmt).rstrip("\n"), ""]
+    rows = [["WAVE", "POD", "OUTCOME", "STATUS", "DETAIL"]]
+    for row in result_rows(report):
+        rows.append(
+            [
+                str(row["wave"]),
+                f"{row['namespace']}/{row['name']}",
+                str(row["outcome"]),
+                "" if row["status"] is None else str(row["status"]),
+                str(row["detail"]),
+            ]
+        )
+    if len(rows) > 1:
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        out.append("Executed:")
+        for r in rows:
+            cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)]
+            out.append("  " + "  ".join([*cells, r[-1]]).rstrip())
+        out.append("")
+    s = report.summary()
+    out.append(
+        f"Run {report.run_id}: {s['evicted']} evicted, {s['blocked_by_pdb']} blocked by PDB, "
+        f"{s['failed']} failed, {s['skipped']} skipped in {s['waves']} wave(s); end: {s['end']}"
+        + (
+            f"; server dry run: {s['would_evict']} would be evicted"
+            if report.server_dry_run
+            else ""
+        )
+    )
+    return "\n".join(out) + "\n"

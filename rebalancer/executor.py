@@ -1,0 +1,575 @@
+"""Executing one wave of a plan through the Eviction API, and nothing else (SPEC §5).
+
+The only write is ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction`` with a ``policy/v1``
+Eviction that always carries ``deleteOptions.preconditions.uid``. There is no code path that
+deletes a pod: a 429 is retried a few times and then reported, never "forced".
+
+Before each eviction the pod and its node are read again; the eviction is dropped when the
+plan's premise no longer holds (pod gone, replaced, terminating, moved, relabelled, or its node
+NotReady or unreachable). Within one workload, pods are evicted one at a time: the next one
+waits until the previous one's replacement is scheduled and Ready, bounded by the wave timeout.
+Workloads proceed side by side, in rounds: the first pod of every workload, wait, the second...
+
+Status codes (SPEC §5):
+
+=====  ==================================================================================
+200,   evicted (``would-evict`` with ``--server-dry-run``)
+201
+404    ``gone``: the pod was already deleted
+409    ``conflict``: the pod changed (uid precondition); the runner re-plans
+429    a PodDisruptionBudget forbids it now: a few retries with backoff, then
+       ``blocked-by-pdb``; a 429 without a disruption-budget cause is API throttling and is
+       retried the same way, then ``failed``
+500    about several PDBs covering the pod: ``blocked-by-pdb``, not retried
+5xx    and connection errors: retried (jittered exponential backoff, bounded in attempts
+       and time), then ``failed``
+=====  ==================================================================================
+
+Time and sleep are injected, so tests run without waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from functools import partial
+from typing import Any, Final, Protocol, TypeVar
+
+import structlog
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
+
+from rebalancer import errors
+from rebalancer.plan import Eviction
+
+log = structlog.get_logger("rebalancer.executor")
+
+T = TypeVar("T")
+
+UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
+NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
+
+
+class Outcome(StrEnum):
+    """What became of one planned eviction."""
+
+    EVICTED = "evicted"
+    WOULD_EVICT = "would-evict"  # --server-dry-run: the API server accepted it, nothing evicted
+    GONE = "gone"  # the pod no longer exists (404, or gone when re-read)
+    BLOCKED_BY_PDB = "blocked-by-pdb"
+    CONFLICT = "conflict"  # 409: the pod changed; re-plan
+    SKIPPED = "skipped"  # not sent: the plan's premise no longer holds, or stopping
+    FAILED = "failed"
+
+
+FAILURES: Final = frozenset({Outcome.BLOCKED_BY_PDB, Outcome.FAILED})
+"""Outcomes that make ``run`` exit 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionResult:
+    """The outcome of one planned eviction. ``status`` is the last HTTP status, if one was sent."""
+
+    eviction: Eviction
+    outcome: Outcome
+    detail: str
+    status: int | None = None
+    attempts: int = 0  # eviction requests sent
+    replacement: str | None = None  # namespace/name of the Ready replacement, once seen
+
+
+class Transport(Protocol):
+    """The API calls the executor makes; :class:`rebalancer.kubeclient.Kube` provides them."""
+
+    def post_eviction(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]: ...
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def get_node(self, name: str) -> dict[str, Any] | None: ...
+
+    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    """How hard to try, and how long to wait."""
+
+    server_dry_run: bool = False
+    """Send every eviction with ``dryRun: [All]``: the API server answers, nothing is evicted."""
+    pdb_retries: int = 3
+    """Extra attempts after a 429, within the run, before reporting ``blocked-by-pdb``."""
+    pdb_backoff_seconds: float = 1.0
+    """First wait after a 429; doubles each time (a ``retryAfterSeconds`` in the answer wins)."""
+    pdb_backoff_max_seconds: float = 10.0
+    """Cap of one wait after a 429."""
+    max_attempts: int = 5
+    """Attempts of one request on 5xx and connection errors."""
+    max_retry_seconds: float = 60.0
+    """Total time one request may spend retrying 5xx and connection errors."""
+    backoff_seconds: float = 0.5
+    """Scale of the jittered exponential backoff for 5xx and connection errors."""
+    backoff_max_seconds: float = 8.0
+    """Cap of one such backoff."""
+    wave_timeout_seconds: float = 600.0
+    """How long a wave may wait, in all, for replacements to be scheduled and Ready."""
+    poll_interval_seconds: float = 2.0
+    """How often to look for a replacement."""
+
+
+def eviction_body(eviction: Eviction, *, dry_run: bool = False) -> dict[str, Any]:
+    """The policy/v1 Eviction for a planned eviction: uid precondition always, grace if set."""
+    grace = eviction.grace_period_seconds
+    if grace is not None and grace < 1:
+        # Not an assert: this must hold with python -O too. Grace 0 would force-delete.
+        raise errors.InputError(
+            eviction.key, [f"gracePeriodSeconds {grace} would force-delete; it must be >= 1"]
+        )
+    if not eviction.uid:
+        raise errors.InputError(eviction.key, ["no uid: the uid precondition is mandatory"])
+    options: dict[str, Any] = {"preconditions": {"uid": eviction.uid}}
+    if grace is not None:
+        options["gracePeriodSeconds"] = grace
+    if dry_run:
+        options["dryRun"] = ["All"]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": eviction.name, "namespace": eviction.namespace},
+        "deleteOptions": options,
+    }
+
+
+# -- reading API objects (dicts) ---------------------------------------------------------------
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = obj.get("metadata")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = obj.get("spec")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = obj.get("status")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> str | None:
+    for condition in _status(obj).get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return str(condition.get("status"))
+    return None
+
+
+def _controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in _metadata(pod).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref
+    return None
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    labels = _metadata(obj).get("labels")
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+
+
+def node_problem(node: Mapping[str, Any] | None, name: str) -> str | None:
+    """Why pods on this node must not be evicted now (NotReady, unreachable), or None."""
+    if node is None:
+        return f"node-gone: node {name} no longer exists"
+    ready = _condition(node, "Ready")
+    if ready != "True":
+        return f"node-not-ready: node {name} is NotReady (Ready={ready or 'missing'})"
+    for taint in _spec(node).get("taints") or ():
+        if isinstance(taint, Mapping) and taint.get("key") in (UNREACHABLE_TAINT, NOT_READY_TAINT):
+            return f"node-not-ready: node {name} has the {taint.get('key')} taint"
+    return None
+
+
+def pod_problem(
+    pod: Mapping[str, Any],
+    eviction: Eviction,
+    expected_labels: Mapping[str, str] | None,
+) -> str | None:
+    """Why the re-read pod no longer matches the plan's premise, or None."""
+    meta = _metadata(pod)
+    uid = meta.get("uid")
+    if uid != eviction.uid:
+        return f"uid-changed: {eviction.key} is now uid {uid}, the plan evicts uid {eviction.uid}"
+    if meta.get("deletionTimestamp"):
+        return f"terminating: {eviction.key} is already terminating"
+    node = _spec(pod).get("nodeName")
+    if node != eviction.node:
+        return f"moved: {eviction.key} is on node {node}, the plan saw it on {eviction.node}"
+    if expected_labels is not None and _labels(pod) != dict(expected_labels):
+        return f"labels-changed: the labels of {eviction.key} changed since the plan"
+    return None
+
+
+def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
+    meta = _metadata(pod)
+    ref = _controller(pod)
+    return (
+        ref is not None
+        and ref.get("uid") == pending.owner_uid
+        and meta.get("uid") not in pending.known
+        and not meta.get("deletionTimestamp")
+        and bool(_spec(pod).get("nodeName"))
+        and _condition(pod, "Ready") == "True"
+    )
+
+
+def _disruption_budget_cause(body: Mapping[str, Any]) -> bool:
+    details = body.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    for cause in causes or ():
+        if isinstance(cause, Mapping) and cause.get("reason") == "DisruptionBudget":
+            return True
+    return "disruption budget" in str(body.get("message", "")).lower()
+
+
+def _multiple_pdbs(body: Mapping[str, Any]) -> bool:
+    return "more than one poddisruptionbudget" in str(body.get("message", "")).lower()
+
+
+def _retry_after(body: Mapping[str, Any]) -> float | None:
+    details = body.get("details")
+    value = details.get("retryAfterSeconds") if isinstance(details, Mapping) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _message(body: Mapping[str, Any], status: int) -> str:
+    message = body.get("message")
+    return str(message) if message else f"HTTP {status}"
+
+
+# -- the executor ------------------------------------------------------------------------------
+
+
+class _Transient(Exception):
+    """A 5xx answer or a connection error: worth retrying."""
+
+    def __init__(self, status: int | None, body: Mapping[str, Any], detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.body = body
+        self.detail = detail
+
+
+class _stop_after_clock(stop_base):
+    """Stop once the injected clock says ``seconds`` have passed since ``start``."""
+
+    def __init__(self, clock: Callable[[], float], start: float, seconds: float) -> None:
+        self._clock = clock
+        self._start = start
+        self._seconds = seconds
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self._clock() - self._start >= self._seconds
+
+
+@dataclass(frozen=True, slots=True)
+class _Posted:
+    """What one (retried) eviction request came to."""
+
+    status: int | None
+    body: dict[str, Any]
+    sent: int  # requests sent
+    gave_up: str | None  # why retrying stopped without an answer worth classifying
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """An evicted pod whose replacement we wait for."""
+
+    index: int  # into the results
+    eviction: Eviction
+    owner_uid: str
+    selector: str
+    known: frozenset[str]  # uids of the owner's pods before the eviction
+
+
+def _workload_key(eviction: Eviction) -> str:
+    if eviction.workload:
+        return f"{eviction.namespace}/{eviction.workload}"
+    return f"pod:{eviction.key}"  # no controller: nothing to wait for, its own group
+
+
+class Executor:
+    """Executes waves of evictions against a :class:`Transport`."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        settings: ExecutorSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        should_stop: Callable[[], bool] = lambda: False,
+        on_result: Callable[[EvictionResult], None] | None = None,
+        expected_labels: Mapping[str, Mapping[str, str]] | None = None,
+        owner_selectors: Mapping[tuple[str, str, str], str] | None = None,
+    ) -> None:
+        """``expected_labels`` maps a pod uid to the labels the plan saw; a change drops it.
+
+        ``owner_selectors`` maps (kind, namespace, name) of a controller to its label selector
+        (API syntax); replacements are looked for with it. Without one, the whole namespace is
+        listed. Either way only pods whose controller has the evicted pod's owner uid count: a
+        pod's own labels are no guide, the API server may add some (topology labels) at binding.
+        """
+        self._transport = transport
+        self.settings = settings or ExecutorSettings()
+        self._clock = clock
+        self._sleep = sleep
+        self._should_stop = should_stop
+        self._on_result = on_result
+        self._expected_labels = expected_labels or {}
+        self._owner_selectors = owner_selectors or {}
+
+    # -- public ----------------------------------------------------------------------------
+
+    def execute_wave(self, evictions: Sequence[Eviction]) -> tuple[EvictionResult, ...]:
+        """Evict these pods (one wave) and wait for their replacements; one result each.
+
+        Bodies are validated for the whole wave before the first request, so a bad grace
+        period stops everything before anything is evicted.
+        """
+        dry_run = self.settings.server_dry_run
+        bodies = {e.uid: eviction_body(e, dry_run=dry_run) for e in evictions}
+        deadline = self._clock() + self.settings.wave_timeout_seconds
+        groups: OrderedDict[str, deque[Eviction]] = OrderedDict()
+        for e in evictions:
+            groups.setdefault(_workload_key(e), deque()).append(e)
+        results: list[EvictionResult] = []
+        stuck: dict[str, str] = {}  # workload -> why its next pods are not evicted
+        while any(groups.values()):
+            pending: dict[str, _Pending] = {}
+            for workload, queue in groups.items():
+                if not queue:
+                    continue
+                e = queue.popleft()
+                if self._should_stop():
+                    result = EvictionResult(e, Outcome.SKIPPED, "stopping: not sent (SIGTERM)")
+                elif workload in stuck:
+                    result = EvictionResult(e, Outcome.SKIPPED, stuck[workload])
+                else:
+                    result, wait = self._evict_one(e, bodies[e.uid], len(results))
+                    if wait is not None:
+                        pending[workload] = wait
+                self._emit(results, result)
+            if pending and not dry_run:
+                self._await(pending, results, stuck, deadline)
+        return tuple(results)
+
+    # -- one eviction ----------------------------------------------------------------------
+
+    def _emit(self, results: list[EvictionResult], result: EvictionResult) -> None:
+        results.append(result)
+        log.info(
+            "eviction.result",
+            pod=result.eviction.key,
+            uid=result.eviction.uid,
+            outcome=str(result.outcome),
+            status=result.status,
+            attempts=result.attempts,
+            detail=result.detail,
+        )
+        if self._on_result is not None:
+            self._on_result(result)
+
+    def _evict_one(
+        self, e: Eviction, body: Mapping[str, Any], index: int
+    ) -> tuple[EvictionResult, _Pending | None]:
+        # Re-read the pod and its node: the plan may be stale by now.
+        try:
+            pod = self._call(lambda: self._transport.get_pod(e.namespace, e.name))
+            if pod is None:
+                return EvictionResult(e, Outcome.GONE, "pod-gone: no longer exists"), None
+            problem = pod_problem(pod, e, self._expected_labels.get(e.uid))
+            if problem is None:
+                node = self._call(lambda: self._transport.get_node(e.node))
+                problem = node_problem(node, e.node)
+            if problem is not None:
+                return EvictionResult(e, Outcome.SKIPPED, problem), None
+            pending = self._prepare_wait(e, pod, index)
+        except (errors.Unreachable, errors.ServerError) as exc:
+            return EvictionResult(e, Outcome.FAILED, f"re-read failed: {exc}"), None
+        return self._send(e, body), pending
+
+    def _prepare_wait(self, e: Eviction, pod: Mapping[str, Any], index: int) -> _Pending | None:
+        """What to wait for after evicting ``pod``: a new Ready pod of the same controller."""
+        if self.settings.server_dry_run:
+            return None
+        owner = _controller(pod)
+        if owner is None or not owner.get("uid"):
+            return None
+        key = (str(owner.get("kind", "")), e.namespace, str(owner.get("name", "")))
+        selector = self._owner_selectors.get(key, "")
+        siblings = self._call(lambda: self._transport.list_pods(e.namespace, selector))
+        known = frozenset(
+            str(_metadata(p).get("uid"))
+            for p in siblings
+            if (ref := _controller(p)) is not None and ref.get("uid") == owner.get("uid")
+        )
+        return _Pending(index, e, str(owner["uid"]), selector, known | {e.uid})
+
+    def _send(self, e: Eviction, body: Mapping[str, Any]) -> EvictionResult:
+        s = self.settings
+        attempts = 0
+        status = 0
+        answer: Mapping[str, Any] = {}
+        for try_number in range(s.pdb_retries + 1):
+            outcome = self._post(e, body)
+            attempts += outcome.sent
+            if outcome.gave_up is not None:
+                return EvictionResult(
+                    e, Outcome.FAILED, f"gave up: {outcome.gave_up}", outcome.status, attempts
+                )
+            status, answer = outcome.status or 0, outcome.body
+            if status != 429 or try_number == s.pdb_retries or self._should_stop():
+                break
+            delay = _retry_after(answer) or s.pdb_backoff_seconds * 2**try_number
+            delay = min(delay, s.pdb_backoff_max_seconds)
+            log.info("eviction.retry_429", pod=e.key, attempt=try_number + 1, sleep_seconds=delay)
+            self._sleep(delay)
+        return self._classify(e, status, answer, attempts)
+
+    def _classify(
+        self, e: Eviction, status: int, answer: Mapping[str, Any], attempts: int
+    ) -> EvictionResult:
+        message = _message(answer, status)
+        if status in (200, 201):
+            if self.settings.server_dry_run:
+                return EvictionResult(
+                    e, Outcome.WOULD_EVICT, "server dry run: accepted", status, attempts
+                )
+            return EvictionResult(e, Outcome.EVICTED, "evicted", status, attempts)
+        if status == 404:
+            return EvictionResult(e, Outcome.GONE, f"pod-gone: {message}", status, attempts)
+        if status == 409:
+            return EvictionResult(e, Outcome.CONFLICT, f"pod changed: {message}", status, attempts)
+        if status == 429:
+            if _disruption_budget_cause(answer):
+                detail = "; ".join(_causes(answer)) or message
+                return EvictionResult(e, Outcome.BLOCKED_BY_PDB, f"pdb: {detail}", status, attempts)
+            return EvictionResult(e, Outcome.FAILED, f"throttled: {message}", status, attempts)
+        if status >= 500 and _multiple_pdbs(answer):
+            return EvictionResult(
+                e, Outcome.BLOCKED_BY_PDB, f"multiple-pdbs: {message}", status, attempts
+            )
+        return EvictionResult(e, Outcome.FAILED, f"HTTP {status}: {message}", status, attempts)
+
+    def _post(self, e: Eviction, body: Mapping[str, Any]) -> _Posted:
+        """One eviction, retried on 5xx and connection errors."""
+        sent = 0
+
+        def once() -> tuple[int, dict[str, Any]]:
+            nonlocal sent
+            sent += 1
+            try:
+                status, answer = self._transport.post_eviction(e.namespace, e.name, body)
+            except errors.Unreachable as exc:
+                raise _Transient(None, {}, str(exc)) from exc
+            if status >= 500 and not _multiple_pdbs(answer):
+                raise _Transient(status, answer, f"HTTP {status}: {_message(answer, status)}")
+            return status, answer
+
+        try:
+            status, answer = self._retrying()(once)
+        except _Transient as exc:
+            return _Posted(exc.status, dict(exc.body), sent, exc.detail)
+        return _Posted(status, answer, sent, None)
+
+    def _retrying(self) -> Retrying:
+        s = self.settings
+        return Retrying(
+            stop=stop_after_attempt(s.max_attempts)
+            | _stop_after_clock(self._clock, self._clock(), s.max_retry_seconds),
+            wait=wait_random_exponential(multiplier=s.backoff_seconds, max=s.backoff_max_seconds),
+            retry=retry_if_exception_type(_Transient),
+            sleep=self._sleep,
+            reraise=True,
+        )
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """A read, retried like an eviction on 5xx and connection errors; re-raises the last."""
+
+        def once() -> T:
+            try:
+                return fn()
+            except (errors.Unreachable, errors.ServerError) as exc:
+                raise _Transient(getattr(exc, "status", None), {}, str(exc)) from exc
+
+        try:
+            result: T = self._retrying()(once)
+        except _Transient as exc:
+            cause = exc.__cause__
+            if isinstance(cause, errors.ClusterError):
+                raise cause from None
+            raise  # pragma: no cover
+        return result
+
+    # -- waiting for replacements ----------------------------------------------------------
+
+    def _list_pods(self, wait: _Pending) -> list[dict[str, Any]]:
+        return self._transport.list_pods(wait.eviction.namespace, wait.selector)
+
+    def _await(
+        self,
+        pending: Mapping[str, _Pending],
+        results: list[EvictionResult],
+        stuck: dict[str, str],
+        deadline: float,
+    ) -> None:
+        outstanding = {
+            w: p for w, p in pending.items() if results[p.index].outcome is Outcome.EVICTED
+        }
+        while outstanding:
+            for workload, wait in list(outstanding.items()):
+                try:
+                    pods = self._call(partial(self._list_pods, wait))
+                except (errors.Unreachable, errors.ServerError):
+                    pods = []
+                ready = next((p for p in pods if _is_ready_replacement(p, wait)), None)
+                if ready is not None:
+                    name = f"{wait.eviction.namespace}/{_metadata(ready).get('name')}"
+                    results[wait.index] = replace(results[wait.index], replacement=name)
+                    log.info("eviction.replacement_ready", pod=wait.eviction.key, replacement=name)
+                    del outstanding[workload]
+            now = self._clock()
+            if not outstanding or now >= deadline or self._should_stop():
+                break
+            self._sleep(min(self.settings.poll_interval_seconds, deadline - now))
+        for workload, wait in outstanding.items():
+            why = (
+                "stopping: not waiting for replacements (SIGTERM)"
+                if self._should_stop()
+                else f"replacement of {wait.eviction.key} not scheduled and Ready in time"
+            )
+            stuck[workload] = f"replacement-not-ready: {why}"
+            log.warning("eviction.replacement_timeout", pod=wait.eviction.key, detail=why)
+            results[wait.index] = replace(
+                results[wait.index], detail=f"{results[wait.index].detail}; {why}"
+            )
+
+
+def _causes(answer: Mapping[str, Any]) -> Iterable[str]:
+    details = answer.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    for cause in causes or ():
+        if isinstance(cause, Mapping) and cause.get("message"):
+            yield str(cause["message"])

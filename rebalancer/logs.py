@@ -1,0 +1,108 @@
+"""Logging, configured in one place: structlog, JSON lines off a terminal, console on one.
+
+Logs go to stderr, so stdout stays the command's output (a plan, a snapshot). The format
+follows stderr: JSON lines when it is not a terminal (a CronJob, a pipe), a console renderer
+when it is. Every line of one run carries its ``run_id``. Event names are the constants below;
+values are key/value fields, never formatted into the event name.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final, TextIO
+
+import orjson
+import structlog
+
+RUN_START: Final = "run.start"
+"""A run starts: mode, run_id."""
+CONFIG: Final = "run.config"
+"""The effective configuration: the policy (canonical form) and the run settings."""
+PREFLIGHT: Final = "run.preflight"
+"""The RBAC pre-flight checks passed."""
+READ: Final = "cluster.read"
+"""A read of the cluster: objects per resource, pages, seconds."""
+PLANNED: Final = "wave.planned"
+"""A (re-)plan: evictions in all waves, in the first wave, violations."""
+WAVE_DONE: Final = "wave.done"
+"""A wave executed: outcomes."""
+EVENT_FAILED: Final = "event.failed"
+"""A Kubernetes Event could not be created (best effort, the run goes on)."""
+RUN_SUMMARY: Final = "run.summary"
+"""The one canonical line per run: planned, evicted, blocked_by_pdb, failed, skipped, skews."""
+RUN_ERROR: Final = "run.error"
+"""A run ended with an error (interval mode logs it and tries again next interval)."""
+SHUTDOWN: Final = "shutdown.requested"
+"""SIGTERM/SIGINT: finish the current eviction, start no new wave."""
+SLEEP: Final = "interval.sleep"
+"""Interval mode waits for the next run."""
+METRICS: Final = "metrics.serving"
+"""The Prometheus endpoint is listening."""
+
+
+def _dumps(value: Any, **_: Any) -> str:
+    return orjson.dumps(value, default=str).decode()
+
+
+def configure(
+    *,
+    json_output: bool | None = None,
+    stream: TextIO | None = None,
+    level: int = logging.INFO,
+) -> None:
+    """Configure structlog for the process; ``json_output=None`` decides by ``stream.isatty()``."""
+    out = stream if stream is not None else sys.stderr
+    if json_output is None:
+        json_output = not _isatty(out)
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if json_output:
+        processors += [
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(serializer=_dumps),
+        ]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(out),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def new_run_id() -> str:
+    """A short random id that ties together every line of one run."""
+    return uuid.uuid4().hex[:12]
+
+
+def bind_run_id(run_id: str) -> None:
+    """Bind ``run_id`` to every line logged from now on (until the next bind)."""
+    structlog.contextvars.unbind_contextvars("run_id")
+    structlog.contextvars.bind_contextvars(run_id=run_id)
+
+
+def get_logger(name: str = "rebalancer") -> Any:
+    """A structlog logger; ``Any`` because structlog's proxy is typed loosely."""
+    return structlog.get_logger(name)
+
+
+def log_config(policy: object, settings: Mapping[str, Any]) -> None:
+    """Log the effective configuration once at start: the canonical policy and the settings."""
+    from rebalancer.policy import Policy, policy_to_dict  # noqa: PLC0415  # keep logs standalone
+
+    shown = policy_to_dict(policy) if isinstance(policy, Policy) else repr(policy)
+    get_logger().info(CONFIG, policy=shown, **dict(settings))

@@ -1,0 +1,448 @@
+"""The run loop: the shell between the pure planner and the executor (SPEC §3 waves).
+
+One run: read the cluster, plan, execute wave 1 only, wait for the replacements, read again,
+re-plan with the evictions done so far (``evicted_before``, so the policy limits hold for the
+whole run), and so on, until the plan is empty, nothing could be evicted, the wave budget is
+spent, or a stop was requested (SIGTERM). A stop lets the eviction in flight finish and starts
+nothing new. ``--interval`` repeats runs, sleeping in between; the sleep ends at once on
+SIGTERM.
+
+Everything with side effects comes in through :class:`Cluster` and the injected clocks, so the
+loop is tested against a fake cluster.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any, Final
+
+from rebalancer import errors, logs
+from rebalancer.events import event_body
+from rebalancer.executor import (
+    FAILURES,
+    EvictionResult,
+    Executor,
+    ExecutorSettings,
+    Outcome,
+    Transport,
+)
+from rebalancer.model import LabelSelector, Snapshot
+from rebalancer.plan import Eviction, Plan, ViewReport
+from rebalancer.policy import Policy
+from rebalancer.selectors import selector_string
+
+PlanFn = Callable[..., Plan]
+"""``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.planner.plan)."""
+
+DEFAULT_MAX_WAVES: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """What a run needs from the cluster, as plain functions (tests pass fakes)."""
+
+    read: Callable[[], Snapshot]
+    """Read the whole cluster (or one namespace) into a Snapshot."""
+    transport: Transport
+    """Eviction POSTs and the re-reads before each."""
+    create_event: Callable[[str, Mapping[str, Any]], None] | None = None
+    """Create a core/v1 Event in a namespace; None sends no events."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """How one run behaves."""
+
+    plan_only: bool = False
+    """Dry run: read and plan, never execute (``run --dry-run``); writes nothing at all."""
+    max_waves: int = DEFAULT_MAX_WAVES
+    """Waves per run at most; a plan still non-empty after them waits for the next run."""
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    """Retries, timeouts, and ``server_dry_run``."""
+    instance: str = field(default_factory=socket.gethostname)
+    """``reportingInstance`` of the Events (the pod name, in a cluster)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ViewSkew:
+    """One view violated at the start of the run, with its skew before and after."""
+
+    namespace: str
+    topology_key: str
+    selector: str
+    max_skew: int
+    when_unsatisfiable: str
+    before: int
+    after: int | None  # None when the run could not observe the end state
+
+
+@dataclass(frozen=True, slots=True)
+class Wave:
+    """One executed wave: the plan it came from and what happened to each eviction."""
+
+    number: int
+    plan: Plan
+    results: tuple[EvictionResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """Everything one run did."""
+
+    run_id: str
+    first_plan: Plan
+    waves: tuple[Wave, ...]
+    final_plan: Plan | None  # planned from a read after the last wave; None if not re-read
+    end: str  # balanced|nothing-to-evict|nothing-evicted|max-waves|stopped|server-dry-run|dry-run
+    skews: tuple[ViewSkew, ...]
+    duration_seconds: float
+    server_dry_run: bool = False
+
+    @property
+    def results(self) -> tuple[EvictionResult, ...]:
+        return tuple(r for w in self.waves for r in w.results)
+
+    def count(self, *outcomes: Outcome) -> int:
+        return sum(1 for r in self.results if r.outcome in outcomes)
+
+    @property
+    def planned(self) -> int:
+        return len(self.first_plan.evictions)
+
+    @property
+    def evicted(self) -> int:
+        return self.count(Outcome.EVICTED)
+
+    @property
+    def blocked_by_pdb(self) -> int:
+        return self.count(Outcome.BLOCKED_BY_PDB)
+
+    @property
+    def failed(self) -> int:
+        return self.count(Outcome.FAILED)
+
+    @property
+    def skipped(self) -> int:
+        return self.count(Outcome.SKIPPED, Outcome.GONE, Outcome.CONFLICT)
+
+    @property
+    def skew_before(self) -> int:
+        return max((s.before for s in self.skews), default=0)
+
+    @property
+    def skew_after(self) -> int | None:
+        if any(s.after is None for s in self.skews):
+            return None
+        return max((s.after or 0 for s in self.skews), default=0)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when an eviction failed or was blocked, else 0."""
+        if any(r.outcome in FAILURES for r in self.results):
+            return errors.EXIT_EVICTIONS_FAILED
+        return errors.EXIT_OK
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of the canonical summary line."""
+        return {
+            "planned": self.planned,
+            "evicted": self.evicted,
+            "would_evict": self.count(Outcome.WOULD_EVICT),
+            "blocked_by_pdb": self.blocked_by_pdb,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "waves": len(self.waves),
+            "end": self.end,
+            "violations_before": len(self.first_plan.violations),
+            "violations_after": (
+                len(self.final_plan.violations) if self.final_plan is not None else None
+            ),
+            "skew_before": self.skew_before,
+            "skew_after": self.skew_after,
+            "duration_seconds": round(self.duration_seconds, 3),
+        }
+
+
+def _view_key(namespace: str, topology_key: str, selector: str, max_skew: int, when: str) -> str:
+    return f"{namespace}|{topology_key}|{selector}|{max_skew}|{when}"
+
+
+def _report_key(view: ViewReport) -> str:
+    return _view_key(
+        view.namespace, view.topology_key, view.selector, view.max_skew, view.when_unsatisfiable
+    )
+
+
+def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
+    """The skew of every view of a snapshot, keyed like the plan's view reports."""
+    from rebalancer.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
+
+    skews: dict[str, int] = {}
+    for view in analyze(snapshot, policy).views:
+        spec = view.spec
+        c = spec.constraint
+        key = _view_key(
+            spec.namespace,
+            c.topology_key,
+            selector_string(c.selector),
+            c.max_skew,
+            c.when_unsatisfiable,
+        )
+        skews[key] = max(skews.get(key, 0), view.skew)
+    return skews
+
+
+def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]:
+    out: list[ViewSkew] = []
+    for v in first.violations:
+        key = _report_key(v)
+        out.append(
+            ViewSkew(
+                v.namespace,
+                v.topology_key,
+                v.selector,
+                v.max_skew,
+                v.when_unsatisfiable,
+                v.skew,
+                None if after is None else after.get(key, 0),
+            )
+        )
+    return tuple(out)
+
+
+_PROGRESS: Final = frozenset({Outcome.EVICTED, Outcome.CONFLICT, Outcome.GONE})
+"""Outcomes after which a re-plan may find more to do."""
+
+
+@dataclass(slots=True)
+class _Loop:
+    """The state of one run's wave loop."""
+
+    snapshot: Snapshot
+    plan: Plan
+    waves: list[Wave] = field(default_factory=list)
+    final: Plan | None = None
+    end: str = ""
+
+
+def _api_selector(selector: LabelSelector | None) -> str:
+    """A controller's selector in API syntax; "" (list everything) when it selects nothing."""
+    text = selector_string(selector)
+    return "" if text in ("<none>", "<all>") else text
+
+
+def _default_plan_fn() -> PlanFn:
+    from rebalancer.planner import plan  # noqa: PLC0415  # the core, imported when a run starts
+
+    return plan
+
+
+class Runner:
+    """Runs the read -> plan -> execute-wave loop against a :class:`Cluster`."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        policy: Policy,
+        settings: RunSettings | None = None,
+        *,
+        plan_fn: PlanFn | None = None,
+        stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.settings = settings or RunSettings()
+        self._plan = plan_fn or _default_plan_fn()
+        self.stop = stop or threading.Event()
+        self._clock = clock
+        self._wall = wall_clock
+        self._sleep = sleep
+        self._log = logs.get_logger("rebalancer.runner")
+
+    # -- one run ---------------------------------------------------------------------------
+
+    def run_once(self, run_id: str | None = None) -> RunReport:
+        """One run: waves until balanced, stuck, out of waves, or stopped."""
+        run_id = run_id or logs.new_run_id()
+        logs.bind_run_id(run_id)
+        started = self._clock()
+        self._log.info(
+            logs.RUN_START,
+            dry_run=self.settings.plan_only,
+            server_dry_run=self.settings.executor.server_dry_run,
+            max_waves=self.settings.max_waves,
+        )
+        snapshot = self._read()
+        first = self._plan_for(snapshot, ())
+        loop = _Loop(snapshot, first)
+        self._waves(loop)
+        after: Mapping[str, int] | None = None
+        last = loop.waves[-1].results if loop.waves else ()
+        if loop.final is not None or not any(r.outcome is Outcome.EVICTED for r in last):
+            after = current_skews(loop.snapshot, self.policy)  # nothing evicted since the read
+        report = RunReport(
+            run_id=run_id,
+            first_plan=first,
+            waves=tuple(loop.waves),
+            final_plan=loop.final,
+            end=loop.end,
+            skews=_skews(first, after) if first.violations else (),
+            duration_seconds=self._clock() - started,
+            server_dry_run=self.settings.executor.server_dry_run,
+        )
+        self._log.info(logs.RUN_SUMMARY, **report.summary())
+        return report
+
+    def _waves(self, loop: _Loop) -> None:
+        """Execute wave 1 of each plan and re-plan, until there is a reason to end."""
+        evicted: list[Eviction] = []
+        while True:
+            plan = loop.plan
+            wave = tuple(e for e in plan.evictions if e.wave == 1)
+            if not wave:
+                loop.final = plan
+                loop.end = "balanced" if not plan.violations else "nothing-to-evict"
+                return
+            if self.settings.plan_only:
+                loop.end = "dry-run"
+                return
+            if len(loop.waves) >= self.settings.max_waves:
+                loop.final = plan
+                loop.end = "max-waves"
+                return
+            if self.stop.is_set():
+                loop.end = "stopped"
+                return
+            results = self._execute(wave, loop.snapshot)
+            loop.waves.append(Wave(len(loop.waves) + 1, plan, results))
+            self._log.info(
+                logs.WAVE_DONE,
+                wave=len(loop.waves),
+                **{str(o): sum(1 for r in results if r.outcome is o) for o in Outcome},
+            )
+            evicted.extend(r.eviction for r in results if r.outcome is Outcome.EVICTED)
+            if self.settings.executor.server_dry_run:
+                loop.end = "server-dry-run"
+                return
+            if self.stop.is_set():
+                loop.end = "stopped"
+                return
+            if not any(r.outcome in _PROGRESS for r in results):
+                loop.end = "nothing-evicted"
+                return
+            loop.snapshot = self._read()
+            loop.plan = self._plan_for(loop.snapshot, tuple(evicted))
+
+    def _read(self) -> Snapshot:
+        started = self._clock()
+        snapshot = self.cluster.read()
+        self._log.info(
+            logs.READ,
+            nodes=len(snapshot.nodes),
+            pods=len(snapshot.pods),
+            seconds=round(self._clock() - started, 3),
+        )
+        return snapshot
+
+    def _plan_for(self, snapshot: Snapshot, evicted_before: Sequence[Eviction]) -> Plan:
+        plan = self._plan(snapshot, self.policy, self._wall(), evicted_before=tuple(evicted_before))
+        self._log.info(
+            logs.PLANNED,
+            evictions=len(plan.evictions),
+            first_wave=sum(1 for e in plan.evictions if e.wave == 1),
+            violations=len(plan.violations),
+            evicted_before=len(evicted_before),
+        )
+        return plan
+
+    def _execute(self, wave: Sequence[Eviction], snapshot: Snapshot) -> tuple[EvictionResult, ...]:
+        labels = {p.uid: p.labels for p in snapshot.pods}
+        selectors = {
+            (c.kind, c.namespace, c.name): _api_selector(c.selector) for c in snapshot.controllers
+        }
+        executor = Executor(
+            self.cluster.transport,
+            self.settings.executor,
+            clock=self._clock,
+            sleep=self._sleep,
+            should_stop=self.stop.is_set,
+            on_result=self._on_result,
+            expected_labels=labels,
+            owner_selectors=selectors,
+        )
+        return executor.execute_wave(wave)
+
+    def _on_result(self, result: EvictionResult) -> None:
+        create = self.cluster.create_event
+        if create is None or self.settings.executor.server_dry_run:
+            return
+        now = datetime.fromtimestamp(self._wall(), UTC)
+        body = event_body(result, now=now, instance=self.settings.instance)
+        if body is None:
+            return
+        try:
+            create(result.eviction.namespace, body)
+        except errors.ClusterError as exc:  # events are best effort
+            self._log.warning(logs.EVENT_FAILED, pod=result.eviction.key, error=str(exc))
+
+    # -- interval mode ---------------------------------------------------------------------
+
+    def run_forever(
+        self,
+        interval_seconds: float,
+        on_report: Callable[[RunReport], None] | None = None,
+        on_error: Callable[[errors.RebalancerError], None] | None = None,
+    ) -> int:
+        """Run every ``interval_seconds`` until stopped; errors of one run are logged, not fatal.
+
+        Returns 0 after a clean stop.
+        """
+        while not self.stop.is_set():
+            try:
+                report = self.run_once()
+            except errors.RebalancerError as exc:
+                self._log.error(logs.RUN_ERROR, error=str(exc), exit_code=exc.exit_code)
+                if on_error is not None:
+                    on_error(exc)
+            else:
+                if on_report is not None:
+                    on_report(report)
+            if self.stop.is_set():
+                break
+            self._log.info(logs.SLEEP, seconds=interval_seconds)
+            if self.stop.wait(interval_seconds):
+                break
+        return errors.EXIT_OK
+
+
+def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
+    """SIGTERM and SIGINT set ``stop``; a second signal acts as the default. Returns an undo."""
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.getsignal(s) for s in signals}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        logs.get_logger("rebalancer.runner").warning(
+            logs.SHUTDOWN, signal=signal.Signals(signum).name
+        )
+        stop.set()
+        for s in signals:  # a second signal ends the process the usual way
+            signal.signal(s, signal.SIG_DFL if s == signal.SIGTERM else signal.default_int_handler)
+
+    for s in signals:
+        signal.signal(s, handler)
+
+    def undo() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    return undo

@@ -1,0 +1,742 @@
+"""The executor against a recording fake of the Eviction API: every status path, no real sleep."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from rebalancer import errors
+from rebalancer.executor import (
+    EvictionResult,
+    Executor,
+    ExecutorSettings,
+    Outcome,
+    eviction_body,
+)
+from rebalancer.kubeclient import Kube
+from rebalancer.model import ZONE_KEY
+from rebalancer.plan import Eviction
+
+NS = "shop"
+PDB_429 = {
+    "kind": "Status",
+    "code": 429,
+    "reason": "TooManyRequests",
+    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+    "details": {
+        "causes": [
+            {
+                "reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 3 healthy pods and has 3 currently",
+            }
+        ]
+    },
+}
+MULTI_PDB_500 = {
+    "kind": "Status",
+    "code": 500,
+    "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+    "does not support.",
+}
+
+
+# -- API objects ----------------------------------------------------------------------------
+
+
+def api_pod(
+    name: str,
+    *,
+    uid: str | None = None,
+    node: str = "n1",
+    app: str = "web",
+    owner_uid: str = "rs-web",
+    ready: bool = True,
+    terminating: bool = False,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": NS,
+        "uid": uid or f"uid-{name}",
+        "labels": dict(labels) if labels is not None else {"app": app},
+        "ownerReferences": [
+            {"kind": "ReplicaSet", "name": app, "uid": owner_uid, "controller": True}
+        ],
+    }
+    if terminating:
+        meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def api_node(name: str, *, ready: str = "True", taints: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"taints": [{"key": k, "effect": "NoExecute"} for k in taints or []]},
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def evict(
+    name: str,
+    *,
+    node: str = "n1",
+    workload: str = "ReplicaSet/web",
+    grace: int | None = None,
+    uid: str | None = None,
+) -> Eviction:
+    return Eviction(
+        namespace=NS,
+        name=name,
+        uid=uid or f"uid-{name}",
+        node=node,
+        priority=0,
+        reason="zone=a holds 3, global min 1",
+        wave=1,
+        workload=workload,
+        domain="a",
+        topology_key=ZONE_KEY,
+        target_node="n3",
+        grace_period_seconds=grace,
+    )
+
+
+# -- fakes ----------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeClock:
+    """Monotonic time that only moves when someone sleeps (or a fake call takes time)."""
+
+    now: float = 0.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+Answer = tuple[int, dict[str, Any]] | Exception
+
+
+class FakeApi:
+    """A recording fake of the executor's transport; any DELETE-like call fails the test.
+
+    ``answers`` scripts the eviction answers per pod (the last one repeats); by default 201.
+    After a real (not dry-run) 2xx the pod disappears and, if ``replace_after`` polls is not
+    None, a Ready replacement of the same owner shows up after that many pod LISTs.
+    """
+
+    def __init__(
+        self,
+        pods: list[dict[str, Any]],
+        *,
+        nodes: list[dict[str, Any]] | None = None,
+        answers: Mapping[str, list[Answer]] | None = None,
+        replace_after: int | None = 0,
+        clock: FakeClock | None = None,
+        post_seconds: float = 0.0,
+    ) -> None:
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        default_nodes = [api_node("n1"), api_node("n2")]
+        self.nodes = {n["metadata"]["name"]: n for n in (default_nodes if nodes is None else nodes)}
+        self.answers = {k: list(v) for k, v in (answers or {}).items()}
+        self.replace_after = replace_after
+        self.clock = clock
+        self.post_seconds = post_seconds
+        self.calls: list[tuple[str, ...]] = []
+        self.bodies: list[Mapping[str, Any]] = []
+        self._waiting: list[tuple[dict[str, Any], int]] = []  # replacement, polls left
+        self._ids = itertools.count(1)
+
+    def __getattr__(self, name: str) -> Any:
+        if "delete" in name.lower():
+            pytest.fail(f"the executor called {name}: pods must never be deleted")
+        raise AttributeError(name)
+
+    def post_eviction(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        self.calls.append(("POST", name))
+        self.bodies.append(body)
+        assert body["apiVersion"] == "policy/v1"
+        assert body["kind"] == "Eviction"
+        assert body["metadata"] == {"name": name, "namespace": namespace}
+        uid = body["deleteOptions"]["preconditions"]["uid"]
+        assert uid, "every eviction carries the uid precondition"
+        grace = body["deleteOptions"].get("gracePeriodSeconds")
+        assert grace is None or grace >= 1, "never grace 0"
+        if self.clock is not None:
+            self.clock.now += self.post_seconds
+        script = self.answers.get(name, [])
+        answer: Answer = script.pop(0) if len(script) > 1 else (script[0] if script else (201, {}))
+        if isinstance(answer, Exception):
+            raise answer
+        status, payload = answer
+        dry = body["deleteOptions"].get("dryRun") == ["All"]
+        if status in (200, 201) and not dry:
+            old = self.pods.pop(name)
+            if self.replace_after is not None:
+                new = api_pod(
+                    f"{name}-r{next(self._ids)}",
+                    node="n2",
+                    owner_uid=old["metadata"]["ownerReferences"][0]["uid"],
+                    # The API server may add labels at binding (topology labels since 1.33):
+                    # a replacement's labels are not the evicted pod's.
+                    labels={**old["metadata"]["labels"], ZONE_KEY: "zone-b"},
+                )
+                self._waiting.append((new, self.replace_after))
+        return status, payload
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("GET pod", name))
+        return self.pods.get(name)
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        self.calls.append(("GET node", name))
+        return self.nodes.get(name)
+
+    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        self.calls.append(("LIST pods", label_selector))
+        still: list[tuple[dict[str, Any], int]] = []
+        for pod, polls in self._waiting:
+            if polls <= 0:
+                self.pods[pod["metadata"]["name"]] = pod
+            else:
+                still.append((pod, polls - 1))
+        self._waiting = still
+        wanted = dict(p.split("=", 1) for p in label_selector.split(",") if p)
+        return [
+            p
+            for p in self.pods.values()
+            if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+        ]
+
+    def posts(self) -> list[str]:
+        return [c[1] for c in self.calls if c[0] == "POST"]
+
+
+def executor(
+    api: FakeApi,
+    clock: FakeClock | None = None,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_result: Callable[[EvictionResult], None] | None = None,
+    expected_labels: Mapping[str, Mapping[str, str]] | None = None,
+    **settings: Any,
+) -> Executor:
+    clock = clock or FakeClock()
+    return Executor(
+        api,
+        ExecutorSettings(**settings),
+        clock=clock,
+        sleep=clock.sleep,
+        should_stop=should_stop,
+        on_result=on_result,
+        expected_labels=expected_labels,
+    )
+
+
+def one(result: tuple[EvictionResult, ...]) -> EvictionResult:
+    assert len(result) == 1
+    return result[0]
+
+
+# -- bodies ---------------------------------------------------------------------------------
+
+
+def test_body_always_has_uid_precondition_and_no_grace_by_default() -> None:
+    """Without a policy grace period the body carries only the uid precondition."""
+    body = eviction_body(evict("web-1"))
+    assert body == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "web-1", "namespace": NS},
+        "deleteOptions": {"preconditions": {"uid": "uid-web-1"}},
+    }
+
+
+def test_body_grace_follows_policy() -> None:
+    """A policy grace period is sent as deleteOptions.gracePeriodSeconds."""
+    body = eviction_body(evict("web-1", grace=5))
+    assert body["deleteOptions"]["gracePeriodSeconds"] == 5
+
+
+@pytest.mark.parametrize("grace", [0, -1])
+def test_body_rejects_grace_below_one(grace: int) -> None:
+    """Grace 0 (a force delete) or less is refused, even if a plan carried it."""
+    with pytest.raises(errors.InputError, match="force-delete"):
+        eviction_body(evict("web-1", grace=grace))
+
+
+def test_body_rejects_missing_uid() -> None:
+    """An eviction without a uid is refused: the precondition is mandatory."""
+    with pytest.raises(errors.InputError, match="uid"):
+        eviction_body(Eviction(NS, "web-1", "", "n1", 0, "r", 1, "", "a", ZONE_KEY, None, None))
+
+
+def test_server_dry_run_body_has_dry_run_all() -> None:
+    """--server-dry-run sends deleteOptions.dryRun = [All]."""
+    body = eviction_body(evict("web-1"), dry_run=True)
+    assert body["deleteOptions"]["dryRun"] == ["All"]
+    assert body["deleteOptions"]["preconditions"] == {"uid": "uid-web-1"}
+
+
+def test_bad_grace_in_a_wave_stops_before_any_request() -> None:
+    """One bad grace period in a wave means no request at all is sent."""
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")])
+    with pytest.raises(errors.InputError):
+        executor(api).execute_wave([evict("web-1"), evict("web-2", grace=0)])
+    assert api.calls == []
+
+
+# -- status codes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [200, 201])
+def test_success_is_evicted(status: int) -> None:
+    """200 and 201 mean evicted; the pod was re-read and its node checked first."""
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(status, {})]})
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.EVICTED
+    assert result.status == status
+    assert result.attempts == 1
+    assert api.calls[:2] == [("GET pod", "web-1"), ("GET node", "n1")]
+    assert api.posts() == ["web-1"]
+    assert "gracePeriodSeconds" not in api.bodies[0]["deleteOptions"]
+
+
+def test_grace_from_policy_reaches_the_request() -> None:
+    """The policy's grace period is what the API server receives."""
+    api = FakeApi([api_pod("web-1")])
+    executor(api).execute_wave([evict("web-1", grace=7)])
+    assert api.bodies[0]["deleteOptions"]["gracePeriodSeconds"] == 7
+
+
+def test_server_dry_run_reports_would_evict_and_waits_for_nothing() -> None:
+    """With --server-dry-run a 201 is 'would-evict' and no replacement is awaited."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")])
+    results = executor(api, clock, server_dry_run=True).execute_wave(
+        [evict("web-1"), evict("web-2")]
+    )
+    assert [r.outcome for r in results] == [Outcome.WOULD_EVICT] * 2
+    assert all(b["deleteOptions"]["dryRun"] == ["All"] for b in api.bodies)
+    assert not [c for c in api.calls if c[0] == "LIST pods"]
+    assert clock.sleeps == []
+
+
+def test_404_is_gone() -> None:
+    """404 from the eviction means the pod is already gone."""
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(404, {"message": "not found"})]})
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.GONE
+    assert api.posts() == ["web-1"]
+
+
+def test_409_is_conflict() -> None:
+    """409 (uid precondition failed) is a conflict for the runner to re-plan, not retried."""
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(409, {"message": "uid mismatch"})]})
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.CONFLICT
+    assert result.status == 409
+    assert api.posts() == ["web-1"]
+
+
+def test_429_pdb_is_retried_boundedly_then_blocked() -> None:
+    """A PDB 429 is retried pdb_retries times with doubling backoff, then blocked-by-pdb."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(429, PDB_429)]})
+    result = one(executor(api, clock, pdb_retries=3).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.BLOCKED_BY_PDB
+    assert result.status == 429
+    assert result.attempts == 4
+    assert api.posts() == ["web-1"] * 4
+    assert clock.sleeps == [1.0, 2.0, 4.0]
+    assert "needs 3 healthy pods" in result.detail
+
+
+def test_429_backoff_is_capped() -> None:
+    """The wait between 429 retries never exceeds its cap."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(429, PDB_429)]})
+    executor(
+        api, clock, pdb_retries=6, pdb_backoff_seconds=1, pdb_backoff_max_seconds=5
+    ).execute_wave([evict("web-1")])
+    assert clock.sleeps == [1, 2, 4, 5, 5, 5]
+
+
+def test_429_then_success_is_evicted() -> None:
+    """A PDB that allows the disruption on a retry lets the eviction through."""
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(429, PDB_429), (201, {})]})
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.EVICTED
+    assert result.attempts == 2
+
+
+def test_429_throttling_uses_retry_after_and_fails() -> None:
+    """A 429 without a disruption-budget cause is throttling: retried, then failed."""
+    clock = FakeClock()
+    throttled = {"message": "too many requests", "details": {"retryAfterSeconds": 3}}
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(429, throttled)]})
+    result = one(executor(api, clock, pdb_retries=2).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.FAILED
+    assert result.detail.startswith("throttled")
+    assert clock.sleeps == [3.0, 3.0]
+
+
+def test_500_multiple_pdbs_is_blocked_without_retry() -> None:
+    """A 500 about several PDBs covering the pod is reported, not retried."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(500, MULTI_PDB_500)]})
+    result = one(executor(api, clock).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.BLOCKED_BY_PDB
+    assert result.detail.startswith("multiple-pdbs")
+    assert api.posts() == ["web-1"]
+    assert clock.sleeps == []
+
+
+def test_5xx_is_retried_with_bounded_attempts_then_failed() -> None:
+    """503 is retried max_attempts times with capped jittered backoff, then failed."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(503, {"message": "unavailable"})]})
+    result = one(
+        executor(api, clock, max_attempts=4, backoff_seconds=1, backoff_max_seconds=3).execute_wave(
+            [evict("web-1")]
+        )
+    )
+    assert result.outcome is Outcome.FAILED
+    assert result.attempts == 4
+    assert result.status == 503
+    assert api.posts() == ["web-1"] * 4
+    assert len(clock.sleeps) == 3
+    assert all(0 <= s <= 3 for s in clock.sleeps)
+
+
+def test_5xx_then_success_is_evicted() -> None:
+    """A transient 5xx followed by 201 ends evicted."""
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(502, {}), (201, {})]})
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.EVICTED
+    assert result.attempts == 2
+
+
+def test_connection_errors_are_retried_then_failed() -> None:
+    """Connection errors are retried like 5xx and end failed, with no status."""
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [errors.Unreachable("connection refused")]})
+    result = one(executor(api, max_attempts=3).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.FAILED
+    assert result.status is None
+    assert result.attempts == 3
+    assert "connection refused" in result.detail
+
+
+def test_retry_total_time_is_bounded_by_the_injected_clock() -> None:
+    """Retries stop when max_retry_seconds have passed, even with attempts left."""
+    clock = FakeClock()
+    api = FakeApi(
+        [api_pod("web-1")],
+        answers={"web-1": [(503, {})]},
+        clock=clock,
+        post_seconds=10.0,
+    )
+    result = one(
+        executor(
+            api, clock, max_attempts=50, max_retry_seconds=25, backoff_max_seconds=0.001
+        ).execute_wave([evict("web-1")])
+    )
+    assert result.outcome is Outcome.FAILED
+    assert result.attempts == 3
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_other_4xx_fail_without_retry(status: int) -> None:
+    """Other client errors are failures, not retried."""
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [(status, {"message": "invalid"})]})
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.FAILED
+    assert api.posts() == ["web-1"]
+
+
+def test_forbidden_eviction_raises_cluster_error() -> None:
+    """RBAC denying the eviction aborts the run with exit 3, naming verb and resource."""
+    denied = errors.Forbidden(403, "no", verb="create", resource="pods/eviction", namespace=NS)
+    api = FakeApi([api_pod("web-1")], answers={"web-1": [denied]})
+    with pytest.raises(errors.Forbidden) as caught:
+        executor(api).execute_wave([evict("web-1")])
+    assert caught.value.exit_code == errors.EXIT_CLUSTER
+    assert "RBAC: cannot create pods/eviction (in namespace shop)" in str(caught.value)
+
+
+# -- re-read before evicting ----------------------------------------------------------------
+
+
+def test_pod_gone_on_reread_is_dropped() -> None:
+    """A pod that no longer exists is reported gone and never evicted."""
+    api = FakeApi([])
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.GONE
+    assert api.posts() == []
+
+
+@pytest.mark.parametrize(
+    ("pod", "code"),
+    [
+        (api_pod("web-1", uid="someone-else"), "uid-changed"),
+        (api_pod("web-1", terminating=True), "terminating"),
+        (api_pod("web-1", node="n2"), "moved"),
+        (api_pod("web-1", labels={"app": "web", "canary": "yes"}), "labels-changed"),
+    ],
+)
+def test_changed_pod_is_dropped(pod: dict[str, Any], code: str) -> None:
+    """A pod replaced, terminating, moved or relabelled since the plan is not evicted."""
+    api = FakeApi([pod])
+    expected = {"uid-web-1": {"app": "web"}}
+    result = one(executor(api, expected_labels=expected).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.SKIPPED
+    assert result.detail.startswith(code)
+    assert api.posts() == []
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        api_node("n1", ready="False"),
+        api_node("n1", ready="Unknown"),
+        api_node("n1", taints=["node.kubernetes.io/unreachable"]),
+        None,
+    ],
+)
+def test_pod_on_unready_node_is_dropped(node: dict[str, Any] | None) -> None:
+    """Pods on NotReady, Unknown, unreachable-tainted or vanished nodes are never evicted."""
+    api = FakeApi([api_pod("web-1")], nodes=[node] if node else [])
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.SKIPPED
+    assert result.detail.startswith(("node-not-ready", "node-gone"))
+    assert api.posts() == []
+
+
+def test_reread_failure_is_failed_and_nothing_sent() -> None:
+    """When the pod cannot be re-read (after retries), nothing is sent for it."""
+
+    class Broken(FakeApi):
+        def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+            raise errors.ServerError(500, "etcd down", verb="get", resource="pods")
+
+    api = Broken([api_pod("web-1")])
+    result = one(executor(api, max_attempts=2).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.FAILED
+    assert api.posts() == []
+
+
+# -- one at a time per workload -------------------------------------------------------------
+
+
+def test_same_workload_waits_for_replacement_before_next() -> None:
+    """The second pod of a workload is evicted only once the first's replacement is Ready."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")], replace_after=2)
+    results = executor(api, clock, poll_interval_seconds=2).execute_wave(
+        [evict("web-1"), evict("web-2")]
+    )
+    assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
+    first_post = api.calls.index(("POST", "web-1"))
+    second_post = api.calls.index(("POST", "web-2"))
+    between = api.calls[first_post:second_post]
+    assert sum(1 for c in between if c[0] == "LIST pods") >= 3  # polled until Ready
+    assert results[0].replacement is not None
+    assert clock.sleeps[:2] == [2, 2]
+
+
+def test_replacement_is_found_by_owner_selector_not_by_the_pods_labels() -> None:
+    """The replacement is looked up with the controller's selector and matched by owner uid."""
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")])
+    selectors = {("ReplicaSet", NS, "web"): "app=web"}
+    ex = Executor(api, ExecutorSettings(), clock=FakeClock(), sleep=FakeClock().sleep,
+                  owner_selectors=selectors)  # fmt: skip
+    results = ex.execute_wave([evict("web-1"), evict("web-2")])
+    assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
+    assert results[0].replacement is not None
+    assert {c[1] for c in api.calls if c[0] == "LIST pods"} == {"app=web"}
+
+
+def test_different_workloads_are_evicted_side_by_side() -> None:
+    """Pods of different workloads go in the same round, before any waiting."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1"), api_pod("db-1", app="db", owner_uid="rs-db")], replace_after=3)
+    real_sleep = clock.sleep
+
+    def sleep(seconds: float) -> None:
+        api.calls.append(("SLEEP", str(seconds)))
+        real_sleep(seconds)
+
+    Executor(api, ExecutorSettings(), clock=clock, sleep=sleep).execute_wave(
+        [evict("web-1"), evict("db-1", workload="ReplicaSet/db")]
+    )
+    kinds = [c[0] for c in api.calls]
+    assert kinds.count("POST") == 2
+    assert "SLEEP" in kinds
+    assert max(i for i, k in enumerate(kinds) if k == "POST") < kinds.index("SLEEP")
+
+
+def test_replacement_timeout_skips_the_rest_of_the_workload() -> None:
+    """When a replacement is not Ready within the wave timeout, its workload stops there."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")], replace_after=None)
+    results = executor(api, clock, wave_timeout_seconds=30, poll_interval_seconds=4).execute_wave(
+        [evict("web-1"), evict("web-2")]
+    )
+    assert results[0].outcome is Outcome.EVICTED
+    assert "not scheduled and Ready in time" in results[0].detail
+    assert results[1].outcome is Outcome.SKIPPED
+    assert results[1].detail.startswith("replacement-not-ready")
+    assert api.posts() == ["web-1"]
+    assert sum(clock.sleeps) <= 30
+
+
+def test_a_replacement_must_be_a_new_pod_of_the_same_owner() -> None:
+    """Existing siblings and pods of other owners do not count as the replacement."""
+    clock = FakeClock()
+    sibling = api_pod("web-9", node="n2")
+    stranger = api_pod("other", owner_uid="rs-other", node="n2")
+    api = FakeApi([api_pod("web-1"), api_pod("web-2"), sibling, stranger], replace_after=None)
+    results = executor(api, clock, wave_timeout_seconds=10).execute_wave(
+        [evict("web-1"), evict("web-2")]
+    )
+    assert results[1].outcome is Outcome.SKIPPED
+    assert api.posts() == ["web-1"]
+
+
+def test_stop_finishes_the_current_eviction_and_sends_no_more() -> None:
+    """Once a stop is requested, the eviction in flight completes and nothing else is sent."""
+    stopping = False
+
+    def on_result(result: EvictionResult) -> None:
+        nonlocal stopping
+        stopping = True
+
+    api = FakeApi([api_pod("web-1"), api_pod("db-1", app="db", owner_uid="rs-db")])
+    results = executor(api, should_stop=lambda: stopping, on_result=on_result).execute_wave(
+        [evict("web-1"), evict("db-1", workload="ReplicaSet/db")]
+    )
+    assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.SKIPPED]
+    assert results[1].detail.startswith("stopping")
+    assert api.posts() == ["web-1"]
+
+
+def test_on_result_sees_every_result() -> None:
+    """The on_result callback is called once per planned eviction, in order."""
+    seen: list[str] = []
+    api = FakeApi([api_pod("web-1")])
+    executor(api, on_result=lambda r: seen.append(f"{r.eviction.name}:{r.outcome}")).execute_wave(
+        [evict("web-1"), evict("gone-1", workload="")]
+    )
+    assert seen == ["web-1:evicted", "gone-1:gone"]
+
+
+# -- the HTTP layer itself ------------------------------------------------------------------
+
+
+@dataclass
+class _Raw:
+    status: int
+    body: bytes
+
+    def read(self) -> bytes:
+        return self.body
+
+    def getheaders(self) -> dict[str, str]:
+        return {}
+
+
+class RecordingApiClient:
+    """Stands in for kubernetes.client.ApiClient; records what Kube would send."""
+
+    def __init__(self, status: int = 201, body: bytes = b"{}") -> None:
+        self.status = status
+        self.body = body
+        self.sent: list[tuple[str, str, Any]] = []
+        self.configuration = type("C", (), {"host": "https://127.0.0.1:6443"})()
+
+    def param_serialize(
+        self,
+        method: str,
+        path: str,
+        query_params: list[tuple[str, str]] | None = None,
+        header_params: dict[str, str] | None = None,
+        auth_settings: list[str] | None = None,
+    ) -> tuple[str, str, dict[str, str], None, None]:
+        query = "&".join(f"{k}={v}" for k, v in query_params or [])
+        url = self.configuration.host + path + (f"?{query}" if query else "")
+        return method, url, header_params or {}, None, None
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: dict[str, str] | None = None,
+        body: Any = None,
+        _request_timeout: Any = None,
+    ) -> _Raw:
+        self.sent.append((method, url, body))
+        return _Raw(self.status, self.body)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH"])
+def test_kube_refuses_anything_but_get_and_post(method: str) -> None:
+    """The HTTP layer cannot send a DELETE (or any other write than POST)."""
+    api = RecordingApiClient()
+    with pytest.raises(ValueError, match="never sends"):
+        Kube(api, source="test").request(method, f"/api/v1/namespaces/{NS}/pods/web-1")
+    assert api.sent == []
+
+
+def test_kube_posts_eviction_to_the_subresource() -> None:
+    """post_eviction POSTs the body to pods/{name}/eviction, with dryRun=All when asked."""
+    api = RecordingApiClient(201, b'{"kind":"Status"}')
+    kube = Kube(api, source="test")
+    body = eviction_body(evict("web-1"), dry_run=True)
+    status, answer = kube.post_eviction(NS, "web-1", body)
+    assert (status, answer) == (201, {"kind": "Status"})
+    method, url, sent = api.sent[0]
+    assert method == "POST"
+    assert url == f"https://127.0.0.1:6443/api/v1/namespaces/{NS}/pods/web-1/eviction?dryRun=All"
+    assert sent["deleteOptions"]["preconditions"] == {"uid": "uid-web-1"}
+
+
+def test_kube_returns_eviction_statuses_and_raises_forbidden() -> None:
+    """Eviction error statuses come back as data, except 403 which names the denied request."""
+    kube = Kube(RecordingApiClient(429, orjson_bytes(PDB_429)), source="test")
+    assert kube.post_eviction(NS, "web-1", eviction_body(evict("web-1")))[0] == 429
+    denied = Kube(RecordingApiClient(403, b'{"message":"forbidden"}'), source="test")
+    with pytest.raises(errors.Forbidden, match=r"RBAC: cannot create pods/eviction"):
+        denied.post_eviction(NS, "web-1", eviction_body(evict("web-1")))
+
+
+def test_kube_get_pod_404_is_none() -> None:
+    """A GET of a missing pod is None, not an error."""
+    assert Kube(RecordingApiClient(404, b"{}"), source="test").get_pod(NS, "web-1") is None
+
+
+def orjson_bytes(value: Any) -> bytes:
+    import orjson  # noqa: PLC0415  # only this helper needs it
+
+    return orjson.dumps(value)

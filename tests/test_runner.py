@@ -1,0 +1,549 @@
+"""The run loop against a fake cluster: re-plan after each wave, limits carried, clean stops."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+import yaml
+
+from rebalancer import errors, kubeclient, logs
+from rebalancer.cli import main
+from rebalancer.cli_live import preflight, render_run
+from rebalancer.convert import snapshot_from_objects
+from rebalancer.events import BLOCKED, REBALANCED
+from rebalancer.executor import ExecutorSettings, Outcome
+from rebalancer.kubeclient import connect
+from rebalancer.metrics import Metrics, parse_bind_address
+from rebalancer.model import Snapshot
+from rebalancer.plan import Eviction, Plan, ViewReport
+from rebalancer.policy import Limits, Policy
+from rebalancer.runner import Cluster, Runner, RunSettings, install_stop_handlers
+from tests.test_executor import PDB_429, FakeClock
+
+ZONE = "topology.kubernetes.io/zone"
+NS = "shop"
+NOW = 1_750_000_000.0
+
+
+def api_node(name: str, zone: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, ZONE: zone}},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def api_pod(name: str, node: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": uid,
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": {"app": "web"},
+            "ownerReferences": [
+                {"kind": "ReplicaSet", "name": "web-rs", "uid": "uid-rs", "controller": True}
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": ZONE,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                }
+            ],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+class FakeCluster:
+    """A tiny cluster: evictions remove the pod; a 'scheduler' places a Ready replacement.
+
+    The scheduler puts the replacement in the zone with the fewest web pods (ties: node name).
+    ``answers`` scripts eviction statuses per pod name (default 201); ``on_post`` runs after
+    each eviction request, e.g. to send SIGTERM mid-wave.
+    """
+
+    def __init__(self, zones: dict[str, int], *, answers: dict[str, tuple[int, Any]] | None = None):
+        self.nodes = {f"node-{z}": api_node(f"node-{z}", z) for z in zones}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self._ids = itertools.count(1)
+        for zone, count in zones.items():
+            for _ in range(count):
+                self._add(f"node-{zone}")
+        self.answers = answers or {}
+        self.reads = 0
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[dict[str, Any]] = []
+        self.on_post: Callable[[], None] = lambda: None
+
+    def _add(self, node: str) -> str:
+        n = next(self._ids)
+        name = f"web-{n}"
+        self.pods[name] = api_pod(name, node, f"uid-{n}")
+        return name
+
+    def zone_counts(self) -> dict[str, int]:
+        counts = {n["metadata"]["labels"][ZONE]: 0 for n in self.nodes.values()}
+        for p in self.pods.values():
+            counts[self.nodes[p["spec"]["nodeName"]]["metadata"]["labels"][ZONE]] += 1
+        return counts
+
+    # Cluster.read
+    def read(self) -> Snapshot:
+        self.reads += 1
+        return snapshot_from_objects([*self.nodes.values(), *self.pods.values()])
+
+    # Transport
+    def __getattr__(self, name: str) -> Any:
+        if "delete" in name.lower():
+            pytest.fail(f"the runner called {name}: pods must never be deleted")
+        raise AttributeError(name)
+
+    def post_eviction(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        self.posts.append((name, dict(body)))
+        assert body["deleteOptions"]["preconditions"]["uid"] == self.pods[name]["metadata"]["uid"]
+        status, answer = self.answers.get(name, (201, {}))
+        if status == 201 and "dryRun" not in body["deleteOptions"]:
+            del self.pods[name]
+            counts = self.zone_counts()
+            zone = min(sorted(counts), key=lambda z: counts[z])
+            self._add(f"node-{zone}")
+        self.on_post()
+        return status, answer
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.pods.get(name)
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        return self.nodes.get(name)
+
+    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        return list(self.pods.values())
+
+    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        self.events.append(dict(body))
+
+    def as_cluster(self, *, events: bool = True) -> Cluster:
+        return Cluster(
+            read=self.read, transport=self, create_event=self.create_event if events else None
+        )
+
+
+def runner(
+    fake: FakeCluster,
+    policy: Policy | None = None,
+    *,
+    plan_fn: Callable[..., Plan] | None = None,
+    stop: threading.Event | None = None,
+    **settings: Any,
+) -> Runner:
+    clock = FakeClock()
+    executor = ExecutorSettings(server_dry_run=settings.pop("server_dry_run", False), pdb_retries=1)
+    return Runner(
+        fake.as_cluster(),
+        policy or Policy(),
+        RunSettings(executor=executor, instance="test", **settings),
+        plan_fn=plan_fn,
+        stop=stop,
+        clock=clock,
+        wall_clock=lambda: NOW,
+        sleep=clock.sleep,
+    )
+
+
+def _eviction(pod: dict[str, Any], wave: int) -> Eviction:
+    meta = pod["metadata"]
+    return Eviction(
+        namespace=NS,
+        name=meta["name"],
+        uid=meta["uid"],
+        node=pod["spec"]["nodeName"],
+        priority=0,
+        reason="scripted",
+        wave=wave,
+        workload="ReplicaSet/web-rs",
+        domain="a",
+        topology_key=ZONE,
+        target_node="node-c",
+        grace_period_seconds=None,
+    )
+
+
+VIEW = ViewReport(
+    namespace=NS,
+    topology_key=ZONE,
+    max_skew=1,
+    when_unsatisfiable="DoNotSchedule",
+    selector="app=web",
+    min_domains=1,
+    domains=(("a", 3),),
+    global_min=0,
+    skew=3,
+)
+
+
+class ScriptedPlanner:
+    """Plans by script: evicts the first pod in zone a in two waves; records evicted_before."""
+
+    def __init__(self, fake: FakeCluster, sizes: Sequence[int]) -> None:
+        self.fake = fake
+        self.sizes = list(sizes)
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(
+        self,
+        snapshot: Snapshot,
+        policy: Policy,
+        now: float,
+        *,
+        evicted_before: Sequence[Eviction] = (),
+    ) -> Plan:
+        self.calls.append(tuple(e.name for e in evicted_before))
+        size = self.sizes.pop(0) if self.sizes else 0
+        in_a = [p for p in self.fake.pods.values() if p["spec"]["nodeName"] == "node-a"]
+        evictions = tuple(_eviction(p, wave=1 + i) for i, p in enumerate(in_a[:size]))
+        return Plan(evictions, (), (VIEW,) if size else (), (), size)
+
+
+def test_each_wave_is_replanned_with_the_evictions_so_far() -> None:
+    """Only wave 1 runs; the next plan comes from a fresh read with evicted_before."""
+    fake = FakeCluster({"a": 4, "b": 0, "c": 0})
+    planner = ScriptedPlanner(fake, [2, 1, 0])
+    report = runner(fake, plan_fn=planner).run_once("r1")
+    assert planner.calls == [(), ("web-1",), ("web-1", "web-2")]
+    assert fake.reads == 3
+    assert [name for name, _ in fake.posts] == ["web-1", "web-2"]
+    assert [len(w.results) for w in report.waves] == [1, 1]
+    assert report.end == "balanced"
+    assert report.evicted == 2
+    assert report.planned == 2
+    assert report.exit_code == 0
+
+
+def test_max_waves_bounds_a_run() -> None:
+    """A run executes at most max_waves waves, then leaves the rest for the next run."""
+    fake = FakeCluster({"a": 6, "b": 0})
+    planner = ScriptedPlanner(fake, [5, 5, 5, 5])
+    report = runner(fake, plan_fn=planner, max_waves=2).run_once()
+    assert len(report.waves) == 2
+    assert report.end == "max-waves"
+    assert len(fake.posts) == 2
+    assert report.final_plan is not None
+
+
+def test_blocked_wave_ends_the_run_with_exit_1() -> None:
+    """When nothing in a wave could be evicted, the run stops and reports it (exit 1)."""
+    fake = FakeCluster({"a": 3, "b": 0}, answers={"web-1": (429, PDB_429)})
+    planner = ScriptedPlanner(fake, [1, 1, 1])
+    report = runner(fake, plan_fn=planner).run_once()
+    assert report.end == "nothing-evicted"
+    assert report.blocked_by_pdb == 1
+    assert report.exit_code == errors.EXIT_EVICTIONS_FAILED
+    assert fake.reads == 1
+    assert [e["reason"] for e in fake.events] == [BLOCKED]
+    assert fake.events[0]["type"] == "Warning"
+
+
+def test_stop_during_a_wave_finishes_it_and_starts_no_new_one() -> None:
+    """SIGTERM mid-wave: the eviction in flight completes, no further eviction or wave."""
+    fake = FakeCluster({"a": 4, "b": 0, "c": 0})
+    stop = threading.Event()
+    fake.on_post = stop.set
+    planner = ScriptedPlanner(fake, [3, 3, 3])
+    planner_calls_before = len(planner.calls)
+    report = runner(fake, plan_fn=planner, stop=stop).run_once()
+    assert report.end == "stopped"
+    assert len(fake.posts) == 1
+    assert len(planner.calls) == planner_calls_before + 1
+    assert report.exit_code == 0
+
+
+def test_sigterm_handler_sets_the_stop_event() -> None:
+    """A real SIGTERM sets the stop event instead of killing the process."""
+    stop = threading.Event()
+    undo = install_stop_handlers(stop)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(5)
+    finally:
+        undo()
+    assert signal.getsignal(signal.SIGTERM) is not None
+
+
+def test_dry_run_sends_nothing() -> None:
+    """run --dry-run reads and plans, and never calls the transport."""
+    fake = FakeCluster({"a": 3, "b": 0})
+    report = runner(fake, plan_fn=ScriptedPlanner(fake, [1]), plan_only=True).run_once()
+    assert report.end == "dry-run"
+    assert fake.posts == []
+    assert fake.events == []
+    assert report.planned == 1
+
+
+def test_server_dry_run_runs_one_wave_and_emits_no_events() -> None:
+    """--server-dry-run sends wave 1 with dryRun=All once, changes nothing, emits no event."""
+    fake = FakeCluster({"a": 3, "b": 0})
+    report = runner(fake, plan_fn=ScriptedPlanner(fake, [2, 2]), server_dry_run=True).run_once()
+    assert report.end == "server-dry-run"
+    assert [r.outcome for r in report.results] == [Outcome.WOULD_EVICT]
+    assert all(b["deleteOptions"]["dryRun"] == ["All"] for _, b in fake.posts)
+    assert fake.zone_counts() == {"a": 3, "b": 0}
+    assert fake.events == []
+
+
+def test_real_planner_converges_and_emits_rebalanced_events() -> None:
+    """With the real planner, zones [3,1,0] maxSkew 1 end balanced with one eviction."""
+    fake = FakeCluster({"a": 3, "b": 1, "c": 0})
+    report = runner(fake).run_once()
+    assert report.end == "balanced"
+    assert report.evicted == 1
+    assert sorted(fake.zone_counts().values()) == [1, 1, 2]
+    assert report.skew_before == 3
+    assert report.skew_after == 1
+    event = fake.events[0]
+    assert event["reason"] == REBALANCED
+    assert event["type"] == "Normal"
+    assert event["involvedObject"]["kind"] == "Pod"
+    assert ZONE in event["message"]
+    assert f"{ZONE}=a" in event["message"]
+    assert "node-c" in event["message"]
+
+
+def test_real_planner_limits_carry_over_between_waves() -> None:
+    """limits.total counts evictions of earlier waves: the run stops at the limit."""
+    fake = FakeCluster({"a": 4, "b": 0})
+    report = runner(fake, Policy(limits=Limits(total=1))).run_once()
+    assert report.evicted == 1
+    assert len(fake.posts) == 1
+    assert report.end in ("nothing-to-evict", "balanced")
+    assert report.final_plan is not None
+
+
+def test_interval_mode_survives_a_failed_run_and_stops_on_request() -> None:
+    """run_forever logs a run's cluster error, runs again, and returns 0 once stopped."""
+    fake = FakeCluster({"a": 1, "b": 1})
+    stop = threading.Event()
+    reads = 0
+    real_read = fake.read
+
+    def flaky_read() -> Snapshot:
+        nonlocal reads
+        reads += 1
+        if reads == 1:
+            raise errors.Unreachable("connection refused")
+        return real_read()
+
+    r = runner(fake, plan_fn=ScriptedPlanner(fake, []), stop=stop)
+    r.cluster = replace(r.cluster, read=flaky_read)
+    reports: list[Any] = []
+    failures: list[errors.RebalancerError] = []
+
+    def on_report(report: Any) -> None:
+        reports.append(report)
+        stop.set()
+
+    assert r.run_forever(0.01, on_report=on_report, on_error=failures.append) == 0
+    assert len(failures) == 1
+    assert len(reports) == 1
+
+
+# -- the shell around the runner: credentials, pre-flight, flags, output, logs, metrics --------
+
+
+def _kubeconfig(tmp_path: Path, name: str, contexts: dict[str, str]) -> Path:
+    """A kubeconfig with one context per (name -> server)."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": c, "cluster": {"server": s}} for c, s in contexts.items()],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": c, "context": {"cluster": c, "user": "u"}} for c in contexts],
+        "current-context": next(iter(contexts)),
+    }
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_connect_uses_flag_then_context_then_env(tmp_path: Path) -> None:
+    """--kubeconfig wins over $KUBECONFIG; --context picks the cluster."""
+    flag = _kubeconfig(
+        tmp_path, "flag", {"a": "https://127.0.0.1:7001", "b": "https://127.0.0.1:7002"}
+    )
+    env = _kubeconfig(tmp_path, "env", {"e": "https://127.0.0.1:7003"})
+    kube = connect(str(flag), env={"KUBECONFIG": str(env)})
+    assert kube.server == "https://127.0.0.1:7001"
+    assert connect(str(flag), "b", env={}).server == "https://127.0.0.1:7002"
+    from_env = connect(env={"KUBECONFIG": str(env), "KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert from_env.server == "https://127.0.0.1:7003"
+    assert from_env.source.startswith("$KUBECONFIG")
+
+
+def test_connect_in_cluster_without_a_token_is_a_cluster_error() -> None:
+    """In a pod (KUBERNETES_SERVICE_HOST set) the service account is used; no token: exit 3."""
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(errors.ClusterError, match="credentials") as caught:
+        connect(env=env)
+    assert caught.value.exit_code == errors.EXIT_CLUSTER
+
+
+class FakeAccess:
+    """Answers SelfSubjectAccessReviews from a set of denied (verb, resource) pairs."""
+
+    def __init__(self, denied: set[str]) -> None:
+        self.denied = denied
+        self.asked: list[tuple[str, str, str | None]] = []
+
+    def can_i(
+        self,
+        verb: str,
+        resource: str,
+        *,
+        group: str = "",
+        subresource: str = "",
+        namespace: str | None = None,
+    ) -> tuple[bool, str]:
+        name = f"{resource}/{subresource}" if subresource else resource
+        self.asked.append((verb, name, namespace))
+        return f"{verb} {name}" not in self.denied, ""
+
+
+def test_preflight_names_the_denied_verb_and_resource() -> None:
+    """Missing create on pods/eviction fails the pre-flight with exit 3, naming it."""
+    with pytest.raises(errors.Forbidden) as caught:
+        preflight(FakeAccess({"create pods/eviction"}), None)  # type: ignore[arg-type]
+    assert str(caught.value).startswith("RBAC: cannot create pods/eviction (cluster-wide)")
+    assert caught.value.exit_code == errors.EXIT_CLUSTER
+
+
+def test_preflight_scopes_to_the_namespace_and_only_warns_about_events() -> None:
+    """With -n the checks are namespaced (nodes stay cluster-wide); events are optional."""
+    access = FakeAccess({"create events"})
+    preflight(access, "shop")  # type: ignore[arg-type]
+    assert ("create", "pods/eviction", "shop") in access.asked
+    assert ("list", "nodes", None) in access.asked
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--interval", "5x"], "--interval"),
+        (["run", "--max-waves", "0"], "--max-waves"),
+        (["run", "--wave-timeout", "soon"], "--wave-timeout"),
+        (["run", "--metrics-bind-address", "127.0.0.1:8080"], "only with --interval"),
+        (["run", "--interval", "1m", "--metrics-bind-address", "nowhere"], "HOST:PORT"),
+    ],
+)
+def test_bad_run_flags_exit_2_before_any_request(
+    argv: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Flag problems exit 2 and no connection to any cluster is even attempted."""
+    monkeypatch.setattr(kubeclient, "connect", lambda *a, **k: pytest.fail("connected"))
+    assert main(argv) == errors.EXIT_BAD_INPUT
+    assert message in capsys.readouterr().err
+
+
+def test_grace_zero_policy_exits_2_before_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy with gracePeriodSeconds 0 is rejected before rebalancer connects."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\ngracePeriodSeconds: 0\n"
+    )
+    monkeypatch.setattr(kubeclient, "connect", lambda *a, **k: pytest.fail("connected"))
+    assert main(["run", "--policy", str(policy)]) == errors.EXIT_BAD_INPUT
+
+
+def test_run_output_as_json_has_plan_results_and_summary() -> None:
+    """run -o json carries the first plan, one row per eviction, the summary and exit code."""
+    fake = FakeCluster({"a": 3, "b": 1, "c": 0})
+    report = runner(fake).run_once("abc")
+    data = json.loads(render_run(report, "json"))
+    assert data["runId"] == "abc"
+    assert len(data["plan"]["evictions"]) == 1
+    assert data["results"][0]["outcome"] == "evicted"
+    assert data["summary"]["evicted"] == 1
+    assert data["exitCode"] == 0
+    table = render_run(report, "table")
+    assert "Executed:" in table and "evicted" in table
+
+
+def test_logs_are_json_lines_with_the_run_id_off_a_terminal() -> None:
+    """Off a terminal, every log line is one JSON object carrying the bound run id."""
+    stream = io.StringIO()
+    logs.configure(stream=stream)
+    try:
+        logs.bind_run_id("r-42")
+        logs.get_logger().info(logs.RUN_SUMMARY, planned=2, evicted=1)
+    finally:
+        structlog.reset_defaults()
+        structlog.contextvars.clear_contextvars()
+    line = json.loads(stream.getvalue().splitlines()[-1])
+    assert line["event"] == "run.summary"
+    assert line["run_id"] == "r-42"
+    assert line["planned"] == 2
+
+
+def test_metrics_record_a_run() -> None:
+    """Evictions by result, planned moves, skews and the run duration are exported."""
+    fake = FakeCluster({"a": 3, "b": 1, "c": 0})
+    report = runner(fake).run_once()
+    metrics = Metrics()
+    metrics.record(report)
+    value = metrics.registry.get_sample_value
+    assert value("rebalancer_evictions_total", {"result": "evicted"}) == 1
+    assert value("rebalancer_evictions_total", {"result": "blocked-by-pdb"}) == 0
+    assert value("rebalancer_planned_moves") == 1
+    assert value("rebalancer_run_duration_seconds_count") == 1
+    labels = {
+        "namespace": NS,
+        "topology_key": ZONE,
+        "selector": "app=web",
+        "max_skew": "1",
+        "when_unsatisfiable": "DoNotSchedule",
+    }
+    assert value("rebalancer_skew_before", labels) == 3
+    assert value("rebalancer_skew_after", labels) == 1
+    assert value("rebalancer_runs_total", {"result": "ok"}) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+        (":9090", ("0.0.0.0", 9090)),
+        ("[::1]:80", ("::1", 80)),
+    ],
+)
+def test_bind_address_parsing(text: str, expected: tuple[str, int]) -> None:
+    """HOST:PORT, :PORT and [v6]:PORT are accepted."""
+    assert parse_bind_address(text) == expected
