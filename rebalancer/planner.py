@@ -127,6 +127,7 @@ class Planner:
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
+        self._pinned: dict[int, Counter[str]] = {}
 
     # -- candidates ----------------------------------------------------------------------
     def pdbs(self, i: int) -> list[int]:
@@ -183,13 +184,53 @@ class Planner:
 
     # -- moves ---------------------------------------------------------------------------
     def distance_at_start(self, v: int) -> int:
+        """The view's distance to balance before any move; unevictable pods are floors."""
         view = self.analysis.views[v]
         c = view.spec.constraint
-        return min_moves(list(view.counts.values()), c.max_skew, c.min_domains, c.hard)
+        floors: Counter[str] = Counter()
+        pods = self.analysis.pods
+        for i in view.members:
+            if i not in self.evicted and not self.evictable(i):
+                floors[view.node_domain[pods[i].node_name or ""]] += 1
+        return min_moves(
+            list(view.counts.values()),
+            c.max_skew,
+            c.min_domains,
+            c.hard,
+            [floors[d] for d in view.counts],
+        )
+
+    def pinned(self, v: int) -> Counter[str]:
+        """Pods of view v per domain that cannot move: not evictable, or already moved."""
+        found = self._pinned.get(v)
+        if found is None:
+            found = Counter()
+            for domain in self.state.counts[v]:
+                found[domain] = sum(
+                    1 for i in self.state.members(v, domain) if not self.evictable(i)
+                )
+            self._pinned[v] = found
+        return found
 
     def distance(self, v: int) -> int:
         c = self.analysis.views[v].spec.constraint
-        return min_moves(list(self.state.counts[v].values()), c.max_skew, c.min_domains, c.hard)
+        counts = self.state.counts[v]
+        pinned = self.pinned(v)
+        return min_moves(
+            list(counts.values()),
+            c.max_skew,
+            c.min_domains,
+            c.hard,
+            [pinned[d] for d in counts],
+        )
+
+    def _pin(self, i: int, node: str, delta: int) -> None:
+        """Count pod i as unmovable on ``node`` in every view that has pinned counts."""
+        for w in self.state.selector_views(i):
+            found = self._pinned.get(w)
+            domain = self.state.domain(w, node)
+            if found is not None and domain is not None:
+                found[domain] += delta
 
     def try_move(self, i: int, v: int) -> Move | str:
         """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
@@ -207,6 +248,7 @@ class Planner:
             state.add(i, source)
             return f"replacement would stay Pending: {placement.reason}"
         state.add(i, placement.node)
+        self._pin(i, placement.node, 1)
         ok = (state.excess(v), self.distance(v)) < before[v]
         for w in touched:
             if not ok:
@@ -215,6 +257,7 @@ class Planner:
             if w != v and (state.excess(w) > excess or (excess > 0 and self.distance(w) > dist)):
                 ok = False
         if not ok:
+            self._pin(i, placement.node, -1)
             state.remove(i)
             state.add(i, source)
             return "moving it would not improve the spread"

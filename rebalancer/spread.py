@@ -348,7 +348,13 @@ def considered(view: View, policy: Policy) -> bool:
     return spec.namespace not in policy.namespaces_exclude
 
 
-def min_moves(counts: Sequence[int], max_skew: int, min_domains: int = 1, hard: bool = True) -> int:
+def min_moves(
+    counts: Sequence[int],
+    max_skew: int,
+    min_domains: int = 1,
+    hard: bool = True,
+    floors: Sequence[int] | None = None,
+) -> int:
     """The fewest moves that bring one view within ``max_skew`` (SPEC §3), capacity permitting.
 
     A move takes one pod out of a domain and adds it to another. For a target band
@@ -358,6 +364,10 @@ def min_moves(counts: Sequence[int], max_skew: int, min_domains: int = 1, hard: 
     so ``L`` is 0. Worked example, maxSkew 3, counts [3, 9, 0, 9]: N=21, D=4, L in {3, 4, 5};
     L=4 gives above = (9-7)+(9-7) = 4 and below = (4-3)+(4-0) = 5, so 5 moves, the minimum.
     Each real move lowers this value by at most one, so it is also a lower bound.
+
+    ``floors`` (same order as ``counts``) are pods that cannot move (not evictable): a band
+    whose top is below a floor is out of reach. When no band is in reach, the floors are
+    ignored, and the value still falls by one for every move towards balance.
     """
     d = len(counts)
     if d == 0:
@@ -369,12 +379,18 @@ def min_moves(counts: Sequence[int], max_skew: int, min_domains: int = 1, hard: 
     else:
         low = max(0, -(-(n - d * s) // d))  # ceil((N - D*s) / D)
         candidates = list(range(low, n // d + 1)) or [n // d]
+    top_floor = max(floors, default=0) if floors is not None else 0
     best: int | None = None
-    for level in candidates:
-        above = sum(c - level - s for c in counts if c > level + s)
-        below = sum(level - c for c in counts if c < level)
-        moves = max(above, below)
-        best = moves if best is None else min(best, moves)
+    for use_floors in (True, False) if top_floor else (False,):
+        for level in candidates:
+            if use_floors and top_floor > level + s:
+                continue
+            above = sum(c - level - s for c in counts if c > level + s)
+            below = sum(level - c for c in counts if c < level)
+            moves = max(above, below)
+            best = moves if best is None else min(best, moves)
+        if best is not None:
+            break
     return best or 0
 
 

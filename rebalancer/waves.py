@@ -97,14 +97,22 @@ class WaveBuilder:
 
 
 def assign_waves(planner: Planner, moves: Sequence[Move]) -> list[int]:
-    """The wave number (from 1) of each move, in plan order."""
+    """The wave number (from 1) of each move, in plan order.
+
+    A move whose replacement could return to its domain (raising a pinned view's global
+    minimum usually is one) goes alone in its wave: it cannot make the spread worse, but the
+    next wave must be re-planned from where the scheduler really put it.
+    """
     builder = WaveBuilder(planner)
     wave = 1
     out: list[int] = []
+    alone = False
     for m in moves:
-        if builder.current and not (builder.cannot_return(m) and builder.pdb_room(m)):
+        safe = builder.cannot_return(m)
+        if builder.current and (alone or not (safe and builder.pdb_room(m))):
             builder.close()
             wave += 1
+        alone = not safe
         builder.join(m)
         out.append(wave)
     return out
