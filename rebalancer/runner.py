@@ -100,7 +100,8 @@ class RunReport:
     first_plan: Plan
     waves: tuple[Wave, ...]
     final_plan: Plan | None  # planned from a read after the last wave; None if not re-read
-    end: str  # balanced|nothing-to-evict|nothing-evicted|max-waves|stopped|server-dry-run|dry-run
+    end: str  # balanced|nothing-to-evict|nothing-evicted|no-progress|max-waves|stopped|
+    # server-dry-run|dry-run
     skews: tuple[ViewSkew, ...]
     duration_seconds: float
     server_dry_run: bool = False
@@ -342,6 +343,12 @@ class Runner:
                 return
             loop.snapshot = self._read()
             loop.plan = self._plan_for(loop.snapshot, tuple(evicted))
+            if _spread_of(loop.plan) == _spread_of(plan):
+                # The replacements landed back where they were (the scheduler does not score
+                # hard constraints): re-planning would evict the same way again.
+                loop.final = loop.plan
+                loop.end = "no-progress"
+                return
 
     def _read(self) -> Snapshot:
         started = self._clock()
@@ -446,3 +453,8 @@ def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
             signal.signal(s, h)
 
     return undo
+
+
+def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[tuple[str, int], ...]], ...]:
+    """The violated views' domain counts, without the names of the pods that declare them."""
+    return tuple((v.namespace, v.topology_key, v.selector, v.domains) for v in plan.violations)

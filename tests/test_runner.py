@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 import json
 import os
 import signal
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -98,6 +100,7 @@ class FakeCluster:
         self.posts: list[tuple[str, dict[str, Any]]] = []
         self.events: list[dict[str, Any]] = []
         self.on_post: Callable[[], None] = lambda: None
+        self.stubborn = False  # True: every replacement lands back on the evicted pod's node
 
     def _add(self, node: str) -> str:
         n = next(self._ids)
@@ -129,10 +132,10 @@ class FakeCluster:
         assert body["deleteOptions"]["preconditions"]["uid"] == self.pods[name]["metadata"]["uid"]
         status, answer = self.answers.get(name, (201, {}))
         if status == 201 and "dryRun" not in body["deleteOptions"]:
-            del self.pods[name]
+            node = self.pods.pop(name)["spec"]["nodeName"]
             counts = self.zone_counts()
             zone = min(sorted(counts), key=lambda z: counts[z])
-            self._add(f"node-{zone}")
+            self._add(node if self.stubborn else f"node-{zone}")
         self.on_post()
         return status, answer
 
@@ -227,7 +230,10 @@ class ScriptedPlanner:
         size = self.sizes.pop(0) if self.sizes else 0
         in_a = [p for p in self.fake.pods.values() if p["spec"]["nodeName"] == "node-a"]
         evictions = tuple(_eviction(p, wave=1 + i) for i, p in enumerate(in_a[:size]))
-        return Plan(evictions, (), (VIEW,) if size else (), (), size)
+        # The view's counts follow the fake cluster, as a real plan's do.
+        spread = Counter(p["spec"]["nodeName"] for p in self.fake.pods.values())
+        view = dataclasses.replace(VIEW, domains=tuple(sorted(spread.items())))
+        return Plan(evictions, (), (view,) if size else (), (), size)
 
 
 def test_each_wave_is_replanned_with_the_evictions_so_far() -> None:
@@ -243,6 +249,17 @@ def test_each_wave_is_replanned_with_the_evictions_so_far() -> None:
     assert report.evicted == 2
     assert report.planned == 2
     assert report.exit_code == 0
+
+
+def test_a_wave_whose_replacements_come_back_ends_the_run() -> None:
+    """When the scheduler puts every replacement back, the run stops instead of churning."""
+    fake = FakeCluster({"a": 4, "b": 0})
+    fake.stubborn = True
+    planner = ScriptedPlanner(fake, [1, 1, 1, 1])
+    report = runner(fake, plan_fn=planner, max_waves=4).run_once()
+    assert report.end == "no-progress"
+    assert len(fake.posts) == 1
+    assert fake.zone_counts() == {"a": 4, "b": 0}
 
 
 def test_max_waves_bounds_a_run() -> None:
