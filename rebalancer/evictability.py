@@ -105,7 +105,7 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
     if pod.pvc_names and not policy.evict_pods_with_pvc:
         return SkipReason("has-pvc", "mounts a PersistentVolumeClaim (evictPodsWithPVC is false)")
     age = ctx.now - pod.created
-    if age < policy.min_pod_age_seconds:
+    if policy.min_pod_age_seconds > 0 and age < policy.min_pod_age_seconds:
         return SkipReason(
             "too-young", f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
         )

@@ -10,9 +10,10 @@ The check is a bound: after the wave's evictions, the other ``k`` replacements c
 view's global minimum at most to the water level ``m`` that ``k`` pods reach when poured into
 the emptiest domains. If the source domain, with this pod gone, still has
 ``count + 1 - m > maxSkew``, the replacement's own constraint keeps it out of that domain.
-Example, maxSkew 3 and counts [3, 9, 0, 9]: two evictions from each 9 leave [3, 7, 0, 7];
-three other replacements can lift the minimum to at most 3, and 7 + 1 - 3 = 5 > 3, so all
-four evictions fit one wave.
+Example, maxSkew 3 and counts [3, 9, 0, 9]: the plan evicts 3 pods from one 9 and 2 from
+the other, leaving [3, 6, 0, 7]; the 4 other replacements can lift the minimum to at most 3
+(the empty zone takes 3, then one more pod cannot lift two zones), and 6 + 1 - 3 = 4 > 3, so
+all five evictions fit one wave.
 """
 
 from __future__ import annotations
