@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Build (once) the real control-plane binaries used by rebalancer's e2e tests:
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes)
+#   etcd                                                              (go.etcd.io/etcd/server/v3)
+#   kwok                                                              (sigs.k8s.io/kwok/cmd/kwok)
+# from the wrapper Go modules in e2e/cluster/gomod/*, into
+#   ${REBALANCER_E2E_CACHE:-$HOME/.cache/rebalancer-e2e}/<versions>/bin/
+#
+# Idempotent: binaries already in the cache are not rebuilt. A lock serialises
+# concurrent invocations. The last line printed on success is always
+#   BIN_DIR=<absolute path>
+# Usage:
+#   e2e/cluster/build.sh            build what is missing, print timings and BIN_DIR=...
+#   e2e/cluster/build.sh --bin-dir  only print the bin dir (no build)
+#   e2e/cluster/build.sh --force    rebuild everything
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+GOMOD="$HERE/gomod"
+
+# Versions come from the wrapper go.mod files (single source of truth).
+modver() { # modver DIR MODULE
+  awk -v m="$2" '($1 == "require" && $2 == m) {print $3; exit} ($1 == m) {print $2; exit}' "$1/go.mod"
+}
+K8S_VERSION="$(modver "$GOMOD/kubernetes" k8s.io/kubernetes)"
+ETCD_VERSION="$(modver "$GOMOD/etcd" go.etcd.io/etcd/server/v3)"
+KWOK_VERSION="$(modver "$GOMOD/kwok" sigs.k8s.io/kwok)"
+for v in "$K8S_VERSION" "$ETCD_VERSION" "$KWOK_VERSION"; do
+  [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "build.sh: cannot read versions from $GOMOD/*/go.mod" >&2; exit 2; }
+done
+
+CACHE_ROOT="${REBALANCER_E2E_CACHE:-$HOME/.cache/rebalancer-e2e}"
+KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
+OUT="$CACHE_ROOT/$KEY"
+BIN="$OUT/bin"
+
+FORCE=0
+case "${1:-}" in
+  --bin-dir) echo "$BIN"; exit 0 ;;
+  --force) FORCE=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--bin-dir|--force]" >&2; exit 2 ;;
+esac
+
+K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+ALL_BINS=("${K8S_BINS[@]}" etcd kwok)
+
+have() { [[ -x "$BIN/$1" && -s "$BIN/$1" ]]; }
+all_present() { local b; for b in "${ALL_BINS[@]}"; do have "$b" || return 1; done; }
+
+if [[ $FORCE == 0 ]] && all_present; then
+  echo "build.sh: cached: $KEY (nothing to do)"
+  echo "BIN_DIR=$BIN"
+  exit 0
+fi
+
+mkdir -p "$BIN"
+exec 9>"$OUT/.lock"
+if ! flock -w 3600 9; then echo "build.sh: could not take $OUT/.lock within 3600 s" >&2; exit 1; fi
+# Another invocation may have finished the build while we waited.
+if [[ $FORCE == 0 ]] && all_present; then
+  echo "build.sh: cached: $KEY (built by a concurrent run)"
+  echo "BIN_DIR=$BIN"
+  exit 0
+fi
+
+command -v go >/dev/null || { echo "build.sh: go not found on PATH" >&2; exit 1; }
+export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
+export GOFLAGS="-mod=readonly -buildvcs=false"
+echo "build.sh: $(go version); building $KEY into $BIN"
+
+T0=$SECONDS
+phase_start=$SECONDS
+phase() { echo "build.sh: [$(( SECONDS - T0 ))s] $*"; phase_start=$SECONDS; }
+phase_done() { echo "build.sh: [$(( SECONDS - T0 ))s]   done in $(( SECONDS - phase_start ))s: $*"; }
+
+# go build with a fallback for newer Go toolchains where the vendored
+# kube-openapi fails with "undefined: json.SkipFunc" (descheduler #1925).
+gobuild() { # gobuild MODDIR OUT(file, or dir/) LDFLAGS PKG...
+  local moddir="$1" out="$2" ldflags="$3"; shift 3
+  local log; log="$(mktemp)"
+  if ! (cd "$moddir" && go build -trimpath -ldflags "$ldflags" -o "$out" "$@") >"$log" 2>&1; then
+    if grep -q 'json.SkipFunc' "$log" && [[ -z "${GOEXPERIMENT:-}" ]]; then
+      echo "build.sh: retrying with GOEXPERIMENT=nojsonv2"
+      if ! (cd "$moddir" && GOEXPERIMENT=nojsonv2 go build -trimpath -ldflags "$ldflags" -o "$out" "$@") >"$log" 2>&1; then
+        cat "$log" >&2; rm -f "$log"; return 1
+      fi
+    else
+      cat "$log" >&2; rm -f "$log"; return 1
+    fi
+  fi
+  cat "$log"; rm -f "$log"
+}
+
+TMP="$(mktemp -d "$OUT/tmp.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT
+
+install_bins() { local b; for b in "$@"; do mv -f "$TMP/$b" "$BIN/$b"; done; }
+
+phase "download modules"
+for d in etcd kwok kubernetes; do (cd "$GOMOD/$d" && go mod download) ; done
+phase_done "download modules"
+
+if [[ $FORCE == 1 ]] || ! have etcd; then
+  phase "build etcd $ETCD_VERSION"
+  gobuild "$GOMOD/etcd" "$TMP/etcd" "-s -w" go.etcd.io/etcd/server/v3
+  install_bins etcd
+  phase_done "etcd"
+fi
+
+if [[ $FORCE == 1 ]] || ! have kwok; then
+  phase "build kwok $KWOK_VERSION"
+  gobuild "$GOMOD/kwok" "$TMP/" "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" sigs.k8s.io/kwok/cmd/kwok
+  install_bins kwok
+  phase_done "kwok"
+fi
+
+need_k8s=()
+for b in "${K8S_BINS[@]}"; do
+  if [[ $FORCE == 1 ]] || ! have "$b"; then need_k8s+=("$b"); fi
+done
+if (( ${#need_k8s[@]} )); then
+  phase "build Kubernetes $K8S_VERSION: ${need_k8s[*]} (slow when cold)"
+  ver="${K8S_VERSION#v}"; major="${ver%%.*}"; rest="${ver#*.}"; minor="${rest%%.*}"
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  pkgs=()
+  for b in "${need_k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  gobuild "$GOMOD/kubernetes" "$TMP/" "$ld" "${pkgs[@]}"
+  install_bins "${need_k8s[@]}"
+  phase_done "Kubernetes"
+fi
+
+all_present || { echo "build.sh: some binaries are missing after the build" >&2; ls -l "$BIN" >&2; exit 1; }
+printf '%s\n' "k8s=$K8S_VERSION" "etcd=$ETCD_VERSION" "kwok=$KWOK_VERSION" "go=$(go env GOVERSION)" >"$OUT/VERSIONS"
+echo "build.sh: [$(( SECONDS - T0 ))s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
+du -sh "$BIN" | sed 's/^/build.sh: size /'
+echo "BIN_DIR=$BIN"
