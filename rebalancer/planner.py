@@ -128,6 +128,7 @@ class Planner:
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
         self._pinned: dict[int, Counter[str]] = {}
+        self._moved_into: dict[int, list[int]] = {}  # view -> moved pods it counts
 
     # -- candidates ----------------------------------------------------------------------
     def pdbs(self, i: int) -> list[int]:
@@ -197,31 +198,37 @@ class Planner:
             c.max_skew,
             c.min_domains,
             c.hard,
-            [floors[d] for d in view.counts],
+            max(floors.values(), default=0),
         )
 
     def pinned(self, v: int) -> Counter[str]:
         """Pods of view v per domain that cannot move: not evictable, or already moved."""
         found = self._pinned.get(v)
         if found is None:
-            found = Counter()
-            for domain in self.state.counts[v]:
-                found[domain] = sum(
-                    1 for i in self.state.members(v, domain) if not self.evictable(i)
-                )
+            view = self.analysis.views[v]
+            pods = self.analysis.pods
+            found = Counter(
+                view.node_domain[pods[i].node_name or ""]
+                for i in view.members
+                if i not in self.evicted and not self.evictable(i)
+            )
+            for i in self._moved_into.get(v, ()):
+                node = self.state.placement.get(i)
+                domain = self.state.domain(v, node) if node is not None else None
+                if domain is not None:
+                    found[domain] += 1
             self._pinned[v] = found
         return found
 
     def distance(self, v: int) -> int:
         c = self.analysis.views[v].spec.constraint
-        counts = self.state.counts[v]
         pinned = self.pinned(v)
         return min_moves(
-            list(counts.values()),
+            list(self.state.counts[v].values()),
             c.max_skew,
             c.min_domains,
             c.hard,
-            [pinned[d] for d in counts],
+            max(pinned.values(), default=0),
         )
 
     def _pin(self, i: int, node: str, delta: int) -> None:
@@ -303,6 +310,8 @@ class Planner:
                 if isinstance(result, Move):
                     self.budget.spend(node, pod.namespace, workload)
                     self.evicted.add(i)
+                    for w in state.selector_views(i):
+                        self._moved_into.setdefault(w, []).append(i)
                     for k in self.pdbs(i):
                         self.pdb_left[k] -= 1
                     return result

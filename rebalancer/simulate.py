@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rebalancer.model import Node, NodeSelector, Pod, Snapshot
+from rebalancer.model import LabelSelector, Node, NodeSelector, Pod, Snapshot
 from rebalancer.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
@@ -88,9 +88,16 @@ class Shared:
                 _charge(self.used[pod.node_name], pod, 1)
             if not pod.terminating:
                 self.placement[i] = pod.node_name
-        self.views_by_namespace: dict[str, list[int]] = {}
+        # Views by one required label (namespace, key, value); views without one are scanned.
+        self._views_by_label: dict[tuple[str, str, str], list[int]] = {}
+        self._views_scanned: dict[str, list[int]] = {}
         for v, view in enumerate(self.views):
-            self.views_by_namespace.setdefault(view.spec.namespace, []).append(v)
+            ns = view.spec.namespace
+            required = _required_label(view.spec.constraint.selector)
+            if required is None:
+                self._views_scanned.setdefault(ns, []).append(v)
+            else:
+                self._views_by_label.setdefault((ns, *required), []).append(v)
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._groups: dict[tuple[object, ...], dict[str, list[str]]] = {}
         self._selector_views: dict[int, list[int]] = {}
@@ -104,11 +111,15 @@ class Shared:
             labels_key = (pod.namespace, tuple(sorted(pod.labels.items())))
             found = self._by_labels.get(labels_key)
             if found is None:
-                found = [
+                ns = pod.namespace
+                candidates = list(self._views_scanned.get(ns, ()))
+                for key, value in pod.labels.items():
+                    candidates.extend(self._views_by_label.get((ns, key, value), ()))
+                found = sorted(
                     v
-                    for v in self.views_by_namespace.get(pod.namespace, ())
+                    for v in candidates
                     if selector_matches(self.views[v].spec.constraint.selector, pod.labels)
-                ]
+                )
                 self._by_labels[labels_key] = found
             self._selector_views[i] = found
         return found
@@ -150,6 +161,18 @@ class Shared:
         return found
 
 
+def _required_label(selector: LabelSelector | None) -> tuple[str, str] | None:
+    """A label every matching pod must carry: a matchLabels pair or a one-value In."""
+    if selector is None:
+        return None
+    if selector.match_labels:
+        return selector.match_labels[0]
+    for req in selector.match_expressions:
+        if req.operator == "In" and len(req.values) == 1:
+            return (req.key, req.values[0])
+    return None
+
+
 def _charge(used: dict[str, int], pod: Pod, sign: int) -> None:
     for res, amount in pod.requests.items():
         used[res] = used.get(res, 0) + sign * amount
@@ -179,12 +202,14 @@ class SimState:
         self.own_views = sh.own_views
         self.pv_affinity = sh.pv_affinity
         self.pvc_volume = sh.pvc_volume
-        self.counts: list[dict[str, int]] = [dict(v.counts) for v in analysis.views]
+        # Copy on write: a view's counts are copied from the analysis the first time they change.
+        self.counts: list[dict[str, int]] = [v.counts for v in analysis.views]
+        self._own_counts: set[int] = set()
         self._gmin: dict[int, int] = {}
         self._skew: dict[int, int] = {}
         self._excess: dict[int, int] = {}
         self.version = [0] * len(self.views)
-        self.used = {name: dict(u) for name, u in sh.used.items()}
+        self._used: dict[str, dict[str, int]] = {}  # copy on write of shared.used
         self.placement = dict(sh.placement)
         self.track_members = track_members
         self._members: dict[int, dict[str, set[int]]] = {}
@@ -234,6 +259,9 @@ class SimState:
         return by_domain.setdefault(domain, set())
 
     def _bump(self, v: int, domain: str, i: int, delta: int) -> None:
+        if v not in self._own_counts:
+            self.counts[v] = dict(self.counts[v])
+            self._own_counts.add(v)
         self.counts[v][domain] += delta
         by_domain = self._members.get(v)
         if by_domain is not None:
@@ -249,6 +277,13 @@ class SimState:
     def selector_views(self, i: int) -> list[int]:
         return self.shared.selector_views(i)
 
+    def _writable_used(self, node: str) -> dict[str, int]:
+        used = self._used.get(node)
+        if used is None:
+            used = dict(self.shared.used[node])
+            self._used[node] = used
+        return used
+
     def domain(self, v: int, node: str) -> str | None:
         """The node's domain in view v, if the node is eligible for it."""
         return self.views[v].node_domain.get(node)
@@ -256,7 +291,7 @@ class SimState:
     def remove(self, i: int) -> str:
         """Evict pod i: it stops counting and frees its resources. Returns its node."""
         node = self.placement.pop(i)
-        _charge(self.used[node], self.analysis.pods[i], -1)
+        _charge(self._writable_used(node), self.analysis.pods[i], -1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
             if d is not None:
@@ -266,7 +301,7 @@ class SimState:
     def add(self, i: int, node: str) -> None:
         """Place pod i (or its replacement) on ``node``."""
         self.placement[i] = node
-        _charge(self.used[node], self.analysis.pods[i], 1)
+        _charge(self._writable_used(node), self.analysis.pods[i], 1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
             if d is not None:
@@ -279,7 +314,7 @@ class SimState:
     def fits(self, pod: Pod, node: str) -> bool:
         """Requests against allocatable minus what is already placed there."""
         alloc = self.nodes[node].allocatable
-        used = self.used[node]
+        used = self._used.get(node) or self.shared.used[node]
         if "pods" in alloc and used.get("pods", 0) + 1 > alloc["pods"]:
             return False
         for res, amount in pod.requests.items():

@@ -353,7 +353,7 @@ def min_moves(
     max_skew: int,
     min_domains: int = 1,
     hard: bool = True,
-    floors: Sequence[int] | None = None,
+    top_floor: int = 0,
 ) -> int:
     """The fewest moves that bring one view within ``max_skew`` (SPEC §3), capacity permitting.
 
@@ -365,8 +365,8 @@ def min_moves(
     L=4 gives above = (9-7)+(9-7) = 4 and below = (4-3)+(4-0) = 5, so 5 moves, the minimum.
     Each real move lowers this value by at most one, so it is also a lower bound.
 
-    ``floors`` (same order as ``counts``) are pods that cannot move (not evictable): a band
-    whose top is below a floor is out of reach. When no band is in reach, the floors are
+    ``top_floor`` is the most pods any one domain holds that cannot move (not evictable): a
+    band whose top is below it is out of reach. When no band is in reach, the floors are
     ignored, and the value still falls by one for every move towards balance.
     """
     d = len(counts)
@@ -379,7 +379,6 @@ def min_moves(
     else:
         low = max(0, -(-(n - d * s) // d))  # ceil((N - D*s) / D)
         candidates = list(range(low, n // d + 1)) or [n // d]
-    top_floor = max(floors, default=0) if floors is not None else 0
     best: int | None = None
     for use_floors in (True, False) if top_floor else (False,):
         for level in candidates:

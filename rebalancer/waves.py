@@ -48,6 +48,7 @@ class WaveBuilder:
         self.current: list[Move] = []
         self.removed: Counter[tuple[int, str]] = Counter()
         self.pdb_used: Counter[int] = Counter()
+        self.wave_views: Counter[int] = Counter()  # view -> wave members it counts
 
     def cannot_return(self, m: Move) -> bool:
         """Whether m's replacement is kept out of its source domain by its own constraint."""
@@ -61,7 +62,7 @@ class WaveBuilder:
         source = view.node_domain[m.source]
         counts = {d: c - self.removed[(m.view, d)] for d, c in self.base.counts[m.view].items()}
         counts[source] -= 1
-        others = sum(1 for o in self.current if m.view in self.base.selector_views(o.pod))
+        others = self.wave_views[m.view]
         if len(counts) < spec.constraint.min_domains:
             ceiling = 0
         else:
@@ -80,6 +81,7 @@ class WaveBuilder:
     def join(self, m: Move) -> None:
         self.current.append(m)
         for v in self.base.selector_views(m.pod):
+            self.wave_views[v] += 1
             d = self.base.domain(v, m.source)
             if d is not None:
                 self.removed[(v, d)] += 1
@@ -95,6 +97,7 @@ class WaveBuilder:
         self.current = []
         self.removed.clear()
         self.pdb_used.clear()
+        self.wave_views.clear()
 
 
 def assign_waves(planner: Planner, moves: Sequence[Move]) -> list[int]:
