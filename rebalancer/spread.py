@@ -281,28 +281,33 @@ def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
     specs: dict[ViewSpec, list[int]] = {}
     pod_specs: dict[int, list[ViewSpec]] = {}
     # Pods of one workload share constraints, affinity and tolerations: build their specs once.
-    spec_cache: dict[tuple[object, ...], list[ViewSpec]] = {}
+    # The converter shares these fragments between a workload's pods, so identity is a cheap
+    # cache key (a miss only costs building equal specs again).
+    spec_cache: dict[tuple[object, ...], tuple[list[ViewSpec], list[int]]] = {}
     for i, cons in constraints.items():
         pod = pods[i]
         if pod.terminating:
             continue
         key = (
             pod.namespace,
-            cons,
-            tuple(sorted(pod.node_selector.items())),
-            pod.required_affinity,
-            pod.tolerations,
+            id(cons),
+            id(pod.node_selector) if pod.node_selector else 0,
+            id(pod.required_affinity),
+            id(pod.tolerations),
         )
-        mine = spec_cache.get(key)
-        if mine is None:
+        entry = spec_cache.get(key)
+        if entry is None:
             mine = [
                 ViewSpec(pod.namespace, view_key_constraint(c), eligibility_for(pod, c, cons))
                 for c in cons
             ]
-            spec_cache[key] = mine
-        pod_specs[i] = mine
+            entry = (mine, [])
+            spec_cache[key] = entry
+        pod_specs[i] = entry[0]
+        entry[1].append(i)
+    for mine, members_of_key in spec_cache.values():
         for spec in mine:
-            specs.setdefault(spec, []).append(i)
+            specs.setdefault(spec, []).extend(members_of_key)
     index = PodIndex(pods)
     eligible_cache: dict[Eligibility, list[Node]] = {}
     # Views share eligibility: one read-only node -> domain map per (eligibility, key).
