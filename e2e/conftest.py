@@ -62,6 +62,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.e2e)
         if not enabled:
             item.add_marker(skip)
+    # The audit-log check of scenario e must see every other scenario's requests: run it last.
+    items.sort(key=lambda item: item.name.startswith("test_e_audit_log"))
 
 
 def _existing_cluster(kubeconfig: Path) -> Cluster:
