@@ -74,6 +74,12 @@ def add_live_commands(subparsers: Subparsers) -> None:
     snapshot.add_argument(
         "-n", "--namespace", metavar="NAMESPACE", help="read namespaced objects of this one only"
     )
+    snapshot.add_argument(
+        "--full",
+        action="store_true",
+        help="write the objects as the API returns them (default: trimmed to what the planner "
+        "reads, several times smaller; the plan is the same)",
+    )
     _add_cluster_arguments(snapshot)
     snapshot.set_defaults(handler=_cmd_snapshot)
 
@@ -231,7 +237,9 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     logs.configure()
     kube = _connect(args)
     try:
-        result = read_cluster(kube.list_page, namespace=args.namespace, keep_objects=True)
+        result = read_cluster(
+            kube.list_page, namespace=args.namespace, keep_objects=True, trim=not args.full
+        )
     finally:
         kube.close()
     logs.get_logger("rebalancer.cli").info(logs.READ, **dict(result.counts), pages=result.pages)

@@ -19,8 +19,9 @@ from typing import Any, Final, Protocol
 import orjson
 
 from rebalancer import errors
-from rebalancer.convert import SnapshotBuilder
+from rebalancer.convert import SnapshotBuilder, gc_paused
 from rebalancer.model import Snapshot
+from rebalancer.slim import slim
 
 ListPage = Callable[[str, str | None, int, str | None], bytes]
 """``list_page(resource, namespace, limit, continue_token) -> bytes`` (one LIST page as JSON)."""
@@ -101,10 +102,13 @@ def read_cluster(
     namespace: str | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
     keep_objects: bool = False,
+    trim: bool = False,
     resources: Sequence[Resource] = RESOURCES,
     builder_factory: Callable[[], Builder] = _default_builder,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
+
+    ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.slim`).
 
     With ``namespace``, namespaced kinds are read in that namespace only; nodes, PVs and
     PriorityClasses are cluster-scoped and always read whole. An expired continue token (410)
@@ -115,14 +119,16 @@ def read_cluster(
         raise ValueError("page_size must be >= 1")
     for attempt in range(MAX_RESTARTS + 1):
         try:
-            return _read_once(
-                list_page,
-                namespace=namespace,
-                page_size=page_size,
-                keep_objects=keep_objects,
-                resources=resources,
-                builder=builder_factory(),
-            )
+            with gc_paused():
+                return _read_once(
+                    list_page,
+                    namespace=namespace,
+                    page_size=page_size,
+                    keep_objects=keep_objects,
+                    trim=trim,
+                    resources=resources,
+                    builder=builder_factory(),
+                )
         except errors.Gone:
             if attempt == MAX_RESTARTS:
                 raise
@@ -135,6 +141,7 @@ def _read_once(
     namespace: str | None,
     page_size: int,
     keep_objects: bool,
+    trim: bool,
     resources: Sequence[Resource],
     builder: Builder,
 ) -> ReadResult:
@@ -153,7 +160,7 @@ def _read_once(
                 obj = _complete(item, resource)
                 builder.add(obj)
                 if kept is not None:
-                    kept.append(obj)
+                    kept.append(slim(obj) if trim else obj)
                 count += 1
             token = (page.get("metadata") or {}).get("continue") or None
             del page, raw  # the page is converted: let it go before fetching the next

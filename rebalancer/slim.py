@@ -1,0 +1,108 @@
+"""Trim API objects to what the planner reads, for ``rebalancer snapshot`` (pure).
+
+A pod as the API returns it carries probes, env, images, container statuses and managed
+fields that no planning step reads; dropping them makes snapshot files several times smaller
+and faster to load, while ``plan --snapshot`` of a trimmed file gives the same plan
+(tests/test_slim.py converts both forms and compares the models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+DROP_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+POD_SPEC_KEYS = (
+    "nodeName",
+    "overhead",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "topologySpreadConstraints",
+    "priority",
+    "priorityClassName",
+    "terminationGracePeriodSeconds",
+    "resources",
+)
+CONTAINER_KEYS = ("name", "resources", "restartPolicy")
+VOLUME_SOURCES = ("persistentVolumeClaim", "emptyDir", "ephemeral")
+STATUS_CONTAINER_KEYS = ("name", "allocatedResources", "resources")
+CONDITION_KEYS = ("type", "status", "reason")
+
+
+def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: obj[k] for k in keys if k in obj}
+
+
+def _metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in meta.items() if k not in ("managedFields", "resourceVersion")}
+    annotations = out.get("annotations")
+    if annotations:
+        kept = {k: v for k, v in annotations.items() if k not in DROP_ANNOTATIONS}
+        if kept:
+            out["annotations"] = kept
+        else:
+            del out["annotations"]
+    return out
+
+
+def _conditions(status: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    conditions = status.get("conditions")
+    if conditions is None:
+        return None
+    return [_pick(c, CONDITION_KEYS) for c in conditions]
+
+
+def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec") or {}
+    out_spec = _pick(spec, POD_SPEC_KEYS)
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            out_spec[key] = [_pick(c, CONTAINER_KEYS) for c in spec[key]]
+    if "volumes" in spec:
+        out_spec["volumes"] = [
+            v for v in spec["volumes"] if any(src in v for src in VOLUME_SOURCES)
+        ]
+    status = obj.get("status") or {}
+    out_status = _pick(status, ("phase", "resize"))
+    for key in ("containerStatuses", "initContainerStatuses"):
+        kept = [_pick(c, STATUS_CONTAINER_KEYS) for c in status.get(key, ())]
+        kept = [c for c in kept if len(c) > 1]  # only resize data matters
+        if kept:
+            out_status[key] = kept
+    return {**_head(obj), "spec": out_spec, "status": out_status}
+
+
+def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
+    status = obj.get("status") or {}
+    out_status = _pick(status, ("allocatable", "capacity"))
+    conditions = _conditions(status)
+    if conditions is not None:
+        out_status["conditions"] = conditions
+    return {**_head(obj), "spec": obj.get("spec") or {}, "status": out_status}
+
+
+def _controller(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec") or {}
+    return {**_head(obj), "spec": _pick(spec, ("selector", "replicas"))}
+
+
+def _head(obj: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in obj.items() if k in ("apiVersion", "kind")}
+    out["metadata"] = _metadata(obj.get("metadata") or {})
+    return out
+
+
+def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object with only what the planner reads; unknown kinds keep all but managedFields."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return _pod(obj)
+    if kind == "Node":
+        return _node(obj)
+    if kind in ("ReplicaSet", "StatefulSet", "ReplicationController"):
+        return _controller(obj)
+    out = dict(obj)
+    if "metadata" in out:
+        out["metadata"] = _metadata(out["metadata"])
+    return out
