@@ -1,0 +1,219 @@
+"""The live path: one ``rebalancer plan`` pass against the bare paginated LIST (the I/O floor).
+
+    python -m bench.live [--size medium] [--seed 1] [--repeat 2] [--out bench/results/live.json]
+
+Starts the e2e control plane on 127.0.0.1 (no kwok nodes of its own) and loads it with the
+objects of a ``bench.gen`` snapshot (default: medium, 1,000 nodes / 30,000 pods; cached under
+``bench/out/``), see :mod:`bench.load`. Then, alternately, ``--repeat`` times each:
+
+* the floor: ``python -m bench.live --floor KUBECONFIG`` in a subprocess: every page of every
+  resource rebalancer reads, with the same client (``rebalancer.kubeclient.Kube.list_page``,
+  same page size) and parsed with ``orjson.loads``, nothing else;
+* ``rebalancer plan --kubeconfig KUBECONFIG -o json`` in a subprocess;
+* unless ``--no-descheduler``: one ``descheduler --dry-run --descheduling-interval 0`` pass with
+  only RemovePodsViolatingTopologySpreadConstraint (see :mod:`bench.compare`), wall + peak RSS.
+
+Both are timed as whole subprocesses (wall, and peak RSS from ``/usr/bin/time``, see
+:func:`bench.plan.run_child`); the floor also reports its in-process LIST time. The ratio
+printed is rebalancer's wall over the floor's wall (best of each). Figures are printed, never
+asserted. The machine is shared: timings are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.plan import RESULTS, machine, rebalancer_bin, run_child, snapshot_path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+
+
+def floor(kubeconfig: str) -> dict[str, Any]:
+    """Every page of every resource rebalancer reads, orjson-parsed, nothing else."""
+    from rebalancer.kubeclient import connect  # noqa: PLC0415
+    from rebalancer.reader import DEFAULT_PAGE_SIZE, RESOURCES  # noqa: PLC0415
+
+    kube = connect(kubeconfig)
+    t0 = time.perf_counter()
+    pages = objects = size = 0
+    parse = 0.0
+    try:
+        for res in RESOURCES:
+            token: str | None = None
+            while True:
+                raw = kube.list_page(res.name, None, DEFAULT_PAGE_SIZE, token)
+                t1 = time.perf_counter()
+                page = orjson.loads(raw)
+                parse += time.perf_counter() - t1
+                pages += 1
+                size += len(raw)
+                objects += len(page.get("items") or ())
+                token = (page.get("metadata") or {}).get("continue") or None
+                del page, raw
+                if token is None:
+                    break
+    finally:
+        kube.close()
+    return {
+        "list_s": time.perf_counter() - t0,
+        "parse_s": parse,
+        "pages": pages,
+        "objects": objects,
+        "mb": round(size / 1e6, 1),
+        # inflated when forked from a big parent: see bench.plan.run_child
+        "self_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def descheduler_pass(binary: Path, kubeconfig: str) -> dict[str, Any]:
+    """One --dry-run pass of the descheduler's topology-spread plugin over all namespaces."""
+    from bench.compare import descheduler_policy  # noqa: PLC0415
+
+    policy = OUT / "live-descheduler-policy.json"
+    policy.write_bytes(orjson.dumps(descheduler_policy(None)))
+    argv = [
+        str(binary),
+        "--kubeconfig",
+        kubeconfig,
+        "--policy-config-file",
+        str(policy),
+        "--descheduling-interval",
+        "0",
+        "--dry-run",
+        "--bind-address",
+        "127.0.0.1",
+        "--secure-port",
+        "0",
+        "--v",
+        "2",
+    ]
+    with (OUT / "live-descheduler.log").open("wb") as fh:
+        wall, rss, rc = run_child(argv, fh, subprocess.STDOUT)
+    return {"wall_s": wall, "peak_rss_bytes": rss, "exit": rc}
+
+
+def measure(kubeconfig: str, repeat: int, descheduler: Path | None = None) -> dict[str, Any]:
+    floors, plans, desched = [], [], []
+    for i in range(repeat):
+        proc_out = OUT / "live-floor.json"
+        with proc_out.open("wb") as fh:
+            wall, rss, rc = run_child(
+                [sys.executable, "-m", "bench.live", "--floor", kubeconfig], fh
+            )
+        inner = orjson.loads(proc_out.read_bytes()) if rc == 0 else {"error": rc}
+        floors.append({"wall_s": wall, "peak_rss_bytes": rss, **inner})
+        with (OUT / "live-plan.json").open("wb") as fh:
+            wall, rss, rc = run_child(
+                [rebalancer_bin(), "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh
+            )
+        summary = None
+        if rc == 0:
+            summary = orjson.loads((OUT / "live-plan.json").read_bytes()).get("summary")
+        plans.append({"wall_s": wall, "peak_rss_bytes": rss, "exit": rc, "summary": summary})
+        if descheduler is not None:
+            desched.append(descheduler_pass(descheduler, kubeconfig))
+        print(
+            f"  round {i + 1}: floor {floors[-1]['wall_s']:.2f}s "
+            f"(LIST+parse {floors[-1].get('list_s', 0):.2f}s), "
+            f"plan {wall:.2f}s exit {rc}"
+            + (f", descheduler {desched[-1]['wall_s']:.2f}s" if desched else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+    best_floor = min(floors, key=lambda f: f["wall_s"])
+    best_plan = min(plans, key=lambda p: p["wall_s"])
+    best_desched = min(desched, key=lambda d: d["wall_s"]) if desched else None
+    return {
+        "floor": best_floor,
+        "plan": best_plan,
+        "descheduler": best_desched,
+        "descheduler_all": desched,
+        "floor_all": floors,
+        "plan_all": plans,
+        "ratio": best_plan["wall_s"] / best_floor["wall_s"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="medium", help="bench.gen preset (default medium)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=4, help="concurrent creators while loading")
+    ap.add_argument("--out", default=str(RESULTS / "live.json"))
+    ap.add_argument(
+        "--no-descheduler",
+        action="store_true",
+        help="skip the descheduler --dry-run pass (default: run it, built by bench/descheduler)",
+    )
+    ap.add_argument("--floor", metavar="KUBECONFIG", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.floor:
+        sys.stdout.buffer.write(orjson.dumps(floor(args.floor)))
+        return 0
+    from bench.load import load_cluster  # noqa: PLC0415
+    from e2e.cluster.controlplane import ControlPlane, build  # noqa: PLC0415
+
+    descheduler = None
+    if not args.no_descheduler:
+        from bench.compare import build_descheduler  # noqa: PLC0415
+
+        descheduler = build_descheduler()
+    snap = snapshot_path(args.size, args.seed)
+    OUT.mkdir(parents=True, exist_ok=True)
+    cp = ControlPlane(build(quiet=True), node_count=0)
+    cp.start()
+    print(f"control plane up in {cp.startup_seconds}s; run dir {cp.run_dir}", file=sys.stderr)
+    try:
+        cp.assert_own_cluster(cp.kubeconfig)
+        load = load_cluster(cp, snap, parallel=args.parallel)
+        print(f"loaded: {load}", file=sys.stderr, flush=True)
+        result = measure(str(cp.kubeconfig), max(1, args.repeat), descheduler)
+    finally:
+        cp.stop()
+    f, p = result["floor"], result["plan"]
+    lines = [
+        f"{'size':<7} {'nodes':>6} {'pods':>7} {'LIST MB':>7} {'pages':>5} "
+        f"{'floor wall':>10} {'(LIST+parse)':>12} {'floor RSS':>9} "
+        f"{'plan wall':>9} {'plan RSS':>8} {'ratio':>6}",
+    ]
+    lines.append("-" * len(lines[0]))
+    lines.append(
+        f"{args.size:<7} {load['nodes']:>6} {load['pods']:>7} {f.get('mb', 0):>7} "
+        f"{f.get('pages', 0):>5} {f['wall_s']:>9.2f}s {f.get('list_s', 0):>11.2f}s "
+        f"{f['peak_rss_bytes'] / 2**20:>6.0f}MiB {p['wall_s']:>8.2f}s "
+        f"{p['peak_rss_bytes'] / 2**20:>5.0f}MiB {result['ratio']:>5.2f}x"
+    )
+    d = result.get("descheduler")
+    if d:
+        lines.append(
+            f"descheduler v0.36.0 --dry-run pass (topology spread only): {d['wall_s']:.2f}s, "
+            f"peak RSS {d['peak_rss_bytes'] / 2**20:.0f}MiB, exit {d['exit']}"
+        )
+    print("\n".join(lines))
+    print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(
+        orjson.dumps(
+            {"machine": machine(), "size": args.size, "load": load, **result},
+            option=orjson.OPT_INDENT_2,
+        )
+        + b"\n"
+    )
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

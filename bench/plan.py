@@ -1,0 +1,249 @@
+"""Offline planning benchmark: ``rebalancer plan --snapshot FILE -o json`` per cluster size.
+
+    python -m bench.plan [--sizes small,medium,large] [--seed 1] [--repeat 1]
+                         [--out bench/results/plan.json]
+
+For each size, a seeded snapshot is generated once with ``bench.gen`` (cached under
+``bench/out/``) and then measured:
+
+* end to end: ``rebalancer plan --snapshot FILE -o json`` in a subprocess, wall time and peak
+  RSS (``/usr/bin/time -f %M`` of that child alone, see :func:`run_child`);
+* phases, in a fresh subprocess (``python -m bench.plan --phases FILE``): reading the file,
+  ``orjson.loads`` on its bytes alone (the parse floor), ``rebalancer.snapshot.load_snapshot``
+  (read + parse + convert), ``rebalancer.spread.analyze`` and ``rebalancer.planner.plan``
+  (which runs ``analyze`` again itself: ``planning`` is ``plan - analysis``).
+
+``rebalancer snapshot`` writes the raw objects it read (managedFields dropped) as a kubectl-style
+``kind: List``; it has no leaner form, so the kubectl-style file is the one measured.
+
+Figures are printed and written, never asserted. The machine is shared: timings are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT_DIR = ROOT / "bench" / "out"
+RESULTS = ROOT / "bench" / "results"
+
+
+def machine() -> dict[str, Any]:
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "mem_gib": round(mem_kb / 2**20, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "note": "shared machine (other jobs run e2e tests concurrently): timings are noisy",
+    }
+
+
+def snapshot_path(size: str, seed: int) -> Path:
+    """The cached snapshot for a size, generated with bench.gen when missing."""
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    path = OUT_DIR / f"snapshot-{size}-seed{seed}.json"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp.json")
+        t0 = time.perf_counter()
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.gen",
+                "--size",
+                size,
+                "--seed",
+                str(seed),
+                "-o",
+                str(tmp),
+            ],
+            check=True,
+            cwd=ROOT,
+        )
+        tmp.rename(path)
+        print(f"generated {path.name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return path
+
+
+TIME_BIN = "/usr/bin/time"
+
+
+def run_child(argv: list[str], stdout: Any, stderr: Any = None) -> tuple[float, int, int]:
+    """Run argv; return (wall seconds, peak RSS in bytes, exit code) of that child alone.
+
+    The peak RSS comes from ``/usr/bin/time -f %M`` when it exists: Linux carries a process's
+    RSS high-water mark across fork + exec, so ``wait4``'s ru_maxrss of a child forked from a
+    big parent reports at least the parent's RSS. ``time`` is small, so its child's is clean.
+    Without ``time``, ``wait4`` is used (an upper bound).
+    """
+    rss_file = None
+    if os.access(TIME_BIN, os.X_OK):
+        fd, rss_file = tempfile.mkstemp(prefix="bench-rss-")
+        os.close(fd)
+        argv = [TIME_BIN, "-q", "-f", "%M", "-o", rss_file, *argv]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    rc = os.waitstatus_to_exitcode(status)
+    rss = usage.ru_maxrss * 1024
+    if rss_file is not None:
+        text = Path(rss_file).read_text().split()
+        os.unlink(rss_file)
+        if text and text[-1].isdigit():
+            rss = int(text[-1]) * 1024
+    return wall, rss, rc
+
+
+def rebalancer_bin() -> str:
+    exe = Path(sys.executable).parent / "rebalancer"
+    return str(exe) if exe.exists() else "rebalancer"
+
+
+def phases(path: str) -> dict[str, Any]:
+    """Phase timings in this (fresh) process. Printed as JSON by ``--phases``."""
+    from rebalancer.planner import plan  # noqa: PLC0415
+    from rebalancer.policy import Policy  # noqa: PLC0415
+    from rebalancer.snapshot import load_snapshot  # noqa: PLC0415
+    from rebalancer.spread import analyze  # noqa: PLC0415
+
+    out: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    data = Path(path).read_bytes()
+    out["read_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    doc = orjson.loads(data)
+    out["orjson_loads_s"] = time.perf_counter() - t0
+    del doc, data
+    gc.collect()
+    t0 = time.perf_counter()
+    snap = load_snapshot(path)
+    out["load_s"] = time.perf_counter() - t0
+    policy = Policy()
+    t0 = time.perf_counter()
+    analysis = analyze(snap, policy)
+    out["analysis_s"] = time.perf_counter() - t0
+    out["views"] = len(analysis.views)
+    out["violated_views"] = sum(1 for v in analysis.views if v.violated)
+    del analysis
+    t0 = time.perf_counter()
+    result = plan(snap, policy, time.time())
+    out["plan_s"] = time.perf_counter() - t0
+    out["planning_s"] = max(0.0, out["plan_s"] - out["analysis_s"])
+    out["evictions"] = len(result.evictions)
+    out["lower_bound"] = getattr(result, "lower_bound", None)
+    out["pods"] = len(snap.pods)
+    out["nodes"] = len(snap.nodes)
+    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return out
+
+
+def measure(size: str, seed: int, repeat: int) -> dict[str, Any]:
+    path = snapshot_path(size, seed)
+    row: dict[str, Any] = {"size": size, "file": str(path.relative_to(ROOT))}
+    row["file_mb"] = round(path.stat().st_size / 1e6, 1)
+    walls, rsss = [], []
+    out_file = OUT_DIR / f"plan-{size}.json"
+    for _ in range(repeat):
+        with out_file.open("wb") as fh:
+            wall, rss, rc = run_child(
+                [rebalancer_bin(), "plan", "--snapshot", str(path), "-o", "json"], fh
+            )
+        if rc != 0:
+            row["error"] = f"rebalancer plan exited {rc}"
+            return row
+        walls.append(wall)
+        rsss.append(rss)
+    row["wall_s"] = min(walls)
+    row["wall_all_s"] = walls
+    row["peak_rss_bytes"] = max(rsss)
+    try:
+        summary = orjson.loads(out_file.read_bytes()).get("summary")
+        row["plan_summary"] = summary
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        pass
+    best: dict[str, Any] | None = None
+    for _ in range(repeat):
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.plan", "--phases", str(path)],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        )
+        ph = orjson.loads(proc.stdout)
+        if best is None or ph["load_s"] + ph["plan_s"] < best["load_s"] + best["plan_s"]:
+            best = ph
+    assert best is not None
+    row["phases"] = best
+    row["wall_over_orjson"] = row["wall_s"] / best["orjson_loads_s"]
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'size':<7} {'nodes':>6} {'pods':>7} {'MB':>6} {'orjson':>7} {'load':>7} "
+        f"{'analysis':>8} {'planning':>8} {'e2e wall':>8} {'wall/orjson':>11} "
+        f"{'peak RSS':>9} {'evictions':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['size']:<7} ERROR {r['error']}")
+            continue
+        p = r["phases"]
+        lines.append(
+            f"{r['size']:<7} {p['nodes']:>6} {p['pods']:>7} {r['file_mb']:>6.1f} "
+            f"{p['orjson_loads_s']:>6.2f}s {p['load_s']:>6.2f}s {p['analysis_s']:>7.2f}s "
+            f"{p['planning_s']:>7.2f}s {r['wall_s']:>7.2f}s {r['wall_over_orjson']:>10.1f}x "
+            f"{r['peak_rss_bytes'] / 2**20:>6.0f}MiB {p['evictions']:>9}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="small,medium,large")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per size; the fastest is kept")
+    ap.add_argument("--out", default=str(RESULTS / "plan.json"))
+    ap.add_argument("--phases", metavar="FILE", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.phases:
+        sys.stdout.buffer.write(orjson.dumps(phases(args.phases)))
+        return 0
+    rows = []
+    for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
+        print(f"measuring {size} ...", file=sys.stderr, flush=True)
+        rows.append(measure(size, args.seed, max(1, args.repeat)))
+    print(table(rows))
+    print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(
+        orjson.dumps({"machine": machine(), "results": rows}, option=orjson.OPT_INDENT_2) + b"\n"
+    )
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
