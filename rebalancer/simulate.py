@@ -351,13 +351,6 @@ class SimState:
         own = self.own_views.get(i, [])
         return own + [v for v in self.selector_views(i) if v in self.rank_views and v not in own]
 
-    def rank(self, views: Sequence[int], node: str) -> tuple[object, ...]:
-        labels = self.nodes[node].labels
-        key = [
-            self.counts[v].get(labels.get(self.views[v].spec.topology_key, ""), 0) for v in views
-        ]
-        return (*key, node)
-
     def place(self, i: int, check_fit: bool = True) -> Placement:
         """Where the replacement of pod i lands on the current state (it must be removed).
 

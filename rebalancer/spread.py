@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rebalancer.model import (
@@ -396,11 +396,3 @@ def min_moves(
         if best is not None:
             break
     return best or 0
-
-
-def sorted_counts(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(counts.items()))
-
-
-def violated_views(views: Iterable[View]) -> list[View]:
-    return [v for v in views if v.violated]
