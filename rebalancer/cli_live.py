@@ -69,7 +69,12 @@ def add_live_commands(subparsers: Subparsers) -> None:
         "'plan'. Sends only GET requests.",
     )
     snapshot.add_argument(
-        "-o", "--output", choices=SNAPSHOT_FORMATS, default="yaml", help="format (default yaml)"
+        "-o",
+        "--output",
+        choices=SNAPSHOT_FORMATS,
+        default="json",
+        help="format (default json: one object per line, which plan --snapshot reads item by "
+        "item; yaml is easier to read but much slower to load on large clusters)",
     )
     snapshot.add_argument(
         "-n", "--namespace", metavar="NAMESPACE", help="read namespaced objects of this one only"

@@ -5,21 +5,27 @@ of single objects and/or Lists, nested Lists included; typed lists (``PodList``,
 returns them) lend their item kind to items that lack one. JSON is recognised by its first
 character and parsed with orjson; YAML with libyaml when available. Every problem is reported
 as one :class:`InputError` naming the file.
+
+``rebalancer snapshot -o json`` writes a ``kind: List`` with one item per line (still plain
+JSON, see :func:`dump_objects`). :func:`load_snapshot` recognises that layout by its first line
+and converts it item by item, so the parsed objects of a 150,000-pod cluster never exist all at
+once; any other JSON or YAML is parsed whole.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import IO, Any, Final, Literal
 
 import orjson
 import yaml
 
-from rebalancer.convert import gc_paused, snapshot_from_objects
+from rebalancer.convert import SnapshotBuilder, gc_paused, snapshot_from_objects
 from rebalancer.errors import InputError
 from rebalancer.model import Snapshot
 
@@ -30,6 +36,10 @@ _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
 _WHITESPACE: Final = b" \t\r\n"
+_JSON_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z | orjson.OPT_NAIVE_UTC
+# The line-per-item layout dump_objects writes (keys sorted: "items" comes before "kind").
+_LINES_HEAD: Final = b'{"apiVersion":"v1","items":['
+_LINES_TAIL: Final = b'],"kind":"List","metadata":{"resourceVersion":""}}'
 
 
 def _read(path: str | os.PathLike[str]) -> bytes:
@@ -139,10 +149,60 @@ def load_objects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return parse_objects(_read(path), str(path))
 
 
+def _stream_lines(first: bytes, lines: Iterable[bytes], source: str) -> Snapshot | None:
+    """A Snapshot from the line-per-item layout, converting each item as it is read.
+
+    None when the text strays from that layout (the caller then parses the whole text, which
+    also finds the exact line and column of any JSON error).
+    """
+    if first.rstrip(b"\r\n") != _LINES_HEAD:
+        return None
+    builder = SnapshotBuilder(source)
+    ended = False
+    with gc_paused():
+        for raw in lines:
+            line = raw.rstrip(b"\r\n")
+            if ended:
+                if line.strip(_WHITESPACE):
+                    return None  # text after the closing line
+                continue
+            if line == _LINES_TAIL:
+                ended = True
+                continue
+            try:
+                item = orjson.loads(line[:-1] if line.endswith(b",") else line)
+            except orjson.JSONDecodeError:
+                return None
+            if not isinstance(item, dict) or "items" in item:
+                return None  # nested Lists and the like: the general path handles them
+            builder.add(item)
+    return builder.build() if ended else None
+
+
+def _load(fh: IO[bytes], source: str) -> Snapshot:
+    """The snapshot in a seekable file: streamed when it has the line-per-item layout."""
+    first = fh.readline()
+    if first.startswith(_UTF8_BOM):
+        first = first[len(_UTF8_BOM) :]
+    if first.startswith(_LINES_HEAD):
+        streamed = _stream_lines(first, fh, source)
+        if streamed is not None:
+            return streamed
+    fh.seek(0)
+    return snapshot_from_objects(parse_objects(fh.read(), source), source=source)
+
+
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
-    """Read a snapshot file into a :class:`Snapshot`; raises :class:`InputError` with every
-    problem in the file and its objects."""
-    return snapshot_from_objects(load_objects(path), source=str(path))
+    """Read a snapshot file (``-`` is standard input) into a :class:`Snapshot`; raises
+    :class:`InputError` with every problem in the file and its objects."""
+    source = str(path)
+    if source == "-":
+        return _load(io.BytesIO(_read(path)), source)
+    try:
+        with Path(path).open("rb") as fh:
+            return _load(fh, source)
+    except OSError as exc:
+        raise InputError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
 
 
 def _plain(value: object) -> object:
@@ -155,23 +215,28 @@ def _plain(value: object) -> object:
 
 
 def dump_objects(objects: Iterable[Mapping[str, Any]], fmt: Literal["yaml", "json"]) -> bytes:
-    """A ``kind: List`` of the objects, as ``kubectl get -o yaml|json`` writes it.
+    """A ``kind: List`` of the objects, as ``kubectl get -o yaml|json`` would hold them.
 
-    Keys are sorted and timestamps written as RFC 3339 with ``Z``, so the same objects always
-    give the same bytes, and loading the result gives the objects back.
+    JSON has one compact item per line between a first and a last line, so that
+    :func:`load_snapshot` can convert it item by item; it is still one JSON document. Keys are
+    sorted and timestamps written as RFC 3339 with ``Z``, so the same objects always give the
+    same bytes, and loading the result gives the objects back.
     """
-    document = {
-        "apiVersion": "v1",
-        "items": list(objects),
-        "kind": "List",
-        "metadata": {"resourceVersion": ""},
-    }
-    options = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z | orjson.OPT_NAIVE_UTC
     if fmt == "json":
-        return orjson.dumps(document, default=_plain, option=options | orjson.OPT_INDENT_2) + b"\n"
+        body = b",\n".join(orjson.dumps(o, default=_plain, option=_JSON_OPTIONS) for o in objects)
+        return (
+            b"\n".join((_LINES_HEAD, body, _LINES_TAIL) if body else (_LINES_HEAD, _LINES_TAIL))
+            + b"\n"
+        )
     if fmt == "yaml":
+        document = {
+            "apiVersion": "v1",
+            "items": list(objects),
+            "kind": "List",
+            "metadata": {"resourceVersion": ""},
+        }
         # Through JSON first: one set of type rules (datetimes, mappings) for both formats.
-        plain = orjson.loads(orjson.dumps(document, default=_plain, option=options))
+        plain = orjson.loads(orjson.dumps(document, default=_plain, option=_JSON_OPTIONS))
         text = yaml.dump(
             plain,
             Dumper=_Dumper,

@@ -262,3 +262,105 @@ def test_parse_objects_names_its_source() -> None:
     with pytest.raises(InputError) as info:
         parse_objects(b"[1]", "page")
     assert info.value.source == "page"
+
+
+# --- the line-per-item JSON layout ------------------------------------------------------------
+
+
+def _no_whole_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the whole-document path fail, so a load that succeeds must have streamed."""
+
+    def refuse(data: bytes, source: str) -> list[dict[str, Any]]:
+        raise AssertionError("parsed the whole document")
+
+    monkeypatch.setattr("rebalancer.snapshot.parse_objects", refuse)
+
+
+def test_json_dump_has_one_item_per_line() -> None:
+    """A first line, one compact object per line, a last line; still one JSON document."""
+    objects = load_objects(DATA / "small-list.yaml")
+    lines = dump_objects(objects, "json").decode().splitlines()
+    assert lines[0] == '{"apiVersion":"v1","items":['
+    assert lines[-1] == '],"kind":"List","metadata":{"resourceVersion":""}}'
+    middle = lines[1:-1]
+    assert [orjson.loads(line.removesuffix(",")) for line in middle] == objects
+    assert all(line.endswith(",") for line in middle[:-1]) and not middle[-1].endswith(",")
+    assert orjson.loads("\n".join(lines))["items"] == objects
+
+
+def test_line_layout_is_streamed_item_by_item(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_snapshot converts the line layout without parsing the whole document."""
+    expected = load_snapshot(DATA / "small-list.yaml")
+    path = tmp_path / "snap.json"
+    path.write_bytes(dump_objects(load_objects(DATA / "small-list.yaml"), "json"))
+    _no_whole_parse(monkeypatch)
+    assert load_snapshot(path) == expected
+
+
+def test_line_layout_streams_crlf_bom_stdin_and_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CRLF line ends, a BOM, standard input and an empty List all stream too."""
+    expected = load_snapshot(DATA / "small-list.yaml")
+    data = dump_objects(load_objects(DATA / "small-list.yaml"), "json")
+    crlf = tmp_path / "crlf.json"
+    crlf.write_bytes(b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n"))
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(dump_objects([], "json"))
+    _no_whole_parse(monkeypatch)
+    assert load_snapshot(crlf) == expected
+    assert load_snapshot(empty).pods == ()
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(data)))
+    assert load_snapshot("-") == expected
+
+
+def test_line_layout_problems_match_the_whole_parse(tmp_path: Path) -> None:
+    """A bad object is reported the same way whether the file was streamed or not."""
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "a"}, "spec": {"priority": "x"}}
+    streamed = tmp_path / "lines.json"
+    streamed.write_bytes(dump_objects([pod], "json"))
+    whole = tmp_path / "whole.json"
+    whole.write_bytes(orjson.dumps({"kind": "List", "items": [pod]}, option=orjson.OPT_INDENT_2))
+    problems = []
+    for path in (streamed, whole):
+        with pytest.raises(InputError) as info:
+            load_snapshot(path)
+        problems.append(info.value.problems)
+    assert problems[0] == problems[1]
+    assert any("spec.priority: must be an integer" in p for p in problems[0])
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda lines: [*lines[:2], b"{not json},", *lines[3:]], "line 3, column 2: invalid JSON"),
+        (lambda lines: lines[:-1], "invalid JSON: unexpected end of data"),  # no last line
+        (lambda lines: [*lines, b"trailing"], "invalid JSON"),
+    ],
+    ids=["bad-item", "truncated", "trailing-text"],
+)
+def test_line_layout_errors_name_line_and_column(tmp_path: Path, edit: Any, expected: str) -> None:
+    """A broken line-layout file falls back to the whole parse, which names line and column."""
+    objects = load_objects(DATA / "small-list.yaml")
+    lines = dump_objects(objects, "json").splitlines()
+    path = tmp_path / "broken.json"
+    path.write_bytes(b"\n".join(edit(lines)) + b"\n")
+    with pytest.raises(InputError) as info:
+        load_snapshot(path)
+    assert info.value.source == str(path)
+    assert any(expected in p for p in info.value.problems), info.value.problems
+
+
+def test_line_layout_with_hand_edits_still_loads(tmp_path: Path) -> None:
+    """An item spread over several lines, or a nested List, is read by the whole parse."""
+    objects = load_objects(DATA / "small-list.yaml")
+    expected = load_snapshot(DATA / "small-list.yaml")
+    lines = dump_objects(objects, "json").splitlines()
+    spread = [lines[0], orjson.dumps(objects[0], option=orjson.OPT_INDENT_2) + b",", *lines[2:]]
+    nested = [lines[0], orjson.dumps({"kind": "List", "items": objects}), lines[-1]]
+    for i, text in enumerate((spread, nested)):
+        path = tmp_path / f"edited-{i}.json"
+        path.write_bytes(b"\n".join(text) + b"\n")
+        assert load_snapshot(path) == expected
