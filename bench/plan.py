@@ -3,18 +3,23 @@
     python -m bench.plan [--sizes small,medium,large] [--seed 1] [--repeat 1]
                          [--out bench/results/plan.json]
 
-For each size, a seeded snapshot is generated once with ``bench.gen`` (cached under
-``bench/out/``) and then measured:
+For each size, a seeded cluster is generated once with ``bench.gen`` (cached under
+``bench/out/``) in two forms, and each form is measured:
+
+* ``kubectl``: the objects whole, as ``kubectl get ... -o json`` holds them (one document);
+* ``snapshot``: what ``rebalancer snapshot`` writes for that cluster: every object trimmed by
+  ``rebalancer.slim.slim`` and written by ``rebalancer.snapshot.dump_objects(..., "json")``
+  (one object per line), the two functions the command itself uses after its LIST.
+
+Each is measured:
 
 * end to end: ``rebalancer plan --snapshot FILE -o json`` in a subprocess, wall time and peak
   RSS (``/usr/bin/time -f %M`` of that child alone, see :func:`run_child`);
 * phases, in a fresh subprocess (``python -m bench.plan --phases FILE``): reading the file,
-  ``orjson.loads`` on its bytes alone (the parse floor), ``rebalancer.snapshot.load_snapshot``
+  ``orjson.loads`` on its bytes alone (the parse floor: a plain call, and again with the cyclic
+  garbage collector off, which is how rebalancer parses), ``rebalancer.snapshot.load_snapshot``
   (read + parse + convert), ``rebalancer.spread.analyze`` and ``rebalancer.planner.plan``
   (which runs ``analyze`` again itself: ``planning`` is ``plan - analysis``).
-
-``rebalancer snapshot`` writes the raw objects it read (managedFields dropped) as a kubectl-style
-``kind: List``; it has no leaner form, so the kubectl-style file is the one measured.
 
 Figures are printed and written, never asserted. The machine is shared: timings are noisy.
 """
@@ -55,6 +60,20 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "note": "shared machine (other jobs run e2e tests concurrently): timings are noisy",
     }
+
+
+def trimmed_path(size: str, seed: int) -> Path:
+    """The cached ``rebalancer snapshot`` form of a size's cluster, written when missing."""
+    from rebalancer.slim import slim  # noqa: PLC0415
+    from rebalancer.snapshot import dump_objects, load_objects  # noqa: PLC0415
+
+    path = OUT_DIR / f"rebalancer-snapshot-{size}-seed{seed}.json"
+    if not path.exists():
+        source = snapshot_path(size, seed)
+        tmp = path.with_suffix(".tmp.json")
+        tmp.write_bytes(dump_objects([slim(o) for o in load_objects(source)], "json"))
+        tmp.rename(path)
+    return path
 
 
 def snapshot_path(size: str, seed: int) -> Path:
@@ -133,6 +152,13 @@ def phases(path: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     doc = orjson.loads(data)
     out["orjson_loads_s"] = time.perf_counter() - t0
+    del doc
+    gc.collect()
+    gc.disable()
+    t0 = time.perf_counter()
+    doc = orjson.loads(data)
+    out["orjson_loads_nogc_s"] = time.perf_counter() - t0
+    gc.enable()
     del doc, data
     gc.collect()
     t0 = time.perf_counter()
@@ -157,12 +183,15 @@ def phases(path: str) -> dict[str, Any]:
     return out
 
 
-def measure(size: str, seed: int, repeat: int) -> dict[str, Any]:
-    path = snapshot_path(size, seed)
-    row: dict[str, Any] = {"size": size, "file": str(path.relative_to(ROOT))}
+FORMS = ("kubectl", "snapshot")
+
+
+def measure(size: str, form: str, seed: int, repeat: int) -> dict[str, Any]:
+    path = snapshot_path(size, seed) if form == "kubectl" else trimmed_path(size, seed)
+    row: dict[str, Any] = {"size": size, "form": form, "file": str(path.relative_to(ROOT))}
     row["file_mb"] = round(path.stat().st_size / 1e6, 1)
     walls, rsss = [], []
-    out_file = OUT_DIR / f"plan-{size}.json"
+    out_file = OUT_DIR / f"plan-{size}-{form}.json"
     for _ in range(repeat):
         with out_file.open("wb") as fh:
             wall, rss, rc = run_child(
@@ -195,25 +224,27 @@ def measure(size: str, seed: int, repeat: int) -> dict[str, Any]:
     assert best is not None
     row["phases"] = best
     row["wall_over_orjson"] = row["wall_s"] / best["orjson_loads_s"]
+    row["wall_over_orjson_nogc"] = row["wall_s"] / best["orjson_loads_nogc_s"]
     return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"{'size':<7} {'nodes':>6} {'pods':>7} {'MB':>6} {'orjson':>7} {'load':>7} "
-        f"{'analysis':>8} {'planning':>8} {'e2e wall':>8} {'wall/orjson':>11} "
-        f"{'peak RSS':>9} {'evictions':>9}"
+        f"{'size':<7} {'form':<9} {'nodes':>6} {'pods':>7} {'MB':>6} {'orjson':>7} "
+        f"{'(no gc)':>7} {'load':>7} {'analysis':>8} {'planning':>8} {'e2e wall':>8} "
+        f"{'/orjson':>7} {'(no gc)':>7} {'peak RSS':>9} {'evictions':>9}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
-            lines.append(f"{r['size']:<7} ERROR {r['error']}")
+            lines.append(f"{r['size']:<7} {r['form']:<9} ERROR {r['error']}")
             continue
         p = r["phases"]
         lines.append(
-            f"{r['size']:<7} {p['nodes']:>6} {p['pods']:>7} {r['file_mb']:>6.1f} "
-            f"{p['orjson_loads_s']:>6.2f}s {p['load_s']:>6.2f}s {p['analysis_s']:>7.2f}s "
-            f"{p['planning_s']:>7.2f}s {r['wall_s']:>7.2f}s {r['wall_over_orjson']:>10.1f}x "
+            f"{r['size']:<7} {r['form']:<9} {p['nodes']:>6} {p['pods']:>7} {r['file_mb']:>6.1f} "
+            f"{p['orjson_loads_s']:>6.2f}s {p['orjson_loads_nogc_s']:>6.2f}s {p['load_s']:>6.2f}s "
+            f"{p['analysis_s']:>7.2f}s {p['planning_s']:>7.2f}s {r['wall_s']:>7.2f}s "
+            f"{r['wall_over_orjson']:>6.2f}x {r['wall_over_orjson_nogc']:>6.2f}x "
             f"{r['peak_rss_bytes'] / 2**20:>6.0f}MiB {p['evictions']:>9}"
         )
     return "\n".join(lines)
@@ -222,6 +253,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="small,medium,large")
+    ap.add_argument("--forms", default=",".join(FORMS), help="kubectl, snapshot or both")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1, help="runs per size; the fastest is kept")
     ap.add_argument("--out", default=str(RESULTS / "plan.json"))
@@ -231,9 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.buffer.write(orjson.dumps(phases(args.phases)))
         return 0
     rows = []
+    forms = [f.strip() for f in args.forms.split(",") if f.strip()]
+    unknown = sorted(set(forms) - set(FORMS))
+    if unknown:
+        ap.error(f"--forms: unknown {', '.join(unknown)}; use {' or '.join(FORMS)}")
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
-        print(f"measuring {size} ...", file=sys.stderr, flush=True)
-        rows.append(measure(size, args.seed, max(1, args.repeat)))
+        for form in forms:
+            print(f"measuring {size} {form} ...", file=sys.stderr, flush=True)
+            rows.append(measure(size, form, args.seed, max(1, args.repeat)))
     print(table(rows))
     print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")
     out = Path(args.out)
