@@ -589,6 +589,14 @@ def _owner_ref(chk: _Checker, ref: Mapping[str, Any], path: str) -> OwnerRef:
 
 def _controller_owner(chk: _Checker, meta: Mapping[str, Any]) -> OwnerRef | None:
     """The ownerReference with ``controller: true`` (the API allows at most one)."""
+    refs = meta.get("ownerReferences")
+    if type(refs) is list and len(refs) == 1 and type(refs[0]) is dict:
+        only: dict[str, Any] = refs[0]  # the usual case: one reference, read without paths
+        if only.get("controller") is not True:
+            return None
+        found = _OWNERS.get((only.get("kind"), only.get("name"), only.get("uid") or ""))  # type: ignore[arg-type]
+        if found is not None:
+            return found
     owner: OwnerRef | None = None
     for i, raw in enumerate(chk.seq(meta, "ownerReferences", "metadata")):
         ref = chk.as_obj(raw, f"metadata.ownerReferences[{i}]")

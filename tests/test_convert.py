@@ -1087,3 +1087,19 @@ def test_duplicates_and_kindless_items_are_problems() -> None:
         "item 2: kind must be a string, got null",
         "Node node-a: appears more than once",
     )
+
+
+def test_single_owner_reference_forms() -> None:
+    """One owner reference: a controller is shared between pods, a non-controller is no owner,
+    and a malformed one is still reported with its path."""
+    ref = {"kind": "ReplicaSet", "name": "web-7d9", "uid": "rs-9", "controller": True}
+    first = pod_from_api(pod_obj("a", meta={"ownerReferences": [dict(ref)]}))
+    second = pod_from_api(pod_obj("b", meta={"ownerReferences": [dict(ref)]}))
+    assert first.owner == OwnerRef("ReplicaSet", "web-7d9", "rs-9")
+    assert second.owner is first.owner
+    loose = {**ref, "controller": False}
+    assert pod_from_api(pod_obj("c", meta={"ownerReferences": [loose]})).owner is None
+    bad = {"kind": "ReplicaSet", "controller": True}
+    assert problems_of(pod_obj("web-1", meta={"ownerReferences": [bad]})) == (
+        P + "metadata.ownerReferences[0].name: must be a non-empty string, got null",
+    )
