@@ -1103,3 +1103,20 @@ def test_single_owner_reference_forms() -> None:
     assert problems_of(pod_obj("web-1", meta={"ownerReferences": [bad]})) == (
         P + "metadata.ownerReferences[0].name: must be a non-empty string, got null",
     )
+
+
+def test_equal_string_maps_are_shared_and_bad_ones_still_reported() -> None:
+    """Pods with equal labels, annotations and nodeSelector share one dict of each; a bad
+    (even unhashable) value is reported every time, never cached."""
+    spec = {"nodeSelector": {"disk": "ssd"}}
+    meta = {"annotations": {"team": "shop"}}
+    a = pod_from_api(pod_obj("a", labels={"app": "web", "tier": "1"}, meta=meta, spec=spec))
+    b = pod_from_api(pod_obj("b", labels={"app": "web", "tier": "1"}, meta=meta, spec=spec))
+    assert a.labels == {"app": "web", "tier": "1"} and a.labels is b.labels
+    assert a.annotations is b.annotations and a.node_selector is b.node_selector
+    assert pod_from_api(pod_obj("c", labels={"app": "db"})).labels == {"app": "db"}
+    for bad, shown in (({"app": 1}, "1"), ({"app": ["x"]}, '["x"]')):
+        for _ in range(2):
+            assert problems_of(pod_obj(labels=bad)) == (
+                P + f"metadata.labels[app]: must be a string, got {shown}",
+            )
