@@ -98,7 +98,7 @@ def _constraint(state: SimState, v: int, index: int) -> ConstraintExplanation:
         node_affinity_policy=c.node_affinity_policy,
         node_taints_policy=c.node_taints_policy,
         selector=selector_string(c.selector),
-        match_counts=tuple(sorted(state.counts[v].items())),
+        match_counts=tuple(state.views[v].all_counts(state.counts[v]).items()),
         global_min=state.gmin(v),
         self_match=selector_matches(c.selector, pod.labels),
         default=any(

@@ -28,13 +28,22 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rebalancer.convert import gc_paused
 from rebalancer.evictability import EvictionContext, skip_reason
-from rebalancer.model import Pod, PodDisruptionBudget, Snapshot
+from rebalancer.model import Pod, Snapshot
 from rebalancer.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 from rebalancer.policy import Policy
-from rebalancer.selectors import selector_matches, selector_string
+from rebalancer.selectors import SelectorIndex, selector_string
 from rebalancer.simulate import SimState
-from rebalancer.spread import Analysis, View, analyze, considered, min_moves, skew_of
+from rebalancer.spread import (
+    Analysis,
+    View,
+    analyze,
+    considered,
+    global_min,
+    min_moves,
+    skew_of,
+)
 from rebalancer.waves import assign_waves
 
 
@@ -46,8 +55,8 @@ class Move:
     view: int  # the view this eviction repairs
     source: str  # node
     target: str | None  # None only with nodeFit: false and no room anywhere
-    source_count: int
-    global_min: int
+    source_count: int  # view's pods in the source domain, before the move
+    global_min: int  # view's global minimum, before the move
 
 
 class Budget:
@@ -88,13 +97,6 @@ def workload_of(pod: Pod, owners: dict[tuple[str, str, str], str]) -> str:
     return lifted or f"{pod.owner.kind}/{pod.owner.name}"
 
 
-def pdbs_covering(
-    pod: Pod, pdbs: Sequence[PodDisruptionBudget], candidates: Sequence[int]
-) -> list[int]:
-    """Indices (among ``candidates``, the PDBs of the pod's namespace) that select the pod."""
-    return [k for k in candidates if selector_matches(pdbs[k].selector, pod.labels)]
-
-
 class Planner:
     """One planning pass. Holds the simulation state; ``run`` returns the moves."""
 
@@ -118,12 +120,11 @@ class Planner:
         }
         self.pdb_left = [p.disruptions_allowed for p in snapshot.pdbs]
         self.pdb_left_start = tuple(self.pdb_left)
-        self._pdbs_by_labels: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}
-        self.pdbs_by_namespace: dict[str, list[int]] = {}
-        for k, pdb in enumerate(snapshot.pdbs):
-            self.pdbs_by_namespace.setdefault(pdb.namespace, []).append(k)
+        self.pdb_index = SelectorIndex((p.namespace, p.selector) for p in snapshot.pdbs)
         self._pdbs: dict[int, list[int]] = {}
-        self.skips: dict[int, SkipReason] = {}
+        self._pdbs_by_labels: dict[tuple[str, int], list[int]] = {}
+        self._skips: dict[int, SkipReason | None] = {}
+        self._rank: dict[int, tuple[int, tuple[float, str, str]]] = {}  # see preference
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
@@ -132,56 +133,55 @@ class Planner:
 
     # -- candidates ----------------------------------------------------------------------
     def pdbs(self, i: int) -> list[int]:
+        """The PodDisruptionBudgets (indices) that select pod i."""
         found = self._pdbs.get(i)
         if found is None:
             pod = self.analysis.pods[i]
-            labels_key = (pod.namespace, tuple(sorted(pod.labels.items())))
+            # Pods of one template share their labels map: match once per map.
+            labels_key = (pod.namespace, id(pod.labels))
             found = self._pdbs_by_labels.get(labels_key)
             if found is None:
-                found = pdbs_covering(
-                    pod, self.snapshot.pdbs, self.pdbs_by_namespace.get(pod.namespace, ())
-                )
+                found = self.pdb_index.matching(pod.namespace, pod.labels)
                 self._pdbs_by_labels[labels_key] = found
             self._pdbs[i] = found
         return found
 
-    def evictable(self, i: int) -> bool:
-        if i in self.evicted:
-            return False
-        if i not in self.skips:
-            reason = skip_reason(self.analysis.pods[i], self.ctx)
-            if reason is None:
-                return True
-            self.skips[i] = reason
-            return False
-        return False
+    def skip(self, i: int) -> SkipReason | None:
+        """The rule that forbids evicting pod i at all, or None when it may be evicted."""
+        if i in self._skips:
+            return self._skips[i]
+        reason = self._skips[i] = skip_reason(self.analysis.pods[i], self.ctx)
+        return reason
 
-    def returns_blocked(self, i: int, v: int, domain: str) -> bool:
-        """Whether the pod's own hard constraints forbid its replacement in ``domain``."""
-        if v not in self.state.own_views.get(i, ()):
-            return False
-        spec = self.analysis.views[v].spec
+    def evictable(self, i: int) -> bool:
+        return i not in self.evicted and self.skip(i) is None
+
+    def returns_blocked(self, v: int, domain: str) -> bool:
+        """Whether view v, as a pod's own hard constraint, forbids the replacement of a pod
+        leaving ``domain`` to come back there."""
+        view = self.analysis.views[v]
+        spec = view.spec
         if not spec.hard:
             return False
-        counts = self.state.counts[v]
-        after = counts[domain] - 1
-        if len(counts) < spec.constraint.min_domains:
+        after = self.state.counts[v].get(domain, 0) - 1
+        if len(view.domains) < spec.constraint.min_domains:
             gmin_after = 0
         else:
             gmin_after = min(self.state.gmin(v), after)
         return after + 1 - gmin_after > spec.max_skew
 
-    def preference(self, i: int, v: int, domain: str) -> tuple[object, ...]:
-        pod = self.analysis.pods[i]
+    def preference(self, i: int, v: int, blocked: bool) -> tuple[object, ...]:
+        """Victim order (SPEC §3): pods that cannot return, lowest priority, PDB allowing a
+        disruption, youngest; then by name. ``blocked``: :meth:`returns_blocked` for view v
+        and the pod's domain (it applies when v is one of the pod's own views)."""
+        rank = self._rank.get(i)
+        if rank is None:
+            pod = self.analysis.pods[i]
+            rank = (self.ctx.priority(pod), (-pod.created, pod.namespace, pod.name))
+            self._rank[i] = rank
+        cannot_return = blocked and v in self.state.own_views.get(i, ())
         pdb_blocked = any(self.pdb_left[k] <= 0 for k in self.pdbs(i))
-        return (
-            not self.returns_blocked(i, v, domain),
-            self.ctx.priority(pod),
-            pdb_blocked,
-            -pod.created,
-            pod.namespace,
-            pod.name,
-        )
+        return (not cannot_return, rank[0], pdb_blocked, rank[1])
 
     # -- moves ---------------------------------------------------------------------------
     def distance_at_start(self, v: int) -> int:
@@ -199,6 +199,7 @@ class Planner:
             c.min_domains,
             c.hard,
             max(floors.values(), default=0),
+            empty=len(view.domains) - len(view.counts),
         )
 
     def pinned(self, v: int) -> Counter[str]:
@@ -221,14 +222,17 @@ class Planner:
         return found
 
     def distance(self, v: int) -> int:
-        c = self.analysis.views[v].spec.constraint
+        view = self.analysis.views[v]
+        c = view.spec.constraint
+        counts = self.state.counts[v]
         pinned = self.pinned(v)
         return min_moves(
-            list(self.state.counts[v].values()),
+            list(counts.values()),
             c.max_skew,
             c.min_domains,
             c.hard,
             max(pinned.values(), default=0),
+            empty=len(view.domains) - len(counts),
         )
 
     def _pin(self, i: int, node: str, delta: int) -> None:
@@ -243,10 +247,14 @@ class Planner:
         """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
         state = self.state
         touched = [w for w in state.selector_views(i) if w in state.rank_views]
-        before = {w: (state.excess(w), self.distance(w)) for w in touched}
+        before: dict[int, tuple[int, int]] = {}
+        for w in touched:
+            excess = state.excess(w)
+            # Distances are compared for v and for the views already violated only.
+            before[w] = (excess, self.distance(w) if w == v or excess > 0 else 0)
         gmin = state.gmin(v)
         source = state.remove(i)
-        source_count = state.counts[v][self.analysis.views[v].node_domain[source]] + 1
+        source_count = state.counts[v].get(self.analysis.views[v].node_domain[source], 0) + 1
         placement = state.place(i, check_fit=self.policy.node_fit)
         if placement.node == source:
             state.add(i, source)
@@ -282,7 +290,8 @@ class Planner:
             if counts[domain] <= gmin + 1:
                 break
             members = [i for i in state.members(v, domain) if self.evictable(i)]
-            members.sort(key=lambda i: self.preference(i, v, domain))
+            blocked = self.returns_blocked(v, domain)
+            members.sort(key=lambda i: self.preference(i, v, blocked))
             failed: dict[object, str] = {}
             for i in members:
                 pod = self.analysis.pods[i]
@@ -327,8 +336,7 @@ class Planner:
         """
         moves: list[Move] = []
         state = self.state
-        heap = [(-state.excess(v), v, state.version[v]) for v in self.considered]
-        heap = [entry for entry in heap if entry[0] < 0]
+        heap = [(-state.excess(v), v, state.version[v]) for v in self.violated]
         heapq.heapify(heap)
         while heap:
             neg, v, version = heapq.heappop(heap)
@@ -347,11 +355,15 @@ class Planner:
 
 
 def trim(planner: Planner, moves: list[Move]) -> list[Move]:
-    """Drop trailing moves that end no better than an earlier prefix (unreachable targets).
+    """Drop trailing moves that end no better than an earlier prefix (unreachable targets),
+    and take them back in the planner's state, which ``run`` left after all the moves.
 
     The objective is the worst excess over the violated views, then their summed excess.
     """
-    replay = planner.state.fresh()
+    state = planner.state
+    if not any(state.excess(v) for v in planner.violated):
+        return moves  # every violated view ends balanced: no prefix does better
+    replay = state.fresh()
     excess = {v: replay.excess(v) for v in planner.violated}
     levels: Counter[int] = Counter(excess.values())
     total = sum(excess.values())
@@ -368,10 +380,12 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
                 total += new - excess[w]
                 excess[w] = new
         objectives.append((max(k for k, n in levels.items() if n > 0), total))
-    final = objectives[-1]
-    if final[0] == 0:
-        return moves
-    return moves[: objectives.index(final)]
+    kept = moves[: objectives.index(objectives[-1])]
+    for m in reversed(moves[len(kept) :]):
+        if m.target is not None:
+            state.remove(m.pod)
+        state.add(m.pod, m.source)
+    return kept
 
 
 def lower_bound(planner: Planner, final: SimState) -> int:
@@ -393,9 +407,14 @@ def lower_bound(planner: Planner, final: SimState) -> int:
         return v
 
     state = planner.state
+    linked_once: set[int] = set()  # pods of one template share their selector_views answer
     for v in planner.violated:
         for i in planner.analysis.views[v].members:
-            linked = [w for w in state.selector_views(i) if w in violated]
+            views_of_pod = state.selector_views(i)
+            if id(views_of_pod) in linked_once:
+                continue
+            linked_once.add(id(views_of_pod))
+            linked = [w for w in views_of_pod if w in violated]
             for w in linked[1:]:
                 parent[find(w)] = find(linked[0])
     best: dict[int, int] = {}
@@ -408,12 +427,11 @@ def lower_bound(planner: Planner, final: SimState) -> int:
     return sum(b for root, b in best.items() if root not in unresolved)
 
 
-def view_report(view: View, counts: dict[str, int], pods: Sequence[Pod]) -> ViewReport:
+def view_report(view: View, counts: dict[str, int], declared: tuple[str, ...]) -> ViewReport:
+    """The view with ``counts``; ``declared``: the sorted keys of the pods declaring it."""
     spec = view.spec
     c = spec.constraint
-    gmin_value = 0
-    if counts and not (c.hard and len(counts) < c.min_domains):
-        gmin_value = min(counts.values())
+    domains = len(view.domains)
     return ViewReport(
         namespace=spec.namespace,
         topology_key=c.topology_key,
@@ -421,10 +439,10 @@ def view_report(view: View, counts: dict[str, int], pods: Sequence[Pod]) -> View
         when_unsatisfiable=c.when_unsatisfiable,
         selector=selector_string(c.selector),
         min_domains=c.min_domains,
-        domains=tuple(sorted(counts.items())),
-        global_min=gmin_value,
-        skew=skew_of(counts, c.min_domains, c.hard),
-        pods=tuple(sorted(pods[i].key for i in view.declarers)),
+        domains=tuple(view.all_counts(counts).items()),
+        global_min=global_min(counts, domains, c.min_domains, c.hard),
+        skew=skew_of(counts, domains, c.min_domains, c.hard),
+        pods=declared,
     )
 
 
@@ -435,39 +453,42 @@ def plan(
     *,
     evicted_before: Sequence[Eviction] = (),
 ) -> Plan:
-    """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure)."""
-    planner = Planner(snapshot, policy, now, evicted_before)
+    """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure).
+
+    Planning creates no reference cycles, so the cyclic garbage collector is paused: with a
+    large snapshot in memory each of its full passes would cost more than the planning.
+    """
+    with gc_paused():
+        return _plan(snapshot, policy, now, evicted_before)
+
+
+def _plan(snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Eviction]) -> Plan:
+    planner = Planner(snapshot, policy, now, before)
     analysis = planner.analysis
     pods = analysis.pods
     if not planner.violated:
         return Plan((), (), (), (), 0)
     moves = trim(planner, planner.run())
     waves = assign_waves(planner, moves)
-    final = planner.state.fresh()
-    evictions: list[Eviction] = []
-    for m, wave in zip(moves, waves, strict=True):
-        evictions.append(_eviction(planner, final, m, wave))
-        final.remove(m.pod)
-        if m.target is not None:
-            final.add(m.pod, m.target)
-    views = analysis.views
-    violations = tuple(view_report(views[v], views[v].counts, pods) for v in planner.violated)
-    after = tuple(view_report(views[v], final.counts[v], pods) for v in planner.violated)
+    evictions = [_eviction(planner, m, wave) for m, wave in zip(moves, waves, strict=True)]
+    final = planner.state
+    views, violated = analysis.views, planner.violated
+    declared = {v: tuple(sorted(pods[i].key for i in views[v].declarers)) for v in violated}
+    violations = tuple(view_report(views[v], views[v].counts, declared[v]) for v in violated)
+    after = tuple(view_report(views[v], final.counts[v], declared[v]) for v in violated)
     lower = lower_bound(planner, final)
     skipped = _skipped(planner, {m.pod for m in moves})
     notes = tuple(sorted(planner.limit_notes))
     return Plan(tuple(evictions), skipped, violations, after, lower, notes)
 
 
-def _eviction(planner: Planner, state: SimState, m: Move, wave: int) -> Eviction:
-    """The eviction record, with its reason, on the state just before the move."""
+def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
+    """The eviction record, with its reason (the counts just before the move)."""
     analysis = planner.analysis
     pod = analysis.pods[m.pod]
     view = analysis.views[m.view]
     spec = view.spec
     domain = view.node_domain[m.source]
-    counts = state.counts[m.view]
-    gmin = state.gmin(m.view)
     target_domain = (
         analysis.nodes[m.target].labels.get(spec.topology_key, "?") if m.target else None
     )
@@ -478,9 +499,9 @@ def _eviction(planner: Planner, state: SimState, m: Move, wave: int) -> Eviction
     )
     priority = planner.ctx.priority(pod)
     reason = (
-        f"{spec.topology_key}={domain} holds {counts[domain]} pods matching "
-        f"{selector_string(spec.constraint.selector)}, global min {gmin}, "
-        f"skew {counts[domain] - gmin} > maxSkew {spec.max_skew}; {landing}; "
+        f"{spec.topology_key}={domain} holds {m.source_count} pods matching "
+        f"{selector_string(spec.constraint.selector)}, global min {m.global_min}, "
+        f"skew {m.source_count - m.global_min} > maxSkew {spec.max_skew}; {landing}; "
         f"priority {priority}"
     )
     if any(planner.pdb_left_start[k] <= 0 for k in planner.pdbs(m.pod)):
@@ -511,9 +532,7 @@ def _skipped(planner: Planner, moved: set[int]) -> tuple[Skip, ...]:
             if i in seen or i in moved:
                 continue
             seen.add(i)
-            reason = planner.skips.get(i) or planner.no_fit.get(i)
-            if reason is None and i not in planner.skips:
-                reason = skip_reason(pods[i], planner.ctx)
+            reason = planner.skip(i) or planner.no_fit.get(i)
             if reason is not None:
                 p = pods[i]
                 out.append(Skip(p.namespace, p.name, p.uid, p.node_name, reason))

@@ -44,6 +44,46 @@ def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) 
     return all(requirement_matches(r, labels) for r in selector.match_expressions)
 
 
+def required_label(selector: LabelSelector) -> tuple[str, str] | None:
+    """A label every matching pod must carry: a matchLabels pair or a one-value In."""
+    if selector.match_labels:
+        return selector.match_labels[0]
+    for req in selector.match_expressions:
+        if req.operator == "In" and len(req.values) == 1:
+            return (req.key, req.values[0])
+    return None
+
+
+class SelectorIndex:
+    """Namespaced label selectors, indexed to find those that match a pod without trying all.
+
+    A selector is filed under a label every pod it matches must carry (:func:`required_label`);
+    one without such a label is tried for every pod of its namespace. ``None`` matches nothing.
+    """
+
+    def __init__(self, selectors: Iterable[tuple[str, LabelSelector | None]]) -> None:
+        self.selectors: list[LabelSelector | None] = []
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        self._scanned: dict[str, list[int]] = {}
+        for k, (namespace, selector) in enumerate(selectors):
+            self.selectors.append(selector)
+            if selector is None:
+                continue
+            required = required_label(selector)
+            if required is None:
+                self._scanned.setdefault(namespace, []).append(k)
+            else:
+                self._by_label.setdefault((namespace, *required), []).append(k)
+
+    def matching(self, namespace: str, labels: Mapping[str, str]) -> list[int]:
+        """Positions (ascending) of the selectors of ``namespace`` that match ``labels``."""
+        candidates = list(self._scanned.get(namespace, ()))
+        for key, value in labels.items():
+            candidates.extend(self._by_label.get((namespace, key, value), ()))
+        selectors = self.selectors
+        return sorted(k for k in candidates if selector_matches(selectors[k], labels))
+
+
 def selector_string(selector: LabelSelector | None) -> str:
     """The selector as ``kubectl`` prints it: ``app=web,tier in (a,b),!canary``."""
     if selector is None:

@@ -1,7 +1,8 @@
 """A scheduler simulation: where would the replacement of an evicted pod land? (pure)
 
-The state holds every pod's placement, each node's used resources and every view's domain
-counts. Evicting a pod removes it; its replacement is a copy of it without ``nodeName``, placed
+The state holds every pod's placement, each node's used resources (what the pods there at the
+start request, plus what moved since) and every view's counts of the domains holding its pods.
+Evicting a pod removes it; its replacement is a copy of it without ``nodeName``, placed
 on a node that passes the scheduler's hard filters (the replacement's own hard spread
 constraints, resources, taints, node selector and required affinity, cordon, volume node
 affinity). Among those nodes it takes the one whose domain is least populated, ranking by the
@@ -11,20 +12,22 @@ the node name (SPEC §3).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, filterfalse
 
-from rebalancer.model import LabelSelector, Node, NodeSelector, Pod, Snapshot
+from rebalancer.model import Node, NodeSelector, Pod, Snapshot
 from rebalancer.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
+    SelectorIndex,
     node_selector_matches,
     pod_affinity_matches,
     selector_matches,
     tolerates,
     untolerated_taint,
 )
-from rebalancer.spread import TERMINAL_PHASES, Analysis, global_min
+from rebalancer.spread import Analysis, global_min
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,98 +82,102 @@ class Shared:
         self.own_views = analysis.own_views
         self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
-        self.used: dict[str, dict[str, int]] = {name: {} for name in self.nodes}
-        self.placement: dict[int, str] = {}
-        for i, pod in enumerate(analysis.pods):
-            if pod.node_name is None or pod.phase in TERMINAL_PHASES:
-                continue
-            if pod.node_name in self.used:
-                _charge(self.used[pod.node_name], pod, 1)
-            if not pod.terminating:
-                self.placement[i] = pod.node_name
-        # Views by one required label (namespace, key, value); views without one are scanned.
-        self._views_by_label: dict[tuple[str, str, str], list[int]] = {}
-        self._views_scanned: dict[str, list[int]] = {}
-        for v, view in enumerate(self.views):
-            ns = view.spec.namespace
-            required = _required_label(view.spec.constraint.selector)
-            if required is None:
-                self._views_scanned.setdefault(ns, []).append(v)
-            else:
-                self._views_by_label.setdefault((ns, *required), []).append(v)
+        self.placement = analysis.placement  # read-only: each state copies it
+        self._pods_on: dict[str, list[int]] | None = None  # node -> pods using its resources
+        self._used: dict[str, dict[str, int]] = {}
+        self._view_index = SelectorIndex(
+            (view.spec.namespace, view.spec.constraint.selector) for view in self.views
+        )
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
-        self._groups: dict[tuple[object, ...], dict[str, list[str]]] = {}
+        self._static_by_id: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._groups: dict[tuple[int, str], dict[str, list[str]]] = {}
+        self._by_value: dict[str, dict[str, list[str]]] = {}
         self._selector_views: dict[int, list[int]] = {}
-        self._by_labels: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}
+        self._by_labels: dict[tuple[str, int], list[int]] = {}
+
+    def used(self, node: str) -> dict[str, int]:
+        """What the pods on ``node`` at the start request (read-only; built on first use)."""
+        found = self._used.get(node)
+        if found is None:
+            if self._pods_on is None:
+                self._pods_on = {}
+                for i, on in chain(self.placement.items(), self.analysis.terminating.items()):
+                    self._pods_on.setdefault(on, []).append(i)
+            found = {}
+            pods = self.analysis.pods
+            for i in self._pods_on.get(node, ()):
+                _charge(found, pods[i], 1)
+            self._used[node] = found
+        return found
 
     def selector_views(self, i: int) -> list[int]:
         """Views (in the pod's namespace) whose selector matches the pod, wherever it runs."""
         found = self._selector_views.get(i)
         if found is None:
             pod = self.analysis.pods[i]
-            labels_key = (pod.namespace, tuple(sorted(pod.labels.items())))
+            # Pods of one template share their labels map (see static_nodes).
+            labels_key = (pod.namespace, id(pod.labels))
             found = self._by_labels.get(labels_key)
             if found is None:
-                ns = pod.namespace
-                candidates = list(self._views_scanned.get(ns, ()))
-                for key, value in pod.labels.items():
-                    candidates.extend(self._views_by_label.get((ns, key, value), ()))
-                found = sorted(
-                    v
-                    for v in candidates
-                    if selector_matches(self.views[v].spec.constraint.selector, pod.labels)
-                )
+                found = self._view_index.matching(pod.namespace, pod.labels)
                 self._by_labels[labels_key] = found
             self._selector_views[i] = found
         return found
 
-    def static_key(self, i: int) -> tuple[object, ...]:
-        pod = self.analysis.pods[i]
-        pins = volume_pins(pod, self.pv_affinity, self.pvc_volume)
-        return (
-            tuple(sorted(pod.node_selector.items())),
-            pod.required_affinity,
-            pod.tolerations,
-            pins,
-        )
+    def static_nodes(self, i: int) -> tuple[str, ...]:
+        """Nodes that pass the filters independent of other pods, cached per pod template.
 
-    def static_nodes(self, i: int, key: tuple[object, ...]) -> tuple[str, ...]:
-        """Nodes that pass the filters independent of other pods, cached per pod template."""
-        found = self._static.get(key)
+        The converter shares a template's node selector, affinity and tolerations between its
+        pods, so their identity finds the template without hashing them; equal templates
+        that are not shared still share the nodes.
+        """
+        pod = self.analysis.pods[i]
+        ident = (
+            pod.namespace,
+            pod.pvc_names,
+            id(pod.node_selector) if pod.node_selector else 0,
+            id(pod.required_affinity),
+            id(pod.tolerations),
+        )
+        found = self._static_by_id.get(ident)
         if found is None:
-            pod = self.analysis.pods[i]
-            pins = key[3]
-            assert isinstance(pins, tuple)
-            found = tuple(
-                n for n in self.node_names if static_reason(pod, self.nodes[n], pins) is None
+            pins = volume_pins(pod, self.pv_affinity, self.pvc_volume)
+            key = (
+                tuple(sorted(pod.node_selector.items())),
+                pod.required_affinity,
+                pod.tolerations,
+                pins,
             )
-            self._static[key] = found
+            found = self._static.get(key)
+            if found is None:
+                found = tuple(
+                    n for n in self.node_names if static_reason(pod, self.nodes[n], pins) is None
+                )
+                self._static[key] = found
+            self._static_by_id[ident] = found
         return found
 
-    def groups(
-        self, key: tuple[object, ...], nodes: Sequence[str], topology_key: str
-    ) -> dict[str, list[str]]:
-        """The nodes grouped by their value of ``topology_key`` ("" when they lack it)."""
-        gkey = (key, topology_key)
+    def nodes_by_value(self, topology_key: str) -> dict[str, list[str]]:
+        """Every node by its value of ``topology_key`` ("" when it lacks it)."""
+        found = self._by_value.get(topology_key)
+        if found is None:
+            found = {}
+            for n in self.node_names:
+                found.setdefault(self.nodes[n].labels.get(topology_key, ""), []).append(n)
+            self._by_value[topology_key] = found
+        return found
+
+    def groups(self, statics: tuple[str, ...], topology_key: str) -> dict[str, list[str]]:
+        """The nodes of ``statics`` (a :meth:`static_nodes` answer) by their value of
+        ``topology_key`` ("" when they lack it), each group in the order of ``statics``."""
+        gkey = (id(statics), topology_key)  # static_nodes keeps its answers alive
         found = self._groups.get(gkey)
         if found is None:
             found = {}
-            for n in nodes:
+            for n in statics:
                 found.setdefault(self.nodes[n].labels.get(topology_key, ""), []).append(n)
             self._groups[gkey] = found
         return found
-
-
-def _required_label(selector: LabelSelector | None) -> tuple[str, str] | None:
-    """A label every matching pod must carry: a matchLabels pair or a one-value In."""
-    if selector is None:
-        return None
-    if selector.match_labels:
-        return selector.match_labels[0]
-    for req in selector.match_expressions:
-        if req.operator == "In" and len(req.values) == 1:
-            return (req.key, req.values[0])
-    return None
 
 
 def _charge(used: dict[str, int], pod: Pod, sign: int) -> None:
@@ -203,13 +210,14 @@ class SimState:
         self.pv_affinity = sh.pv_affinity
         self.pvc_volume = sh.pvc_volume
         # Copy on write: a view's counts are copied from the analysis the first time they change.
+        # As in the analysis, they hold only the domains where the view counts pods.
         self.counts: list[dict[str, int]] = [v.counts for v in analysis.views]
         self._own_counts: set[int] = set()
         self._gmin: dict[int, int] = {}
         self._skew: dict[int, int] = {}
         self._excess: dict[int, int] = {}
         self.version = [0] * len(self.views)
-        self._used: dict[str, dict[str, int]] = {}  # copy on write of shared.used
+        self._moved: dict[str, dict[str, int]] = {}  # node -> requests added (+) or removed (-)
         self.placement = dict(sh.placement)
         self.track_members = track_members
         self._members: dict[int, dict[str, set[int]]] = {}
@@ -222,8 +230,9 @@ class SimState:
     def gmin(self, v: int) -> int:
         cached = self._gmin.get(v)
         if cached is None:
-            c = self.views[v].spec.constraint
-            cached = global_min(self.counts[v], c.min_domains, c.hard)
+            view = self.views[v]
+            c = view.spec.constraint
+            cached = global_min(self.counts[v], len(view.domains), c.min_domains, c.hard)
             self._gmin[v] = cached
         return cached
 
@@ -251,10 +260,9 @@ class SimState:
                 raise ValueError("this state does not track members")
             view = self.views[v]
             by_domain = {}
-            pods = self.analysis.pods
+            start = self.shared.placement
             for i in view.members:
-                d = view.node_domain[pods[i].node_name or ""]
-                by_domain.setdefault(d, set()).add(i)
+                by_domain.setdefault(view.node_domain[start[i]], set()).add(i)
             self._members[v] = by_domain
         return by_domain.setdefault(domain, set())
 
@@ -262,7 +270,12 @@ class SimState:
         if v not in self._own_counts:
             self.counts[v] = dict(self.counts[v])
             self._own_counts.add(v)
-        self.counts[v][domain] += delta
+        counts = self.counts[v]
+        count = counts.get(domain, 0) + delta
+        if count:
+            counts[domain] = count
+        else:
+            del counts[domain]
         by_domain = self._members.get(v)
         if by_domain is not None:
             if delta > 0:
@@ -277,13 +290,6 @@ class SimState:
     def selector_views(self, i: int) -> list[int]:
         return self.shared.selector_views(i)
 
-    def _writable_used(self, node: str) -> dict[str, int]:
-        used = self._used.get(node)
-        if used is None:
-            used = dict(self.shared.used[node])
-            self._used[node] = used
-        return used
-
     def domain(self, v: int, node: str) -> str | None:
         """The node's domain in view v, if the node is eligible for it."""
         return self.views[v].node_domain.get(node)
@@ -291,7 +297,7 @@ class SimState:
     def remove(self, i: int) -> str:
         """Evict pod i: it stops counting and frees its resources. Returns its node."""
         node = self.placement.pop(i)
-        _charge(self._writable_used(node), self.analysis.pods[i], -1)
+        _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], -1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
             if d is not None:
@@ -301,24 +307,22 @@ class SimState:
     def add(self, i: int, node: str) -> None:
         """Place pod i (or its replacement) on ``node``."""
         self.placement[i] = node
-        _charge(self._writable_used(node), self.analysis.pods[i], 1)
+        _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], 1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
             if d is not None:
                 self._bump(v, d, i, 1)
 
     # -- filters -----------------------------------------------------------------------------
-    def static_nodes(self, i: int) -> tuple[str, ...]:
-        return self.shared.static_nodes(i, self.shared.static_key(i))
-
     def fits(self, pod: Pod, node: str) -> bool:
         """Requests against allocatable minus what is already placed there."""
         alloc = self.nodes[node].allocatable
-        used = self._used.get(node) or self.shared.used[node]
-        if "pods" in alloc and used.get("pods", 0) + 1 > alloc["pods"]:
+        used = self.shared.used(node)
+        moved = self._moved.get(node, {})
+        if "pods" in alloc and used.get("pods", 0) + moved.get("pods", 0) + 1 > alloc["pods"]:
             return False
         for res, amount in pod.requests.items():
-            if amount and used.get(res, 0) + amount > alloc.get(res, 0):
+            if amount and used.get(res, 0) + moved.get(res, 0) + amount > alloc.get(res, 0):
                 return False
         return True
 
@@ -360,8 +364,7 @@ class SimState:
         (spread, and fit unless ``check_fit`` is off) wins.
         """
         pod = self.analysis.pods[i]
-        key = self.shared.static_key(i)
-        statics = self.shared.static_nodes(i, key)
+        statics = self.shared.static_nodes(i)
         if not statics:
             return Placement(None, "no node passes taints, affinity, cordon and volume checks")
         views = self.rank_views_of(i)
@@ -375,41 +378,71 @@ class SimState:
                 return False
             return not check_fit or self.fits(pod, node)
 
-        def pick(candidates: Sequence[str], depth: int) -> str | None:
-            if depth == len(views):
-                return next((n for n in candidates if legal(n)), None)
-            v = views[depth]
-            counts = self.counts[v]
-            topology_key = self.views[v].spec.topology_key
-            nodes = self.nodes
-            levels: dict[int, list[str]] = {}
-            for n in candidates:
-                c = counts.get(nodes[n].labels.get(topology_key, ""), 0)
-                levels.setdefault(c, []).append(n)
-            for c in sorted(levels):
-                found = pick(levels[c], depth + 1)
-                if found is not None:
-                    return found
-            return None
-
         if views:
-            first = views[0]
-            counts = self.counts[first]
-            groups = self.shared.groups(key, statics, self.views[first].spec.topology_key)
-            by_level: dict[int, list[str]] = {}
-            for domain, members in groups.items():
-                by_level.setdefault(counts.get(domain, 0), []).extend(members)
-            for c in sorted(by_level):
-                found = pick(sorted(by_level[c]), 1)
-                if found is not None:
-                    return Placement(found, "")
+            found = self._pick(self._first_levels(statics, views[0]), views, 1, legal)
         else:
-            found = pick(statics, 0)
-            if found is not None:
-                return Placement(found, "")
+            found = self._pick([statics], views, 0, legal)
+        if found is not None:
+            return Placement(found, "")
         why = (
             "every node is blocked by its own spread constraints"
             if tried[1] == tried[0]
             else "no node has room for its requests"
         )
         return Placement(None, why)
+
+    def _pick(
+        self,
+        levels: Iterable[Iterable[str]],
+        views: Sequence[int],
+        depth: int,
+        legal: Callable[[str], bool],
+    ) -> str | None:
+        """The first legal node of the first level holding one, each level ranked in turn by
+        ``views[depth:]``."""
+        for candidates in levels:
+            if depth == len(views):
+                found = next((n for n in candidates if legal(n)), None)
+            else:
+                found = self._pick(self._levels(candidates, views[depth]), views, depth + 1, legal)
+            if found is not None:
+                return found
+        return None
+
+    def _first_levels(self, statics: tuple[str, ...], v: int) -> Iterator[Sequence[str]]:
+        """The nodes passing the static filters by their domain's count in view v, lowest
+        count first, each level sorted by name (``statics`` is)."""
+        counts = self.counts[v]
+        groups = self.shared.groups(statics, self.views[v].spec.topology_key)
+        by_level: dict[int, list[list[str]]] = {}
+        for domain, members in groups.items():
+            by_level.setdefault(counts.get(domain, 0), []).append(members)
+        for c in sorted(by_level):
+            level = by_level[c]
+            yield level[0] if len(level) == 1 else sorted(n for nodes in level for n in nodes)
+
+    def _levels(self, candidates: Iterable[str], v: int) -> Iterator[Iterable[str]]:
+        """``candidates`` by their domain's count in view v, lowest count first, each level in
+        the candidates' order. A node lacking the view's key is in domain ""."""
+        candidates = list(candidates)
+        counts = self.counts[v]
+        topology_key = self.views[v].spec.topology_key
+        by_value = self.shared.nodes_by_value(topology_key)
+        levels: dict[int, list[str]] = {}
+        if sum(len(by_value.get(d, ())) for d in counts) < len(candidates):
+            # Few nodes are in domains the view counts (a hostname view): the others, at
+            # count 0, are found without looking up each candidate's domain, and lazily (the
+            # first ones usually do).
+            raised = {n: c for d, c in counts.items() for n in by_value.get(d, ())}
+            yield filterfalse(raised.__contains__, candidates)
+            for n in candidates:
+                c = raised.get(n)
+                if c is not None:
+                    levels.setdefault(c, []).append(n)
+        else:
+            nodes = self.nodes
+            for n in candidates:
+                c = counts.get(nodes[n].labels.get(topology_key, ""), 0)
+                levels.setdefault(c, []).append(n)
+        for c in sorted(levels):
+            yield levels[c]

@@ -10,10 +10,12 @@ whether or not that pod declares the constraint itself (SPEC §2).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rebalancer.convert import gc_paused
 from rebalancer.model import (
     HONOR,
     LabelSelector,
@@ -79,8 +81,14 @@ class ViewSpec:
             c.max_skew,
             c.when_unsatisfiable,
             c.min_domains,
-            repr(self.eligibility),
+            _described(self.eligibility),
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _described(eligibility: Eligibility) -> str:
+    """``repr(eligibility)``, remembered: many views share a few eligibilities."""
+    return repr(eligibility)
 
 
 def eligibility_for(
@@ -118,44 +126,74 @@ def node_eligible(elig: Eligibility, node: Node) -> bool:
 
 def view_key_constraint(c: SpreadConstraint) -> SpreadConstraint:
     """The constraint without the fields that do not change what a view counts."""
+    if not c.match_label_keys and not c.default:
+        return c
     return dataclasses.replace(c, match_label_keys=(), default=False)
 
 
-def global_min(counts: Mapping[str, int], min_domains: int, hard: bool) -> int:
-    """Minimum count over eligible domains; 0 when there are fewer than minDomains (hard only)."""
-    if not counts:
+def global_min(counts: Mapping[str, int], domains: int, min_domains: int, hard: bool) -> int:
+    """Minimum count over the ``domains`` eligible domains; 0 when there are fewer than
+    minDomains (hard only).
+
+    ``counts`` holds the domains with matching pods: a domain it leaves out counts 0.
+    """
+    if not counts or len(counts) < domains:
         return 0
-    if hard and len(counts) < min_domains:
+    if hard and domains < min_domains:
         return 0
     return min(counts.values())
 
 
-def skew_of(counts: Mapping[str, int], min_domains: int, hard: bool) -> int:
+def skew_of(counts: Mapping[str, int], domains: int, min_domains: int, hard: bool) -> int:
     """The largest ``count(d) - globalMin`` over domains holding matching pods."""
-    if not counts:
-        return 0
-    top = max(counts.values())
+    top = max(counts.values(), default=0)
     if top == 0:
         return 0
-    return top - global_min(counts, min_domains, hard)
+    return top - global_min(counts, domains, min_domains, hard)
 
 
 class PodIndex:
-    """Bound, non-terminating pods indexed by namespace and by label, for fast selector matching."""
+    """Where pods run, and the counted pods indexed for fast selector matching.
+
+    Counted pods are bound, not terminating and not finished. Pods of one template carry equal
+    labels, so counted pods are grouped by namespace and labels and a selector is matched once
+    per group; the groups are indexed by namespace and by label. The converter shares equal
+    label maps between pods, so identity is a cheap grouping key (pods with equal but unshared
+    labels only make more groups).
+    """
 
     def __init__(self, pods: Sequence[Pod]) -> None:
-        self.pods = pods
+        self.placement: dict[int, str] = {}  # counted pod -> node
+        self.terminating: dict[int, str] = {}  # terminating pod -> the node it still uses
+        by_labels: dict[tuple[str, int], list[int]] = {}
+        for i, pod in enumerate(pods):
+            node = pod.node_name
+            if node is None or pod.phase in TERMINAL_PHASES:
+                continue
+            if pod.terminating:
+                self.terminating[i] = node
+                continue
+            self.placement[i] = node
+            group_key = (pod.namespace, id(pod.labels))
+            group = by_labels.get(group_key)
+            if group is None:
+                by_labels[group_key] = [i]
+            else:
+                group.append(i)
+        self.labels: list[Mapping[str, str]] = []
+        self.members: list[list[int]] = []  # per group, ascending pod indices
         self.by_namespace: dict[str, list[int]] = defaultdict(list)
         self.by_label: dict[tuple[str, str, str], list[int]] = defaultdict(list)
-        for i, pod in enumerate(pods):
-            if pod.node_name is None or pod.terminating or pod.phase in TERMINAL_PHASES:
-                continue
-            self.by_namespace[pod.namespace].append(i)
-            for key, value in pod.labels.items():
-                self.by_label[(pod.namespace, key, value)].append(i)
+        for g, ((namespace, _), members) in enumerate(by_labels.items()):
+            labels = pods[members[0]].labels
+            self.labels.append(labels)
+            self.members.append(members)
+            self.by_namespace[namespace].append(g)
+            for key, value in labels.items():
+                self.by_label[(namespace, key, value)].append(g)
 
     def matching(self, namespace: str, selector: LabelSelector | None) -> list[int]:
-        """Indices of counted pods in ``namespace`` that ``selector`` matches."""
+        """Indices (ascending) of counted pods in ``namespace`` that ``selector`` matches."""
         if selector is None:
             return []
         candidates = self.by_namespace.get(namespace, [])
@@ -168,8 +206,11 @@ class PodIndex:
                 bucket = self.by_label.get((namespace, req.key, req.values[0]), [])
                 if len(bucket) < len(candidates):
                     candidates = bucket
-        pods = self.pods
-        return [i for i in candidates if selector_matches(selector, pods[i].labels)]
+        labels = self.labels
+        groups = [self.members[g] for g in candidates if selector_matches(selector, labels[g])]
+        if len(groups) == 1:
+            return groups[0]
+        return sorted(i for members in groups for i in members)
 
 
 @dataclass(slots=True)
@@ -178,17 +219,24 @@ class View:
 
     spec: ViewSpec
     node_domain: dict[str, str]  # eligible node -> domain value
+    domains: Sequence[str]  # every eligible domain, sorted
     members: list[int]  # indices of counted pods (on eligible nodes)
     declarers: list[int]  # indices of pods that declare this view
-    counts: dict[str, int]  # domain -> count, every eligible domain present
+    counts: dict[str, int]  # domain -> count, only the domains holding counted pods
 
     @property
     def global_min(self) -> int:
-        return global_min(self.counts, self.spec.constraint.min_domains, self.spec.hard)
+        c = self.spec.constraint
+        return global_min(self.counts, len(self.domains), c.min_domains, c.hard)
 
     @property
     def skew(self) -> int:
-        return skew_of(self.counts, self.spec.constraint.min_domains, self.spec.hard)
+        c = self.spec.constraint
+        return skew_of(self.counts, len(self.domains), c.min_domains, c.hard)
+
+    def all_counts(self, counts: Mapping[str, int]) -> dict[str, int]:
+        """``counts`` (this view's, or a simulated state's) with every eligible domain, sorted."""
+        return {d: counts.get(d, 0) for d in self.domains}
 
     @property
     def violated(self) -> bool:
@@ -197,14 +245,15 @@ class View:
 
 @dataclass(slots=True)
 class Analysis:
-    """All views of a snapshot, and which views count each pod."""
+    """All views of a snapshot, where its pods run and which views each pod declares."""
 
     pods: tuple[Pod, ...]
     nodes: dict[str, Node]
     views: list[View]
-    pod_views: dict[int, list[int]]  # pod index -> indices of views counting it
+    placement: dict[int, str]  # counted pod index -> node (see PodIndex)
+    terminating: dict[int, str]  # terminating pod index -> the node it still uses
     constraints: dict[int, tuple[SpreadConstraint, ...]]  # pod index -> effective constraints
-    own_views: dict[int, list[int]]  # pod index -> its own views, in constraint order
+    own_views: dict[int, list[int]]  # pod index -> its own views, in constraint order (shared)
 
 
 def default_constraints_for(
@@ -274,16 +323,19 @@ def effective_constraints(
     return out
 
 
-def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
-    """Build every view of the snapshot and count it, as kube-scheduler would."""
-    pods = snapshot.pods
-    constraints = effective_constraints(snapshot, policy)
-    specs: dict[ViewSpec, list[int]] = {}
-    pod_specs: dict[int, list[ViewSpec]] = {}
-    # Pods of one workload share constraints, affinity and tolerations: build their specs once.
-    # The converter shares these fragments between a workload's pods, so identity is a cheap
-    # cache key (a miss only costs building equal specs again).
-    spec_cache: dict[tuple[object, ...], tuple[list[ViewSpec], list[int]]] = {}
+def _view_specs(
+    pods: Sequence[Pod], constraints: Mapping[int, tuple[SpreadConstraint, ...]]
+) -> tuple[list[ViewSpec], list[tuple[list[int], list[int]]]]:
+    """The distinct views the non-terminating pods declare, and the pods that declare alike:
+    (numbers of their specs, pods) pairs.
+
+    Pods of one workload share constraints, affinity and tolerations: their specs are built
+    once. The converter shares these fragments between a workload's pods, so identity is a
+    cheap cache key (a miss only costs building equal specs again).
+    """
+    specs: list[ViewSpec] = []
+    numbers: dict[ViewSpec, int] = {}
+    alike: dict[tuple[object, ...], tuple[list[int], list[int]]] = {}
     for i, cons in constraints.items():
         pod = pods[i]
         if pod.terminating:
@@ -295,52 +347,90 @@ def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
             id(pod.required_affinity),
             id(pod.tolerations),
         )
-        entry = spec_cache.get(key)
+        entry = alike.get(key)
         if entry is None:
-            mine = [
-                ViewSpec(pod.namespace, view_key_constraint(c), eligibility_for(pod, c, cons))
-                for c in cons
-            ]
+            mine: list[int] = []
+            for c in cons:
+                spec = ViewSpec(
+                    pod.namespace, view_key_constraint(c), eligibility_for(pod, c, cons)
+                )
+                number = numbers.setdefault(spec, len(specs))
+                if number == len(specs):
+                    specs.append(spec)
+                mine.append(number)
             entry = (mine, [])
-            spec_cache[key] = entry
-        pod_specs[i] = entry[0]
+            alike[key] = entry
         entry[1].append(i)
-    for mine, members_of_key in spec_cache.values():
-        for spec in mine:
-            specs.setdefault(spec, []).extend(members_of_key)
+    return specs, list(alike.values())
+
+
+def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
+    """Build every view of the snapshot and count it, as kube-scheduler would.
+
+    The cyclic garbage collector is paused meanwhile, as in :func:`rebalancer.planner.plan`.
+    """
+    with gc_paused():
+        return _analyze(snapshot, policy)
+
+
+def _analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
+    pods = snapshot.pods
+    constraints = effective_constraints(snapshot, policy)
+    specs, alike = _view_specs(pods, constraints)
+    declarers: list[list[int]] = [[] for _ in specs]
+    for mine, pods_alike in alike:
+        for number in mine:
+            declarers[number].extend(pods_alike)
     index = PodIndex(pods)
-    eligible_cache: dict[Eligibility, list[Node]] = {}
-    # Views share eligibility: one read-only node -> domain map per (eligibility, key).
-    domain_cache: dict[tuple[Eligibility, str], tuple[dict[str, str], list[str]]] = {}
-    views: list[View] = []
-    position: dict[ViewSpec, int] = {}
-    for spec in sorted(specs, key=ViewSpec.sort_key):
-        elig = spec.eligibility
-        key_name = spec.topology_key
-        cached = domain_cache.get((elig, key_name))
-        if cached is None:
-            if elig not in eligible_cache:
-                eligible_cache[elig] = [n for n in snapshot.nodes if node_eligible(elig, n)]
-            mapping = {n.name: n.labels[key_name] for n in eligible_cache[elig]}
-            cached = (mapping, sorted(set(mapping.values())))
-            domain_cache[(elig, key_name)] = cached
-        node_domain, domains = cached
-        counts = dict.fromkeys(domains, 0)
-        members: list[int] = []
-        for i in index.matching(spec.namespace, spec.constraint.selector):
-            domain = node_domain.get(pods[i].node_name or "")
-            if domain is not None:
-                counts[domain] += 1
-                members.append(i)
-        position[spec] = len(views)
-        views.append(View(spec, node_domain, members, specs[spec], counts))
-    pod_views: dict[int, list[int]] = defaultdict(list)
-    for v, view in enumerate(views):
-        for i in view.members:
-            pod_views[i].append(v)
-    own_views = {i: [position[spec] for spec in mine] for i, mine in pod_specs.items()}
+    domains = DomainMaps(snapshot.nodes)
+    order = sorted(range(len(specs)), key=lambda number: specs[number].sort_key())
+    views = [_count(specs[number], declarers[number], index, domains) for number in order]
+    position = [0] * len(specs)  # spec number -> view index
+    for v, number in enumerate(order):
+        position[number] = v
+    own_views: dict[int, list[int]] = {}
+    for mine, pods_alike in alike:
+        positions = [position[number] for number in mine]
+        for i in pods_alike:
+            own_views[i] = positions
     nodes = {n.name: n for n in snapshot.nodes}
-    return Analysis(pods, nodes, views, dict(pod_views), constraints, own_views)
+    return Analysis(pods, nodes, views, index.placement, index.terminating, constraints, own_views)
+
+
+class DomainMaps:
+    """Each eligible node's domain, built once per eligibility and topology key."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.nodes = nodes
+        self._eligible: dict[Eligibility, list[Node]] = {}
+        self._maps: dict[tuple[Eligibility, str], tuple[dict[str, str], list[str]]] = {}
+
+    def of(self, elig: Eligibility, topology_key: str) -> tuple[dict[str, str], list[str]]:
+        """Eligible node -> domain, and the sorted domains (shared between views: read-only)."""
+        found = self._maps.get((elig, topology_key))
+        if found is None:
+            eligible = self._eligible.get(elig)
+            if eligible is None:
+                eligible = [n for n in self.nodes if node_eligible(elig, n)]
+                self._eligible[elig] = eligible
+            mapping = {n.name: n.labels[topology_key] for n in eligible}
+            found = (mapping, sorted(set(mapping.values())))
+            self._maps[(elig, topology_key)] = found
+        return found
+
+
+def _count(spec: ViewSpec, declarers: list[int], index: PodIndex, domains: DomainMaps) -> View:
+    """The view of ``spec``: the pods it counts and its count per domain."""
+    node_domain, all_domains = domains.of(spec.eligibility, spec.topology_key)
+    counts: dict[str, int] = {}
+    members: list[int] = []
+    placement = index.placement
+    for i in index.matching(spec.namespace, spec.constraint.selector):
+        domain = node_domain.get(placement[i])
+        if domain is not None:
+            counts[domain] = counts.get(domain, 0) + 1
+            members.append(i)
+    return View(spec, node_domain, all_domains, members, declarers, counts)
 
 
 def considered(view: View, policy: Policy) -> bool:
@@ -359,6 +449,8 @@ def min_moves(
     min_domains: int = 1,
     hard: bool = True,
     top_floor: int = 0,
+    *,
+    empty: int = 0,
 ) -> int:
     """The fewest moves that bring one view within ``max_skew`` (SPEC §3), capacity permitting.
 
@@ -373,8 +465,10 @@ def min_moves(
     ``top_floor`` is the most pods any one domain holds that cannot move (not evictable): a
     band whose top is below it is out of reach. When no band is in reach, the floors are
     ignored, and the value still falls by one for every move towards balance.
+
+    ``empty`` is the number of further domains, left out of ``counts``, that hold no pod.
     """
-    d = len(counts)
+    d = len(counts) + empty
     if d == 0:
         return 0
     n = sum(counts)
@@ -387,10 +481,15 @@ def min_moves(
     best: int | None = None
     for use_floors in (True, False) if top_floor else (False,):
         for level in candidates:
-            if use_floors and top_floor > level + s:
+            top = level + s
+            if use_floors and top_floor > top:
                 continue
-            above = sum(c - level - s for c in counts if c > level + s)
-            below = sum(level - c for c in counts if c < level)
+            above, below = 0, empty * level
+            for c in counts:
+                if c > top:
+                    above += c - top
+                elif c < level:
+                    below += level - c
             moves = max(above, below)
             best = moves if best is None else min(best, moves)
         if best is not None:

@@ -18,7 +18,6 @@ all five evictions fit one wave.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -26,11 +25,16 @@ if TYPE_CHECKING:
     from rebalancer.planner import Move, Planner
 
 
-def water_level(counts: Sequence[int], extra: int) -> int:
-    """The highest minimum that ``extra`` pods added to ``counts`` can reach."""
-    if not counts:
+def water_level(counts: Sequence[int], extra: int, empty: int = 0) -> int:
+    """The highest minimum that ``extra`` pods added to ``counts`` can reach.
+
+    ``empty`` is the number of further domains, left out of ``counts``, that hold no pod.
+    """
+    if empty > extra:
+        return 0  # some empty domain stays empty
+    ordered = [0] * empty + sorted(counts)
+    if not ordered:
         return 0
-    ordered = sorted(counts)
     level, left = ordered[0], extra
     for filled in range(1, len(ordered) + 1):
         # the ``filled`` emptiest domains stand at ``level``
@@ -46,9 +50,9 @@ class WaveBuilder:
         self.planner = planner
         self.base = planner.state.fresh()
         self.current: list[Move] = []
-        self.removed: Counter[tuple[int, str]] = Counter()
-        self.pdb_used: Counter[int] = Counter()
-        self.wave_views: Counter[int] = Counter()  # view -> wave members it counts
+        self.removed: dict[tuple[int, str], int] = {}  # (view, domain) -> wave members leaving
+        self.pdb_used: dict[int, int] = {}  # PDB -> wave members it covers
+        self.wave_views: dict[int, int] = {}  # view -> wave members it counts
 
     def cannot_return(self, m: Move) -> bool:
         """Whether m's replacement is kept out of its source domain by its own constraint."""
@@ -60,13 +64,16 @@ class WaveBuilder:
         if not spec.hard:
             return False
         source = view.node_domain[m.source]
-        counts = {d: c - self.removed[(m.view, d)] for d, c in self.base.counts[m.view].items()}
+        base = self.base.counts[m.view]
+        removed = self.removed
+        counts = {d: c - removed.get((m.view, d), 0) for d, c in base.items()}
         counts[source] -= 1
-        others = self.wave_views[m.view]
-        if len(counts) < spec.constraint.min_domains:
+        others = self.wave_views.get(m.view, 0)
+        if len(view.domains) < spec.constraint.min_domains:
             ceiling = 0
         else:
-            ceiling = water_level(list(counts.values()), others)
+            empty = len(view.domains) - len(base)
+            ceiling = water_level(list(counts.values()), others, empty)
         return counts[source] + 1 - ceiling > spec.max_skew
 
     def pdb_room(self, m: Move) -> bool:
@@ -74,19 +81,19 @@ class WaveBuilder:
         planner = self.planner
         for k in planner.pdbs(m.pod):
             cap = max(1, planner.snapshot.pdbs[k].disruptions_allowed)
-            if self.pdb_used[k] + 1 > cap:
+            if self.pdb_used.get(k, 0) + 1 > cap:
                 return False
         return True
 
     def join(self, m: Move) -> None:
         self.current.append(m)
         for v in self.base.selector_views(m.pod):
-            self.wave_views[v] += 1
+            self.wave_views[v] = self.wave_views.get(v, 0) + 1
             d = self.base.domain(v, m.source)
             if d is not None:
-                self.removed[(v, d)] += 1
+                self.removed[(v, d)] = self.removed.get((v, d), 0) + 1
         for k in self.planner.pdbs(m.pod):
-            self.pdb_used[k] += 1
+            self.pdb_used[k] = self.pdb_used.get(k, 0) + 1
 
     def close(self) -> None:
         for m in self.current:

@@ -271,6 +271,14 @@ def test_water_level_matches_pouring_one_by_one(counts: list[int], extra: int) -
     assert water_level(counts, extra) == min(poured)
 
 
+@given(st.lists(st.integers(0, 20), max_size=6), st.integers(0, 40), st.integers(0, 12))
+def test_water_level_counts_the_domains_left_out_as_empty(
+    counts: list[int], extra: int, empty: int
+) -> None:
+    """Passing empty domains as a number equals listing them as zeros."""
+    assert water_level(counts, extra, empty) == water_level(counts + [0] * empty, extra)
+
+
 def _pinned_example() -> Snapshot:
     """Zones [3 DaemonSet pods, 0, 2 Deployment pods], maxSkew 2: only zone-c's pods may move."""
     c = zone_constraint("web", 2)
