@@ -1311,11 +1311,12 @@ def _sort_key(kind: str, item: Any) -> tuple[str, ...]:
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while converting many objects.
+    """Pause the cyclic garbage collector while converting or planning over many objects.
 
-    Conversion allocates millions of objects that hold no reference cycles; the collector would
-    rescan them over and over for nothing (it doubles the time for 150,000 pods). The previous
-    state is restored, and nothing here creates cycles, so nothing is left for it to find.
+    Parsing and conversion allocate millions of objects that hold no reference cycles, and the
+    planner works over all of them; the collector would rescan them over and over for nothing
+    (a full collection costs about 0.65 s with 150,000 pods in memory). The previous state is
+    restored, and neither step creates cycles, so nothing is left for it to find.
     """
     enabled = gc.isenabled()
     gc.disable()
