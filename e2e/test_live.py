@@ -31,6 +31,7 @@ from e2e.cluster.controlplane import (
     Cluster,
     ControlPlane,
 )
+from rebalancer.reader import DEFAULT_PAGE_SIZE
 
 pytestmark = pytest.mark.e2e
 
@@ -277,7 +278,8 @@ def test_f_plan_and_dry_run_send_no_write(
     writes = [e for e in sent if e["verb"] in WRITE_VERBS]
     assert writes == [], writes
     lists = [e for e in sent if e["verb"] == "list"]
-    assert any("limit=500" in e["requestURI"] for e in lists), [e["requestURI"] for e in lists]
+    page = f"limit={DEFAULT_PAGE_SIZE}"
+    assert any(page in e["requestURI"] for e in lists), [e["requestURI"] for e in lists]
     assert zone_counts(cluster, setup.ns) == Counter({"zone-a": 4})
 
 

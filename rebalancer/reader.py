@@ -12,8 +12,12 @@ bytes``; :meth:`rebalancer.kubeclient.Kube.list_page` is the real one, tests pas
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Final, Protocol
 
 import orjson
@@ -26,8 +30,12 @@ from rebalancer.slim import slim
 ListPage = Callable[[str, str | None, int, str | None], bytes]
 """``list_page(resource, namespace, limit, continue_token) -> bytes`` (one LIST page as JSON)."""
 
-DEFAULT_PAGE_SIZE: Final = 500
+DEFAULT_PAGE_SIZE: Final = 2000
 MAX_RESTARTS: Final = 3  # a read starts again when a continue token expires (410 Gone)
+PREFETCH: Final = 2
+"""Pages a background thread fetches ahead of the one being converted (0: no thread)."""
+SWITCH_INTERVAL: Final = 0.001
+"""The GIL switch interval while a fetch thread runs (seconds; Python's default is 0.005)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,7 @@ def read_cluster(
     trim: bool = False,
     resources: Sequence[Resource] = RESOURCES,
     builder_factory: Callable[[], Builder] = _default_builder,
+    prefetch: int = PREFETCH,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
 
@@ -114,9 +123,15 @@ def read_cluster(
     PriorityClasses are cluster-scoped and always read whole. An expired continue token (410)
     starts the whole read again, at most :data:`MAX_RESTARTS` times, so the result is never a
     mix of two list versions.
+
+    With ``prefetch`` > 0 a :class:`PageFetcher` thread requests the pages, in the same order
+    and with the same arguments, up to ``prefetch`` pages ahead of the one being converted: the
+    API server encodes the next page while this one is parsed and converted.
     """
     if page_size < 1:
         raise ValueError("page_size must be >= 1")
+    if prefetch < 0:
+        raise ValueError("prefetch must be >= 0")
     for attempt in range(MAX_RESTARTS + 1):
         try:
             with gc_paused():
@@ -128,6 +143,7 @@ def read_cluster(
                     trim=trim,
                     resources=resources,
                     builder=builder_factory(),
+                    prefetch=prefetch,
                 )
         except errors.Gone:
             if attempt == MAX_RESTARTS:
@@ -144,31 +160,39 @@ def _read_once(
     trim: bool,
     resources: Sequence[Resource],
     builder: Builder,
+    prefetch: int,
 ) -> ReadResult:
     kept: list[dict[str, Any]] | None = [] if keep_objects else None
-    counts: list[tuple[str, int]] = []
+    counts = dict.fromkeys((r.name for r in resources), 0)
     pages = 0
-    for resource in resources:
-        scoped = namespace if resource.namespaced else None
-        token: str | None = None
-        count = 0
-        while True:
-            raw = list_page(resource.name, scoped, page_size, token)
+    plan = [(r, namespace if r.namespaced else None) for r in resources]
+    fetcher = PageFetcher(list_page, plan, page_size, prefetch)
+    with fetcher:
+        for resource, raw, token in fetcher:
             pages += 1
             page = _parse_page(raw, resource)
-            for item in page.get("items") or ():
-                obj = _complete(item, resource)
-                builder.add(obj)
-                if kept is not None:
+            if _token_of(page) != token:  # pragma: no cover - continue_token misread the page
+                raise errors.ClusterError(f"LIST {resource.name}: inconsistent continue token")
+            items = page.get("items") or ()
+            del page, raw  # only the items are needed from here on
+            add = builder.add
+            if kept is None:
+                kind, api_version = resource.kind, resource.api_version
+                for item in items:
+                    if not isinstance(item, dict):
+                        raise errors.ClusterError(f"LIST {resource.name}: an item is not an object")
+                    item["kind"] = kind
+                    item["apiVersion"] = api_version
+                    add(item)
+            else:
+                for item in items:
+                    obj = _complete(item, resource)
+                    add(obj)
                     kept.append(slim(obj) if trim else obj)
-                count += 1
-            token = (page.get("metadata") or {}).get("continue") or None
-            del page, raw  # the page is converted: let it go before fetching the next
-            if token is None:
-                break
-        counts.append((resource.name, count))
+            counts[resource.name] += len(items)
+            del items  # converted: let the page go before the next one is parsed
     objects = tuple(kept) if kept is not None else None
-    return ReadResult(builder.build(), objects, tuple(counts), pages)
+    return ReadResult(builder.build(), objects, tuple(counts.items()), pages)
 
 
 def _parse_page(raw: bytes, resource: Resource) -> dict[str, Any]:
@@ -179,6 +203,76 @@ def _parse_page(raw: bytes, resource: Resource) -> dict[str, Any]:
     if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
         raise errors.ClusterError(f"LIST {resource.name}: the answer is not a list")
     return page
+
+
+def _token_of(page: dict[str, Any]) -> str | None:
+    """The continue token of a parsed list page, None on the last page."""
+    metadata = page.get("metadata")
+    token = metadata.get("continue") if isinstance(metadata, dict) else None
+    return token if isinstance(token, str) and token else None
+
+
+_ITEMS: Final = b'"items":'
+_HEAD_MAX: Final = 1 << 16
+
+
+def continue_token(raw: bytes, resource: Resource) -> str | None:
+    """The continue token of a raw list page without parsing its items.
+
+    The API server writes ``kind``, ``apiVersion`` and ``metadata`` before ``items``, so the
+    bytes before the top-level ``"items":`` key, closed with ``}``, are the page without its
+    items. (A raw ``"items":`` can only be a key, and it closes into valid JSON only at the top
+    level.) Anything else is parsed whole.
+    """
+    end = raw.find(_ITEMS, 0, _HEAD_MAX)
+    if end > 0:
+        head = raw[:end].rstrip()
+        if head.endswith(b","):
+            try:
+                value = orjson.loads(head[:-1] + b"}")
+            except orjson.JSONDecodeError:
+                value = None
+            if isinstance(value, dict) and "metadata" in value:
+                return _token_of(value)
+    return _token_of(_parse_page(raw, resource))
+
+
+_MANAGED: Final = b',"managedFields":['
+_MANAGED_END: Final = b'},"spec":{'
+_ITEM_START: Final = b'{"metadata":{'
+
+
+def drop_managed_fields(raw: bytes) -> bytes:
+    """A raw list page without its items' ``metadata.managedFields``, cut out as bytes.
+
+    managedFields is server-side apply's bookkeeping: nothing rebalancer reads (the reader
+    drops it from every object anyway), and about 40% of a pod's JSON, which orjson would
+    otherwise build into dicts. The API server writes it last in ``metadata``, and the kinds
+    read here put ``spec`` right after ``metadata``, so ``,"managedFields":[...]`` ends just
+    before ``},"spec":{``. Both patterns begin with an unescaped quote, so they can only be
+    JSON syntax, never the inside of a string; and no key inside managedFields is a bare
+    ``spec``. A cut is made only when the array closes right there (``]``) and no item starts
+    in between (``{"metadata":{``); anything else is left as it is.
+    """
+    find = raw.find
+    start = find(_MANAGED)
+    if start < 0:
+        return raw
+    view = memoryview(raw)
+    parts: list[memoryview] = []
+    pos = 0
+    while start >= 0:
+        end = find(_MANAGED_END, start)
+        if end < 0:
+            break
+        if raw[end - 1] == 0x5D and find(_ITEM_START, start, end) < 0:  # "]"
+            parts.append(view[pos:start])
+            pos = end
+        start = find(_MANAGED, max(pos, start + 1))
+    if not parts:
+        return raw
+    parts.append(view[pos:])
+    return b"".join(parts)
 
 
 def _complete(item: Any, resource: Resource) -> dict[str, Any]:
@@ -193,3 +287,130 @@ def _complete(item: Any, resource: Resource) -> dict[str, Any]:
         metadata.pop("managedFields", None)
     # Put kind and apiVersion first, as kubectl writes them.
     return {"apiVersion": item.pop("apiVersion"), "kind": item.pop("kind"), **item}
+
+
+Fetched = tuple[Resource, bytes, str | None]
+"""One page: its resource, its raw JSON, and the continue token read from it (None: last)."""
+
+_DONE: Final = object()
+
+
+class PageFetcher:
+    """The pages of paginated LISTs, in order, fetched ``depth`` pages ahead by a thread.
+
+    Iterating yields ``(resource, raw, continue_token)`` for every page of every
+    ``(resource, namespace)`` in ``plan``, in that order, each resource listed from the start
+    and followed by its continue tokens (read from each page by :func:`continue_token`). With
+    ``depth`` 0 each page is requested when it is asked for, in the caller's thread. Otherwise
+    a daemon thread requests them, at most ``depth`` pages queued that the consumer has not
+    taken (plus the one it is fetching); an exception it meets (a 410 Gone, an API or
+    connection error) is raised to the consumer in place of the page it was fetching, and the
+    thread stops there. Leaving the ``with`` block stops the thread, whatever happened.
+
+    While the thread runs the interpreter's GIL switch interval is lowered to
+    :data:`SWITCH_INTERVAL`: a socket read releases the GIL every TLS record (4 KiB from the
+    API server) and must get it back from a converting main thread, which by default keeps it
+    5 ms at a time.
+    """
+
+    def __init__(
+        self,
+        list_page: ListPage,
+        plan: Sequence[tuple[Resource, str | None]],
+        page_size: int,
+        depth: int = PREFETCH,
+    ) -> None:
+        self._list_page = list_page
+        self._plan = tuple(plan)
+        self._page_size = page_size
+        self._depth = depth
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._switch: float | None = None
+
+    def __enter__(self) -> PageFetcher:
+        if self._depth > 0:
+            self._switch = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL))
+            self._thread = threading.Thread(
+                target=self._run, name="rebalancer-list-pages", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread: it ends at its next page boundary (a request in flight finishes)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            while True:  # unblock a put; the thread puts nothing once it sees the stop
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            thread.join(timeout)
+        if self._switch is not None:
+            sys.setswitchinterval(self._switch)
+            self._switch = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the fetch thread is running (for tests)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def __iter__(self) -> Iterator[Fetched]:
+        if self._depth == 0:
+            yield from self._pages()
+            return
+        if self._thread is None:
+            raise RuntimeError("PageFetcher: iterate inside 'with'")
+        while True:
+            item = self._queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]  # a Fetched: the only other thing queued
+
+    def _pages(self) -> Iterator[Fetched]:
+        for resource, namespace in self._plan:
+            token: list[str | None] = [None]
+            while True:
+                # No local keeps the page: it is freed as soon as its consumer drops it.
+                yield self._fetch(resource, namespace, token)
+                if token[0] is None:
+                    break
+
+    def _fetch(self, resource: Resource, namespace: str | None, token: list[str | None]) -> Fetched:
+        """Request the page after ``token[0]``; set ``token[0]`` to the page's own token."""
+        raw = self._list_page(resource.name, namespace, self._page_size, token[0])
+        token[0] = continue_token(raw, resource)
+        return resource, drop_managed_fields(raw), token[0]
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def _run(self) -> None:
+        try:
+            for fetched in self._pages():
+                if self._stop.is_set() or not self._put(fetched):
+                    return
+                del fetched
+            self._put(_DONE)
+        except BaseException as exc:  # handed over, raised in the consumer's thread
+            self._put(exc)
