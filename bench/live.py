@@ -1,19 +1,25 @@
 """The live path: one ``rebalancer plan`` pass against the bare paginated LIST (the I/O floor).
 
-    python -m bench.live [--size medium] [--seed 1] [--repeat 2] [--out bench/results/live.json]
+    python -m bench.live [--size medium|large] [--seed 1] [--repeat 2] [--floor-gc]
+                         [--out bench/results/live.json]
+    python -m bench.live --size large --serve SECONDS     # start + load, keep it up, no figures
+    python -m bench.live --kubeconfig FILE [--repeat N]   # measure a cluster already loaded
 
 Starts the e2e control plane on 127.0.0.1 (no kwok nodes of its own) and loads it with the
-objects of a ``bench.gen`` snapshot (default: medium, 1,000 nodes / 30,000 pods; cached under
-``bench/out/``), see :mod:`bench.load`. Then, alternately, ``--repeat`` times each:
+objects of a ``bench.gen`` snapshot (default: medium, 1,000 nodes / 30,000 pods; large:
+5,000 / 150,000; cached under ``bench/out/``), see :mod:`bench.load`. Then, alternately,
+``--repeat`` times each:
 
 * the floor: ``python -m bench.live --floor KUBECONFIG`` in a subprocess: every page of every
   resource rebalancer reads, with the same client (``rebalancer.kubeclient.Kube.list_page``,
-  same page size) and parsed with ``orjson.loads``, nothing else;
+  same page size, one request after the other) and parsed with ``orjson.loads``, nothing else,
+  the cyclic GC paused as the reader pauses it; with ``--floor-gc`` also once with the GC on
+  (how this benchmark measured the floor before);
 * ``rebalancer plan --kubeconfig KUBECONFIG -o json`` in a subprocess;
 * unless ``--no-descheduler``: one ``descheduler --dry-run --descheduling-interval 0`` pass with
   only RemovePodsViolatingTopologySpreadConstraint (see :mod:`bench.compare`), wall + peak RSS.
 
-Both are timed as whole subprocesses (wall, and peak RSS from ``/usr/bin/time``, see
+All are timed as whole subprocesses (wall, and peak RSS from ``/usr/bin/time``, see
 :func:`bench.plan.run_child`); the floor also reports its in-process LIST time. The ratio
 printed is rebalancer's wall over the floor's wall (best of each). Figures are printed, never
 asserted. The machine is shared: timings are noisy.
@@ -22,10 +28,13 @@ asserted. The machine is shared: timings are noisy.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,15 +47,22 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 
 
-def floor(kubeconfig: str) -> dict[str, Any]:
-    """Every page of every resource rebalancer reads, orjson-parsed, nothing else."""
+def floor(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
+    """Every page of every resource rebalancer reads, orjson-parsed, nothing else.
+
+    The cyclic GC is paused, as the reader pauses it (``gc_on`` leaves it on: orjson's dicts
+    then trigger collections that about double the parse time).
+    """
     from rebalancer.kubeclient import connect  # noqa: PLC0415
     from rebalancer.reader import DEFAULT_PAGE_SIZE, RESOURCES  # noqa: PLC0415
 
     kube = connect(kubeconfig)
+    if not gc_on:
+        gc.disable()
     t0 = time.perf_counter()
     pages = objects = size = 0
     parse = 0.0
+    counts: dict[str, int] = {}
     try:
         for res in RESOURCES:
             token: str | None = None
@@ -57,7 +73,9 @@ def floor(kubeconfig: str) -> dict[str, Any]:
                 parse += time.perf_counter() - t1
                 pages += 1
                 size += len(raw)
-                objects += len(page.get("items") or ())
+                n = len(page.get("items") or ())
+                objects += n
+                counts[res.name] = counts.get(res.name, 0) + n
                 token = (page.get("metadata") or {}).get("continue") or None
                 del page, raw
                 if token is None:
@@ -65,10 +83,13 @@ def floor(kubeconfig: str) -> dict[str, Any]:
     finally:
         kube.close()
     return {
+        "gc": gc_on,
+        "page_size": DEFAULT_PAGE_SIZE,
         "list_s": time.perf_counter() - t0,
         "parse_s": parse,
         "pages": pages,
         "objects": objects,
+        "counts": counts,
         "mb": round(size / 1e6, 1),
         # inflated when forked from a big parent: see bench.plan.run_child
         "self_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -102,46 +123,109 @@ def descheduler_pass(binary: Path, kubeconfig: str) -> dict[str, Any]:
     return {"wall_s": wall, "peak_rss_bytes": rss, "exit": rc}
 
 
-def measure(kubeconfig: str, repeat: int, descheduler: Path | None = None) -> dict[str, Any]:
-    floors, plans, desched = [], [], []
+def floor_child(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
+    """:func:`floor` in a fresh subprocess: wall and peak RSS of the whole process."""
+    argv = [sys.executable, "-m", "bench.live", "--floor", kubeconfig]
+    if gc_on:
+        argv.append("--floor-gc")
+    proc_out = OUT / "live-floor.json"
+    with proc_out.open("wb") as fh:
+        wall, rss, rc = run_child(argv, fh)
+    inner = orjson.loads(proc_out.read_bytes()) if rc == 0 else {"error": rc}
+    return {"wall_s": wall, "peak_rss_bytes": rss, **inner}
+
+
+def plan_child(kubeconfig: str) -> dict[str, Any]:
+    """One ``rebalancer plan -o json`` pass against the live cluster, in a subprocess."""
+    with (OUT / "live-plan.json").open("wb") as fh:
+        wall, rss, rc = run_child(
+            [rebalancer_bin(), "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh
+        )
+    summary = None
+    if rc == 0:
+        summary = orjson.loads((OUT / "live-plan.json").read_bytes()).get("summary")
+    return {"wall_s": wall, "peak_rss_bytes": rss, "exit": rc, "summary": summary}
+
+
+def measure(
+    kubeconfig: str,
+    repeat: int,
+    descheduler: Path | None = None,
+    *,
+    floor_gc: bool = False,
+) -> dict[str, Any]:
+    """``repeat`` rounds of floor, (floor with the GC on,) plan, (descheduler); best of each."""
+    floors: list[dict[str, Any]] = []
+    floors_gc: list[dict[str, Any]] = []
+    plans: list[dict[str, Any]] = []
+    desched: list[dict[str, Any]] = []
     for i in range(repeat):
-        proc_out = OUT / "live-floor.json"
-        with proc_out.open("wb") as fh:
-            wall, rss, rc = run_child(
-                [sys.executable, "-m", "bench.live", "--floor", kubeconfig], fh
-            )
-        inner = orjson.loads(proc_out.read_bytes()) if rc == 0 else {"error": rc}
-        floors.append({"wall_s": wall, "peak_rss_bytes": rss, **inner})
-        with (OUT / "live-plan.json").open("wb") as fh:
-            wall, rss, rc = run_child(
-                [rebalancer_bin(), "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh
-            )
-        summary = None
-        if rc == 0:
-            summary = orjson.loads((OUT / "live-plan.json").read_bytes()).get("summary")
-        plans.append({"wall_s": wall, "peak_rss_bytes": rss, "exit": rc, "summary": summary})
+        floors.append(floor_child(kubeconfig))
+        if floor_gc:
+            floors_gc.append(floor_child(kubeconfig, gc_on=True))
+        plans.append(plan_child(kubeconfig))
         if descheduler is not None:
             desched.append(descheduler_pass(descheduler, kubeconfig))
         print(
             f"  round {i + 1}: floor {floors[-1]['wall_s']:.2f}s "
-            f"(LIST+parse {floors[-1].get('list_s', 0):.2f}s), "
-            f"plan {wall:.2f}s exit {rc}"
+            f"(LIST+parse {floors[-1].get('list_s', 0):.2f}s)"
+            + (f", floor with GC {floors_gc[-1]['wall_s']:.2f}s" if floors_gc else "")
+            + f", plan {plans[-1]['wall_s']:.2f}s exit {plans[-1]['exit']}"
             + (f", descheduler {desched[-1]['wall_s']:.2f}s" if desched else ""),
             file=sys.stderr,
             flush=True,
         )
-    best_floor = min(floors, key=lambda f: f["wall_s"])
-    best_plan = min(plans, key=lambda p: p["wall_s"])
-    best_desched = min(desched, key=lambda d: d["wall_s"]) if desched else None
+
+    def best(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return min(runs, key=lambda r: float(r["wall_s"])) if runs else None
+
+    best_floor, best_plan = best(floors), best(plans)
+    assert best_floor is not None and best_plan is not None
     return {
         "floor": best_floor,
+        "floor_gc": best(floors_gc),
         "plan": best_plan,
-        "descheduler": best_desched,
+        "descheduler": best(desched),
         "descheduler_all": desched,
         "floor_all": floors,
+        "floor_gc_all": floors_gc,
         "plan_all": plans,
         "ratio": best_plan["wall_s"] / best_floor["wall_s"],
     }
+
+
+def serve(
+    size: str,
+    *,
+    seed: int,
+    parallel: int,
+    hold: float | None,
+    repeat: int,
+    descheduler: Path | None,
+    floor_gc: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Start a control plane and load it; measure it, or with ``hold`` keep it up that long."""
+    from bench.load import load_cluster  # noqa: PLC0415
+    from e2e.cluster.controlplane import ControlPlane, build  # noqa: PLC0415
+
+    snap = snapshot_path(size, seed)
+    cp = ControlPlane(build(quiet=True), node_count=0)
+    cp.start()
+    print(f"control plane up in {cp.startup_seconds}s; run dir {cp.run_dir}", file=sys.stderr)
+    try:
+        cp.assert_own_cluster(cp.kubeconfig)
+        load = load_cluster(cp, snap, parallel=parallel)
+        print(f"loaded: {load}", file=sys.stderr, flush=True)
+        if hold is not None:
+            stop = threading.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: stop.set())
+            print(f"serving: --kubeconfig {cp.kubeconfig} for {hold:.0f}s", file=sys.stderr)
+            stop.wait(hold)
+            return None
+        return load, measure(str(cp.kubeconfig), max(1, repeat), descheduler, floor_gc=floor_gc)
+    finally:
+        cp.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,38 +233,58 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="medium", help="bench.gen preset (default medium)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--parallel", type=int, default=4, help="concurrent creators while loading")
+    ap.add_argument("--parallel", type=int, default=16, help="concurrent creators while loading")
+    ap.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="measure a cluster already loaded (e.g. by --serve) instead of starting one",
+    )
+    ap.add_argument(
+        "--serve",
+        type=float,
+        metavar="SECONDS",
+        help="start and load, print the kubeconfig, keep the control plane up SECONDS (or "
+        "until SIGINT/SIGTERM), measure nothing",
+    )
     ap.add_argument("--out", default=str(RESULTS / "live.json"))
     ap.add_argument(
         "--no-descheduler",
         action="store_true",
         help="skip the descheduler --dry-run pass (default: run it, built by bench/descheduler)",
     )
+    ap.add_argument(
+        "--floor-gc",
+        action="store_true",
+        help="also measure the floor with the GC on (as bench.live measured it before)",
+    )
     ap.add_argument("--floor", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.floor:
-        sys.stdout.buffer.write(orjson.dumps(floor(args.floor)))
+        sys.stdout.buffer.write(orjson.dumps(floor(args.floor, gc_on=args.floor_gc)))
         return 0
-    from bench.load import load_cluster  # noqa: PLC0415
-    from e2e.cluster.controlplane import ControlPlane, build  # noqa: PLC0415
-
     descheduler = None
-    if not args.no_descheduler:
+    if not args.no_descheduler and args.serve is None:
         from bench.compare import build_descheduler  # noqa: PLC0415
 
         descheduler = build_descheduler()
-    snap = snapshot_path(args.size, args.seed)
     OUT.mkdir(parents=True, exist_ok=True)
-    cp = ControlPlane(build(quiet=True), node_count=0)
-    cp.start()
-    print(f"control plane up in {cp.startup_seconds}s; run dir {cp.run_dir}", file=sys.stderr)
-    try:
-        cp.assert_own_cluster(cp.kubeconfig)
-        load = load_cluster(cp, snap, parallel=args.parallel)
-        print(f"loaded: {load}", file=sys.stderr, flush=True)
-        result = measure(str(cp.kubeconfig), max(1, args.repeat), descheduler)
-    finally:
-        cp.stop()
+    if args.kubeconfig:
+        result = measure(args.kubeconfig, max(1, args.repeat), descheduler, floor_gc=args.floor_gc)
+        counts = result["floor"].get("counts") or {}
+        load = {"nodes": counts.get("nodes", 0), "pods": counts.get("pods", 0), "existing": True}
+    else:
+        loaded = serve(
+            args.size,
+            seed=args.seed,
+            parallel=args.parallel,
+            hold=args.serve,
+            repeat=args.repeat,
+            descheduler=descheduler,
+            floor_gc=args.floor_gc,
+        )
+        if loaded is None:
+            return 0
+        load, result = loaded
     f, p = result["floor"], result["plan"]
     lines = [
         f"{'size':<7} {'nodes':>6} {'pods':>7} {'LIST MB':>7} {'pages':>5} "
@@ -194,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{f['peak_rss_bytes'] / 2**20:>6.0f}MiB {p['wall_s']:>8.2f}s "
         f"{p['peak_rss_bytes'] / 2**20:>5.0f}MiB {result['ratio']:>5.2f}x"
     )
+    fg = result.get("floor_gc")
+    if fg:
+        lines.append(
+            f"floor with the GC on: {fg['wall_s']:.2f}s (LIST+parse {fg.get('list_s', 0):.2f}s, "
+            f"parse {fg.get('parse_s', 0):.2f}s); plan / that: {p['wall_s'] / fg['wall_s']:.2f}x"
+        )
     d = result.get("descheduler")
     if d:
         lines.append(

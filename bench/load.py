@@ -1,7 +1,7 @@
 """Create the objects of a ``bench.gen`` snapshot in the e2e control plane (127.0.0.1).
 
     from bench.load import load_cluster
-    load_cluster(control_plane, "bench/out/snapshot-medium-seed1.json", parallel=4)
+    load_cluster(control_plane, "bench/out/snapshot-medium-seed1.json", parallel=16)
 
 Used by :mod:`bench.live`. The objects are created as they are, pods already bound
 (``spec.nodeName``), so nothing is scheduled. To keep the cluster still while it is measured,
@@ -10,34 +10,57 @@ the namespaces have their default ServiceAccount: otherwise the garbage collecto
 pods whose owners (Deployments, DaemonSets) are not in the snapshot, the ReplicaSet/StatefulSet
 controllers would reconcile, and node-lifecycle would taint and evict pods on the generated
 nodes, which have no kubelet (they carry no kwok annotation, so kwok leaves them alone). Pods
-therefore stay ``Pending`` but bound, which rebalancer counts like running pods.
+therefore stay ``Pending`` but bound, which rebalancer counts like running pods. kube-scheduler
+and kwok are stopped before anything is created: the pods are bound and the nodes are not
+kwok's, so they have nothing to do, but both would cache every pod (GBs at 150,000 pods, on a
+shared machine). Loading stops with an error when the machine's available memory falls below
+:data:`MIN_AVAILABLE`.
 
 Server-assigned and admission-computed fields are dropped: uid, resourceVersion,
 creationTimestamp, status except on Nodes (so PDBs have no status: no disruption controller
 runs), ``spec.priority``/``preemptionPolicy`` (the Priority admission sets them from the
-class), Service cluster IPs. ReplicaSets and StatefulSets get a minimal pod template. Objects
-go out in chunks through ``kubectl create --validate=false -f`` with ``parallel`` concurrent
-kubectl processes (bounded).
+class), Service cluster IPs. ReplicaSets and StatefulSets get a minimal pod template.
+ClusterIP Services are created headless (``clusterIP: None``): allocating 10,000 cluster IPs
+took the API server about 25 ms each, and rebalancer reads nothing of a Service but its
+selector.
+
+Objects are POSTed straight to the API server (``fieldValidation=Ignore``, like ``kubectl
+create --validate=false``) by ``parallel`` threads, each on its own kept-alive TLS connection
+with the control plane's admin client certificate: one request per object, as kubectl sends,
+without a kubectl process per chunk or kubectl's client-side work. A 429 or 5xx answer, or a
+dropped connection, is retried a bounded number of times; a 409 on a retry (the first attempt
+got through) counts as created.
 """
 
 from __future__ import annotations
 
+import gc
+import http.client
+import ssl
 import sys
-import tempfile
+import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
-CHUNK = 500
+from rebalancer.reader import RESOURCES
+
+CHUNK = 200  # objects a worker takes at a time
+ATTEMPTS = 6  # per object, for 429 / 5xx / connection errors
 PHASES = (
     ("PriorityClass",),
     ("Node",),
     ("PodDisruptionBudget", "Service", "ReplicaSet", "StatefulSet"),
     ("Pod",),
 )
+PATHS = {r.kind: r for r in RESOURCES}
+MIN_AVAILABLE = 2 << 30  # bytes of MemAvailable below which loading gives up
+IDLE_COMPONENTS = ("kube-scheduler", "kwok")  # nothing for them to do here, see the docstring
 
 
 def clean(obj: dict[str, Any]) -> dict[str, Any]:
@@ -60,43 +83,153 @@ def clean(obj: dict[str, Any]) -> dict[str, Any]:
                 "spec": {"containers": [{"name": "main", "image": "bench/app:1"}]},
             }
         elif kind == "Service":
-            spec.pop("clusterIP", None)
             spec.pop("clusterIPs", None)
+            if spec.get("type", "ClusterIP") == "ClusterIP":
+                spec["clusterIP"] = "None"  # headless: no IP to allocate (see the docstring)
+            else:
+                spec.pop("clusterIP", None)
     return obj
 
 
-def _create_chunks(
-    cp: Any, items: list[dict[str, Any]], tmp: Path, tag: str, parallel: int
-) -> None:
-    files = []
-    for i in range(0, len(items), CHUNK):
-        f = tmp / f"{tag}-{i // CHUNK:04d}.json"
-        f.write_bytes(
-            orjson.dumps({"apiVersion": "v1", "kind": "List", "items": items[i : i + CHUNK]})
-        )
-        files.append(f)
+class Poster:
+    """POSTs objects to one API server over per-thread kept-alive TLS connections."""
 
-    def create(f: Path) -> str:
-        proc = cp.kubectl(
-            "create", "--validate=false", "-f", str(f), "-o", "name", check=False, timeout=900
-        )
-        if proc.returncode != 0:
-            return f"{f.name}: {proc.stderr.strip()[-500:]}"
-        return ""
+    def __init__(self, server: str, ca_file: Path, cert: tuple[Path, Path]) -> None:
+        url = urlsplit(server)
+        if url.hostname != "127.0.0.1":
+            raise ValueError(f"bench.load only loads a local control plane, not {server}")
+        self.host, self.port = url.hostname, url.port or 443
+        self.ctx = ssl.create_default_context(cafile=str(ca_file))
+        self.ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+        self.local = threading.local()
+        self.connections: list[http.client.HTTPSConnection] = []
+        self.lock = threading.Lock()
+
+    def _conn(self, fresh: bool = False) -> http.client.HTTPSConnection:
+        conn: http.client.HTTPSConnection | None = getattr(self.local, "conn", None)
+        if conn is not None and fresh:
+            conn.close()
+            conn = None
+        if conn is None:
+            conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=120)
+            self.local.conn = conn
+            with self.lock:
+                self.connections.append(conn)
+        return conn
+
+    def create(self, payload: Payload) -> str:
+        """POST one object; "" when created, else an error message."""
+        path, body, label = payload
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        error = ""
+        for attempt in range(ATTEMPTS):
+            try:
+                conn = self._conn(fresh=attempt > 0)
+                conn.request("POST", path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            if resp.status < 300 or (resp.status == 409 and attempt > 0):
+                return ""
+            error = f"HTTP {resp.status}: {data[:300]!r}"
+            if resp.status != 429 and resp.status < 500:
+                break
+            time.sleep(float(resp.getheader("Retry-After") or 0.2 * (attempt + 1)))
+        return f"{label}: {error}"
+
+    def count(self, path: str, limit: int = 5000) -> int:
+        """How many objects a paginated LIST of ``path`` returns (metadata only: cheap)."""
+        headers = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
+        total, token = 0, ""
+        for _ in range(100_000):  # bounded: a page per iteration
+            query = f"?limit={limit}" + (f"&continue={token}" if token else "")
+            conn = self._conn()
+            conn.request("GET", path + query, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"LIST {path}: HTTP {resp.status}: {data[:300]!r}")
+            page = orjson.loads(data)
+            total += len(page.get("items") or ())
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                break
+        return total
+
+    def close(self) -> None:
+        with self.lock:
+            for conn in self.connections:
+                conn.close()
+            self.connections.clear()
+
+
+Payload = tuple[str, bytes, str]
+"""What one POST needs: the URL path, the JSON body, and a label for errors."""
+
+
+def payload(obj: dict[str, Any]) -> Payload:
+    """The POST of one (cleaned) object."""
+    meta = obj["metadata"]
+    path = PATHS[obj["kind"]].path(meta.get("namespace")) + "?fieldValidation=Ignore"
+    return path, orjson.dumps(obj), f"{obj['kind']} {meta.get('namespace', '')}/{meta['name']}"
+
+
+def mem_available() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def create_all(poster: Poster, payloads: Sequence[Payload], parallel: int) -> None:
+    """Create every object, ``parallel`` requests in flight; raise with the first failures."""
+
+    def create(start: int) -> list[str]:
+        available = mem_available()
+        if available is not None and available < MIN_AVAILABLE:
+            return [f"stopped: only {available >> 20} MiB of memory available"]
+        return [e for e in map(poster.create, payloads[start : start + CHUNK]) if e]
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        errors = [e for e in pool.map(create, files) if e]
-    if errors:
-        raise RuntimeError(f"kubectl create failed for {len(errors)} chunk(s): {errors[0]}")
+        failures = [e for errs in pool.map(create, range(0, len(payloads), CHUNK)) for e in errs]
+    if failures:
+        raise RuntimeError(f"{len(failures)} object(s) not created, first: {failures[:3]}")
 
 
-def load_cluster(cp: Any, snapshot: str | Path, *, parallel: int = 4) -> dict[str, Any]:
-    """Create the snapshot's objects in ``cp`` (an e2e ControlPlane); return counts and times."""
-    t_start = time.perf_counter()
+def _prepare(snapshot: str | Path) -> tuple[list[str], list[list[Payload]], dict[str, int]]:
+    """Namespaces, and per phase the serialized POSTs; the parsed snapshot is dropped after."""
     items = orjson.loads(Path(snapshot).read_bytes())["items"]
     namespaces = sorted(
         {i["metadata"]["namespace"] for i in items if i["metadata"].get("namespace")}
     )
+    counts: dict[str, int] = {}
+    phases: list[list[Payload]] = []
+    for phase in PHASES:
+        batch = []
+        for kind in phase:
+            objs = [payload(clean(i)) for i in items if i.get("kind") == kind]
+            counts[kind] = len(objs)
+            batch += objs
+        phases.append(batch)
+    return namespaces, phases, counts
+
+
+def load_cluster(cp: Any, snapshot: str | Path, *, parallel: int = 16) -> dict[str, Any]:
+    """Create the snapshot's objects in ``cp`` (an e2e ControlPlane); return counts and times."""
+    t_start = time.perf_counter()
+    # Only bytes are kept from here on: the parsed snapshot (GBs at 150,000 pods) is freed.
+    namespaces, phases, counts = _prepare(snapshot)
+    gc.collect()
+    for comp in getattr(cp, "components", ()):
+        if comp.name in IDLE_COMPONENTS:
+            cp._kill(comp)  # our own child processes (see the module docstring)
     cp.apply(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces]
     )
@@ -112,26 +245,28 @@ def load_cluster(cp: Any, snapshot: str | Path, *, parallel: int = 4) -> dict[st
         if comp.name == "kube-controller-manager":
             cp._kill(comp)  # our own child process (see the module docstring)
     timings: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    with tempfile.TemporaryDirectory(prefix="rebalancer-bench-load-") as tmp:
-        for phase in PHASES:
-            batch = [clean(i) for i in items if i.get("kind") in phase]
-            for kind in phase:
-                counts[kind] = sum(1 for i in batch if i["kind"] == kind)
+    poster = Poster(cp.server, cp.pki.ca_crt, cp.client_certs["admin"])
+    try:
+        for phase, batch in zip(PHASES, phases, strict=True):
+            name = "+".join(phase)
             t0 = time.perf_counter()
-            _create_chunks(cp, batch, Path(tmp), "-".join(phase).lower(), parallel)
-            timings["+".join(phase)] = round(time.perf_counter() - t0, 1)
+            create_all(poster, batch, parallel)
+            timings[name] = round(time.perf_counter() - t0, 1)
             print(
-                f"  created {len(batch)} {'/'.join(phase)} in {timings['+'.join(phase)]}s",
+                f"  created {len(batch)} {'/'.join(phase)} in {timings[name]}s",
                 file=sys.stderr,
                 flush=True,
             )
-    listed = len(cp.get_json("pods", "-A", "--chunk-size=5000")["items"])
+            batch.clear()
+        listed = poster.count("/api/v1/pods")
+    finally:
+        poster.close()
     return {
         "nodes": counts.get("Node", 0),
         "pods": counts.get("Pod", 0),
         "pods_listed": listed,
         "counts": counts,
         "create_s": timings,
+        "parallel": parallel,
         "total_s": round(time.perf_counter() - t_start, 1),
     }
