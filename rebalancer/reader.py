@@ -177,13 +177,8 @@ def _read_once(
             del page, raw  # only the items are needed from here on
             add = builder.add
             if kept is None:
-                kind, api_version = resource.kind, resource.api_version
                 for item in items:
-                    if not isinstance(item, dict):
-                        raise errors.ClusterError(f"LIST {resource.name}: an item is not an object")
-                    item["kind"] = kind
-                    item["apiVersion"] = api_version
-                    add(item)
+                    add(_typed(item, resource))
             else:
                 for item in items:
                     obj = _complete(item, resource)
@@ -275,12 +270,18 @@ def drop_managed_fields(raw: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _complete(item: Any, resource: Resource) -> dict[str, Any]:
-    """A list item as a standalone object: ``kind``/``apiVersion`` set, managedFields dropped."""
+def _typed(item: Any, resource: Resource) -> dict[str, Any]:
+    """A list item with ``kind``/``apiVersion`` set (the API leaves them out of list items)."""
     if not isinstance(item, dict):
         raise errors.ClusterError(f"LIST {resource.name}: an item is not an object")
     item["kind"] = resource.kind
     item["apiVersion"] = resource.api_version
+    return item
+
+
+def _complete(item: Any, resource: Resource) -> dict[str, Any]:
+    """A list item as a standalone object: ``kind``/``apiVersion`` set, managedFields dropped."""
+    item = _typed(item, resource)
     metadata = item.get("metadata")
     if isinstance(metadata, dict):
         # Bookkeeping of server-side apply: large, and nothing rebalancer reads.
