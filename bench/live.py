@@ -11,7 +11,7 @@ objects of a ``bench.gen`` snapshot (default: medium, 1,000 nodes / 30,000 pods;
 ``--repeat`` times each:
 
 * the floor: ``python -m bench.live --floor KUBECONFIG`` in a subprocess: every page of every
-  resource rebalancer reads, with the same client (``rebalancer.kubeclient.Kube.list_page``,
+  resource rebalancer reads, with the same client (``rebalancer.cluster.kubeclient.Kube.list_page``,
   same page size, one request after the other) and parsed with ``orjson.loads``, nothing else,
   the cyclic GC paused as the reader pauses it; with ``--floor-gc`` also once with the GC on
   (how this benchmark measured the floor before);
@@ -53,8 +53,8 @@ def floor(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
     The cyclic GC is paused, as the reader pauses it (``gc_on`` leaves it on: orjson's dicts
     then trigger collections that about double the parse time).
     """
-    from rebalancer.kubeclient import connect  # noqa: PLC0415
-    from rebalancer.reader import DEFAULT_PAGE_SIZE, RESOURCES  # noqa: PLC0415
+    from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
+    from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, RESOURCES  # noqa: PLC0415
 
     kube = connect(kubeconfig)
     if not gc_on:

@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from rebalancer.reader import RESOURCES
+from rebalancer.cluster.reader import RESOURCES
 
 CHUNK = 200  # objects a worker takes at a time
 ATTEMPTS = 6  # per object, for 429 / 5xx / connection errors

@@ -8,7 +8,7 @@ For each size, a seeded cluster is generated once with ``bench.gen`` (cached und
 
 * ``kubectl``: the objects whole, as ``kubectl get ... -o json`` holds them (one document);
 * ``snapshot``: what ``rebalancer snapshot`` writes for that cluster: every object trimmed by
-  ``rebalancer.slim.slim`` and written by ``rebalancer.snapshot.dump_objects(..., "json")``
+  ``rebalancer.core.slim.slim`` and written by ``rebalancer.cluster.snapshot.dump_objects(..., "json")``
   (one object per line), the two functions the command itself uses after its LIST.
 
 Each is measured:
@@ -17,8 +17,8 @@ Each is measured:
   RSS (``/usr/bin/time -f %M`` of that child alone, see :func:`run_child`);
 * phases, in a fresh subprocess (``python -m bench.plan --phases FILE``): reading the file,
   ``orjson.loads`` on its bytes alone (the parse floor: a plain call, and again with the cyclic
-  garbage collector off, which is how rebalancer parses), ``rebalancer.snapshot.load_snapshot``
-  (read + parse + convert), ``rebalancer.spread.analyze`` and ``rebalancer.planner.plan``
+  garbage collector off, which is how rebalancer parses), ``rebalancer.cluster.snapshot.load_snapshot``
+  (read + parse + convert), ``rebalancer.core.spread.analyze`` and ``rebalancer.core.planner.plan``
   (which runs ``analyze`` again itself: ``planning`` is ``plan - analysis``).
 
 Figures are printed and written, never asserted. The machine is shared: timings are noisy.
@@ -64,8 +64,8 @@ def machine() -> dict[str, Any]:
 
 def trimmed_path(size: str, seed: int) -> Path:
     """The cached ``rebalancer snapshot`` form of a size's cluster, written when missing."""
-    from rebalancer.slim import slim  # noqa: PLC0415
-    from rebalancer.snapshot import dump_objects, load_objects  # noqa: PLC0415
+    from rebalancer.cluster.snapshot import dump_objects, load_objects  # noqa: PLC0415
+    from rebalancer.core.slim import slim  # noqa: PLC0415
 
     path = OUT_DIR / f"rebalancer-snapshot-{size}-seed{seed}.json"
     if not path.exists():
@@ -140,10 +140,10 @@ def rebalancer_bin() -> str:
 
 def phases(path: str) -> dict[str, Any]:
     """Phase timings in this (fresh) process. Printed as JSON by ``--phases``."""
-    from rebalancer.planner import plan  # noqa: PLC0415
-    from rebalancer.policy import Policy  # noqa: PLC0415
-    from rebalancer.snapshot import load_snapshot  # noqa: PLC0415
-    from rebalancer.spread import analyze  # noqa: PLC0415
+    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415
+    from rebalancer.core.planner import plan  # noqa: PLC0415
+    from rebalancer.core.policy import Policy  # noqa: PLC0415
+    from rebalancer.core.spread import analyze  # noqa: PLC0415
 
     out: dict[str, Any] = {}
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 import sys
 
-from rebalancer.cli import main
+from rebalancer.cli.main import main
 
 sys.exit(main())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rebalancer.model import (
+from rebalancer.core.model import (
     HARD,
     HOSTNAME_KEY,
     ZONE_KEY,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rebalancer.model import (
+from rebalancer.core.model import (
     HARD,
     HONOR,
     HOSTNAME_KEY,

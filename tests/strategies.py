@@ -3,7 +3,7 @@
 Every generated cluster is small (at most 60 pods): 2-5 zones, 1-3 nodes per zone, one or more
 Deployments whose pods declare hard zone and/or hostname constraints. All nodes carry both
 topology keys and no taints, and no pod has node affinity, so every node is eligible for every
-view; :func:`domain_counts` can therefore count a view without using :mod:`rebalancer.spread`.
+view; :func:`domain_counts` can therefore count a view without using :mod:`rebalancer.core.spread`.
 
 Profiles: ``dev`` (the default) and ``ci`` (``derandomize=True``, loaded when ``CI`` is set).
 """
@@ -20,7 +20,7 @@ from typing import Final
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from rebalancer.model import (
+from rebalancer.core.model import (
     HARD,
     HOSTNAME_KEY,
     ZONE_KEY,
@@ -34,9 +34,9 @@ from rebalancer.model import (
     Snapshot,
     SpreadConstraint,
 )
-from rebalancer.plan import Eviction, Plan
-from rebalancer.policy import SYSTEM_CRITICAL, Limits, Policy, PriorityThreshold
-from rebalancer.spread import min_moves
+from rebalancer.core.plan import Eviction, Plan
+from rebalancer.core.policy import SYSTEM_CRITICAL, Limits, Policy, PriorityThreshold
+from rebalancer.core.spread import min_moves
 
 settings.register_profile(
     "ci",
@@ -419,7 +419,7 @@ def past_evictions(draw: st.DrawFn, cluster: Cluster) -> list[Eviction]:
 
 
 # --------------------------------------------------------------------------------------------
-# Oracle: spread counted without rebalancer.spread
+# Oracle: spread counted without rebalancer.core.spread
 
 
 def counted(pod: Pod) -> bool:

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli import LIVE_MODULE, POLICY_ENV, main
-from rebalancer.errors import ClusterError
-from rebalancer.policy import Policy, policy_to_dict
+from rebalancer.cli.main import LIVE_MODULE, POLICY_ENV, main
+from rebalancer.cluster.errors import ClusterError
+from rebalancer.core.policy import Policy, policy_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POLICY = ROOT / "policies" / "default.yaml"
@@ -25,7 +25,7 @@ HEADER = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
 
 @pytest.fixture
 def no_live(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run as if rebalancer.cli_live were not installed."""
+    """Run as if rebalancer.cli.live were not installed."""
     monkeypatch.setitem(sys.modules, LIVE_MODULE, None)
 
 
@@ -192,7 +192,7 @@ def test_python_dash_m(tmp_path: Path) -> None:
     assert result.stdout.strip() == f"rebalancer {__version__}"
 
 
-# ---- These need rebalancer.planner, rebalancer.snapshot and rebalancer.explain. -------------
+# ---- These need rebalancer.core.planner, rebalancer.cluster.snapshot and rebalancer.core.explain. -------------
 
 
 def test_plan_json_from_snapshot(capsys: pytest.CaptureFixture[str]) -> None:

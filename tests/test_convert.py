@@ -1,4 +1,4 @@
-"""Tests for rebalancer.convert: API objects (dicts) -> the frozen model."""
+"""Tests for rebalancer.core.convert: API objects (dicts) -> the frozen model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rebalancer.convert import (
+from rebalancer.core.convert import (
     SnapshotBuilder,
     controller_from_api,
     label_selector_from_api,
@@ -24,8 +24,8 @@ from rebalancer.convert import (
     service_from_api,
     snapshot_from_objects,
 )
-from rebalancer.errors import InputError
-from rebalancer.model import (
+from rebalancer.core.errors import InputError
+from rebalancer.core.model import (
     LabelSelector,
     NodeSelector,
     NodeSelectorRequirement,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.cli import build_parser
-from rebalancer.policy import load_policy
+from rebalancer.cli.main import build_parser
+from rebalancer.core.policy import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 
-from rebalancer import errors
-from rebalancer.executor import (
+from rebalancer.cluster import errors
+from rebalancer.cluster.executor import (
     EvictionResult,
     Executor,
     ExecutorSettings,
     Outcome,
     eviction_body,
 )
-from rebalancer.kubeclient import Kube
-from rebalancer.model import ZONE_KEY
-from rebalancer.plan import Eviction
+from rebalancer.cluster.kubeclient import Kube
+from rebalancer.core.errors import EXIT_CLUSTER, InputError
+from rebalancer.core.model import ZONE_KEY
+from rebalancer.core.plan import Eviction
 
 NS = "shop"
 PDB_429 = {
@@ -280,13 +281,13 @@ def test_body_grace_follows_policy() -> None:
 @pytest.mark.parametrize("grace", [0, -1])
 def test_body_rejects_grace_below_one(grace: int) -> None:
     """Grace 0 (a force delete) or less is refused, even if a plan carried it."""
-    with pytest.raises(errors.InputError, match="force-delete"):
+    with pytest.raises(InputError, match="force-delete"):
         eviction_body(evict("web-1", grace=grace))
 
 
 def test_body_rejects_missing_uid() -> None:
     """An eviction without a uid is refused: the precondition is mandatory."""
-    with pytest.raises(errors.InputError, match="uid"):
+    with pytest.raises(InputError, match="uid"):
         eviction_body(Eviction(NS, "web-1", "", "n1", 0, "r", 1, "", "a", ZONE_KEY, None, None))
 
 
@@ -300,7 +301,7 @@ def test_server_dry_run_body_has_dry_run_all() -> None:
 def test_bad_grace_in_a_wave_stops_before_any_request() -> None:
     """One bad grace period in a wave means no request at all is sent."""
     api = FakeApi([api_pod("web-1"), api_pod("web-2")])
-    with pytest.raises(errors.InputError):
+    with pytest.raises(InputError):
         executor(api).execute_wave([evict("web-1"), evict("web-2", grace=0)])
     assert api.calls == []
 
@@ -479,7 +480,7 @@ def test_forbidden_eviction_raises_cluster_error() -> None:
     api = FakeApi([api_pod("web-1")], answers={"web-1": [denied]})
     with pytest.raises(errors.Forbidden) as caught:
         executor(api).execute_wave([evict("web-1")])
-    assert caught.value.exit_code == errors.EXIT_CLUSTER
+    assert caught.value.exit_code == EXIT_CLUSTER
     assert "RBAC: cannot create pods/eviction (in namespace shop)" in str(caught.value)
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from rebalancer.errors import InputError
-from rebalancer.explain import explain
-from rebalancer.model import (
+from rebalancer.core.errors import InputError
+from rebalancer.core.explain import explain
+from rebalancer.core.model import (
     HARD,
     HOSTNAME_KEY,
     IGNORE,
@@ -40,7 +40,7 @@ from rebalancer.model import (
     Taint,
     Toleration,
 )
-from rebalancer.policy import Policy
+from rebalancer.core.policy import Policy
 from tests.builders import node, pod
 
 HONOR = "Honor"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.planner import plan
-from rebalancer.policy import Policy, load_policy
+from rebalancer.core.planner import plan
+from rebalancer.core.policy import Policy, load_policy
 from tests.casedsl import build_snapshot
 
 CASES = yaml.safe_load((Path(__file__).parent / "data" / "planner_cases.yaml").read_text())["cases"]

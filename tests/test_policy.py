@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.errors import InputError
-from rebalancer.model import LabelSelector, Requirement
-from rebalancer.policy import (
+from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.core.errors import InputError
+from rebalancer.core.model import LabelSelector, Requirement
+from rebalancer.core.policy import (
     DefaultConstraint,
     Limits,
     Policy,
@@ -21,7 +22,6 @@ from rebalancer.policy import (
     policy_to_dict,
     restrict_to_namespace,
 )
-from rebalancer.policyfile import load_policy_file
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ROOT / "policies"

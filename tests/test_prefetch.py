@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from rebalancer import errors
-from rebalancer.reader import (
+from rebalancer.cluster import errors
+from rebalancer.cluster.reader import (
     RESOURCES,
     RESOURCES_BY_NAME,
     SWITCH_INTERVAL,

@@ -8,12 +8,12 @@ from collections import Counter, defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.evictability import EvictionContext, skip_reason
-from rebalancer.model import OwnerRef, Pod, Snapshot
-from rebalancer.plan import Eviction, Plan
-from rebalancer.planner import plan
-from rebalancer.policy import Limits, Policy
-from rebalancer.spread import analyze, considered, min_moves
+from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.model import OwnerRef, Pod, Snapshot
+from rebalancer.core.plan import Eviction, Plan
+from rebalancer.core.planner import plan
+from rebalancer.core.policy import Limits, Policy
+from rebalancer.core.spread import analyze, considered, min_moves
 from tests.builders import node, pod, zone_constraint
 from tests.strategies import (
     NOW,

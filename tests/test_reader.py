@@ -11,9 +11,10 @@ import orjson
 import pytest
 import yaml
 
-from rebalancer import errors
-from rebalancer.kubeclient import Kube
-from rebalancer.reader import RESOURCES, RESOURCES_BY_NAME, read_cluster
+from rebalancer.cluster import errors
+from rebalancer.cluster.kubeclient import Kube
+from rebalancer.cluster.reader import RESOURCES, RESOURCES_BY_NAME, read_cluster
+from rebalancer.core.errors import EXIT_CLUSTER
 from tests.test_executor import RecordingApiClient
 
 ZONE = "topology.kubernetes.io/zone"
@@ -167,7 +168,7 @@ def snapshot_file(tmp_path: Path, items: Mapping[str, list[dict[str, Any]]]) -> 
 
 def test_three_pages_convert_into_the_same_model_as_the_snapshot_file(tmp_path: Path) -> None:
     """Pods read in 3 pages of 3 give exactly the Snapshot that the equivalent file gives."""
-    from rebalancer.snapshot import load_snapshot  # noqa: PLC0415  # sibling module
+    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # sibling module
 
     items = cluster_items()
     lister = FakeLister(items)
@@ -223,7 +224,7 @@ def test_kept_objects_are_complete_and_in_read_order() -> None:
 
 def test_dumped_objects_load_back_into_the_same_snapshot(tmp_path: Path) -> None:
     """`snapshot` output (dump_objects) loads back into the very Snapshot that was read."""
-    from rebalancer.snapshot import dump_objects, load_snapshot  # noqa: PLC0415  # sibling
+    from rebalancer.cluster.snapshot import dump_objects, load_snapshot  # noqa: PLC0415  # sibling
 
     result = read_cluster(FakeLister(cluster_items()), page_size=3, keep_objects=True)
     assert result.objects is not None
@@ -271,6 +272,6 @@ def test_kube_list_forbidden_names_verb_and_resource() -> None:
     with pytest.raises(errors.Forbidden) as caught:
         kube.list_page("replicasets", None, 500, None)
     assert str(caught.value).startswith("RBAC: cannot list replicasets.apps (cluster-wide)")
-    assert caught.value.exit_code == errors.EXIT_CLUSTER
+    assert caught.value.exit_code == EXIT_CLUSTER
     with pytest.raises(errors.Gone):
         Kube(RecordingApiClient(410, b"{}"), source="test").list_page("pods", None, 1, "t")

@@ -7,9 +7,9 @@ import json
 import pytest
 import yaml
 
-from rebalancer.explain import ConstraintExplanation, Explanation
-from rebalancer.plan import Eviction, Plan, Skip, SkipReason, ViewReport
-from rebalancer.report import FORMATS, Format, render_explanation, render_plan, render_views
+from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan, render_views
+from rebalancer.core.explain import ConstraintExplanation, Explanation
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 
 ZONE = "topology.kubernetes.io/zone"
 

@@ -19,18 +19,24 @@ import pytest
 import structlog
 import yaml
 
-from rebalancer import errors, kubeclient, logs
-from rebalancer.cli import main
-from rebalancer.cli_live import preflight, render_run
-from rebalancer.convert import snapshot_from_objects
-from rebalancer.events import BLOCKED, REBALANCED
-from rebalancer.executor import ExecutorSettings, Outcome
-from rebalancer.kubeclient import connect
-from rebalancer.metrics import Metrics, parse_bind_address
-from rebalancer.model import Snapshot
-from rebalancer.plan import Eviction, Plan, ViewReport
-from rebalancer.policy import Limits, Policy
-from rebalancer.runner import Cluster, Runner, RunSettings, install_stop_handlers
+from rebalancer.cli.live import preflight, render_run
+from rebalancer.cli.main import main
+from rebalancer.cli.metrics import Metrics, parse_bind_address
+from rebalancer.cluster import errors, kubeclient, logs
+from rebalancer.cluster.events import BLOCKED, REBALANCED
+from rebalancer.cluster.executor import ExecutorSettings, Outcome
+from rebalancer.cluster.kubeclient import connect
+from rebalancer.cluster.runner import Cluster, Runner, RunSettings, install_stop_handlers
+from rebalancer.core.convert import snapshot_from_objects
+from rebalancer.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CLUSTER,
+    EXIT_EVICTIONS_FAILED,
+    RebalancerError,
+)
+from rebalancer.core.model import Snapshot
+from rebalancer.core.plan import Eviction, Plan, ViewReport
+from rebalancer.core.policy import Limits, Policy
 from tests.test_executor import PDB_429, FakeClock
 
 ZONE = "topology.kubernetes.io/zone"
@@ -280,7 +286,7 @@ def test_blocked_wave_ends_the_run_with_exit_1() -> None:
     report = runner(fake, plan_fn=planner).run_once()
     assert report.end == "nothing-evicted"
     assert report.blocked_by_pdb == 1
-    assert report.exit_code == errors.EXIT_EVICTIONS_FAILED
+    assert report.exit_code == EXIT_EVICTIONS_FAILED
     assert fake.reads == 1
     assert [e["reason"] for e in fake.events] == [BLOCKED]
     assert fake.events[0]["type"] == "Warning"
@@ -378,7 +384,7 @@ def test_interval_mode_survives_a_failed_run_and_stops_on_request() -> None:
     r = runner(fake, plan_fn=ScriptedPlanner(fake, []), stop=stop)
     r.cluster = replace(r.cluster, read=flaky_read)
     reports: list[Any] = []
-    failures: list[errors.RebalancerError] = []
+    failures: list[RebalancerError] = []
 
     def on_report(report: Any) -> None:
         reports.append(report)
@@ -426,7 +432,7 @@ def test_connect_in_cluster_without_a_token_is_a_cluster_error() -> None:
     env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     with pytest.raises(errors.ClusterError, match="credentials") as caught:
         connect(env=env)
-    assert caught.value.exit_code == errors.EXIT_CLUSTER
+    assert caught.value.exit_code == EXIT_CLUSTER
 
 
 class FakeAccess:
@@ -455,7 +461,7 @@ def test_preflight_names_the_denied_verb_and_resource() -> None:
     with pytest.raises(errors.Forbidden) as caught:
         preflight(FakeAccess({"create pods/eviction"}), None)  # type: ignore[arg-type]
     assert str(caught.value).startswith("RBAC: cannot create pods/eviction (cluster-wide)")
-    assert caught.value.exit_code == errors.EXIT_CLUSTER
+    assert caught.value.exit_code == EXIT_CLUSTER
 
 
 def test_preflight_scopes_to_the_namespace_and_only_warns_about_events() -> None:
@@ -484,7 +490,7 @@ def test_bad_run_flags_exit_2_before_any_request(
 ) -> None:
     """Flag problems exit 2 and no connection to any cluster is even attempted."""
     monkeypatch.setattr(kubeclient, "connect", lambda *a, **k: pytest.fail("connected"))
-    assert main(argv) == errors.EXIT_BAD_INPUT
+    assert main(argv) == EXIT_BAD_INPUT
     assert message in capsys.readouterr().err
 
 
@@ -497,7 +503,7 @@ def test_grace_zero_policy_exits_2_before_any_request(
         "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\ngracePeriodSeconds: 0\n"
     )
     monkeypatch.setattr(kubeclient, "connect", lambda *a, **k: pytest.fail("connected"))
-    assert main(["run", "--policy", str(policy)]) == errors.EXIT_BAD_INPUT
+    assert main(["run", "--policy", str(policy)]) == EXIT_BAD_INPUT
 
 
 def test_run_output_as_json_has_plan_results_and_summary() -> None:

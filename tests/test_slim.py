@@ -8,11 +8,11 @@ import orjson
 import pytest
 
 from bench.gen import generate
-from rebalancer.convert import snapshot_from_objects
-from rebalancer.planner import plan
-from rebalancer.policy import Policy
-from rebalancer.slim import slim
-from rebalancer.snapshot import dump_objects, load_objects, parse_objects
+from rebalancer.cluster.snapshot import dump_objects, load_objects, parse_objects
+from rebalancer.core.convert import snapshot_from_objects
+from rebalancer.core.planner import plan
+from rebalancer.core.policy import Policy
+from rebalancer.core.slim import slim
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = {

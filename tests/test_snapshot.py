@@ -1,4 +1,4 @@
-"""Tests for rebalancer.snapshot: snapshot files in, API objects and Snapshots out."""
+"""Tests for rebalancer.cluster.snapshot: snapshot files in, API objects and Snapshots out."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import orjson
 import pytest
 import yaml
 
-from rebalancer.errors import InputError
-from rebalancer.model import LabelSelector, Requirement
-from rebalancer.snapshot import dump_objects, load_objects, load_snapshot, parse_objects
+from rebalancer.cluster.snapshot import dump_objects, load_objects, load_snapshot, parse_objects
+from rebalancer.core.errors import InputError
+from rebalancer.core.model import LabelSelector, Requirement
 
 DATA = Path(__file__).parent / "data" / "snapshot"
 ROOT = Path(__file__).parent.parent
@@ -273,7 +273,7 @@ def _no_whole_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(data: bytes, source: str) -> list[dict[str, Any]]:
         raise AssertionError("parsed the whole document")
 
-    monkeypatch.setattr("rebalancer.snapshot.parse_objects", refuse)
+    monkeypatch.setattr("rebalancer.cluster.snapshot.parse_objects", refuse)
 
 
 def test_json_dump_has_one_item_per_line() -> None:

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.explain import explain
-from rebalancer.model import ZONE_KEY, OwnerRef, Pod, Snapshot
-from rebalancer.planner import plan
-from rebalancer.policy import Policy
-from rebalancer.spread import min_moves
-from rebalancer.waves import water_level
+from rebalancer.core.explain import explain
+from rebalancer.core.model import ZONE_KEY, OwnerRef, Pod, Snapshot
+from rebalancer.core.planner import plan
+from rebalancer.core.policy import Policy
+from rebalancer.core.spread import min_moves
+from rebalancer.core.waves import water_level
 from tests.builders import node, pod, zone_constraint, zones_cluster
 from tests.strategies import NOW, Cluster, clusters, domain_counts
 

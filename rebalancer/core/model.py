@@ -1,7 +1,7 @@
 """The typed, frozen model the planning core works on.
 
 API objects (from a live cluster or a snapshot file) are converted into these once, at the
-boundary (:mod:`rebalancer.convert`). Nothing downstream re-validates or re-defaults them:
+boundary (:mod:`rebalancer.core.convert`). Nothing downstream re-validates or re-defaults them:
 a :class:`SpreadConstraint` here is already normalised the way kube-scheduler normalises it
 (selector parsed and merged with ``matchLabelKeys``, ``minDomains`` and the inclusion
 policies defaulted).

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Final
 
-from rebalancer import errors, logs
-from rebalancer.events import event_body
-from rebalancer.executor import (
+from rebalancer.cluster import errors, logs
+from rebalancer.cluster.events import event_body
+from rebalancer.cluster.executor import (
     FAILURES,
     EvictionResult,
     Executor,
@@ -33,13 +33,14 @@ from rebalancer.executor import (
     Outcome,
     Transport,
 )
-from rebalancer.model import LabelSelector, Snapshot
-from rebalancer.plan import Eviction, Plan, ViewReport
-from rebalancer.policy import Policy
-from rebalancer.selectors import selector_string
+from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, RebalancerError
+from rebalancer.core.model import LabelSelector, Snapshot
+from rebalancer.core.plan import Eviction, Plan, ViewReport
+from rebalancer.core.policy import Policy
+from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
-"""``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.planner.plan)."""
+"""``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.core.planner.plan)."""
 
 DEFAULT_MAX_WAVES: Final = 5
 
@@ -147,8 +148,8 @@ class RunReport:
     def exit_code(self) -> int:
         """1 when an eviction failed or was blocked, else 0."""
         if any(r.outcome in FAILURES for r in self.results):
-            return errors.EXIT_EVICTIONS_FAILED
-        return errors.EXIT_OK
+            return EXIT_EVICTIONS_FAILED
+        return EXIT_OK
 
     def summary(self) -> dict[str, Any]:
         """The fields of the canonical summary line."""
@@ -183,7 +184,7 @@ def _report_key(view: ViewReport) -> str:
 
 def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
     """The skew of every view of a snapshot, keyed like the plan's view reports."""
-    from rebalancer.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
+    from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
 
     skews: dict[str, int] = {}
     for view in analyze(snapshot, policy).views:
@@ -240,7 +241,7 @@ def _api_selector(selector: LabelSelector | None) -> str:
 
 
 def _default_plan_fn() -> PlanFn:
-    from rebalancer.planner import plan  # noqa: PLC0415  # the core, imported when a run starts
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, imported when a run starts
 
     return plan
 
@@ -408,7 +409,7 @@ class Runner:
         self,
         interval_seconds: float,
         on_report: Callable[[RunReport], None] | None = None,
-        on_error: Callable[[errors.RebalancerError], None] | None = None,
+        on_error: Callable[[RebalancerError], None] | None = None,
     ) -> int:
         """Run every ``interval_seconds`` until stopped; errors of one run are logged, not fatal.
 
@@ -417,7 +418,7 @@ class Runner:
         while not self.stop.is_set():
             try:
                 report = self.run_once()
-            except errors.RebalancerError as exc:
+            except RebalancerError as exc:
                 self._log.error(logs.RUN_ERROR, error=str(exc), exit_code=exc.exit_code)
                 if on_error is not None:
                     on_error(exc)
@@ -429,7 +430,7 @@ class Runner:
             self._log.info(logs.SLEEP, seconds=interval_seconds)
             if self.stop.wait(interval_seconds):
                 break
-        return errors.EXIT_OK
+        return EXIT_OK
 
 
 def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:

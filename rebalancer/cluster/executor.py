@@ -48,8 +48,9 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from rebalancer import errors
-from rebalancer.plan import Eviction
+from rebalancer.cluster import errors
+from rebalancer.core.errors import InputError
+from rebalancer.core.plan import Eviction
 
 log = structlog.get_logger("rebalancer.executor")
 
@@ -88,7 +89,7 @@ class EvictionResult:
 
 
 class Transport(Protocol):
-    """The API calls the executor makes; :class:`rebalancer.kubeclient.Kube` provides them."""
+    """The API calls the executor makes; :class:`~rebalancer.cluster.kubeclient.Kube` has them."""
 
     def post_eviction(
         self, namespace: str, name: str, body: Mapping[str, Any]
@@ -132,11 +133,11 @@ def eviction_body(eviction: Eviction, *, dry_run: bool = False) -> dict[str, Any
     grace = eviction.grace_period_seconds
     if grace is not None and grace < 1:
         # Not an assert: this must hold with python -O too. Grace 0 would force-delete.
-        raise errors.InputError(
+        raise InputError(
             eviction.key, [f"gracePeriodSeconds {grace} would force-delete; it must be >= 1"]
         )
     if not eviction.uid:
-        raise errors.InputError(eviction.key, ["no uid: the uid precondition is mandatory"])
+        raise InputError(eviction.key, ["no uid: the uid precondition is mandatory"])
     options: dict[str, Any] = {"preconditions": {"uid": eviction.uid}}
     if grace is not None:
         options["gracePeriodSeconds"] = grace

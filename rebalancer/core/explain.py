@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rebalancer.errors import InputError
-from rebalancer.model import Snapshot
-from rebalancer.policy import Policy
-from rebalancer.selectors import selector_matches, selector_string
-from rebalancer.simulate import SimState, static_reason, volume_pins
-from rebalancer.spread import analyze, view_key_constraint
+from rebalancer.core.errors import InputError
+from rebalancer.core.model import Snapshot
+from rebalancer.core.policy import Policy
+from rebalancer.core.selectors import selector_matches, selector_string
+from rebalancer.core.simulate import SimState, static_reason, volume_pins
+from rebalancer.core.spread import analyze, view_key_constraint
 
 
 @dataclass(frozen=True, slots=True)

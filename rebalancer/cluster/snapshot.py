@@ -25,9 +25,10 @@ from typing import IO, Any, Final, Literal
 import orjson
 import yaml
 
-from rebalancer.convert import SnapshotBuilder, gc_paused, snapshot_from_objects
-from rebalancer.errors import InputError
-from rebalancer.model import Snapshot
+from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
+from rebalancer.core.errors import InputError
+from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.model import Snapshot
 
 __all__ = ["dump_objects", "load_objects", "load_snapshot", "parse_objects"]
 

@@ -13,8 +13,8 @@ from typing import Final, Literal
 
 import yaml
 
-from rebalancer.explain import ConstraintExplanation, Explanation
-from rebalancer.plan import Eviction, Plan, Skip, ViewReport
+from rebalancer.core.explain import ConstraintExplanation, Explanation
+from rebalancer.core.plan import Eviction, Plan, Skip, ViewReport
 
 Format = Literal["table", "json", "yaml"]
 FORMATS: Final[tuple[Format, ...]] = ("table", "json", "yaml")

@@ -4,10 +4,10 @@ The API client's model objects are never built (they are slow at 100k pods): eac
 as bytes from a transport function, is parsed with orjson, fed object by object into the
 converter's incremental builder, and dropped. Only when the raw objects are asked for (the
 ``snapshot`` command) are they kept, in read order, so that dumping them as a ``kind: List`` and
-loading that file converts into exactly the same :class:`~rebalancer.model.Snapshot`.
+loading that file converts into exactly the same :class:`~rebalancer.core.model.Snapshot`.
 
 The transport is a plain function, ``list_page(resource, namespace, limit, continue_token) ->
-bytes``; :meth:`rebalancer.kubeclient.Kube.list_page` is the real one, tests pass their own.
+bytes``; :meth:`rebalancer.cluster.kubeclient.Kube.list_page` is the real one, tests pass their own.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from rebalancer import errors
-from rebalancer.convert import SnapshotBuilder, gc_paused
-from rebalancer.model import Snapshot
-from rebalancer.slim import slim
+from rebalancer.cluster import errors
+from rebalancer.core.convert import SnapshotBuilder
+from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.model import Snapshot
+from rebalancer.core.slim import slim
 
 ListPage = Callable[[str, str | None, int, str | None], bytes]
 """``list_page(resource, namespace, limit, continue_token) -> bytes`` (one LIST page as JSON)."""
@@ -117,7 +118,7 @@ def read_cluster(
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
 
-    ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.slim`).
+    ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.core.slim`).
 
     With ``namespace``, namespaced kinds are read in that namespace only; nodes, PVs and
     PriorityClasses are cluster-scoped and always read whole. An expired continue token (410)

@@ -3,7 +3,7 @@
 ``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2), then evicts one
 pod at a time from the most populated domain of the worst view, letting the scheduler
 simulation place its replacement, and keeps a move only if it lowers that view's distance to
-balance (:func:`rebalancer.spread.min_moves`) without making any other considered view worse.
+balance (:func:`rebalancer.core.spread.min_moves`) without making any other considered view worse.
 
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
@@ -18,7 +18,7 @@ A greedy descheduler that moves "everything above the average" would evict 3 her
 Among candidates of equal use, victims follow preemption order (SPEC §3): first pods whose own
 hard constraints forbid their replacement from returning to their current domain, then the
 lowest priority, then pods whose PodDisruptionBudget still allows a disruption, then the
-youngest. The moves are then grouped into waves (:mod:`rebalancer.waves`).
+youngest. The moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rebalancer.convert import gc_paused
-from rebalancer.evictability import EvictionContext, skip_reason
-from rebalancer.model import Pod, Snapshot
-from rebalancer.plan import Eviction, Plan, Skip, SkipReason, ViewReport
-from rebalancer.policy import Policy
-from rebalancer.selectors import SelectorIndex, selector_string
-from rebalancer.simulate import SimState
-from rebalancer.spread import (
+from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.model import Pod, Snapshot
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.policy import Policy
+from rebalancer.core.selectors import SelectorIndex, selector_string
+from rebalancer.core.simulate import SimState
+from rebalancer.core.spread import (
     Analysis,
     View,
     analyze,
@@ -44,7 +44,7 @@ from rebalancer.spread import (
     min_moves,
     skew_of,
 )
-from rebalancer.waves import assign_waves
+from rebalancer.core.waves import assign_waves
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,7 +393,7 @@ def lower_bound(planner: Planner, final: SimState) -> int:
 
     An eviction changes only the views whose selector matches the pod, so violated views
     that never share a pod form independent groups: the bound is the sum over groups of the
-    largest distance to balance (:func:`rebalancer.spread.min_moves`) within each group.
+    largest distance to balance (:func:`rebalancer.core.spread.min_moves`) within each group.
     Groups the plan cannot bring within maxSkew (pinned pods, no room) have no such bound
     and add nothing, so the plan is then not reported as proven minimal.
     """

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rebalancer.errors import InputError
-from rebalancer.model import Node, Pod, PriorityClass, Snapshot
-from rebalancer.plan import SkipReason
-from rebalancer.policy import Policy
-from rebalancer.selectors import node_unreachable, selector_matches
+from rebalancer.core.errors import InputError
+from rebalancer.core.model import Node, Pod, PriorityClass, Snapshot
+from rebalancer.core.plan import SkipReason
+from rebalancer.core.policy import Policy
+from rebalancer.core.selectors import node_unreachable, selector_matches
 
 SYSTEM_PRIORITY_CLASSES = {
     "system-cluster-critical": 2_000_000_000,

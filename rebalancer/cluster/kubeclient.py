@@ -1,7 +1,7 @@
 """The one place that builds the ``kubernetes`` client and talks HTTP to the API server.
 
 Everything above this module sees plain dicts and bytes, and rebalancer's own errors
-(:mod:`rebalancer.errors`); no client object or client exception leaks out. Requests go through
+(:mod:`rebalancer.core.errors`); no client object or client exception leaks out. Requests go through
 :meth:`Kube.request`, which only knows GET and POST: rebalancer never deletes anything, and this
 module makes a pod DELETE impossible to issue by mistake.
 
@@ -24,8 +24,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from rebalancer import __version__, errors
-from rebalancer.reader import RESOURCES_BY_NAME
+from rebalancer import __version__
+from rebalancer.cluster import errors
+from rebalancer.cluster.reader import RESOURCES_BY_NAME
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST"})
 DEFAULT_TIMEOUT: Final = (5.0, 60.0)  # (connect, read) seconds

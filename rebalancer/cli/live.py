@@ -1,6 +1,6 @@
 """Live-cluster commands: ``snapshot``, ``run``, and ``plan`` without ``--snapshot``.
 
-Registered by :func:`add_live_commands`, which :mod:`rebalancer.cli` calls. The order of
+Registered by :func:`add_live_commands`, which :mod:`rebalancer.cli.main` calls. The order of
 things is part of the safety contract: the policy and every flag are validated before the
 first request (exit 2, nothing sent); ``run`` then checks RBAC with SelfSubjectAccessReviews
 (exit 3, naming the verb and resource) before it reads or evicts anything. ``plan`` and
@@ -18,21 +18,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from rebalancer import errors, logs
-from rebalancer.cli import (
+from rebalancer.cli.main import (
     add_output_argument,
     add_policy_arguments,
     resolve_policy,
     write,
 )
-from rebalancer.errors import InputError
-from rebalancer.executor import ExecutorSettings
-from rebalancer.policy import Policy, format_duration, parse_duration
-from rebalancer.report import Format, plan_data, render_plan
-from rebalancer.runner import DEFAULT_MAX_WAVES, RunReport, RunSettings
+from rebalancer.cli.render import Format, plan_data, render_plan
+from rebalancer.cluster import errors, logs
+from rebalancer.cluster.executor import ExecutorSettings
+from rebalancer.cluster.runner import DEFAULT_MAX_WAVES, RunReport, RunSettings
+from rebalancer.core.errors import EXIT_OK, InputError, RebalancerError
+from rebalancer.core.policy import Policy, format_duration, parse_duration
 
 if TYPE_CHECKING:
-    from rebalancer.kubeclient import Kube
+    from rebalancer.cluster.kubeclient import Kube
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -146,13 +146,13 @@ def add_live_commands(subparsers: Subparsers) -> None:
 
 
 def _connect(args: argparse.Namespace) -> Kube:
-    from rebalancer.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
+    from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
 
     return connect(getattr(args, "kubeconfig", None), getattr(args, "context", None))
 
 
 def _reader(kube: Kube, namespace: str | None) -> Any:
-    from rebalancer.reader import read_cluster  # noqa: PLC0415  # on use, like the client
+    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use, like the client
 
     def read() -> Any:
         return read_cluster(kube.list_page, namespace=namespace).snapshot
@@ -222,7 +222,7 @@ def preflight(kube: Kube, namespace: str | None, checks: Sequence[Check] = RUN_C
 
 def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
-    from rebalancer.planner import plan  # noqa: PLC0415  # the core, loaded on use
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, loaded on use
 
     logs.configure()
     kube = _connect(args)
@@ -232,12 +232,12 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
         kube.close()
     fmt: Format = args.output
     write(render_plan(plan(snapshot, policy, time.time()), fmt))
-    return errors.EXIT_OK
+    return EXIT_OK
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from rebalancer.reader import read_cluster  # noqa: PLC0415  # on use
-    from rebalancer.snapshot import dump_objects  # noqa: PLC0415  # on use
+    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
+    from rebalancer.cluster.snapshot import dump_objects  # noqa: PLC0415  # on use
 
     logs.configure()
     kube = _connect(args)
@@ -251,7 +251,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     data: bytes = dump_objects(result.objects or (), args.output)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
-    return errors.EXIT_OK
+    return EXIT_OK
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +285,7 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
         problems.append(f"--max-waves: must be >= 1, got {args.max_waves}")
     address = args.metrics_bind_address or ""
     if address:
-        from rebalancer.metrics import parse_bind_address  # noqa: PLC0415  # prometheus on use
+        from rebalancer.cli.metrics import parse_bind_address  # noqa: PLC0415  # prometheus on use
 
         try:
             parse_bind_address(address)
@@ -304,7 +304,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run and checked.interval is None:
         return plan_live(args, policy)
 
-    from rebalancer.runner import (  # noqa: PLC0415  # on use, like the client
+    from rebalancer.cluster.runner import (  # noqa: PLC0415  # on use, like the client
         Cluster,
         Runner,
         install_stop_handlers,
@@ -370,14 +370,14 @@ def _loop(runner: Any, checked: RunArgs) -> int:
     on_report = None
     on_error = None
     if checked.metrics_address:
-        from rebalancer.metrics import Metrics  # noqa: PLC0415  # prometheus on use
+        from rebalancer.cli.metrics import Metrics  # noqa: PLC0415  # prometheus on use
 
         metrics = Metrics()
         metrics.serve(checked.metrics_address)
         logs.get_logger("rebalancer.cli").info(logs.METRICS, address=checked.metrics_address)
         on_report = metrics.record
 
-        def on_error(_exc: errors.RebalancerError) -> None:
+        def on_error(_exc: RebalancerError) -> None:
             metrics.record_error()
 
     code: int = runner.run_forever(checked.interval, on_report=on_report, on_error=on_error)

@@ -18,8 +18,8 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from rebalancer.executor import Outcome
-from rebalancer.runner import RunReport
+from rebalancer.cluster.executor import Outcome
+from rebalancer.cluster.runner import RunReport
 
 VIEW_LABELS: Final = ("namespace", "topology_key", "selector", "max_skew", "when_unsatisfiable")
 DURATION_BUCKETS: Final = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)

@@ -3,7 +3,7 @@
 This is the shell around the pure core: it reads files, owns the clock (``time.time()`` is
 passed to the planner here) and turns errors into exit codes. It never computes a plan itself.
 
-Live-cluster commands live in :mod:`rebalancer.cli_live`, which is optional. When importable,
+Live-cluster commands live in :mod:`rebalancer.cli.live`, which is optional. When importable,
 its ``add_live_commands(subparsers)`` is called after the offline commands are registered. It
 may add ``snapshot`` and ``run``, add arguments to ``plan`` and make ``plan`` work without
 ``--snapshot`` by setting the plan parser's ``live_handler`` default::
@@ -13,7 +13,7 @@ may add ``snapshot`` and ``run``, add arguments to ``plan`` and make ``plan`` wo
     plan.set_defaults(live_handler=plan_live)  # plan_live(args, policy) -> exit code
 
 Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it and maps
-:class:`~rebalancer.errors.RebalancerError` to its exit code. Live commands reuse
+:class:`~rebalancer.core.errors.RebalancerError` to its exit code. Live commands reuse
 :func:`add_policy_arguments`, :func:`add_output_argument`, :func:`resolve_policy` and
 :func:`write`.
 """
@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Final
 import yaml
 
 from rebalancer import __version__
-from rebalancer.errors import (
+from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan
+from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
@@ -39,9 +41,7 @@ from rebalancer.errors import (
     InputError,
     RebalancerError,
 )
-from rebalancer.policy import Policy, policy_to_dict, restrict_to_namespace
-from rebalancer.policyfile import load_policy_file
-from rebalancer.report import FORMATS, Format, render_explanation, render_plan
+from rebalancer.core.policy import Policy, policy_to_dict, restrict_to_namespace
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -52,7 +52,7 @@ LivePlanHandler = Callable[[argparse.Namespace, Policy], int]
 """``plan`` without ``--snapshot``: gets the arguments and the resolved policy."""
 
 POLICY_ENV: Final = "REBALANCER_POLICY"
-LIVE_MODULE: Final = "rebalancer.cli_live"
+LIVE_MODULE: Final = "rebalancer.cli.live"
 
 _EPILOG: Final = f"""\
 exit codes:
@@ -67,7 +67,7 @@ environment:
 
 
 # --------------------------------------------------------------------------------------------
-# Helpers shared with rebalancer.cli_live
+# Helpers shared with rebalancer.cli.live
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
@@ -128,8 +128,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 ["--snapshot FILE is required: live-cluster support is not available"],
             )
         return live(args, policy)
-    from rebalancer.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
-    from rebalancer.snapshot import load_snapshot  # noqa: PLC0415  # same
+    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # same
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
     snapshot = load_snapshot(args.snapshot)
     write(render_plan(plan(snapshot, policy, time.time()), _format(args)))
@@ -137,8 +137,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from rebalancer.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
-    from rebalancer.snapshot import load_snapshot  # noqa: PLC0415  # same
+    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # same
+    from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
 
     policy = resolve_policy(args)
     snapshot = load_snapshot(args.snapshot)
@@ -218,7 +218,7 @@ def _add_policy(subparsers: Subparsers) -> None:
 
 
 def _add_live(subparsers: Subparsers) -> None:
-    """Let :mod:`rebalancer.cli_live`, when present, add and extend commands."""
+    """Let :mod:`rebalancer.cli.live`, when present, add and extend commands."""
     try:
         live = importlib.import_module(LIVE_MODULE)
     except ModuleNotFoundError as exc:

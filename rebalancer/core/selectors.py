@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rebalancer.model import (
+from rebalancer.core.model import (
     LabelSelector,
     Node,
     NodeSelector,

@@ -1,8 +1,9 @@
 """The operator's policy: YAML in, a typed and frozen :class:`Policy` out.
 
-Loading is pure (text in, :class:`Policy` or :class:`~rebalancer.errors.InputError` out; the file
-is read in :mod:`rebalancer.policyfile`). It never stops at the first mistake: every problem is
-collected with its path and the offending value, so one ``rebalancer policy check`` shows them all::
+Loading is pure (text in, :class:`Policy` or :class:`~rebalancer.core.errors.InputError` out;
+the file is read in :mod:`rebalancer.cluster.policyfile`). It never stops at the first mistake:
+every problem is collected with its path and the offending value, so one
+``rebalancer policy check`` shows them all::
 
     nodefit: unknown key; did you mean nodeFit?
     limits.perNode: must be an integer >= 0 or null, got -1
@@ -25,8 +26,8 @@ from typing import Any, Final, TypeVar, cast
 
 import yaml
 
-from rebalancer.errors import InputError
-from rebalancer.model import HARD, HONOR, IGNORE, SOFT, LabelSelector, Requirement, SelectorOp
+from rebalancer.core.errors import InputError
+from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT, LabelSelector, Requirement, SelectorOp
 
 SYSTEM_CRITICAL = 2_000_000_000
 

@@ -15,8 +15,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rebalancer.convert import gc_paused
-from rebalancer.model import (
+from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.model import (
     HONOR,
     LabelSelector,
     Node,
@@ -26,8 +26,8 @@ from rebalancer.model import (
     SpreadConstraint,
     Toleration,
 )
-from rebalancer.policy import Policy
-from rebalancer.selectors import (
+from rebalancer.core.policy import Policy
+from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     and_selectors,
     node_selector_matches,
@@ -367,7 +367,7 @@ def _view_specs(
 def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
     """Build every view of the snapshot and count it, as kube-scheduler would.
 
-    The cyclic garbage collector is paused meanwhile, as in :func:`rebalancer.planner.plan`.
+    The cyclic garbage collector is paused meanwhile, as in :func:`rebalancer.core.planner.plan`.
     """
     with gc_paused():
         return _analyze(snapshot, policy)

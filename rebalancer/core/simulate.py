@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
 
-from rebalancer.model import Node, NodeSelector, Pod, Snapshot
-from rebalancer.selectors import (
+from rebalancer.core.model import Node, NodeSelector, Pod, Snapshot
+from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
     SelectorIndex,
@@ -27,7 +27,7 @@ from rebalancer.selectors import (
     tolerates,
     untolerated_taint,
 )
-from rebalancer.spread import Analysis, global_min
+from rebalancer.core.spread import Analysis, global_min
 
 
 @dataclass(frozen=True, slots=True)

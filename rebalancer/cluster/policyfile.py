@@ -1,11 +1,11 @@
-"""Reading a policy file: the only I/O around :mod:`rebalancer.policy`, which stays pure."""
+"""Reading a policy file: the only I/O around :mod:`rebalancer.core.policy`, which stays pure."""
 
 from __future__ import annotations
 
 import os
 
-from rebalancer.errors import InputError
-from rebalancer.policy import Policy, load_policy
+from rebalancer.core.errors import InputError
+from rebalancer.core.policy import Policy, load_policy
 
 
 def load_policy_file(path: str | os.PathLike[str]) -> Policy:

@@ -1,34 +1,12 @@
-"""rebalancer's own error tree. Exit codes are part of the CLI contract (see README)."""
+"""Errors about the cluster: unreachable, RBAC denied, or an API error status.
+
+The API adapter (:mod:`rebalancer.cluster.kubeclient`) wraps every client-library failure in one
+of these, so nothing above it sees the client's own exceptions.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-EXIT_OK = 0
-EXIT_EVICTIONS_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_CLUSTER = 3
-
-
-class RebalancerError(Exception):
-    """Base of every error rebalancer raises on purpose."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class InputError(RebalancerError):
-    """Bad input: a policy, snapshot or API object. Reports every problem found, each with a path.
-
-    Nothing is ever written to the cluster after one of these.
-    """
-
-    exit_code = EXIT_BAD_INPUT
-
-    def __init__(self, source: str, problems: Sequence[str]) -> None:
-        self.source = source
-        self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")
+from rebalancer.core.errors import EXIT_CLUSTER, RebalancerError
 
 
 class ClusterError(RebalancerError):

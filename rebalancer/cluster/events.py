@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from rebalancer.executor import EvictionResult, Outcome
+from rebalancer.cluster.executor import EvictionResult, Outcome
 
 COMPONENT: Final = "rebalancer"
 REBALANCED: Final = "Rebalanced"

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rebalancer.planner import Move, Planner
+    from rebalancer.core.planner import Move, Planner
 
 
 def water_level(counts: Sequence[int], extra: int, empty: int = 0) -> int:

@@ -1,0 +1,34 @@
+"""The root of rebalancer's error tree and the exit codes (part of the CLI contract, see README).
+
+Errors about the cluster (unreachable, RBAC, API statuses) live in :mod:`rebalancer.cluster.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_EVICTIONS_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_CLUSTER = 3
+
+
+class RebalancerError(Exception):
+    """Base of every error rebalancer raises on purpose."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class InputError(RebalancerError):
+    """Bad input: a policy, snapshot or API object. Reports every problem found, each with a path.
+
+    Nothing is ever written to the cluster after one of these.
+    """
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")
