@@ -20,6 +20,7 @@ from typing import Final
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import (
     HARD,
     HOSTNAME_KEY,
@@ -36,7 +37,6 @@ from rebalancer.core.model import (
 )
 from rebalancer.core.plan import Eviction, Plan
 from rebalancer.core.policy import SYSTEM_CRITICAL, Limits, Policy, PriorityThreshold
-from rebalancer.core.spread import min_moves
 
 settings.register_profile(
     "ci",

@@ -192,7 +192,7 @@ def test_python_dash_m(tmp_path: Path) -> None:
     assert result.stdout.strip() == f"rebalancer {__version__}"
 
 
-# ---- These need rebalancer.core.planner, rebalancer.cluster.snapshot and rebalancer.core.explain. -------------
+# ---- These need the planner, the snapshot loader and explain. ----------------------------------
 
 
 def test_plan_json_from_snapshot(capsys: pytest.CaptureFixture[str]) -> None:

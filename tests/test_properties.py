@@ -9,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import OwnerRef, Pod, Snapshot
 from rebalancer.core.plan import Eviction, Plan
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Limits, Policy
-from rebalancer.core.spread import analyze, considered, min_moves
+from rebalancer.core.spread import analyze, considered
 from tests.builders import node, pod, zone_constraint
 from tests.strategies import (
     NOW,

@@ -7,11 +7,12 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import LabelSelector, Pod, Requirement
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import SelectorIndex, selector_matches
 from rebalancer.core.simulate import SimState
-from rebalancer.core.spread import PodIndex, analyze, global_min, min_moves, skew_of
+from rebalancer.core.spread import PodIndex, analyze, global_min, skew_of
 from tests.builders import pod
 from tests.strategies import Cluster, clusters
 

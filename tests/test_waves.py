@@ -18,11 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer.core.explain import explain
+from rebalancer.core.minimal import min_moves, water_level
 from rebalancer.core.model import ZONE_KEY, OwnerRef, Pod, Snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
-from rebalancer.core.spread import min_moves
-from rebalancer.core.waves import water_level
 from tests.builders import node, pod, zone_constraint, zones_cluster
 from tests.strategies import NOW, Cluster, clusters, domain_counts
 

@@ -3,7 +3,7 @@
 ``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2), then evicts one
 pod at a time from the most populated domain of the worst view, letting the scheduler
 simulation place its replacement, and keeps a move only if it lowers that view's distance to
-balance (:func:`rebalancer.core.spread.min_moves`) without making any other considered view worse.
+balance (:func:`rebalancer.core.minimal.min_moves`) without making any other considered view worse.
 
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
@@ -26,11 +26,12 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
+from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import SelectorIndex, selector_string
@@ -41,22 +42,9 @@ from rebalancer.core.spread import (
     analyze,
     considered,
     global_min,
-    min_moves,
     skew_of,
 )
 from rebalancer.core.waves import assign_waves
-
-
-@dataclass(frozen=True, slots=True)
-class Move:
-    """One eviction and where the simulated scheduler put its replacement."""
-
-    pod: int
-    view: int  # the view this eviction repairs
-    source: str  # node
-    target: str | None  # None only with nodeFit: false and no room anywhere
-    source_count: int  # view's pods in the source domain, before the move
-    global_min: int  # view's global minimum, before the move
 
 
 class Budget:
@@ -393,7 +381,7 @@ def lower_bound(planner: Planner, final: SimState) -> int:
 
     An eviction changes only the views whose selector matches the pod, so violated views
     that never share a pod form independent groups: the bound is the sum over groups of the
-    largest distance to balance (:func:`rebalancer.core.spread.min_moves`) within each group.
+    largest distance to balance (:func:`rebalancer.core.minimal.min_moves`) within each group.
     Groups the plan cannot bring within maxSkew (pinned pods, no room) have no such bound
     and add nothing, so the plan is then not reported as proven minimal.
     """
@@ -469,7 +457,13 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Evict
     if not planner.violated:
         return Plan((), (), (), (), 0)
     moves = trim(planner, planner.run())
-    waves = assign_waves(planner, moves)
+    waves = assign_waves(
+        planner.state.fresh(),
+        planner.analysis.views,
+        planner.pdbs,
+        [p.disruptions_allowed for p in snapshot.pdbs],
+        moves,
+    )
     evictions = [_eviction(planner, m, wave) for m, wave in zip(moves, waves, strict=True)]
     final = planner.state
     views, violated = analysis.views, planner.violated

@@ -18,37 +18,28 @@ all five evictions fit one wave.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
-if TYPE_CHECKING:
-    from rebalancer.core.planner import Move, Planner
-
-
-def water_level(counts: Sequence[int], extra: int, empty: int = 0) -> int:
-    """The highest minimum that ``extra`` pods added to ``counts`` can reach.
-
-    ``empty`` is the number of further domains, left out of ``counts``, that hold no pod.
-    """
-    if empty > extra:
-        return 0  # some empty domain stays empty
-    ordered = [0] * empty + sorted(counts)
-    if not ordered:
-        return 0
-    level, left = ordered[0], extra
-    for filled in range(1, len(ordered) + 1):
-        # the ``filled`` emptiest domains stand at ``level``
-        if filled == len(ordered) or (ordered[filled] - level) * filled > left:
-            return level + left // filled
-        left -= (ordered[filled] - level) * filled
-        level = ordered[filled]
-    return level
+from rebalancer.core.minimal import water_level
+from rebalancer.core.moves import Move
+from rebalancer.core.simulate import SimState
+from rebalancer.core.spread import View
 
 
 class WaveBuilder:
-    def __init__(self, planner: Planner) -> None:
-        self.planner = planner
-        self.base = planner.state.fresh()
+    """Builds waves one move at a time over ``base``, the simulated state before the plan."""
+
+    def __init__(
+        self,
+        base: SimState,
+        views: Sequence[View],
+        pdbs_of: Callable[[int], Sequence[int]],
+        pdb_allowed: Sequence[int],
+    ) -> None:
+        self.base = base
+        self.views = views
+        self.pdbs_of = pdbs_of
+        self.pdb_allowed = pdb_allowed
         self.current: list[Move] = []
         self.removed: dict[tuple[int, str], int] = {}  # (view, domain) -> wave members leaving
         self.pdb_used: dict[int, int] = {}  # PDB -> wave members it covers
@@ -56,10 +47,9 @@ class WaveBuilder:
 
     def cannot_return(self, m: Move) -> bool:
         """Whether m's replacement is kept out of its source domain by its own constraint."""
-        planner = self.planner
         if m.view not in self.base.own_views.get(m.pod, ()):
             return False
-        view = planner.analysis.views[m.view]
+        view = self.views[m.view]
         spec = view.spec
         if not spec.hard:
             return False
@@ -78,9 +68,8 @@ class WaveBuilder:
 
     def pdb_room(self, m: Move) -> bool:
         """At most ``disruptionsAllowed`` (and at least one) evictions per PDB in a wave."""
-        planner = self.planner
-        for k in planner.pdbs(m.pod):
-            cap = max(1, planner.snapshot.pdbs[k].disruptions_allowed)
+        for k in self.pdbs_of(m.pod):
+            cap = max(1, self.pdb_allowed[k])
             if self.pdb_used.get(k, 0) + 1 > cap:
                 return False
         return True
@@ -92,7 +81,7 @@ class WaveBuilder:
             d = self.base.domain(v, m.source)
             if d is not None:
                 self.removed[(v, d)] = self.removed.get((v, d), 0) + 1
-        for k in self.planner.pdbs(m.pod):
+        for k in self.pdbs_of(m.pod):
             self.pdb_used[k] = self.pdb_used.get(k, 0) + 1
 
     def close(self) -> None:
@@ -107,14 +96,24 @@ class WaveBuilder:
         self.wave_views.clear()
 
 
-def assign_waves(planner: Planner, moves: Sequence[Move]) -> list[int]:
+def assign_waves(
+    base: SimState,
+    views: Sequence[View],
+    pdbs_of: Callable[[int], Sequence[int]],
+    pdb_allowed: Sequence[int],
+    moves: Sequence[Move],
+) -> list[int]:
     """The wave number (from 1) of each move, in plan order.
+
+    ``base`` is the simulated state before the plan, ``views`` the analysis's views,
+    ``pdbs_of(pod)`` the PodDisruptionBudgets selecting a pod and ``pdb_allowed`` their
+    ``disruptionsAllowed``.
 
     A move whose replacement could return to its domain (raising a pinned view's global
     minimum usually is one) goes alone in its wave: it cannot make the spread worse, but the
     next wave must be re-planned from where the scheduler really put it.
     """
-    builder = WaveBuilder(planner)
+    builder = WaveBuilder(base, views, pdbs_of, pdb_allowed)
     wave = 1
     out: list[int] = []
     alone = False

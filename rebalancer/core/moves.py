@@ -1,0 +1,17 @@
+"""A planned move: one eviction and where the simulated scheduler put its replacement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One eviction and where the simulated scheduler put its replacement."""
+
+    pod: int
+    view: int  # the view this eviction repairs
+    source: str  # node
+    target: str | None  # None only with nodeFit: false and no room anywhere
+    source_count: int  # view's pods in the source domain, before the move
+    global_min: int  # view's global minimum, before the move
