@@ -24,8 +24,9 @@ from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics, parse_bind_address
 from rebalancer.cluster import errors, kubeclient, logs
 from rebalancer.cluster.events import BLOCKED, REBALANCED
-from rebalancer.cluster.executor import ExecutorSettings, Outcome
+from rebalancer.cluster.executor import ExecutorSettings
 from rebalancer.cluster.kubeclient import connect
+from rebalancer.cluster.outcome import Outcome
 from rebalancer.cluster.runner import Cluster, Runner, RunSettings, install_stop_handlers
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import (
