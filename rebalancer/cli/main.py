@@ -3,35 +3,37 @@
 This is the shell around the pure core: it reads files, owns the clock (``time.time()`` is
 passed to the planner here) and turns errors into exit codes. It never computes a plan itself.
 
-Live-cluster commands live in :mod:`rebalancer.cli.live`, which is optional. When importable,
-its ``add_live_commands(subparsers)`` is called after the offline commands are registered. It
-may add ``snapshot`` and ``run``, add arguments to ``plan`` and make ``plan`` work without
-``--snapshot`` by setting the plan parser's ``live_handler`` default::
-
-    plan = subparsers.choices["plan"]
-    plan.add_argument("--kubeconfig")
-    plan.set_defaults(live_handler=plan_live)  # plan_live(args, policy) -> exit code
+The offline commands (``plan --snapshot``, ``explain``, ``policy check``) are here; the
+live-cluster ones are added by :func:`rebalancer.cli.live.add_live_commands`, which also makes
+``plan`` work without ``--snapshot`` by setting the plan parser's ``live_handler`` default.
+What both share (policy and output arguments, :func:`~rebalancer.cli.common.write`) is in
+:mod:`rebalancer.cli.common`.
 
 Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it and maps
-:class:`~rebalancer.core.errors.RebalancerError` to its exit code. Live commands reuse
-:func:`add_policy_arguments`, :func:`add_output_argument`, :func:`resolve_policy` and
-:func:`write`.
+:class:`~rebalancer.core.errors.RebalancerError` to its exit code.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import sys
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan
+from rebalancer.cli.common import (
+    POLICY_ENV,
+    Handler,
+    LivePlanHandler,
+    add_output_argument,
+    add_policy_arguments,
+    resolve_policy,
+    write,
+)
+from rebalancer.cli.live import add_live_commands
+from rebalancer.cli.render import Format, render_explanation, render_plan
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
@@ -41,18 +43,11 @@ from rebalancer.core.errors import (
     InputError,
     RebalancerError,
 )
-from rebalancer.core.policy import Policy, policy_to_dict, restrict_to_namespace
+from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-Handler = Callable[[argparse.Namespace], int]
-"""A subcommand: gets the parsed arguments, returns the exit code."""
-LivePlanHandler = Callable[[argparse.Namespace, Policy], int]
-"""``plan`` without ``--snapshot``: gets the arguments and the resolved policy."""
-
-POLICY_ENV: Final = "REBALANCER_POLICY"
-LIVE_MODULE: Final = "rebalancer.cli.live"
 
 _EPILOG: Final = f"""\
 exit codes:
@@ -64,54 +59,6 @@ exit codes:
 environment:
   {POLICY_ENV}  policy file used when --policy is not given
 """
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers shared with rebalancer.cli.live
-
-
-def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
-    """Add ``--policy FILE`` (falling back to $REBALANCER_POLICY) and, optionally, ``-n NS``."""
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        default=os.environ.get(POLICY_ENV) or None,
-        help=f"policy file (default: ${POLICY_ENV}, else the built-in defaults, "
-        "as in policies/default.yaml)",
-    )
-    if namespace:
-        parser.add_argument(
-            "-n",
-            "--namespace",
-            metavar="NAMESPACE",
-            help="only rebalance this namespace: narrows the policy's namespaces.include to it "
-            "(an error if the policy excludes it or includes other namespaces only)",
-        )
-
-
-def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``-o/--output table|json|yaml`` (default table)."""
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=FORMATS,
-        default="table",
-        help="output format (default: table; json and yaml are a stable contract)",
-    )
-
-
-def resolve_policy(args: argparse.Namespace) -> Policy:
-    """The policy from ``--policy``/$REBALANCER_POLICY (or the defaults), narrowed by ``-n``."""
-    path: str | None = getattr(args, "policy", None)
-    policy = load_policy_file(path) if path else Policy()
-    namespace: str | None = getattr(args, "namespace", None)
-    return restrict_to_namespace(policy, namespace) if namespace else policy
-
-
-def write(text: str) -> None:
-    """Write command output to stdout (errors go to stderr, through :func:`main`)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,17 +164,6 @@ def _add_policy(subparsers: Subparsers) -> None:
     check.set_defaults(handler=_cmd_policy_check)
 
 
-def _add_live(subparsers: Subparsers) -> None:
-    """Let :mod:`rebalancer.cli.live`, when present, add and extend commands."""
-    try:
-        live = importlib.import_module(LIVE_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != LIVE_MODULE:
-            raise
-        return
-    live.add_live_commands(subparsers)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rebalancer",
@@ -241,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(subparsers)
     _add_explain(subparsers)
     _add_policy(subparsers)
-    _add_live(subparsers)
+    add_live_commands(subparsers)
     return parser
 
 
