@@ -89,12 +89,20 @@ def test_helm_install_dry_run_server(
     assert not [o for o in left["items"] if o["metadata"]["name"].startswith(release)]
     assert cluster.kubectl("get", "clusterrole", release, check=False).returncode != 0
 
+    # The pods must pass the "restricted" Pod Security Standard, as deploy/'s namespace enforces.
+    cluster.kubectl(
+        "label",
+        "namespace",
+        namespace,
+        *(f"pod-security.kubernetes.io/{m}=restricted" for m in ("enforce", "warn")),
+    )
     rendered = run_helm(cluster, helm, "template", release, str(CHART), "-n", namespace, *sets)
     assert rendered.returncode == 0, out(rendered)
     applied = cluster.kubectl(
         "apply", "--dry-run=server", "-f", "-", input=rendered.stdout, check=False
     )
     assert applied.returncode == 0, out(applied)
+    assert "PodSecurity" not in applied.stderr, out(applied)
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     lines = [line for line in applied.stdout.splitlines() if line.endswith("(server dry run)")]
     assert len(lines) == len(docs) >= 6, applied.stdout
