@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from rebalancer.cli import build_parser
-from rebalancer.policy import Policy, load_policy
+from rebalancer.policy import Policy, PriorityThreshold, load_policy
 from tests.packaging_tools import ROOT, run, tool
 
 CHART = ROOT / "charts" / "rebalancer"
@@ -186,7 +186,7 @@ def test_policy_values_flow_into_the_configmap() -> None:
     docs = render(
         "policy.nodeFit=false",
         "policy.limits.total=5",
-        'json:policy.namespaces={"include": ["shop"], "exclude": []}',
+        "policy.namespaces.include={shop}",  # alone: no default exclude merged in
         "policy.minPodAge=90s",
     )
     policy = load_policy(only(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
@@ -195,6 +195,9 @@ def test_policy_values_flow_into_the_configmap() -> None:
     assert policy.namespaces_include == ("shop",)
     assert policy.namespaces_exclude == ()
     assert policy.min_pod_age_seconds == 90
+    named = render("policy.priorityThreshold.name=high")  # alone: no default value merged in
+    threshold = load_policy(only(named, "ConfigMap")["data"]["policy.yaml"], "chart")
+    assert threshold.priority_threshold == PriorityThreshold(value=None, name="high")
 
 
 def test_policy_change_rolls_the_pod() -> None:
@@ -305,6 +308,8 @@ def test_release_name_and_namespace_are_used_everywhere() -> None:
         ("policy.gracePeriodSeconds=0", "/policy/gracePeriodSeconds"),
         ("lease.name=Not_A_Name", "/lease/name"),
         ("imagePullPolicy=Always", "imagePullPolicy"),
+        ("policy.namespaces.include={a},policy.namespaces.exclude={b}", "/policy/namespaces"),
+        ("policy.priorityThreshold.value=5,policy.priorityThreshold.name=x", "/priorityThreshold"),
     ],
 )
 def test_schema_rejects_bad_values_naming_them(value: str, path: str) -> None:
