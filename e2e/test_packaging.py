@@ -7,28 +7,35 @@
   that ServiceAccount works with those rights alone.
 - ``kubectl rebalance plan`` and ``explain``, found by the e2e kubectl on PATH (the venv's bin
   dir), plan the imbalance of a scenario and send only GET requests.
+- A real ``run --interval --metrics-bind-address`` exports every metric that
+  deploy/monitoring's dashboard and alerts query, with the labels they use.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.cluster.controlplane import Cluster
-from e2e.test_live import APP, Imbalance, need_own_control_plane, rebalancer_requests
+from e2e.cluster.controlplane import Cluster, free_ports
+from e2e.test_live import APP, ZONE, Imbalance, need_own_control_plane, rebalancer_requests
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "rebalancer"
+METRIC = re.compile(r"\brebalancer_[a-z0-9_]+\b")
 NEVER = "0 0 31 2 *"  # February 31st: the CronJob exists but never starts a Job in a test
 
 
@@ -282,3 +289,67 @@ def test_chart_values_file_round_trip(tmp_path: Path, helm: str, cluster: Cluste
     configmap = next(d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "ConfigMap")
     policy = yaml.safe_load(configmap["data"]["policy.yaml"])
     assert policy["nodeFit"] is False and policy["limits"]["total"] == 3
+
+
+def test_live_metrics_feed_the_dashboard_and_alerts(cluster: Cluster, namespace: str) -> None:
+    """A real `run --interval --metrics-bind-address` (dry run) exports every metric the
+    dashboard and the alerts query, with the labels their legends and annotations use."""
+    cluster_ = need_own_control_plane(cluster)
+    imbalance = Imbalance(cluster_, namespace)
+    (port,) = free_ports(1)
+    cluster.assert_own_cluster(cluster.kubeconfig)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rebalancer", "run", "--dry-run", "--interval", "30s",
+         "--metrics-bind-address", f"127.0.0.1:{port}", "-n", namespace,
+         "--kubeconfig", str(cluster.kubeconfig)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+
+        def scrape() -> dict[str, list[Any]] | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                return None
+            samples: dict[str, list[Any]] = {}
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    samples.setdefault(sample.name, []).append(sample)
+            ok = samples.get("rebalancer_runs_total", [])
+            return samples if any(s.value >= 1 for s in ok) else None
+
+        samples = cluster.wait_for("a finished run in the metrics", scrape, timeout=120)
+    finally:
+        proc.terminate()
+        stderr = proc.communicate(timeout=60)[1]
+        imbalance.cleanup()
+    assert proc.returncode == 0, stderr[-3000:]
+
+    monitoring = ROOT / "deploy" / "monitoring"
+    dashboard = json.loads((monitoring / "dashboard.json").read_text())
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in METRIC.findall(target["expr"])
+    }
+    for group in yaml.safe_load((monitoring / "rebalancer.rules.yaml").read_text())["groups"]:
+        for rule in group["rules"]:
+            queried |= set(METRIC.findall(rule["expr"]))
+    assert queried <= samples.keys(), queried - samples.keys()
+
+    (runs,) = [s for s in samples["rebalancer_runs_total"] if s.labels["result"] == "ok"]
+    assert runs.value >= 1
+    assert [s.value for s in samples["rebalancer_planned_moves"]] == [2.0]
+    (skew,) = samples["rebalancer_skew_before"]
+    assert skew.labels == {
+        "namespace": namespace,
+        "topology_key": ZONE,
+        "selector": f"app={APP}",
+        "max_skew": "1",
+        "when_unsatisfiable": "DoNotSchedule",
+    }
+    assert skew.value == 4  # [4, 0, 0]
+    results = {s.labels["result"] for s in samples["rebalancer_evictions_total"]}
+    assert "blocked-by-pdb" in results  # the label value the PDB alert selects
