@@ -1,0 +1,185 @@
+"""Deadlines against real sockets on 127.0.0.1: a trickling server, one that accepts and stays
+silent, a slow but honest one (issue 11 §3)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+import structlog
+from kubernetes import client
+
+from rebalancer.cluster import errors
+from rebalancer.cluster.deadline import Watchdog
+from rebalancer.cluster.kubeclient import Kube
+
+HANG_GUARD = 30.0
+"""Far above every deadline below: reaching it means the request hung."""
+
+Behaviour = Callable[[socket.socket, threading.Event], None]
+
+
+@contextmanager
+def server(behaviour: Behaviour) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 running ``behaviour(conn, stop)`` for each connection."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.1)
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conns.append(conn)
+            threading.Thread(target=behaviour, args=(conn, stop), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+        for conn in conns:
+            conn.close()
+
+
+def trickle(conn: socket.socket, stop: threading.Event) -> None:
+    """Send a never-ending response one byte every 50 ms."""
+    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"a" * 10_000
+    for byte in data:
+        if stop.wait(0.05):
+            return
+        try:
+            conn.sendall(bytes([byte]))
+        except OSError:
+            return
+
+
+def silence(conn: socket.socket, stop: threading.Event) -> None:
+    """Accept, read the request, never answer."""
+    conn.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            if not conn.recv(65536):
+                return
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+
+
+def answer_after(seconds: float) -> Behaviour:
+    def behaviour(conn: socket.socket, stop: threading.Event) -> None:
+        conn.recv(65536)
+        if stop.wait(seconds):
+            return
+        body = b'{"kind":"NodeList","items":[]}'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+    return behaviour
+
+
+def kube(port: int, request_timeout: float, warn_after: float = 5.0) -> Kube:
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    return Kube(
+        client.ApiClient(configuration),
+        source="test",
+        timeout=(1.0, request_timeout),
+        warn_after=warn_after,
+    )
+
+
+@pytest.mark.parametrize("behaviour", [trickle, silence], ids=["trickle", "accept-and-silence"])
+def test_a_request_past_its_deadline_raises_deadline_exceeded(behaviour: Behaviour) -> None:
+    """A trickling or silent server costs one request deadline, then a clear error."""
+    with server(behaviour) as port:
+        k = kube(port, request_timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(errors.DeadlineExceeded) as caught:
+            k.request("GET", "/api/v1/nodes")
+        elapsed = time.monotonic() - started
+        k.close()
+    assert elapsed < HANG_GUARD
+    assert elapsed >= 1.0  # not before the deadline
+    message = str(caught.value)
+    assert "GET /api/v1/nodes" in message
+    assert "within 1s (--request-timeout)" in message
+    assert caught.value.exit_code == 3
+
+
+def test_a_slow_answer_within_the_deadline_is_used_and_warned_about() -> None:
+    """An answer after 1.2 s with a 10 s deadline is returned; a warning was logged meanwhile."""
+    with structlog.testing.capture_logs() as logged, server(answer_after(1.2)) as port:
+        k = kube(port, request_timeout=10.0, warn_after=0.3)
+        response = k.request("GET", "/api/v1/nodes")
+        k.close()
+    assert response.status == 200
+    assert response.json() == {"kind": "NodeList", "items": []}
+    slow = [e for e in logged if e["event"] == "request.slow"]
+    assert slow, logged
+    assert slow[0]["request"] == "GET /api/v1/nodes"
+    assert slow[0]["log_level"] == "warning"
+    assert 0.3 <= slow[0]["waited_seconds"] < 1.2
+
+
+def test_the_watchdog_cuts_a_blocked_recv_at_the_deadline() -> None:
+    """A recv blocked on a silent socket returns once the watch's deadline passes."""
+    left, right = socket.socketpair()
+    dog = Watchdog(warn_after=0)
+    try:
+        started = time.monotonic()
+        with dog.watch("recv", 0.3) as watch:
+            watch.attach(left)
+            data = left.recv(10)  # nothing is ever sent: only the cut ends this
+        assert data == b""
+        assert watch.fired
+        assert 0.3 <= time.monotonic() - started < HANG_GUARD
+    finally:
+        left.close()
+        right.close()
+
+
+def test_a_request_finished_in_time_is_not_cut() -> None:
+    """A watch left before its deadline never fires and leaves its socket usable."""
+    left, right = socket.socketpair()
+    dog = Watchdog(warn_after=0)
+    try:
+        with dog.watch("quick", 0.2) as watch:
+            watch.attach(left)
+            right.sendall(b"x")
+            assert left.recv(1) == b"x"
+        time.sleep(0.4)
+        assert not watch.fired
+        right.sendall(b"y")
+        assert left.recv(1) == b"y"
+    finally:
+        left.close()
+        right.close()
+
+
+def test_put_is_refused_except_on_a_lease() -> None:
+    """The adapter sends PUT to a Lease only; a PUT or DELETE on a pod raises before sending."""
+    k = kube(1, request_timeout=1.0)  # port 1: nothing would answer anyway
+    with pytest.raises(ValueError, match="never sends PUT"):
+        k.request("PUT", "/api/v1/namespaces/a/pods/b")
+    with pytest.raises(ValueError, match="never sends DELETE"):
+        k.request("DELETE", "/apis/coordination.k8s.io/v1/namespaces/a/leases/b")
+    k.close()
