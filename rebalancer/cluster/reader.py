@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -58,6 +59,29 @@ class ReadResult:
     pages: int  # LIST requests made
 
 
+@dataclass(frozen=True, slots=True)
+class ReadDeadline:
+    """How long a whole read of the cluster may take: a base, plus a little per object read,
+    so the limit grows with the cluster (``--read-deadline`` sets the base)."""
+
+    base_seconds: float = 120.0
+    seconds_per_1000_objects: float = 1.0
+
+    def limit(self, objects: int) -> float:
+        """Seconds allowed once ``objects`` objects have been read."""
+        return self.base_seconds + self.seconds_per_1000_objects * objects / 1000
+
+    def check(self, elapsed: float, objects: int) -> None:
+        """Raise :class:`errors.DeadlineExceeded` when ``elapsed`` is past the limit."""
+        limit = self.limit(objects)
+        if elapsed > limit:
+            raise errors.DeadlineExceeded(
+                f"reading the cluster took more than {limit:.0f}s ({objects} objects read; "
+                f"--read-deadline {self.base_seconds:g}s plus "
+                f"{self.seconds_per_1000_objects:g}s per 1,000 objects)"
+            )
+
+
 def _default_builder() -> Builder:
     builder: Builder = SnapshotBuilder("cluster")
     return builder
@@ -73,8 +97,13 @@ def read_cluster(
     resources: Sequence[Resource] = RESOURCES,
     builder_factory: Callable[[], Builder] = _default_builder,
     prefetch: int = PREFETCH,
+    deadline: ReadDeadline | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
+
+    ``deadline`` bounds the whole read (checked after each page; a page itself is bounded by
+    the request deadline of the transport), restarts included.
 
     ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.core.slim`).
 
@@ -91,6 +120,12 @@ def read_cluster(
         raise ValueError("page_size must be >= 1")
     if prefetch < 0:
         raise ValueError("prefetch must be >= 0")
+    started = clock()
+
+    def check(objects: int) -> None:
+        if deadline is not None:
+            deadline.check(clock() - started, objects)
+
     for attempt in range(MAX_RESTARTS + 1):
         try:
             with gc_paused():
@@ -103,6 +138,7 @@ def read_cluster(
                     resources=resources,
                     builder=builder_factory(),
                     prefetch=prefetch,
+                    check=check,
                 )
         except errors.Gone:
             if attempt == MAX_RESTARTS:
@@ -120,6 +156,7 @@ def _read_once(
     resources: Sequence[Resource],
     builder: Builder,
     prefetch: int,
+    check: Callable[[int], None],
 ) -> ReadResult:
     kept: list[dict[str, Any]] | None = [] if keep_objects else None
     counts = dict.fromkeys((r.name for r in resources), 0)
@@ -145,6 +182,7 @@ def _read_once(
                     kept.append(slim(obj) if trim else obj)
             counts[resource.name] += len(items)
             del items  # converted: let the page go before the next one is parsed
+            check(sum(counts.values()))
     objects = tuple(kept) if kept is not None else None
     return ReadResult(builder.build(), objects, tuple(counts.items()), pages)
 

@@ -25,9 +25,15 @@ from typing import Any, Final
 
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.events import event_body
-from rebalancer.cluster.executor import Executor, ExecutorSettings, Transport
-from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome
-from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, RebalancerError
+from rebalancer.cluster.executor import EvictionIntent, Executor, ExecutorSettings, Transport
+from rebalancer.cluster.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
+from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome, RunEnd
+from rebalancer.core.errors import (
+    EXIT_CLUSTER,
+    EXIT_EVICTIONS_FAILED,
+    EXIT_OK,
+    RebalancerError,
+)
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
 from rebalancer.core.policy import Policy
@@ -49,6 +55,8 @@ class Cluster:
     """Eviction POSTs and the re-reads before each."""
     create_event: Callable[[str, Mapping[str, Any]], None] | None = None
     """Create a core/v1 Event in a namespace; None sends no events."""
+    lease: LeaseApi | None = None
+    """The Lease calls; None runs without a Lease (tests of a single process only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +70,10 @@ class RunSettings:
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     """Retries, timeouts, and ``server_dry_run``."""
     instance: str = field(default_factory=socket.gethostname)
-    """``reportingInstance`` of the Events (the pod name, in a cluster)."""
+    """``reportingInstance`` of the Events (the pod name, in a cluster); with the run id, the
+    Lease's holderIdentity."""
+    lease: LeaseSettings | None = None
+    """The Lease a run that evicts must hold; None: none (then ``Cluster.lease`` is unused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +106,12 @@ class RunReport:
     first_plan: Plan
     waves: tuple[Wave, ...]
     final_plan: Plan | None  # planned from a read after the last wave; None if not re-read
-    end: str  # balanced|nothing-to-evict|nothing-evicted|no-progress|max-waves|stopped|
-    # server-dry-run|dry-run
+    end: RunEnd
     skews: tuple[ViewSkew, ...]
     duration_seconds: float
     server_dry_run: bool = False
+    lease_holder: Holder | None = None  # who held the Lease, when end is LEASE_HELD
+    earlier_evictions: int = 0  # evictions of earlier runs within the cooldown (limits)
 
     @property
     def results(self) -> tuple[EvictionResult, ...]:
@@ -140,7 +152,9 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when an eviction failed or was blocked, else 0."""
+        """3 when the Lease was lost mid-run; 1 when an eviction failed or was blocked; else 0."""
+        if self.end is RunEnd.LEASE_LOST:
+            return EXIT_CLUSTER
         if any(r.outcome in FAILURES for r in self.results):
             return EXIT_EVICTIONS_FAILED
         return EXIT_OK
@@ -155,7 +169,7 @@ class RunReport:
             "failed": self.failed,
             "skipped": self.skipped,
             "waves": len(self.waves),
-            "end": self.end,
+            "end": str(self.end),
             "violations_before": len(self.first_plan.violations),
             "violations_after": (
                 len(self.final_plan.violations) if self.final_plan is not None else None
@@ -163,6 +177,8 @@ class RunReport:
             "skew_before": self.skew_before,
             "skew_after": self.skew_after,
             "duration_seconds": round(self.duration_seconds, 3),
+            "earlier_evictions": self.earlier_evictions,
+            "lease_held_by": self.lease_holder.identity if self.lease_holder else None,
         }
 
 
@@ -213,6 +229,9 @@ def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]
     return tuple(out)
 
 
+EMPTY_PLAN: Final = Plan((), (), (), (), 0)
+"""The plan of a run that did not plan (another rebalancer held the Lease)."""
+
 _PROGRESS: Final = frozenset({Outcome.EVICTED, Outcome.CONFLICT, Outcome.GONE})
 """Outcomes after which a re-plan may find more to do."""
 
@@ -225,7 +244,8 @@ class _Loop:
     plan: Plan
     waves: list[Wave] = field(default_factory=list)
     final: Plan | None = None
-    end: str = ""
+    end: RunEnd = RunEnd.STOPPED
+    earlier: tuple[Eviction, ...] = ()  # earlier runs' evictions within the cooldown
 
 
 def _api_selector(selector: LabelSelector | None) -> str:
@@ -264,12 +284,21 @@ class Runner:
         self._wall = wall_clock
         self._sleep = sleep
         self._log = logs.get_logger("rebalancer.runner")
+        self._lease: Lease | None = None
+        self._run_id = ""
+        self._records: tuple[EvictionRecord, ...] = ()
 
     # -- one run ---------------------------------------------------------------------------
 
     def run_once(self, run_id: str | None = None) -> RunReport:
-        """One run: waves until balanced, stuck, out of waves, or stopped."""
+        """One run: waves until balanced, stuck, out of waves, or stopped.
+
+        A run that may evict takes the Lease first; when another rebalancer holds it, the run
+        ends at once (``lease-held``) without reading anything. The Lease is given back at the
+        end, whatever happened.
+        """
         run_id = run_id or logs.new_run_id()
+        self._run_id = run_id
         logs.bind_run_id(run_id)
         started = self._clock()
         self._log.info(
@@ -278,9 +307,84 @@ class Runner:
             server_dry_run=self.settings.executor.server_dry_run,
             max_waves=self.settings.max_waves,
         )
+        lease = self._new_lease(run_id)
+        if lease is not None:
+            holder = lease.acquire()
+            if holder is not None:
+                return self._lease_held(run_id, lease, holder, started)
+            lease.start_renewing()
+        self._lease = lease
+        try:
+            return self._run(run_id, started)
+        finally:
+            self._lease = None
+            if lease is not None:
+                lease.release()
+
+    def _new_lease(self, run_id: str) -> Lease | None:
+        s = self.settings
+        api = self.cluster.lease
+        if api is None or s.lease is None or s.plan_only or s.executor.server_dry_run:
+            return None
+        return Lease(api, s.lease, f"{s.instance}/{run_id}", wall_clock=self._wall)
+
+    def _lease_held(self, run_id: str, lease: Lease, holder: Holder, started: float) -> RunReport:
+        self._log.warning(
+            logs.LEASE_HELD,
+            lease=lease.where,
+            holder=holder.identity,
+            since=holder.acquired,
+            renewed=holder.renewed,
+            expires_in_seconds=round(holder.expires_in, 1),
+        )
+        report = RunReport(
+            run_id=run_id,
+            first_plan=EMPTY_PLAN,
+            waves=(),
+            final_plan=None,
+            end=RunEnd.LEASE_HELD,
+            skews=(),
+            duration_seconds=self._clock() - started,
+            lease_holder=holder,
+        )
+        self._log.info(logs.RUN_SUMMARY, **report.summary())
+        return report
+
+    def _stopping(self) -> bool:
+        lease = self._lease
+        return self.stop.is_set() or (lease is not None and lease.lost.is_set())
+
+    def _stop_end(self) -> RunEnd:
+        lease = self._lease
+        return RunEnd.LEASE_LOST if lease is not None and lease.lost.is_set() else RunEnd.STOPPED
+
+    def _earlier(self, snapshot: Snapshot) -> tuple[EvictionRecord, ...]:
+        """The Lease's record of earlier runs, less the evictions that never happened."""
+        lease = self._lease
+        if lease is None or not lease.earlier:
+            return ()
+        alive = {p.uid for p in snapshot.pods if not p.terminating}
+        kept: list[EvictionRecord] = []
+        for record in lease.earlier:
+            if record.uid in alive:
+                lease.not_evicted(record.uid)  # its run died before sending it, or was refused
+            else:
+                kept.append(record)
+        self._log.info(
+            logs.EARLIER_EVICTIONS,
+            recorded=len(lease.earlier),
+            counted=len(kept),
+            cooldown_seconds=lease.settings.cooldown_seconds,
+        )
+        return tuple(kept)
+
+    def _run(self, run_id: str, started: float) -> RunReport:
         snapshot = self._read()
-        first = self._plan_for(snapshot, ())
-        loop = _Loop(snapshot, first)
+        earlier = self._earlier(snapshot)
+        before = tuple(r.as_eviction() for r in earlier)
+        first = self._plan_for(snapshot, before)
+        loop = _Loop(snapshot, first, earlier=before)
+        self._records = earlier
         self._waves(loop)
         after: Mapping[str, int] | None = None
         last = loop.waves[-1].results if loop.waves else ()
@@ -295,6 +399,7 @@ class Runner:
             skews=_skews(first, after) if first.violations else (),
             duration_seconds=self._clock() - started,
             server_dry_run=self.settings.executor.server_dry_run,
+            earlier_evictions=len(earlier),
         )
         self._log.info(logs.RUN_SUMMARY, **report.summary())
         return report
@@ -307,17 +412,17 @@ class Runner:
             wave = tuple(e for e in plan.evictions if e.wave == 1)
             if not wave:
                 loop.final = plan
-                loop.end = "balanced" if not plan.violations else "nothing-to-evict"
+                loop.end = RunEnd.NOTHING_TO_EVICT if plan.violations else RunEnd.BALANCED
                 return
             if self.settings.plan_only:
-                loop.end = "dry-run"
+                loop.end = RunEnd.DRY_RUN
                 return
             if len(loop.waves) >= self.settings.max_waves:
                 loop.final = plan
-                loop.end = "max-waves"
+                loop.end = RunEnd.MAX_WAVES
                 return
-            if self.stop.is_set():
-                loop.end = "stopped"
+            if self._stopping():
+                loop.end = self._stop_end()
                 return
             results = self._execute(wave, loop.snapshot)
             loop.waves.append(Wave(len(loop.waves) + 1, plan, results))
@@ -328,21 +433,21 @@ class Runner:
             )
             evicted.extend(r.eviction for r in results if r.outcome is Outcome.EVICTED)
             if self.settings.executor.server_dry_run:
-                loop.end = "server-dry-run"
+                loop.end = RunEnd.SERVER_DRY_RUN
                 return
-            if self.stop.is_set():
-                loop.end = "stopped"
+            if self._stopping():
+                loop.end = self._stop_end()
                 return
             if not any(r.outcome in _PROGRESS for r in results):
-                loop.end = "nothing-evicted"
+                loop.end = RunEnd.NOTHING_EVICTED
                 return
             loop.snapshot = self._read()
-            loop.plan = self._plan_for(loop.snapshot, tuple(evicted))
+            loop.plan = self._plan_for(loop.snapshot, loop.earlier + tuple(evicted))
             if _spread_of(loop.plan) == _spread_of(plan):
                 # The replacements landed back where they were (the scheduler does not score
                 # hard constraints): re-planning would evict the same way again.
                 loop.final = loop.plan
-                loop.end = "no-progress"
+                loop.end = RunEnd.NO_PROGRESS
                 return
 
     def _read(self) -> Snapshot:
@@ -377,14 +482,41 @@ class Runner:
             self.settings.executor,
             clock=self._clock,
             sleep=self._sleep,
-            should_stop=self.stop.is_set,
+            should_stop=self._stopping,
             on_result=self._on_result,
             expected_labels=labels,
             owner_selectors=selectors,
+            before_evict=self._record if self._lease is not None else None,
+            earlier=self._records,
         )
         return executor.execute_wave(wave)
 
+    def _record(self, intent: EvictionIntent) -> None:
+        """Write the eviction into the Lease before it is sent (raises when that fails)."""
+        lease = self._lease
+        if lease is None:
+            return
+        e = intent.eviction
+        lease.record(
+            EvictionRecord(
+                namespace=e.namespace,
+                name=e.name,
+                uid=e.uid,
+                node=e.node,
+                workload=e.workload,
+                owner_kind=intent.owner_kind,
+                owner_name=intent.owner_name,
+                owner_uid=intent.owner_uid,
+                ready_before=intent.ready_before,
+                at=self._wall(),
+                run=self._run_id,
+            )
+        )
+
     def _on_result(self, result: EvictionResult) -> None:
+        lease = self._lease
+        if lease is not None and result.outcome is not Outcome.EVICTED:
+            lease.not_evicted(result.eviction.uid)
         create = self.cluster.create_event
         if create is None or self.settings.executor.server_dry_run:
             return
