@@ -22,14 +22,13 @@ evictions: nothing is evicted without its record.
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
-
-import orjson
 
 from rebalancer.cluster import errors, logs
 from rebalancer.core.plan import Eviction
@@ -151,8 +150,8 @@ def parse_records(annotations: Mapping[str, Any] | None) -> tuple[EvictionRecord
     if not isinstance(raw, str):
         return ()
     try:
-        items = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        items = json.loads(raw)
+    except ValueError:
         return ()
     if not isinstance(items, list):
         return ()
@@ -160,7 +159,7 @@ def parse_records(annotations: Mapping[str, Any] | None) -> tuple[EvictionRecord
 
 
 def dump_records(records: Iterable[EvictionRecord]) -> str:
-    return orjson.dumps([r.to_json() for r in records]).decode()
+    return json.dumps([r.to_json() for r in records], separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
