@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 import yaml
 
 from rebalancer import __version__
+from rebalancer.cli import shutdown
 from rebalancer.cli.common import (
     POLICY_ENV,
     Handler,
@@ -182,7 +183,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code instead of exiting."""
+    """Run the command line; return the exit code instead of exiting.
+
+    A SIGTERM or SIGINT before a run's eviction loop takes signals over ends the command at
+    once with a log line and exit 0 (:mod:`rebalancer.cli.shutdown`).
+    """
+    undo = shutdown.install()
+    try:
+        return _main(argv)
+    except shutdown.Terminated as exc:
+        shutdown.report(exc)
+        return EXIT_OK
+    finally:
+        undo()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors
