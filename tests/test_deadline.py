@@ -183,3 +183,59 @@ def test_put_is_refused_except_on_a_lease() -> None:
     with pytest.raises(ValueError, match="never sends DELETE"):
         k.request("DELETE", "/apis/coordination.k8s.io/v1/namespaces/a/leases/b")
     k.close()
+
+
+def scripted(answers: list[tuple[int, str]], seen: list[str]) -> Behaviour:
+    """Answer requests in order with (status, Retry-After or ""); then 200 forever."""
+
+    def behaviour(conn: socket.socket, stop: threading.Event) -> None:
+        buffer = b""
+        while not stop.is_set():
+            while b"\r\n\r\n" not in buffer:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buffer += chunk
+            head, _, buffer = buffer.partition(b"\r\n\r\n")
+            seen.append(head.split(b"\r\n", 1)[0].decode())
+            status, wait = answers.pop(0) if answers else (200, "")
+            body = b'{"kind":"Status"}' if status != 200 else b'{"kind":"NodeList","items":[]}'
+            extra = f"Retry-After: {wait}\r\n" if wait else ""
+            conn.sendall(
+                f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+
+    return behaviour
+
+
+def test_a_get_answered_503_and_429_is_retried_after_retry_after() -> None:
+    """503 (Retry-After 2), 429 (Retry-After 1), then 200: two pauses as the server asked."""
+    seen: list[str] = []
+    sleeps: list[float] = []
+    with server(scripted([(503, "2"), (429, "1")], seen)) as port:
+        k = kube(port, request_timeout=5.0)
+        k._sleep = sleeps.append
+        response = k.request("GET", "/api/v1/nodes")
+        k.close()
+    assert response.status == 200
+    assert sleeps == [2.0, 1.0]
+    assert len(seen) == 3
+
+
+def test_get_retries_are_bounded_and_posts_are_never_retried_here() -> None:
+    """A GET always answered 500 is sent 1 + 3 times; a POST answered 503 once."""
+    seen: list[str] = []
+    sleeps: list[float] = []
+    with server(scripted([(500, "")] * 10 + [(503, "")], seen)) as port:
+        k = kube(port, request_timeout=5.0)
+        k._sleep = sleeps.append
+        assert k.request("GET", "/api/v1/nodes").status == 500
+        assert len(seen) == 4
+        assert sleeps == [0.5, 1.0, 2.0]  # no Retry-After: a doubling backoff
+        before = len(seen)
+        seen_post = k.request("POST", "/api/v1/namespaces/a/events", body={}).status
+        k.close()
+    assert seen_post == 500
+    assert len(seen) == before + 1

@@ -10,6 +10,7 @@ first request (exit 2, nothing sent); ``run`` then checks RBAC with SelfSubjectA
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -48,6 +49,7 @@ DEFAULT_CONNECT_TIMEOUT: Final = "5s"
 DEFAULT_REQUEST_TIMEOUT: Final = "60s"
 DEFAULT_READ_DEADLINE: Final = "2m"
 DEFAULT_COOLDOWN: Final = "10m"
+DEFAULT_LEASE_DURATION: Final = "60s"
 LEASE_NAMESPACE_ENV: Final = "REBALANCER_LEASE_NAMESPACE"
 
 
@@ -212,6 +214,13 @@ def add_live_commands(subparsers: Subparsers) -> None:
         metavar="NAME",
         default=DEFAULT_LEASE_NAME,
         help=f"name of that Lease (default {DEFAULT_LEASE_NAME})",
+    )
+    run.add_argument(
+        "--lease-duration",
+        metavar="DURATION",
+        default=DEFAULT_LEASE_DURATION,
+        help="leaseDurationSeconds: how long a silent holder (a crashed run) blocks the others "
+        f"(default {DEFAULT_LEASE_DURATION}; renewed every third of it)",
     )
     run.add_argument(
         "--cooldown",
@@ -386,6 +395,7 @@ class RunArgs:
     metrics_address: str
     timeouts: Timeouts
     cooldown: float
+    lease_duration: int
 
 
 def _validate_run_args(args: argparse.Namespace) -> RunArgs:
@@ -411,6 +421,15 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
         cooldown = parse_duration(args.cooldown)
     except ValueError as exc:
         problems.append(f"--cooldown: {exc}")
+    lease_duration = 60
+    try:
+        seconds = parse_duration(args.lease_duration)
+    except ValueError as exc:
+        problems.append(f"--lease-duration: {exc}")
+    else:
+        if seconds < 3:
+            problems.append(f"--lease-duration: must be at least 3s, got {args.lease_duration}")
+        lease_duration = math.ceil(seconds)
     for flag, value in (
         ("--lease-namespace", args.lease_namespace),
         ("--lease-name", args.lease_name),
@@ -431,7 +450,9 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
             problems.append("--metrics-bind-address: only with --interval (a one-shot run exits)")
     if problems:
         raise InputError("run", problems)
-    return RunArgs(interval, wave_timeout, args.max_waves, address, timeouts, cooldown)
+    return RunArgs(
+        interval, wave_timeout, args.max_waves, address, timeouts, cooldown, lease_duration
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -451,6 +472,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     lease = LeaseSettings(
         namespace=args.lease_namespace,
         name=args.lease_name,
+        duration_seconds=checked.lease_duration,
+        renew_seconds=checked.lease_duration / 3,
         cooldown_seconds=checked.cooldown,
     )
     settings = RunSettings(

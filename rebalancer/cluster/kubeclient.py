@@ -20,7 +20,8 @@ from __future__ import annotations
 import http.client
 import os
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -46,7 +47,19 @@ DEFAULT_REQUEST_TIMEOUT: Final = 60.0
 DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
 """(connect, whole request) seconds."""
 JSON: Final = "application/json"
-RETRIES: Final = urllib3.Retry(total=2, connect=2, read=1, status=0, redirect=0, other=0)
+RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+GET_RETRIES: Final = 3
+MAX_RETRY_AFTER: Final = 10.0
+RETRIES: Final = urllib3.Retry(
+    total=2,
+    connect=2,
+    read=1,
+    status=0,
+    redirect=0,
+    other=0,
+    respect_retry_after_header=False,
+    raise_on_status=False,
+)
 """urllib3's own retries: a refused or dropped connection once or twice, never a status (the
 executor retries those itself), and all of it within the request's deadline."""
 
@@ -154,11 +167,17 @@ class Kube:
         source: str,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         warn_after: float = deadline.DEFAULT_WARN_AFTER,
+        get_retries: int = GET_RETRIES,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        """``timeout`` is (connect seconds, whole-request seconds)."""
+        """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx
+        is sent again up to ``get_retries`` times, after its Retry-After (at most
+        :data:`MAX_RETRY_AFTER` seconds) or a short doubling backoff."""
         self._api = api_client
         self.source = source
         self.timeout = timeout
+        self.get_retries = get_retries
+        self._sleep = sleep
         self._log = logs.get_logger("rebalancer.kube")
         self._watchdog = deadline.Watchdog(warn_after=warn_after, on_slow=self._slow)
         pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
@@ -195,7 +214,40 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
     ) -> Response:
-        """Send one request; returns any HTTP status, raises only when there is no answer."""
+        """Send one request; returns any HTTP status, raises only when there is no answer.
+
+        GETs answered 429 or 5xx are retried (bounded, honouring Retry-After); nothing else
+        is, here: the executor decides about evictions itself.
+        """
+        attempt = 0
+        while True:
+            response = self._request_once(method, path, query=query, body=body)
+            if (
+                method != "GET"
+                or response.status not in RETRY_STATUSES
+                or attempt >= self.get_retries
+            ):
+                return response
+            delay = retry_after(response.headers)
+            delay = min(delay if delay is not None else 0.5 * 2**attempt, MAX_RETRY_AFTER)
+            attempt += 1
+            self._log.warning(
+                logs.REQUEST_RETRY,
+                request=f"{method} {path}",
+                status=response.status,
+                attempt=attempt,
+                sleep_seconds=delay,
+            )
+            self._sleep(delay)
+
+    def _request_once(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+    ) -> Response:
         if method not in ALLOWED_METHODS or (method == "PUT" and not LEASE_PATH.match(path)):
             # Not an assert: this must hold with python -O too.
             raise ValueError(f"rebalancer never sends {method} {path}")
@@ -369,7 +421,15 @@ class Kube:
                 resource="pods/eviction",
                 namespace=namespace,
             )
-        return response.status, response.json()
+        answer = response.json()
+        wait = retry_after(response.headers)
+        if response.status == 429 and wait is not None:
+            # The executor reads details.retryAfterSeconds; a header without it counts too.
+            details = answer.get("details")
+            if not isinstance(details, dict):
+                details = answer["details"] = {}
+            details.setdefault("retryAfterSeconds", wait)
+        return response.status, answer
 
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         """Create a core/v1 Event."""
@@ -451,6 +511,18 @@ _LEASES: Final = "leases.coordination.k8s.io"
 
 def _lease_path(namespace: str, name: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{_seg(namespace)}/leases/{_seg(name)}"
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The Retry-After header in seconds (the API server sends whole seconds), or None."""
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            try:
+                seconds = float(value)
+            except ValueError:
+                return None
+            return seconds if seconds >= 0 else None
+    return None
 
 
 def _seg(value: str) -> str:
