@@ -456,7 +456,8 @@ def test_g_pods_on_a_not_ready_node_are_never_evicted(
 
 def _rendered_rbac(cluster: Cluster) -> list[dict[str, Any]]:
     out = cluster.kubectl("kustomize", str(ROOT / "deploy")).stdout
-    keep = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    keep = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+            "RoleBinding"}  # fmt: skip
     return [d for d in yaml.safe_load_all(out) if d and d["kind"] in keep]
 
 
@@ -492,7 +493,10 @@ def test_i_deploy_applies_and_its_service_account_suffices(
         assert {p["metadata"]["uid"] for p in cluster.pods(setup.ns, f"app={APP}")} == before
     finally:
         for d in rbac:
-            cluster.kubectl("delete", d["kind"], d["metadata"]["name"], "--wait=false",
+            if d["kind"] == "Namespace":
+                continue  # the Lease of every other test's runs lives there
+            scope = ["-n", d["metadata"]["namespace"]] if "namespace" in d["metadata"] else []
+            cluster.kubectl("delete", d["kind"], d["metadata"]["name"], *scope, "--wait=false",
                             check=False)  # fmt: skip
 
 
