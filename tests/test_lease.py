@@ -5,6 +5,7 @@ concurrency (a PUT with a stale resourceVersion gets 409)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -380,3 +381,19 @@ def _dump(records: list[EvictionRecord]) -> str:
     from rebalancer.cluster.lease import dump_records  # noqa: PLC0415
 
     return dump_records(records)
+
+
+def test_earlier_evictions_outside_the_policys_namespaces_do_not_count() -> None:
+    """Evictions recorded in another namespace (another policy, or another -n) leave this
+    run's limits alone."""
+    policy = Policy(limits=Limits(total=2), namespaces_include=(NS,))
+    fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
+    api.force("crashed/run0", renewed=NOW - 120)
+    assert api.obj is not None
+    elsewhere = [
+        dataclasses.replace(record(f"x{i}", NOW - 30), namespace="other") for i in range(2)
+    ]
+    api.obj["metadata"]["annotations"] = {RECORD_ANNOTATION: _dump(elsewhere)}
+    report = lease_runner(fake, api, policy).run_once()
+    assert report.earlier_evictions == 0
+    assert report.evicted == 2

@@ -359,13 +359,16 @@ class Runner:
         return RunEnd.LEASE_LOST if lease is not None and lease.lost.is_set() else RunEnd.STOPPED
 
     def _earlier(self, snapshot: Snapshot) -> tuple[EvictionRecord, ...]:
-        """The Lease's record of earlier runs, less the evictions that never happened."""
+        """The Lease's record of earlier runs in the policy's namespaces, less the evictions
+        that never happened."""
         lease = self._lease
         if lease is None or not lease.earlier:
             return ()
         alive = {p.uid for p in snapshot.pods if not p.terminating}
         kept: list[EvictionRecord] = []
         for record in lease.earlier:
+            if not _in_scope(self.policy, record.namespace):
+                continue  # another policy's (or -n's) evictions: not this run's limits
             if record.uid in alive:
                 lease.not_evicted(record.uid)  # its run died before sending it, or was refused
             else:
@@ -557,6 +560,13 @@ class Runner:
             if self.stop.wait(interval_seconds):
                 break
         return EXIT_OK
+
+
+def _in_scope(policy: Policy, namespace: str) -> bool:
+    """Whether the policy rebalances ``namespace`` (its namespaces.include / exclude)."""
+    if policy.namespaces_include:
+        return namespace in policy.namespaces_include
+    return namespace not in policy.namespaces_exclude
 
 
 def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
