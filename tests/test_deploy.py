@@ -104,11 +104,13 @@ def test_the_lease_role_grants_get_create_update_on_leases_in_its_namespace_only
     """A namespaced Role (no ClusterRole rule) allows the Lease calls and nothing else."""
     role = base_doc("Role")
     assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
-            "verbs": ["get", "create", "update"],
-        }
+            "resourceNames": ["rebalancer"],
+            "verbs": ["get", "update"],
+        },
     ]
     assert ("coordination.k8s.io", "leases") not in rules()  # not cluster-wide
     binding = base_doc("RoleBinding")
@@ -126,10 +128,13 @@ def test_the_lease_checks_of_run_match_the_role() -> None:
     """What `run` asks in its pre-flight for the Lease is exactly what the Role grants."""
     from rebalancer.cli.live import LEASE_CHECKS  # noqa: PLC0415
 
-    (rule,) = base_doc("Role")["rules"]
-    asked = {(c.group, c.resource, c.verb) for c in LEASE_CHECKS}
+    asked = {(c.group, c.resource, c.verb, c.about_the_lease) for c in LEASE_CHECKS}
     granted = {
-        (g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+        (g, r, v, "resourceNames" in rule)
+        for rule in base_doc("Role")["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
     }
     assert asked == granted
     assert all(c.in_lease_namespace for c in LEASE_CHECKS)

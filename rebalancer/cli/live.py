@@ -280,6 +280,7 @@ class Check:
     subresource: str = ""
     required: bool = True
     in_lease_namespace: bool = False  # asked in the Lease's namespace, not the run's
+    about_the_lease: bool = False  # asked about the Lease by name (Roles may name it)
 
     @property
     def name(self) -> str:
@@ -298,7 +299,13 @@ RUN_CHECKS: Final = (
 """What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
 
 LEASE_CHECKS: Final = tuple(
-    Check(verb, "leases", group="coordination.k8s.io", in_lease_namespace=True)
+    Check(
+        verb,
+        "leases",
+        group="coordination.k8s.io",
+        in_lease_namespace=True,
+        about_the_lease=verb != "create",  # a create names no object to RBAC
+    )
     for verb in ("get", "create", "update")
 )
 """What a run that evicts needs for its Lease, in the Lease's namespace only."""
@@ -312,6 +319,7 @@ def preflight(
     checks: Sequence[Check] = RUN_CHECKS,
     *,
     lease_namespace: str | None = None,
+    lease_name: str = "",
 ) -> None:
     """Raise :class:`errors.Forbidden` for the first required permission RBAC denies."""
     log = logs.get_logger("rebalancer.cli")
@@ -325,6 +333,7 @@ def preflight(
             group=check.group,
             subresource=check.subresource,
             namespace=scope,
+            name=lease_name if check.about_the_lease else "",
         )
         if allowed:
             continue
@@ -510,7 +519,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         if not args.dry_run:
             checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
-            preflight(kube, args.namespace, checks, lease_namespace=lease.namespace)
+            preflight(
+                kube,
+                args.namespace,
+                checks,
+                lease_namespace=lease.namespace,
+                lease_name=lease.name,
+            )
         cluster = Cluster(
             read=_reader(kube, args.namespace, checked.timeouts),
             transport=kube,

@@ -479,13 +479,18 @@ class Kube:
         group: str = "",
         subresource: str = "",
         namespace: str | None = None,
+        name: str = "",
     ) -> tuple[bool, str]:
-        """Ask the API server (SelfSubjectAccessReview) whether we may do this; (allowed, why)."""
+        """Ask the API server (SelfSubjectAccessReview) whether we may do this; (allowed, why).
+
+        ``name``: about that one object (a Role may grant a verb on named objects only)."""
         attributes: dict[str, str] = {"verb": verb, "resource": resource, "group": group}
         if subresource:
             attributes["subresource"] = subresource
         if namespace:
             attributes["namespace"] = namespace
+        if name:
+            attributes["name"] = name
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
