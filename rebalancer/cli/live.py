@@ -35,7 +35,7 @@ from rebalancer.cluster.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPAC
 from rebalancer.cluster.lease import LeaseSettings
 from rebalancer.cluster.outcome import RunEnd
 from rebalancer.cluster.runner import DEFAULT_MAX_WAVES, RunReport, RunSettings
-from rebalancer.core.errors import EXIT_OK, InputError, RebalancerError
+from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -259,15 +259,45 @@ def _read_deadline(timeouts: Timeouts) -> Any:
     return ReadDeadline(base_seconds=timeouts.read)
 
 
-def _reader(kube: Kube, namespace: str | None, timeouts: Timeouts) -> Any:
-    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use, like the client
+class _Reader:
+    """Reads the live cluster; an object it cannot convert leaves its namespace out of the
+    read (logged, and counted in :attr:`rejected`) instead of stopping everything."""
 
-    def read() -> Any:
-        return read_cluster(
-            kube.list_page, namespace=namespace, deadline=_read_deadline(timeouts)
-        ).snapshot
+    def __init__(self, kube: Kube, namespace: str | None, timeouts: Timeouts) -> None:
+        self._kube = kube
+        self._namespace = namespace
+        self._timeouts = timeouts
+        self.rejected: tuple[Any, ...] = ()
+        """The objects left out by the last read."""
 
-    return read
+    def __call__(self) -> Any:
+        from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
+
+        result = read_cluster(
+            self._kube.list_page,
+            namespace=self._namespace,
+            deadline=_read_deadline(self._timeouts),
+            skip_invalid=True,
+        )
+        self.rejected = result.rejected
+        log = logs.get_logger("rebalancer.cli")
+        for r in result.rejected:
+            log.warning(
+                logs.INVALID_OBJECT,
+                kind=r.kind,
+                namespace=r.namespace,
+                name=r.name,
+                problems=list(r.problems),
+                detail=f"namespace {r.namespace} is left out of this run",
+            )
+        return result.snapshot
+
+    def get_rejected(self) -> tuple[Any, ...]:
+        return self.rejected
+
+
+def _reader(kube: Kube, namespace: str | None, timeouts: Timeouts) -> _Reader:
+    return _Reader(kube, namespace, timeouts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,13 +391,15 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     configure_logging()
     timeouts = _checked_timeouts(args)
     kube = _connect(args, timeouts)
+    reader = _reader(kube, args.namespace, timeouts)
     try:
-        snapshot = _reader(kube, args.namespace, timeouts)()
+        snapshot = reader()
     finally:
         kube.close()
     fmt: Format = args.output
     write(render_plan(plan(snapshot, policy, time.time()), fmt))
-    return EXIT_OK
+    # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
+    return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
@@ -526,11 +558,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 lease_namespace=lease.namespace,
                 lease_name=lease.name,
             )
+        reader = _reader(kube, args.namespace, checked.timeouts)
         cluster = Cluster(
-            read=_reader(kube, args.namespace, checked.timeouts),
+            read=reader,
             transport=kube,
             create_event=kube.create_event,
             lease=kube,
+            rejected=reader.get_rejected,
         )
         stop = threading.Event()
         undo = install_stop_handlers(stop)

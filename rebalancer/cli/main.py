@@ -76,12 +76,19 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 ["--snapshot FILE is required: live-cluster support is not available"],
             )
         return live(args, policy)
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # same
+    from rebalancer.cluster.snapshot import load_snapshot_skipping  # noqa: PLC0415  # same
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
-    snapshot = load_snapshot(args.snapshot)
+    snapshot, rejected = load_snapshot_skipping(args.snapshot, skip_invalid=args.skip_invalid)
+    for r in rejected:
+        problems = "; ".join(r.problems)
+        print(
+            f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
+            f"{r.namespace} left out: {problems}",
+            file=sys.stderr,
+        )
     write(render_plan(plan(snapshot, policy, time.time()), _format(args)))
-    return EXIT_OK
+    return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -129,6 +136,12 @@ def _add_plan(subparsers: Subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--snapshot", metavar="FILE", help="plan offline from this snapshot")
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="with --snapshot: an object that cannot be read leaves its namespace out of the "
+        "plan (warned about, exit 1) instead of failing it (exit 2). A live plan always does so",
+    )
     add_policy_arguments(parser)
     add_output_argument(parser)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)

@@ -26,6 +26,7 @@ import orjson
 from rebalancer.cluster import errors
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder
+from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 from rebalancer.core.slim import slim
@@ -46,7 +47,10 @@ class Builder(Protocol):
 
     def add(self, obj: dict[str, Any]) -> None: ...
 
-    def build(self) -> Snapshot: ...
+    def build(self, *, skip_invalid: bool = False) -> Snapshot: ...
+
+    @property
+    def rejected(self) -> tuple[Rejected, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class ReadResult:
     objects: tuple[dict[str, Any], ...] | None  # the raw objects, only when asked for
     counts: tuple[tuple[str, int], ...]  # resource -> objects read
     pages: int  # LIST requests made
+    rejected: tuple[Rejected, ...] = ()  # left out, with their namespaces (skip_invalid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +104,13 @@ def read_cluster(
     prefetch: int = PREFETCH,
     deadline: ReadDeadline | None = None,
     clock: Callable[[], float] = time.monotonic,
+    skip_invalid: bool = False,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
+
+    ``skip_invalid``: an object that cannot be converted (version skew, a field rebalancer does
+    not know) leaves its namespace out of the snapshot instead of failing the read; the result
+    lists it in ``rejected``. Problems with cluster-scoped objects still raise.
 
     ``deadline`` bounds the whole read (checked after each page; a page itself is bounded by
     the request deadline of the transport), restarts included.
@@ -139,6 +149,7 @@ def read_cluster(
                     builder=builder_factory(),
                     prefetch=prefetch,
                     check=check,
+                    skip_invalid=skip_invalid,
                 )
         except errors.Gone:
             if attempt == MAX_RESTARTS:
@@ -157,6 +168,7 @@ def _read_once(
     builder: Builder,
     prefetch: int,
     check: Callable[[int], None],
+    skip_invalid: bool,
 ) -> ReadResult:
     kept: list[dict[str, Any]] | None = [] if keep_objects else None
     counts = dict.fromkeys((r.name for r in resources), 0)
@@ -184,7 +196,9 @@ def _read_once(
             del items  # converted: let the page go before the next one is parsed
             check(sum(counts.values()))
     objects = tuple(kept) if kept is not None else None
-    return ReadResult(builder.build(), objects, tuple(counts.items()), pages)
+    snapshot = builder.build(skip_invalid=skip_invalid)
+    rejected = builder.rejected if skip_invalid else ()
+    return ReadResult(snapshot, objects, tuple(counts.items()), pages, rejected)
 
 
 def _parse_page(raw: bytes, resource: Resource) -> dict[str, Any]:

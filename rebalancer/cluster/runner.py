@@ -57,6 +57,8 @@ class Cluster:
     """Create a core/v1 Event in a namespace; None sends no events."""
     lease: LeaseApi | None = None
     """The Lease calls; None runs without a Lease (tests of a single process only)."""
+    rejected: Callable[[], Sequence[object]] | None = None
+    """The objects the last read could not convert (their namespaces were left out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,7 @@ class RunReport:
     server_dry_run: bool = False
     lease_holder: Holder | None = None  # who held the Lease, when end is LEASE_HELD
     earlier_evictions: int = 0  # evictions of earlier runs within the cooldown (limits)
+    invalid_objects: int = 0  # objects the first read could not convert: namespaces left out
 
     @property
     def results(self) -> tuple[EvictionResult, ...]:
@@ -152,10 +155,11 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        """3 when the Lease was lost mid-run; 1 when an eviction failed or was blocked; else 0."""
+        """3 when the Lease was lost mid-run; 1 when an eviction failed or was blocked, or an
+        object could not be read (its namespace was left out); else 0."""
         if self.end is RunEnd.LEASE_LOST:
             return EXIT_CLUSTER
-        if any(r.outcome in FAILURES for r in self.results):
+        if self.invalid_objects or any(r.outcome in FAILURES for r in self.results):
             return EXIT_EVICTIONS_FAILED
         return EXIT_OK
 
@@ -178,6 +182,7 @@ class RunReport:
             "skew_after": self.skew_after,
             "duration_seconds": round(self.duration_seconds, 3),
             "earlier_evictions": self.earlier_evictions,
+            "invalid_objects": self.invalid_objects,
             "lease_held_by": self.lease_holder.identity if self.lease_holder else None,
         }
 
@@ -383,6 +388,7 @@ class Runner:
 
     def _run(self, run_id: str, started: float) -> RunReport:
         snapshot = self._read()
+        invalid = len(self.cluster.rejected()) if self.cluster.rejected is not None else 0
         earlier = self._earlier(snapshot)
         before = tuple(r.as_eviction() for r in earlier)
         first = self._plan_for(snapshot, before)
@@ -403,6 +409,7 @@ class Runner:
             duration_seconds=self._clock() - started,
             server_dry_run=self.settings.executor.server_dry_run,
             earlier_evictions=len(earlier),
+            invalid_objects=invalid,
         )
         self._log.info(logs.RUN_SUMMARY, **report.summary())
         return report
