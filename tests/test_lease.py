@@ -397,3 +397,27 @@ def test_earlier_evictions_outside_the_policys_namespaces_do_not_count() -> None
     report = lease_runner(fake, api, policy).run_once()
     assert report.earlier_evictions == 0
     assert report.evicted == 2
+
+
+def test_the_preflight_asks_for_the_lease_in_its_namespace_and_by_name() -> None:
+    """get/update are asked about the one Lease (a Role may name it), create without a name,
+    all in the Lease's namespace, not the run's."""
+    from rebalancer.cli.live import LEASE_CHECKS, RUN_CHECKS, preflight  # noqa: PLC0415
+
+    asked: list[tuple[str, str, str | None, str]] = []
+
+    class Access:
+        def can_i(self, verb: str, resource: str, *, group: str = "", subresource: str = "",
+                  namespace: str | None = None, name: str = "") -> tuple[bool, str]:  # fmt: skip
+            asked.append((verb, resource, namespace, name))
+            return True, ""
+
+    preflight(Access(), "shop", (*RUN_CHECKS, *LEASE_CHECKS),  # type: ignore[arg-type]
+              lease_namespace="ops", lease_name="spread-lock")  # fmt: skip
+    leases = [a for a in asked if a[1] == "leases"]
+    assert leases == [
+        ("get", "leases", "ops", "spread-lock"),
+        ("create", "leases", "ops", ""),
+        ("update", "leases", "ops", "spread-lock"),
+    ]
+    assert ("create", "pods", "shop", "") in asked

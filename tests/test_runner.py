@@ -452,7 +452,9 @@ class FakeAccess:
         group: str = "",
         subresource: str = "",
         namespace: str | None = None,
+        name: str = "",
     ) -> tuple[bool, str]:
+        del name  # asked about one object: this fake answers per resource
         name = f"{resource}/{subresource}" if subresource else resource
         self.asked.append((verb, name, namespace))
         return f"{verb} {name}" not in self.denied, ""
