@@ -3,6 +3,7 @@ silent, a slow but honest one (issue 11 §3)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -42,7 +43,11 @@ def server(behaviour: Behaviour) -> Iterator[int]:
             except OSError:
                 return
             conns.append(conn)
-            threading.Thread(target=behaviour, args=(conn, stop), daemon=True).start()
+            threading.Thread(target=guarded, args=(conn,), daemon=True).start()
+
+    def guarded(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # the socket closed under it at the end of a test
+            behaviour(conn, stop)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
