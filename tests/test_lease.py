@@ -421,3 +421,15 @@ def test_the_preflight_asks_for_the_lease_in_its_namespace_and_by_name() -> None
         ("update", "leases", "ops", "spread-lock"),
     ]
     assert ("create", "pods", "shop", "") in asked
+
+
+def test_a_missing_lease_namespace_is_one_clear_error() -> None:
+    """No namespace for the Lease: exit 3, saying which and what to do; nothing evicted."""
+
+    class NoNamespace(FakeLeaseApi):
+        def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+            raise errors.NotFound(404, 'namespaces "rebalancer" not found')
+
+    with pytest.raises(errors.LeaseError, match="namespace rebalancer does not exist") as caught:
+        lease(NoNamespace(), "a/run", Wall()).acquire()
+    assert caught.value.exit_code == EXIT_CLUSTER

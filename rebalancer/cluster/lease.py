@@ -277,6 +277,11 @@ class Lease:
             body = self._body({}, now, transitions=0)
             try:
                 written = self.api.create_lease(s.namespace, body)
+            except errors.NotFound as exc:
+                raise errors.LeaseError(
+                    f"cannot create the Lease {self.where}: namespace {s.namespace} does not "
+                    "exist (create it, or pass --lease-namespace)"
+                ) from exc
             except errors.Conflict:  # created by someone else since our GET
                 current = self.api.get_lease(s.namespace, s.name)
                 return self._holder_or_unknown(current)
