@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import orjson
 import pytest
 import structlog
 from kubernetes import client
@@ -244,3 +245,42 @@ def test_get_retries_are_bounded_and_posts_are_never_retried_here() -> None:
         k.close()
     assert seen_post == 500
     assert len(seen) == before + 1
+
+
+def test_the_read_deadline_grows_with_the_objects_read() -> None:
+    """A read may take its base plus 1 s per 1,000 objects: 3 pages of 2,000 pods at 5 s each
+    pass a 10 s base (10 + 6 >= 15); at 6 s each they do not (18 > 16), exit 3."""
+    from rebalancer.cluster.reader import ReadDeadline, read_cluster  # noqa: PLC0415
+    from rebalancer.cluster.resources import RESOURCES_BY_NAME  # noqa: PLC0415
+
+    def page(number: int) -> bytes:
+        pods = [{"metadata": {"name": f"p{number}-{i}", "namespace": "n", "uid": f"u{number}-{i}",
+                              "creationTimestamp": "2025-01-01T00:00:00Z"},
+                 "spec": {"nodeName": "x", "containers": [{"name": "c"}]}}
+                for i in range(2000)]  # fmt: skip
+        more = {"continue": "more"} if number < 3 else {}
+        return orjson.dumps({"kind": "PodList", "metadata": more, "items": pods})
+
+    def reader(seconds_per_page: float) -> Callable[[], object]:
+        now = [0.0]
+        served = [0]
+
+        def list_page(resource: str, ns: str | None, limit: int, token: str | None) -> bytes:
+            now[0] += seconds_per_page
+            served[0] += 1
+            return page(served[0])
+
+        def read() -> object:
+            return read_cluster(
+                list_page,
+                resources=[RESOURCES_BY_NAME["pods"]],
+                prefetch=0,
+                deadline=ReadDeadline(base_seconds=10, seconds_per_1000_objects=1),
+                clock=lambda: now[0],
+            )
+
+        return read
+
+    assert reader(5.0)() is not None
+    with pytest.raises(errors.DeadlineExceeded, match=r"more than 16s \(6000 objects read"):
+        reader(6.0)()
