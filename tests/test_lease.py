@@ -433,3 +433,46 @@ def test_a_missing_lease_namespace_is_one_clear_error() -> None:
     with pytest.raises(errors.LeaseError, match="namespace rebalancer does not exist") as caught:
         lease(NoNamespace(), "a/run", Wall()).acquire()
     assert caught.value.exit_code == EXIT_CLUSTER
+
+
+@pytest.mark.parametrize("mode", ["dry-run", "server-dry-run"])
+def test_dry_runs_take_no_lease(mode: str) -> None:
+    """run --dry-run and --server-dry-run never touch the Lease, even one held by another."""
+    fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
+    api.force("cronjob-pod/abc", renewed=NOW)
+    writes = len(api.writes)
+    runner = Runner(
+        Cluster(read=fake.read, transport=fake, lease=api),
+        Policy(),
+        RunSettings(
+            plan_only=mode == "dry-run",
+            executor=ExecutorSettings(server_dry_run=mode == "server-dry-run"),
+            instance="t",
+            lease=LeaseSettings(namespace=NAMESPACE, name=NAME),
+        ),
+        wall_clock=lambda: NOW,
+    )
+    report = runner.run_once()
+    assert report.end is not RunEnd.LEASE_HELD
+    assert report.planned == 2
+    assert len(api.writes) == writes
+    assert api.holder == "cronjob-pod/abc"
+
+
+def test_interval_mode_takes_and_gives_back_the_lease_around_each_run() -> None:
+    """run --interval: each run holds the Lease under its own run id and releases it."""
+    fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
+    runner = lease_runner(fake, api)
+    runs = 0
+
+    def count(_report: object) -> None:
+        nonlocal runs
+        runs += 1
+        if runs == 2:
+            runner.stop.set()
+
+    assert runner.run_forever(0.01, on_report=count) == EXIT_OK
+    holders = [w["spec"].get("holderIdentity") for w in api.writes]
+    taken = [h for h in holders if h]
+    assert len(set(taken)) == 2  # two runs, two holder identities
+    assert holders[-1] is None  # released after the last run
