@@ -71,8 +71,16 @@ class Background:
     stdout: str = ""
 
     def __post_init__(self) -> None:
+        # stderr and stdout each have their own reader (communicate() would take lines away).
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._out: list[str] = []
+        self._out_reader = threading.Thread(target=self._read_out, daemon=True)
+        self._out_reader.start()
+
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        self._out.append(self.proc.stdout.read())
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -107,9 +115,13 @@ class Background:
 
     def finish(self, timeout: float = 300) -> tuple[int, float]:
         """Wait for the exit; (exit code, seconds since start)."""
-        out, _ = self.proc.communicate(timeout=timeout)
+        self.proc.wait(timeout=timeout)
         self._reader.join(10)
-        self.stdout = out
+        self._out_reader.join(10)
+        self.stdout = "".join(self._out)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
         return self.proc.returncode, time.monotonic() - self.started
 
     @property
@@ -426,6 +438,7 @@ def test_a_proxy_injecting_5xx_and_429_gets_bounded_retries_that_honour_retry_af
     accepted = accepted_evictions(cluster, mark, ns)
     audit = no_double(accepted) + "; no DELETE through the proxy"
     retries = len(bg.events("request.retry"))
+    assert retries == 2  # the LIST's 429 and 503, each logged once
     row("proxy: 503, 500, 429 Retry-After 2 on evictions; 429 Retry-After 1, 503 on LIST",
         f"completed, {PLANNED} evicted, {retries} GET retries logged, max {max(per_pod.values())}"
         " POSTs per pod", str(code), seconds, audit)  # fmt: skip
