@@ -209,15 +209,19 @@ def balanced(cluster: Cluster, ns: str) -> list[int]:
     return sorted(zone_counts(cluster, ns).values())
 
 
-def run_until_done(cluster: Cluster, ns: str, *extra: str, tries: int = 8) -> list[int]:
-    """Run again until a run is not turned away by a Lease left by a dead run; exit codes."""
+def run_until_done(
+    cluster: Cluster, ns: str, *extra: str, tries: int = 8
+) -> tuple[list[int], dict[str, Any]]:
+    """Run again until a run is not turned away by a Lease left by a dead run; the exit codes
+    and the last run's summary."""
     codes = []
     for _ in range(tries):
         ran = rebalancer(cluster, "run", "-n", ns, *FLAGS, *extra)
         codes.append(ran.returncode)
         assert ran.returncode in (0, 1), explain(ran)
-        if json.loads(ran.stdout)["summary"]["end"] != "lease-held":
-            return codes
+        summary: dict[str, Any] = json.loads(ran.stdout)["summary"]
+        if summary["end"] != "lease-held":
+            return codes, summary
         time.sleep(3)
     pytest.fail(f"the Lease was never freed: exit codes {codes}")
 
@@ -283,13 +287,18 @@ def test_apiserver_killed_and_restarted_mid_run_then_the_next_run_completes(
     code, seconds = bg.finish()
     assert code in (0, 1, 3), bg.stderr
     assert "Traceback" not in bg.stderr
-    codes = run_until_done(cluster, ns, "--lease-duration", "10s")
+    codes, _ = run_until_done(cluster, ns, "--lease-duration", "10s")
     assert balanced(cluster, ns) == [3, 3, 3]
     accepted = accepted_evictions(cluster, mark, ns)
     audit = no_double(accepted)
     assert sum(accepted.values()) == PLANNED
-    row("kube-apiserver kill -9 + restart mid-run", "first run ended cleanly, next run "
-        "balanced", f"{code} then {codes}", seconds, audit)  # fmt: skip
+    first = (
+        f"first run: end {bg.report()['summary']['end']}, {bg.evicted()} evicted"
+        if code != 3
+        else "first run: exit 3 (API server unreachable)"
+    )
+    row("kube-apiserver kill -9 + restart mid-run", f"{first}; next run balanced",
+        f"{code} then {codes}", seconds, audit)  # fmt: skip
 
 
 # -- 3. a proxy injecting 500/503 and 429 with Retry-After ---------------------------------------
@@ -496,11 +505,14 @@ def test_kill_9_mid_wave_then_rerun_counts_the_earlier_evictions(
     assert turned_away.returncode == 0, explain(turned_away)
     first_end = json.loads(turned_away.stdout)["summary"]["end"]
     started = time.monotonic()
-    codes = run_until_done(cluster, ns, "--policy", str(policy), "--lease-duration", "8s")
+    codes, summary = run_until_done(cluster, ns, "--policy", str(policy), "--lease-duration", "8s")
     seconds += time.monotonic() - started
     accepted = accepted_evictions(cluster, mark, ns)
     audit = no_double(accepted)
     assert sum(accepted.values()) == 3, accepted
+    killed = bg.evicted()  # what the killed run had evicted (its log lines before the kill)
+    assert summary["earlierEvictions"] >= killed >= 1, summary
+    assert summary["evicted"] == 3 - summary["earlierEvictions"], summary
     exits = f"-9, {turned_away.returncode}, {codes}"
     outcome = f"rerun at once: {first_end}; after expiry the limit counted the killed run's"
     row("kill -9 mid-wave, rerun (limits.total 3)", outcome, exits, seconds, audit)
