@@ -280,20 +280,25 @@ class _Reader:
             skip_invalid=True,
         )
         self.rejected = result.rejected
-        log = logs.get_logger("rebalancer.cli")
-        for r in result.rejected:
-            log.warning(
-                logs.INVALID_OBJECT,
-                kind=r.kind,
-                namespace=r.namespace,
-                name=r.name,
-                problems=list(r.problems),
-                detail=f"namespace {r.namespace} is left out of this run",
-            )
+        _warn_rejected(result.rejected, "its namespace is left out of this run")
         return result.snapshot
 
     def get_rejected(self) -> tuple[Any, ...]:
         return self.rejected
+
+
+def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
+    """One warning per object a read could not convert, naming it and its problems."""
+    log = logs.get_logger("rebalancer.cli")
+    for r in rejected:
+        log.warning(
+            logs.INVALID_OBJECT,
+            kind=r.kind,
+            namespace=r.namespace,
+            name=r.name,
+            problems=list(r.problems),
+            detail=detail,
+        )
 
 
 def _reader(kube: Kube, namespace: str | None, timeouts: Timeouts) -> _Reader:
@@ -416,10 +421,13 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             keep_objects=True,
             trim=not args.full,
             deadline=_read_deadline(timeouts),
+            skip_invalid=True,  # written all the same: a snapshot is for bug reports too
         )
     finally:
         kube.close()
     logs.get_logger("rebalancer.cli").info(logs.READ, **dict(result.counts), pages=result.pages)
+    # Written all the same (a snapshot is for bug reports); `plan --snapshot` names it too.
+    _warn_rejected(result.rejected, "written to the snapshot as read")
     data: bytes = dump_objects(result.objects or (), args.output)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
