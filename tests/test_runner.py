@@ -19,9 +19,10 @@ import pytest
 import structlog
 import yaml
 
-from rebalancer.cli.live import preflight, render_run
+from rebalancer.cli.live import preflight
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics, parse_bind_address
+from rebalancer.cli.render import render_run
 from rebalancer.cluster import errors, kubeclient, logs
 from rebalancer.cluster.events import BLOCKED, REBALANCED
 from rebalancer.cluster.executor import ExecutorSettings, Outcome

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -31,7 +32,14 @@ from typing import TYPE_CHECKING, Final
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan
+from rebalancer.cli.render import (
+    FORMATS,
+    REPORT_FORMATS,
+    Format,
+    TableStyle,
+    render_explanation,
+    render_plan,
+)
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
@@ -89,14 +97,33 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = T
         )
 
 
-def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``-o/--output table|json|yaml`` (default table)."""
+def add_output_argument(
+    parser: argparse.ArgumentParser, formats: tuple[Format, ...] = FORMATS
+) -> None:
+    """Add ``-o/--output`` with ``formats`` (default table) and ``--wide`` for the table."""
+    html = "; html is a self-contained report" if "html" in formats else ""
     parser.add_argument(
         "-o",
         "--output",
-        choices=FORMATS,
+        choices=formats,
         default="table",
-        help="output format (default: table; json and yaml are a stable contract)",
+        help=f"output format (default: table; json and yaml are a stable contract{html})",
+    )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="table: show every domain and node and never cut a line (default: the few most- "
+        "and least-populated domains, and lines cut to the terminal's width)",
+    )
+
+
+def table_style(args: argparse.Namespace) -> TableStyle:
+    """How the table fits stdout: its width when it is a terminal, everything with --wide."""
+    stream = sys.stdout
+    width = shutil.get_terminal_size().columns if stream.isatty() else None
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    return TableStyle(
+        width=width, wide=bool(getattr(args, "wide", False)), unicode=encoding == "utf8"
     )
 
 
@@ -132,7 +159,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
     snapshot = load_snapshot(args.snapshot)
-    write(render_plan(plan(snapshot, policy, time.time()), _format(args)))
+    write(render_plan(plan(snapshot, policy, time.time()), _format(args), table_style(args)))
     return EXIT_OK
 
 
@@ -143,7 +170,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
     snapshot = load_snapshot(args.snapshot)
     namespace, name = args.pod
-    write(render_explanation(explain(snapshot, policy, namespace, name), _format(args)))
+    expl = explain(snapshot, policy, namespace, name)
+    write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
 
@@ -182,7 +210,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--snapshot", metavar="FILE", help="plan offline from this snapshot")
     add_policy_arguments(parser)
-    add_output_argument(parser)
+    add_output_argument(parser, REPORT_FORMATS)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
 
 
