@@ -37,7 +37,8 @@ h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bott
 .sub{color:#59636e;margin:0 0 16px}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0}
 .card{border:1px solid #d0d7de;border-radius:8px;padding:10px 16px;min-width:120px}
-.card b{display:block;font-size:24px}.card span{color:#59636e;font-size:12px}
+.card b{display:block;font-size:24px}.card b.word{font-size:17px;line-height:35px}
+.card span{color:#59636e;font-size:12px}
 .ok{color:#1a7f37}.warn{color:#9a6700}.bad{color:#cf222e}
 .views{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:12px}
 .view{border:1px solid #d0d7de;border-radius:8px;padding:10px 14px;min-width:0}
@@ -118,7 +119,7 @@ def view_chart(view: ViewReport, later: ViewReport | None) -> str:
     gmin = later.global_min if later is not None else view.global_min
     band_top = min(gmin + view.max_skew, top)
     top = max(top, gmin + view.max_skew)
-    left, plot_h, pad_top, label_h = 40, 130, 10, 84
+    left, plot_h, pad_top, label_h = 72, 130, 10, 84
     slot = 40
     width = left + slot * len(bars) + 16
     height = pad_top + plot_h + label_h
@@ -143,6 +144,10 @@ def view_chart(view: ViewReport, later: ViewReport | None) -> str:
             f'<text x="{left - 8}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end" '
             f'fill="#59636e">{tick}</text>'
         )
+    parts.append(
+        f'<text x="12" y="{pad_top + plot_h / 2:.1f}" font-size="11" fill="#59636e" '
+        f'text-anchor="middle" transform="rotate(-90 12 {pad_top + plot_h / 2:.1f})">pods</text>'
+    )
     for i, b in enumerate(bars):
         x = left + i * slot + 6
         for dx, value, color in ((0, b.before, _BEFORE), (14, b.after, _AFTER)):
@@ -168,7 +173,8 @@ def view_chart(view: ViewReport, later: ViewReport | None) -> str:
 
 def _cards(items: Iterable[tuple[str, str, str]]) -> str:
     cells = "".join(
-        f'<div class="card"><b class="{cls}">{_e(value)}</b><span>{_e(name)}</span></div>'
+        f'<div class="card"><b class="{cls}{"" if value.isdigit() else " word"}">{_e(value)}</b>'
+        f"<span>{_e(name)}</span></div>"
         for value, name, cls in items
     )
     return f'<div class="cards">{cells}</div>'
