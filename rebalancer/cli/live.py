@@ -23,9 +23,11 @@ from rebalancer.cli.main import (
     add_policy_arguments,
     resolve_policy,
     table_style,
+    window_status,
     write,
+    write_plan,
 )
-from rebalancer.cli.render import REPORT_FORMATS, Format, render_plan, render_run
+from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.executor import ExecutorSettings
 from rebalancer.cluster.runner import DEFAULT_MAX_WAVES, RunSettings
@@ -231,8 +233,7 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
         snapshot = _reader(kube, args.namespace)()
     finally:
         kube.close()
-    fmt: Format = args.output
-    write(render_plan(plan(snapshot, policy, time.time()), fmt, table_style(args)))
+    write_plan(plan(snapshot, policy, time.time()), policy, args)
     return EXIT_OK
 
 
@@ -304,6 +305,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     checked = _validate_run_args(args)
     if args.dry_run and checked.interval is None:
         return plan_live(args, policy)
+    status = window_status(policy)
+    if status is not None and not status[0] and checked.interval is None:
+        # Outside every maintenance window: nothing to do, not even a read (exit 0).
+        print(status[1], file=sys.stdout if args.output == "table" else sys.stderr)
+        return EXIT_OK
 
     from rebalancer.cluster.runner import (  # noqa: PLC0415  # on use, like the client
         Cluster,

@@ -52,6 +52,8 @@ from rebalancer.core.errors import (
 from rebalancer.core.policy import Policy, policy_to_dict, restrict_to_namespace
 
 if TYPE_CHECKING:
+    from rebalancer.core.plan import Plan
+
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 Handler = Callable[[argparse.Namespace], int]
@@ -135,6 +137,29 @@ def resolve_policy(args: argparse.Namespace) -> Policy:
     return restrict_to_namespace(policy, namespace) if namespace else policy
 
 
+def window_status(policy: Policy) -> tuple[bool, str] | None:
+    """(inside, sentence) for the policy's maintenance windows now; None without a schedule."""
+    if not policy.schedule.windows:
+        return None
+    from datetime import UTC, datetime  # noqa: PLC0415  # only with a schedule
+
+    from rebalancer.core.schedule import describe, window_state  # noqa: PLC0415  # same
+
+    state = window_state(policy.schedule, datetime.fromtimestamp(time.time(), UTC))
+    return state.inside, describe(state, policy.schedule.windows[0].time_zone)
+
+
+def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
+    """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
+    window (when the policy has a schedule)."""
+    fmt = _format(args)
+    text = render_plan(planned, fmt, table_style(args))
+    status = window_status(policy)
+    if status is not None and fmt == "table":
+        text += f"Maintenance window: {status[1]}\n"
+    write(text)
+
+
 def write(text: str) -> None:
     """Write command output to stdout (errors go to stderr, through :func:`main`)."""
     sys.stdout.write(text)
@@ -159,7 +184,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
     snapshot = load_snapshot(args.snapshot)
-    write(render_plan(plan(snapshot, policy, time.time()), _format(args), table_style(args)))
+    write_plan(plan(snapshot, policy, time.time()), policy, args)
     return EXIT_OK
 
 

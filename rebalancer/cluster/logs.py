@@ -41,6 +41,10 @@ SLEEP: Final = "interval.sleep"
 """Interval mode waits for the next run."""
 METRICS: Final = "metrics.serving"
 """The Prometheus endpoint is listening."""
+OUTSIDE_WINDOW: Final = "run.outside_window"
+"""The policy's schedule has no window open now: the run evicts nothing; next_opens_at."""
+WINDOW_CLOSED: Final = "run.window_closed"
+"""The maintenance window closed during a run: no new wave starts."""
 
 
 def _dumps(value: Any, **_: Any) -> str:
