@@ -137,12 +137,16 @@ def view_chart(view: ViewReport, later: ViewReport | None) -> str:
         f"<title>{_e(f'allowed after the plan: {gmin}..{gmin + view.max_skew} pods')}</title>"
         "</rect>",
     ]
-    for tick in sorted({0, round(top / 2), round(top)}):
+    ticks: list[int] = []
+    for tick in sorted({0, gmin, gmin + view.max_skew, round(top)}):
+        if all(abs(y(tick) - y(t)) >= 12 for t in ticks):  # no two labels on top of each other
+            ticks.append(tick)
+    for mark in ticks:
         parts.append(
-            f'<line x1="{left - 4}" x2="{width - 8}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" '
+            f'<line x1="{left - 4}" x2="{width - 8}" y1="{y(mark):.1f}" y2="{y(mark):.1f}" '
             'stroke="#d0d7de" stroke-width="0.6"/>'
-            f'<text x="{left - 8}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end" '
-            f'fill="#59636e">{tick}</text>'
+            f'<text x="{left - 8}" y="{y(mark) + 4:.1f}" font-size="11" text-anchor="end" '
+            f'fill="#59636e">{mark}</text>'
         )
     parts.append(
         f'<text x="12" y="{pad_top + plot_h / 2:.1f}" font-size="11" fill="#59636e" '
