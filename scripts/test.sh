@@ -25,7 +25,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "chromium is missing and apt-get needs root: the browser tests will be skipped"
   fi
 fi
-command -v chromium >/dev/null 2>&1 && chromium --version
+command -v chromium >/dev/null 2>&1 && chromium --version 2>/dev/null
 
 phase "unit tests"
 # pytest exits 5 when it collects nothing; set -e turns that into a failure.

@@ -176,6 +176,8 @@ def test_page_shows_summary_waves_and_skip_groups() -> None:
     assert "3 evictions (proven minimal: lower bound 3) in 2 waves" in text
     assert "Wave 1 (2)" in text and "Wave 2 (1)" in text
     assert "pdb: 2 pods" in text and "bare-pod: 1 pod" in text
+    # The worst view first: the hosts' skew 9 (8 over maxSkew) before the zones' 5.
+    assert text.index("shop \u00b7 topology") < text.index(f"{EVIL_NS} \u00b7 topology")
 
 
 def test_many_domains_chart_ends_and_an_aggregate() -> None:

@@ -7,6 +7,7 @@ cluster (names, labels, selectors, reasons) is escaped, in text and in attribute
 Per violated view, a bar chart shows the domain counts before and after the plan, with the
 band that ``maxSkew`` allows after it (``globalMin`` .. ``globalMin + maxSkew``). A view with
 many domains shows its most- and least-populated few and one bar for the mean of the rest.
+The views come worst first (the most over their ``maxSkew``).
 """
 
 from __future__ import annotations
@@ -226,7 +227,8 @@ def _violations(plan: Plan) -> str:
             "allowed after the plan (globalMin .. globalMin + maxSkew)</p>"
         )
     out.append('<div class="views">')
-    for view in plan.violations:
+    # The worst first: by how far the skew is over maxSkew, then as the plan lists them.
+    for view in sorted(plan.violations, key=lambda v: -v.excess):
         later = after.get(_view_key(view))
         skew = str(view.skew) if later is None else f"{view.skew} \u2192 {later.skew}"
         extras = "" if view.min_domains <= 1 else f" \u00b7 minDomains {view.min_domains}"
