@@ -26,15 +26,18 @@ from rebalancer.core.convert import (
 )
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import (
+    NOT_SHARED,
     LabelSelector,
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     OwnerRef,
+    Pod,
     Requirement,
     SpreadConstraint,
     Taint,
     Toleration,
+    shared_key,
 )
 
 GI = 1024**3
@@ -45,7 +48,7 @@ def pod_obj(
     name: str = "web-1",
     *,
     namespace: str = "default",
-    labels: dict[str, str] | None = None,
+    labels: dict[str, Any] | None = None,
     spec: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
     status: dict[str, Any] | None = None,
@@ -468,7 +471,7 @@ def test_required_node_affinity() -> None:
 
 def test_pod_without_required_affinity() -> None:
     """Only preferred affinity, or pod affinity, leaves required_affinity None."""
-    spec = {"affinity": {"podAntiAffinity": {}, "nodeAffinity": {}}}
+    spec: dict[str, Any] = {"affinity": {"podAntiAffinity": {}, "nodeAffinity": {}}}
     assert pod_from_api(pod_obj(spec=spec)).required_affinity is None
 
 
@@ -1093,8 +1096,9 @@ def test_single_owner_reference_forms() -> None:
     """One owner reference: a controller is shared between pods, a non-controller is no owner,
     and a malformed one is still reported with its path."""
     ref = {"kind": "ReplicaSet", "name": "web-7d9", "uid": "rs-9", "controller": True}
-    first = pod_from_api(pod_obj("a", meta={"ownerReferences": [dict(ref)]}))
-    second = pod_from_api(pod_obj("b", meta={"ownerReferences": [dict(ref)]}))
+    first, second = snapshot_from_objects(
+        [pod_obj(name, meta={"ownerReferences": [dict(ref)]}) for name in ("a", "b")]
+    ).pods
     assert first.owner == OwnerRef("ReplicaSet", "web-7d9", "rs-9")
     assert second.owner is first.owner
     loose = {**ref, "controller": False}
@@ -1110,13 +1114,81 @@ def test_equal_string_maps_are_shared_and_bad_ones_still_reported() -> None:
     (even unhashable) value is reported every time, never cached."""
     spec = {"nodeSelector": {"disk": "ssd"}}
     meta = {"annotations": {"team": "shop"}}
-    a = pod_from_api(pod_obj("a", labels={"app": "web", "tier": "1"}, meta=meta, spec=spec))
-    b = pod_from_api(pod_obj("b", labels={"app": "web", "tier": "1"}, meta=meta, spec=spec))
+    a, b, c = snapshot_from_objects(
+        [
+            pod_obj("a", labels={"app": "web", "tier": "1"}, meta=meta, spec=spec),
+            pod_obj("b", labels={"app": "web", "tier": "1"}, meta=meta, spec=spec),
+            pod_obj("c", labels={"app": "db"}),
+        ]
+    ).pods
     assert a.labels == {"app": "web", "tier": "1"} and a.labels is b.labels
     assert a.annotations is b.annotations and a.node_selector is b.node_selector
-    assert pod_from_api(pod_obj("c", labels={"app": "db"})).labels == {"app": "db"}
+    assert c.labels == {"app": "db"}
     for bad, shown in (({"app": 1}, "1"), ({"app": ["x"]}, '["x"]')):
-        for _ in range(2):
-            assert problems_of(pod_obj(labels=bad)) == (
-                P + f"metadata.labels[app]: must be a string, got {shown}",
-            )
+        builder = SnapshotBuilder()
+        builder.add_all([pod_obj("x", labels=bad), pod_obj("y", labels=bad)])
+        assert builder.problems == tuple(
+            f"Pod default/{name}: metadata.labels[app]: must be a string, got {shown}"
+            for name in ("x", "y")
+        )
+
+
+def test_two_snapshots_share_no_state() -> None:
+    """Each snapshot's conversion owns its caches: equal fragments are shared within one
+    snapshot, never between two built in the same process."""
+    ref = {"kind": "ReplicaSet", "name": "web-7d9", "uid": "rs-9", "controller": True}
+    tolerations = [{"key": "gpu", "operator": "Exists"}]
+    objects = [
+        pod_obj(name, meta={"ownerReferences": [dict(ref)]}, spec={"tolerations": tolerations})
+        for name in ("a", "b")
+    ]
+    one = snapshot_from_objects(objects).pods
+    two = snapshot_from_objects(objects).pods
+    assert one[0].owner is one[1].owner
+    assert one[0].labels is one[1].labels
+    assert one[0].tolerations is one[1].tolerations
+    assert one == two  # equal content...
+    assert one[0].owner is not two[0].owner  # ...but nothing carried over
+    assert one[0].labels is not two[0].labels
+    assert one[0].tolerations is not two[0].tolerations
+    # The numbers are the builder's own: the second snapshot starts afresh, as the first did.
+    assert [(p.label_set, p.template) for p in one] == [(p.label_set, p.template) for p in two]
+
+
+def test_template_numbers_follow_content() -> None:
+    """Pods with equal labels share a label_set number and pods with equal scheduling
+    fragments a template number; any difference gives a different number."""
+    zone = {
+        "maxSkew": 1,
+        "topologyKey": "zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    host = {**zone, "topologyKey": "kubernetes.io/hostname"}
+    objects = [
+        pod_obj("a", spec={"topologySpreadConstraints": [zone]}),
+        pod_obj("b", spec={"topologySpreadConstraints": [zone]}),
+        pod_obj("c", spec={"topologySpreadConstraints": [host]}),
+        pod_obj("d", spec={"topologySpreadConstraints": [zone], "nodeSelector": {"x": "1"}}),
+        pod_obj("e", spec={"topologySpreadConstraints": [zone]}, labels={"app": "db"}),
+        pod_obj("f", spec={"tolerations": [{"key": "gpu", "operator": "Exists"}]}),
+        pod_obj("g"),
+        pod_obj("h"),
+    ]
+    pods = {p.name: p for p in snapshot_from_objects(objects).pods}
+    assert pods["a"].template == pods["b"].template == pods["e"].template
+    assert pods["g"].template == pods["h"].template
+    templates = {pods[n].template for n in "acdfg"}
+    assert len(templates) == 5
+    assert pods["a"].label_set == pods["d"].label_set
+    assert pods["a"].label_set != pods["e"].label_set
+    assert min(p.label_set for p in pods.values()) >= 0
+
+
+def test_hand_built_pods_share_nothing() -> None:
+    """A pod the converter did not build carries NOT_SHARED, and shared_key gives each such
+    pod a key of its own."""
+    hand = Pod("default", "p", "u", {"app": "web"}, None, 0.0)
+    assert hand.label_set == hand.template == NOT_SHARED
+    assert {shared_key(hand.template, i) for i in range(3)} == {-1, -2, -3}
+    assert shared_key(7, 0) == shared_key(7, 5) == 7

@@ -13,7 +13,8 @@ import yaml
 
 from rebalancer.cluster import errors
 from rebalancer.cluster.kubeclient import Kube
-from rebalancer.cluster.reader import RESOURCES, RESOURCES_BY_NAME, read_cluster
+from rebalancer.cluster.reader import read_cluster
+from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
 from rebalancer.core.errors import EXIT_CLUSTER
 from tests.test_executor import RecordingApiClient
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from rebalancer.cli.main import (
+from rebalancer.cli.common import (
     add_output_argument,
     add_policy_arguments,
     resolve_policy,
@@ -27,6 +27,7 @@ from rebalancer.cli.main import (
     write,
     write_plan,
 )
+from rebalancer.cli.logconfig import configure as configure_logging
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.executor import ExecutorSettings
@@ -227,7 +228,7 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
     from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, loaded on use
 
-    logs.configure()
+    configure_logging()
     kube = _connect(args)
     try:
         snapshot = _reader(kube, args.namespace)()
@@ -241,7 +242,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
     from rebalancer.cluster.snapshot import dump_objects  # noqa: PLC0415  # on use
 
-    logs.configure()
+    configure_logging()
     kube = _connect(args)
     try:
         result = read_cluster(
@@ -317,7 +318,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         install_stop_handlers,
     )
 
-    logs.configure()
+    configure_logging()
     settings = RunSettings(
         plan_only=args.dry_run,
         max_waves=checked.max_waves,

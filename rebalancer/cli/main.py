@@ -3,43 +3,39 @@
 This is the shell around the pure core: it reads files, owns the clock (``time.time()`` is
 passed to the planner here) and turns errors into exit codes. It never computes a plan itself.
 
-Live-cluster commands live in :mod:`rebalancer.cli.live`, which is optional. When importable,
-its ``add_live_commands(subparsers)`` is called after the offline commands are registered. It
-may add ``snapshot`` and ``run``, add arguments to ``plan`` and make ``plan`` work without
-``--snapshot`` by setting the plan parser's ``live_handler`` default::
-
-    plan = subparsers.choices["plan"]
-    plan.add_argument("--kubeconfig")
-    plan.set_defaults(live_handler=plan_live)  # plan_live(args, policy) -> exit code
+The offline commands (``plan --snapshot``, ``explain``, ``policy check``) are here; the
+live-cluster ones are added by :func:`rebalancer.cli.live.add_live_commands`, which also makes
+``plan`` work without ``--snapshot`` by setting the plan parser's ``live_handler`` default.
+What both share (policy and output arguments, :func:`~rebalancer.cli.common.write`) is in
+:mod:`rebalancer.cli.common`.
 
 Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it and maps
-:class:`~rebalancer.core.errors.RebalancerError` to its exit code. Live commands reuse
-:func:`add_policy_arguments`, :func:`add_output_argument`, :func:`resolve_policy` and
-:func:`write`.
+:class:`~rebalancer.core.errors.RebalancerError` to its exit code.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
-import shutil
 import sys
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli.render import (
-    FORMATS,
-    REPORT_FORMATS,
-    Format,
-    TableStyle,
-    render_explanation,
-    render_plan,
+from rebalancer.cli.common import (
+    POLICY_ENV,
+    Handler,
+    LivePlanHandler,
+    add_output_argument,
+    add_policy_arguments,
+    resolve_policy,
+    table_style,
+    write,
+    write_plan,
 )
+from rebalancer.cli.live import add_live_commands
+from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
@@ -49,20 +45,11 @@ from rebalancer.core.errors import (
     InputError,
     RebalancerError,
 )
-from rebalancer.core.policy import Policy, policy_to_dict, restrict_to_namespace
+from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
-    from rebalancer.core.plan import Plan
-
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-Handler = Callable[[argparse.Namespace], int]
-"""A subcommand: gets the parsed arguments, returns the exit code."""
-LivePlanHandler = Callable[[argparse.Namespace, Policy], int]
-"""``plan`` without ``--snapshot``: gets the arguments and the resolved policy."""
-
-POLICY_ENV: Final = "REBALANCER_POLICY"
-LIVE_MODULE: Final = "rebalancer.cli.live"
 
 _EPILOG: Final = f"""\
 exit codes:
@@ -74,96 +61,6 @@ exit codes:
 environment:
   {POLICY_ENV}  policy file used when --policy is not given
 """
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers shared with rebalancer.cli.live
-
-
-def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
-    """Add ``--policy FILE`` (falling back to $REBALANCER_POLICY) and, optionally, ``-n NS``."""
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        default=os.environ.get(POLICY_ENV) or None,
-        help=f"policy file (default: ${POLICY_ENV}, else the built-in defaults, "
-        "as in policies/default.yaml)",
-    )
-    if namespace:
-        parser.add_argument(
-            "-n",
-            "--namespace",
-            metavar="NAMESPACE",
-            help="only rebalance this namespace: narrows the policy's namespaces.include to it "
-            "(an error if the policy excludes it or includes other namespaces only)",
-        )
-
-
-def add_output_argument(
-    parser: argparse.ArgumentParser, formats: tuple[Format, ...] = FORMATS
-) -> None:
-    """Add ``-o/--output`` with ``formats`` (default table) and ``--wide`` for the table."""
-    html = "; html is a self-contained report" if "html" in formats else ""
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=formats,
-        default="table",
-        help=f"output format (default: table; json and yaml are a stable contract{html})",
-    )
-    parser.add_argument(
-        "--wide",
-        action="store_true",
-        help="table: show every domain and node and never cut a line (default: the few most- "
-        "and least-populated domains, and lines cut to the terminal's width)",
-    )
-
-
-def table_style(args: argparse.Namespace) -> TableStyle:
-    """How the table fits stdout: its width when it is a terminal, everything with --wide."""
-    stream = sys.stdout
-    width = shutil.get_terminal_size().columns if stream.isatty() else None
-    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-    return TableStyle(
-        width=width, wide=bool(getattr(args, "wide", False)), unicode=encoding == "utf8"
-    )
-
-
-def resolve_policy(args: argparse.Namespace) -> Policy:
-    """The policy from ``--policy``/$REBALANCER_POLICY (or the defaults), narrowed by ``-n``."""
-    path: str | None = getattr(args, "policy", None)
-    policy = load_policy_file(path) if path else Policy()
-    namespace: str | None = getattr(args, "namespace", None)
-    return restrict_to_namespace(policy, namespace) if namespace else policy
-
-
-def window_status(policy: Policy) -> tuple[bool, str] | None:
-    """(inside, sentence) for the policy's maintenance windows now; None without a schedule."""
-    if not policy.schedule.windows:
-        return None
-    from datetime import UTC, datetime  # noqa: PLC0415  # only with a schedule
-
-    from rebalancer.core.schedule import describe, window_state  # noqa: PLC0415  # same
-
-    state = window_state(policy.schedule, datetime.fromtimestamp(time.time(), UTC))
-    return state.inside, describe(state, policy.schedule.windows[0].time_zone)
-
-
-def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
-    """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
-    window (when the policy has a schedule)."""
-    fmt = _format(args)
-    text = render_plan(planned, fmt, table_style(args))
-    status = window_status(policy)
-    if status is not None and fmt == "table":
-        text += f"Maintenance window: {status[1]}\n"
-    write(text)
-
-
-def write(text: str) -> None:
-    """Write command output to stdout (errors go to stderr, through :func:`main`)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,17 +167,6 @@ def _add_policy(subparsers: Subparsers) -> None:
     check.set_defaults(handler=_cmd_policy_check)
 
 
-def _add_live(subparsers: Subparsers) -> None:
-    """Let :mod:`rebalancer.cli.live`, when present, add and extend commands."""
-    try:
-        live = importlib.import_module(LIVE_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != LIVE_MODULE:
-            raise
-        return
-    live.add_live_commands(subparsers)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rebalancer",
@@ -294,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(subparsers)
     _add_explain(subparsers)
     _add_policy(subparsers)
-    _add_live(subparsers)
+    add_live_commands(subparsers)
     return parser
 
 

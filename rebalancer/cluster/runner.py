@@ -25,14 +25,8 @@ from typing import Any, Final
 
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.events import event_body
-from rebalancer.cluster.executor import (
-    FAILURES,
-    EvictionResult,
-    Executor,
-    ExecutorSettings,
-    Outcome,
-    Transport,
-)
+from rebalancer.cluster.executor import Executor, ExecutorSettings, Transport
+from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, RebalancerError
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport

@@ -24,6 +24,9 @@ IGNORE: Final = "Ignore"
 HOSTNAME_KEY: Final = "kubernetes.io/hostname"
 ZONE_KEY: Final = "topology.kubernetes.io/zone"
 
+NOT_SHARED: Final = -1
+"""``Pod.label_set`` / ``Pod.template`` of a pod the converter did not build."""
+
 SelectorOp = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 NodeSelectorOp = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
 
@@ -151,10 +154,22 @@ class Pod:
     mirror: bool = False  # static pod mirrored by the kubelet
     grace_period_seconds: int | None = None  # spec.terminationGracePeriodSeconds
     annotations: Mapping[str, str] = field(default_factory=dict)
+    label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
+    """Pods converted in one snapshot with equal labels carry the same number (see template)."""
+    template: int = field(default=NOT_SHARED, compare=False, repr=False)
+    """Pods converted in one snapshot with equal node selector, required affinity, tolerations
+    and constraints carry the same number: caches downstream key on it. Set by the converter;
+    a pod built by hand shares nothing (:data:`NOT_SHARED`)."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def shared_key(number: int, index: int) -> int:
+    """A cache key from a pod's ``label_set`` or ``template`` and its index in the snapshot:
+    the number when the converter set it, else one of the pod's own (negative, never shared)."""
+    return number if number != NOT_SHARED else -1 - index
 
 
 @dataclass(frozen=True, slots=True)

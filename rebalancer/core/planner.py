@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.minimal import min_moves
-from rebalancer.core.model import Pod, Snapshot
+from rebalancer.core.model import Pod, Snapshot, shared_key
 from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
@@ -125,8 +125,8 @@ class Planner:
         found = self._pdbs.get(i)
         if found is None:
             pod = self.analysis.pods[i]
-            # Pods of one template share their labels map: match once per map.
-            labels_key = (pod.namespace, id(pod.labels))
+            # Pods with equal labels share a label_set number: match once per label set.
+            labels_key = (pod.namespace, shared_key(pod.label_set, i))
             found = self._pdbs_by_labels.get(labels_key)
             if found is None:
                 found = self.pdb_index.matching(pod.namespace, pod.labels)

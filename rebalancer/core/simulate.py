@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
 
-from rebalancer.core.model import Node, NodeSelector, Pod, Snapshot
+from rebalancer.core.model import Node, NodeSelector, Pod, Snapshot, shared_key
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
@@ -115,8 +115,8 @@ class Shared:
         found = self._selector_views.get(i)
         if found is None:
             pod = self.analysis.pods[i]
-            # Pods of one template share their labels map (see static_nodes).
-            labels_key = (pod.namespace, id(pod.labels))
+            # Pods with equal labels share a label_set number: match once per label set.
+            labels_key = (pod.namespace, shared_key(pod.label_set, i))
             found = self._by_labels.get(labels_key)
             if found is None:
                 found = self._view_index.matching(pod.namespace, pod.labels)
@@ -127,18 +127,12 @@ class Shared:
     def static_nodes(self, i: int) -> tuple[str, ...]:
         """Nodes that pass the filters independent of other pods, cached per pod template.
 
-        The converter shares a template's node selector, affinity and tolerations between its
-        pods, so their identity finds the template without hashing them; equal templates
-        that are not shared still share the nodes.
+        The converter numbers each pod template (``Pod.template``), so the number finds the
+        template without hashing it; equal templates with different numbers (or pods built by
+        hand) still share the nodes through the content-keyed cache.
         """
         pod = self.analysis.pods[i]
-        ident = (
-            pod.namespace,
-            pod.pvc_names,
-            id(pod.node_selector) if pod.node_selector else 0,
-            id(pod.required_affinity),
-            id(pod.tolerations),
-        )
+        ident = (pod.namespace, pod.pvc_names, shared_key(pod.template, i))
         found = self._static_by_id.get(ident)
         if found is None:
             pins = volume_pins(pod, self.pv_affinity, self.pvc_volume)

@@ -25,6 +25,7 @@ from rebalancer.core.model import (
     Snapshot,
     SpreadConstraint,
     Toleration,
+    shared_key,
 )
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import (
@@ -157,9 +158,9 @@ class PodIndex:
 
     Counted pods are bound, not terminating and not finished. Pods of one template carry equal
     labels, so counted pods are grouped by namespace and labels and a selector is matched once
-    per group; the groups are indexed by namespace and by label. The converter shares equal
-    label maps between pods, so identity is a cheap grouping key (pods with equal but unshared
-    labels only make more groups).
+    per group; the groups are indexed by namespace and by label. The converter numbers equal
+    label maps (``Pod.label_set``), a cheap grouping key (pods with equal labels but different
+    numbers, or built by hand, only make more groups).
     """
 
     def __init__(self, pods: Sequence[Pod]) -> None:
@@ -174,7 +175,7 @@ class PodIndex:
                 self.terminating[i] = node
                 continue
             self.placement[i] = node
-            group_key = (pod.namespace, id(pod.labels))
+            group_key = (pod.namespace, shared_key(pod.label_set, i))
             group = by_labels.get(group_key)
             if group is None:
                 by_labels[group_key] = [i]
@@ -330,8 +331,8 @@ def _view_specs(
     (numbers of their specs, pods) pairs.
 
     Pods of one workload share constraints, affinity and tolerations: their specs are built
-    once. The converter shares these fragments between a workload's pods, so identity is a
-    cheap cache key (a miss only costs building equal specs again).
+    once. The converter numbers each template (``Pod.template``), a cheap cache key (a miss
+    only costs building equal specs again).
     """
     specs: list[ViewSpec] = []
     numbers: dict[ViewSpec, int] = {}
@@ -340,13 +341,9 @@ def _view_specs(
         pod = pods[i]
         if pod.terminating:
             continue
-        key = (
-            pod.namespace,
-            id(cons),
-            id(pod.node_selector) if pod.node_selector else 0,
-            id(pod.required_affinity),
-            id(pod.tolerations),
-        )
+        # A pod's own constraints are part of its template; defaults are its own.
+        own = cons is pod.constraints
+        key = (pod.namespace, shared_key(pod.template, i) if own else -1 - i, own)
         entry = alike.get(key)
         if entry is None:
             mine: list[int] = []

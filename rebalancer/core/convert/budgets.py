@@ -1,0 +1,56 @@
+"""PodDisruptionBudgets and PriorityClasses: what limits and what forbids an eviction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.memo import Caches
+from rebalancer.core.convert.meta import identify
+from rebalancer.core.convert.selectors import label_selector
+from rebalancer.core.model import PodDisruptionBudget, PriorityClass
+
+__all__ = ["pdb", "priority_class"]
+
+
+def _int_or_string(chk: Checker, obj: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if type(value) is int or (type(value) is str and value):
+        return str(value)
+    chk.bad(f"{path}.{key}", "must be an integer or a percentage", value)
+    return None
+
+
+def _count(chk: Checker, obj: Mapping[str, Any], key: str, path: str) -> int:
+    return chk.integer(obj, key, path) or 0
+
+
+def pdb(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PodDisruptionBudget:
+    """A policy/v1 PodDisruptionBudget; problems are appended to ``problems``."""
+    chk, _, namespace, name = identify(obj, "PodDisruptionBudget", problems, namespaced=True)
+    spec = chk.obj(obj, "spec", "")
+    status = chk.obj(obj, "status", "")
+    return PodDisruptionBudget(
+        namespace=namespace,
+        name=name,
+        selector=label_selector(chk, spec.get("selector"), "spec.selector"),
+        disruptions_allowed=_count(chk, status, "disruptionsAllowed", "status"),
+        min_available=_int_or_string(chk, spec, "minAvailable", "spec"),
+        max_unavailable=_int_or_string(chk, spec, "maxUnavailable", "spec"),
+        current_healthy=_count(chk, status, "currentHealthy", "status"),
+        desired_healthy=_count(chk, status, "desiredHealthy", "status"),
+        expected_pods=_count(chk, status, "expectedPods", "status"),
+    )
+
+
+def priority_class(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PriorityClass:
+    """A PriorityClass; problems are appended to ``problems``."""
+    chk, _, _, name = identify(obj, "PriorityClass", problems, namespaced=False)
+    value = obj.get("value")
+    if type(value) is not int:
+        chk.bad("value", "must be an integer", value)
+        value = 0
+    return PriorityClass(name=name, value=value, global_default=chk.flag(obj, "globalDefault", ""))

@@ -1,0 +1,231 @@
+"""Snapshots: API objects of any kinds in, one sorted :class:`Snapshot` out.
+
+The :class:`SnapshotBuilder` owns the caches of its conversion, so two snapshots built in one
+process share no state; the single-object functions (``pod_from_api``...) use fresh caches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
+
+from rebalancer.core.convert.budgets import pdb, priority_class
+from rebalancer.core.convert.checker import raise_if, show
+from rebalancer.core.convert.memo import Caches
+from rebalancer.core.convert.nodes import node
+from rebalancer.core.convert.pods import pod
+from rebalancer.core.convert.workloads import CONTROLLER_KINDS, controller, pv, pvc, service
+from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.model import (
+    Controller,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    PriorityClass,
+    Service,
+    Snapshot,
+)
+
+__all__ = [
+    "KINDS",
+    "SnapshotBuilder",
+    "controller_from_api",
+    "node_from_api",
+    "pdb_from_api",
+    "pod_from_api",
+    "priority_class_from_api",
+    "pv_from_api",
+    "pvc_from_api",
+    "service_from_api",
+    "snapshot_from_objects",
+]
+
+_T = TypeVar("_T")
+_Converter = Callable[[Mapping[str, Any], list[str], Caches], Any]
+
+_CONVERTERS: Final[Mapping[str, _Converter]] = MappingProxyType(
+    {
+        "Node": node,
+        "Pod": pod,
+        "PodDisruptionBudget": pdb,
+        "PriorityClass": priority_class,
+        "PersistentVolumeClaim": pvc,
+        "PersistentVolume": pv,
+        "Service": service,
+        "ReplicaSet": controller,
+        "StatefulSet": controller,
+        "ReplicationController": controller,
+    }
+)
+KINDS: Final = frozenset(_CONVERTERS)
+"""The kinds a snapshot is built from; every other kind is counted and ignored."""
+
+
+_BUCKETS: Final = {kind: "controllers" if kind in CONTROLLER_KINDS else kind for kind in KINDS}
+
+
+# --- public single-object API ---------------------------------------------------------------
+
+
+def _one(
+    convert: Callable[[Mapping[str, Any], list[str], Caches], _T], obj: Mapping[str, Any]
+) -> _T:
+    problems: list[str] = []
+    result = convert(obj, problems, Caches())
+    raise_if(problems, str(obj.get("kind") or "object"))
+    return result
+
+
+def node_from_api(obj: Mapping[str, Any]) -> Node:
+    """Convert a Node; raises :class:`InputError` listing every problem."""
+    return _one(node, obj)
+
+
+def pod_from_api(obj: Mapping[str, Any]) -> Pod:
+    """Convert a Pod (effective requests, normalised constraints); raises :class:`InputError`."""
+    return _one(pod, obj)
+
+
+def pdb_from_api(obj: Mapping[str, Any]) -> PodDisruptionBudget:
+    """Convert a policy/v1 PodDisruptionBudget; raises :class:`InputError`."""
+    return _one(pdb, obj)
+
+
+def priority_class_from_api(obj: Mapping[str, Any]) -> PriorityClass:
+    """Convert a PriorityClass; raises :class:`InputError`."""
+    return _one(priority_class, obj)
+
+
+def pvc_from_api(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
+    """Convert a PersistentVolumeClaim; raises :class:`InputError`."""
+    return _one(pvc, obj)
+
+
+def pv_from_api(obj: Mapping[str, Any]) -> PersistentVolume:
+    """Convert a PersistentVolume; raises :class:`InputError`."""
+    return _one(pv, obj)
+
+
+def service_from_api(obj: Mapping[str, Any]) -> Service:
+    """Convert a Service; raises :class:`InputError`."""
+    return _one(service, obj)
+
+
+def controller_from_api(obj: Mapping[str, Any]) -> Controller:
+    """Convert a ReplicaSet, StatefulSet or ReplicationController; raises :class:`InputError`."""
+    return _one(controller, obj)
+
+
+# --- snapshots ------------------------------------------------------------------------------
+
+
+def _sort_key(kind: str, item: Any) -> tuple[str, ...]:
+    """Cluster-scoped objects sort by name, namespaced ones by namespace/name (controllers
+    by kind first)."""
+    if kind in ("Node", "PriorityClass", "PersistentVolume"):
+        return (item.name,)
+    if kind in CONTROLLER_KINDS:
+        return (kind, item.namespace, item.name)
+    return (item.namespace, item.name)
+
+
+class SnapshotBuilder:
+    """Builds a :class:`Snapshot` from API objects fed one at a time (or page by page).
+
+    Each object is converted as it is added, so a paginated reader can drop every page once
+    added. Problems are collected across all objects; :meth:`build` raises them together.
+    The builder owns the caches of its conversion: nothing is shared with another builder.
+    """
+
+    def __init__(self, source: str = "snapshot") -> None:
+        self.source = source
+        self._buckets: dict[str, dict[tuple[str, ...], Any]] = {
+            bucket: {} for bucket in _BUCKETS.values()
+        }
+        self._problems: list[str] = []
+        self._counts: dict[str, int] = {}
+        self._ignored: dict[str, int] = {}
+        self._added = 0
+        self._caches = Caches()
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Every problem found so far."""
+        return tuple(self._problems)
+
+    @property
+    def counts(self) -> Mapping[str, int]:
+        """How many objects of each used kind were added (problems included)."""
+        return dict(sorted(self._counts.items()))
+
+    @property
+    def ignored(self) -> Mapping[str, int]:
+        """How many objects of each unused kind were skipped (Deployment, Event, ...)."""
+        return dict(sorted(self._ignored.items()))
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        """Convert one API object; an object of a kind the snapshot does not use is counted."""
+        index = self._added
+        self._added += 1
+        if not isinstance(obj, Mapping):
+            self._problems.append(f"item {index}: must be an object, got {show(obj)}")
+            return
+        kind = obj.get("kind")
+        if type(kind) is not str or not kind:
+            self._problems.append(f"item {index}: kind must be a string, got {show(kind)}")
+            return
+        convert = _CONVERTERS.get(kind)
+        if convert is None:
+            self._ignored[kind] = self._ignored.get(kind, 0) + 1
+            return
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        before = len(self._problems)
+        item = convert(obj, self._problems, self._caches)
+        if len(self._problems) > before:
+            return  # build() raises; the half-converted object is of no use
+        bucket = self._buckets[_BUCKETS[kind]]
+        key = _sort_key(kind, item)
+        if key in bucket:
+            shown = "/".join(key[1:] if kind in CONTROLLER_KINDS else key)
+            self._problems.append(f"{kind} {shown}: appears more than once")
+        bucket[key] = item
+
+    def add_all(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """Add every object of one page (or of a whole file)."""
+        with gc_paused():
+            for obj in objects:
+                self.add(obj)
+
+    def build(self) -> Snapshot:
+        """The snapshot, sorted deterministically; raises :class:`InputError` with all problems."""
+        raise_if(self._problems, self.source)
+
+        def ordered(bucket_name: str) -> tuple[Any, ...]:
+            bucket = self._buckets[bucket_name]
+            return tuple(bucket[key] for key in sorted(bucket))
+
+        return Snapshot(
+            nodes=ordered("Node"),
+            pods=ordered("Pod"),
+            pdbs=ordered("PodDisruptionBudget"),
+            priority_classes=ordered("PriorityClass"),
+            pvcs=ordered("PersistentVolumeClaim"),
+            pvs=ordered("PersistentVolume"),
+            services=ordered("Service"),
+            controllers=ordered("controllers"),
+        )
+
+
+def snapshot_from_objects(
+    objects: Iterable[Mapping[str, Any]], source: str = "snapshot"
+) -> Snapshot:
+    """Convert API objects of any kinds into one sorted :class:`Snapshot`.
+
+    Raises one :class:`InputError` (named ``source``) listing every problem in every object.
+    """
+    builder = SnapshotBuilder(source)
+    builder.add_all(objects)
+    return builder.build()
