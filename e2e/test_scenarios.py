@@ -1,4 +1,4 @@
-"""Scenarios a, c and h of issue 5 against the real control plane (opt-in: --e2e).
+"""Scenarios a, c, h (issue 5) and p (issue 10) against the real control plane (opt-in: --e2e).
 
 Each test builds its skew on its own pool of fake kwok nodes (labelled and tainted with the
 test's namespace, as in test_live.py), drives the real ``rebalancer run`` command, and judges it
@@ -11,6 +11,7 @@ kube-scheduler places, end up.
 - c: priority: in an over-full zone shared by two Deployments, the lower-priority pod goes.
 - h: zone + hostname together, and minDomains: converge without churn (no pod evicted twice, no
   replacement back in its old domain).
+- p: a PodDisruptionBudget's budget is spent one wave at a time: no 429 ever comes back.
 
 Every skew is built so that each replacement has exactly one legal domain, or only legal domains
 that are all fine, so the assertions hold whatever node the scheduler picks.
@@ -479,5 +480,59 @@ def test_h2_min_domains_converges_without_churn(
     pool.settle(4)
     assert pool.skew(ZONE, min_domains=3) <= 2, pool.counts()
     assert pool.counts() == {"zone-a": 2, "zone-b": 2}
+    assert_no_churn(pool, report, sent, before, (ZONE,))
+    assert_second_run_evicts_nothing(cluster, ns, policy)
+
+
+# -- p: a PodDisruptionBudget is a budget each wave spends ---------------------------------------
+
+
+def test_p_pdb_budget_is_spent_one_wave_at_a_time(
+    cluster: Cluster, pool: Pool, tmp_path: Path
+) -> None:
+    """Two pods of one Deployment under a PDB with maxUnavailable 1 are both in the plan:
+    wave 1 evicts one, wave 2 (re-planned once the replacement is Ready and the PDB has its
+    budget back) the other; the API server never answers 429."""
+    ns = pool.ns
+    pool.add({"zone-a": 1})
+    cluster.apply(
+        [
+            deployment(ns, APP, 3, [spread(ZONE)]),
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": APP, "namespace": ns},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": APP}}},
+            },
+        ]
+    )
+    pool.settle(3)
+    pool.add({"zone-b": 1, "zone-c": 1})
+    counts = pool.counts()
+    assert counts == {"zone-a": 3, "zone-b": 0, "zone-c": 0}, counts
+    assert min_moves(list(counts.values()), 1) == 2
+    # [3,0,0] -> the first replacement's legal zones are b and c, the second's the empty one.
+    cluster.wait_for("PDB allows 1", lambda: pdb_allows(cluster, ns) == 1, timeout=60)
+    before = {p["metadata"]["uid"]: p for p in pool.pods()}
+
+    policy = write_policy(tmp_path, "p")
+    mark = audit_mark(cluster)
+    report = run(cluster, ns, policy)
+    planned = report["plan"]["evictions"]
+    assert [e["wave"] for e in planned] == [1, 2], planned
+    assert all(e["podDisruptionBudget"] == APP for e in planned), planned
+    assert all("429" not in e["reason"] for e in planned), planned
+    rows = evicted_rows(report)
+    assert [r["wave"] for r in rows] == [1, 2], report["results"]
+    assert report["summary"]["evicted"] == 2, report["summary"]
+    assert report["summary"]["blockedByPdb"] == 0, report["summary"]
+    assert report["summary"]["end"] == "balanced", report["summary"]
+    sent = audited_evictions(cluster, mark, ns, 2)
+    codes = [e["responseStatus"]["code"] for e in evictions(rebalancer_requests(cluster, mark, ns))]
+    assert 429 not in codes, codes
+    assert len(codes) == 2, codes
+
+    pool.settle(3)
+    assert pool.counts() == {"zone-a": 1, "zone-b": 1, "zone-c": 1}, pool.counts()
     assert_no_churn(pool, report, sent, before, (ZONE,))
     assert_second_run_evicts_nothing(cluster, ns, policy)

@@ -506,6 +506,7 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         topology_key=spec.topology_key,
         target_node=m.target,
         grace_period_seconds=planner.policy.grace_period_seconds,
+        pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.pdbs(m.pod)),
     )
 
 
