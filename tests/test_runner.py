@@ -677,3 +677,23 @@ def test_a_budget_that_never_comes_back_ends_the_wait_at_pdb_settle_seconds() ->
     assert report.end == "nothing-to-evict"
     assert 30.0 <= clock.now < 31.0
     assert fake.gets == 61  # at 0, 0.5, ..., 30 s
+
+
+def test_a_pdb_rbac_will_not_let_us_read_ends_the_wait_at_once() -> None:
+    """403 on the PDB GET: no waiting (nothing to learn); the re-plan decides from the read."""
+    fake = BudgetCluster({"a": 3, "b": 0, "c": 0}, lag=10_000)
+
+    def forbidden(namespace: str, name: str) -> dict[str, Any] | None:
+        fake.gets += 1
+        raise errors.Forbidden(403, "denied", verb="get", resource="poddisruptionbudgets")
+
+    clock = FakeClock()
+    cluster = Cluster(read=fake.read, transport=fake, get_pdb=forbidden)
+    settings = RunSettings(executor=ExecutorSettings(pdb_retries=0), instance="test")
+    run = Runner(
+        cluster, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
+    )
+    report = run.run_once("r1")
+    assert fake.gets == 1
+    assert 0.5 not in clock.sleeps
+    assert report.evicted == 1 and report.end == "nothing-to-evict"

@@ -513,11 +513,14 @@ def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
 
 
 def _budget_now(get: Callable[[str, str], Mapping[str, Any] | None], ns: str, name: str) -> int:
-    """The PDB's budget as the API server has it now; a PDB that is gone no longer limits
-    anything, one that cannot be read counts as spent (the wait is bounded)."""
+    """The PDB's budget as the API server has it now. A PDB that is gone no longer limits
+    anything, nor does one RBAC will not let us read (no point waiting; the next plan reads
+    it); one that cannot be read now counts as spent (the wait is bounded)."""
     try:
         obj = get(ns, name)
         return _UNLIMITED if obj is None else budget(pdb_from_api(obj))
+    except errors.Forbidden:
+        return _UNLIMITED
     except RebalancerError:
         return 0
 
