@@ -24,6 +24,19 @@ else
   bash scripts/build-tools.sh
 fi
 
+phase "browser for the HTML report test"
+# tests/test_html.py renders the report in Debian's chromium (headless); skipped without it.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -q >/dev/null \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
+      || echo "could not install chromium: the browser tests will be skipped"
+  else
+    echo "chromium is missing and apt-get needs root: the browser tests will be skipped"
+  fi
+fi
+command -v chromium >/dev/null 2>&1 && chromium --version 2>/dev/null
+
 phase "unit tests"
 # pytest exits 5 when it collects nothing; set -e turns that into a failure.
 "$PY" -m pytest tests -q

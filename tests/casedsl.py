@@ -14,9 +14,11 @@ from rebalancer.core.model import (
     HARD,
     HONOR,
     HOSTNAME_KEY,
+    IF_HEALTHY_BUDGET,
     IGNORE,
     ZONE_KEY,
     Controller,
+    Deployment,
     LabelSelector,
     Node,
     NodeSelector,
@@ -167,6 +169,9 @@ def _pod(spec: Mapping[str, Any], templates: Mapping[str, Any], serial: int) -> 
         pvc_names=tuple(spec.get("pvcs", ())),
         local_storage=spec.get("emptyDir", False),
         mirror=spec.get("mirror", False),
+        ready=spec.get("ready", True),
+        disruption_target=spec.get("disruptionTarget", False),
+        resource_claims=tuple(spec.get("resourceClaims", ())),
     )
 
 
@@ -192,6 +197,11 @@ def build_snapshot(case: Mapping[str, Any]) -> Snapshot:
             name=p["name"],
             selector=_selector(p.get("selector", {"matchLabels": {"app": p.get("app", "web")}})),
             disruptions_allowed=p["allowed"],
+            current_healthy=p.get("currentHealthy", 0),
+            desired_healthy=p.get("desiredHealthy", 0),
+            generation=p.get("generation", 1),
+            observed_generation=p.get("observedGeneration", p.get("generation", 1)),
+            unhealthy_pod_eviction_policy=p.get("unhealthyPodEvictionPolicy", IF_HEALTHY_BUDGET),
         )
         for p in case.get("pdbs", [])
     )
@@ -213,8 +223,24 @@ def build_snapshot(case: Mapping[str, Any]) -> Snapshot:
             name=c["name"],
             selector=_selector(c.get("selector")),
             owner=_owner(c.get("owner")),
+            revision=c.get("revision"),
+            current_revision=c.get("currentRevision", ""),
+            update_revision=c.get("updateRevision", ""),
         )
         for c in case.get("controllers", [])
+    )
+    deployments = tuple(
+        Deployment(
+            namespace=d.get("namespace", "default"),
+            name=d["name"],
+            revision=d.get("revision"),
+            generation=d.get("generation", 1),
+            observed_generation=d.get("observedGeneration", d.get("generation", 1)),
+            paused=d.get("paused", False),
+            progressing_status=d.get("progressing", ["", ""])[0],
+            progressing_reason=d.get("progressing", ["", ""])[1],
+        )
+        for d in case.get("deployments", [])
     )
     return Snapshot(
         nodes=tuple(build_nodes(case)),
@@ -224,4 +250,5 @@ def build_snapshot(case: Mapping[str, Any]) -> Snapshot:
         pvcs=pvcs,
         pvs=pvs,
         controllers=controllers,
+        deployments=deployments,
     )

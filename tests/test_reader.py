@@ -113,6 +113,18 @@ def cluster_items() -> dict[str, list[dict[str, Any]]]:
                 "spec": {"selector": {"matchLabels": {"app": "cache"}}},
             }
         ],
+        "deployments": [
+            {
+                "metadata": {
+                    "name": "web",
+                    "namespace": "shop",
+                    "generation": 2,
+                    "annotations": {"deployment.kubernetes.io/revision": "3"},
+                },
+                "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                "status": {"observedGeneration": 2},
+            }
+        ],
         "replicationcontrollers": [
             {"metadata": {"name": "legacy", "namespace": "shop"}, "spec": {"selector": {"a": "b"}}}
         ],
@@ -182,6 +194,7 @@ def test_three_pages_convert_into_the_same_model_as_the_snapshot_file(tmp_path: 
     assert result.snapshot == load_snapshot(snapshot_file(tmp_path, items))
     assert len(result.snapshot.pods) == 8
     assert dict(result.counts)["pods"] == 8
+    assert [(d.name, d.revision) for d in result.snapshot.deployments] == [("web", 3)]
     assert result.objects is None
 
 

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import time
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from rebalancer.cli.render import FORMATS
+from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.policy import Policy, restrict_to_namespace
+
+if TYPE_CHECKING:
+    from rebalancer.core.plan import Plan
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
@@ -39,14 +44,33 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = T
         )
 
 
-def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``-o/--output table|json|yaml`` (default table)."""
+def add_output_argument(
+    parser: argparse.ArgumentParser, formats: tuple[Format, ...] = FORMATS
+) -> None:
+    """Add ``-o/--output`` with ``formats`` (default table) and ``--wide`` for the table."""
+    html = "; html is a self-contained report" if "html" in formats else ""
     parser.add_argument(
         "-o",
         "--output",
-        choices=FORMATS,
+        choices=formats,
         default="table",
-        help="output format (default: table; json and yaml are a stable contract)",
+        help=f"output format (default: table; json and yaml are a stable contract{html})",
+    )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="table: show every domain and node and never cut a line (default: the few most- "
+        "and least-populated domains, and lines cut to the terminal's width)",
+    )
+
+
+def table_style(args: argparse.Namespace) -> TableStyle:
+    """How the table fits stdout: its width when it is a terminal, everything with --wide."""
+    stream = sys.stdout
+    width = shutil.get_terminal_size().columns if stream.isatty() else None
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    return TableStyle(
+        width=width, wide=bool(getattr(args, "wide", False)), unicode=encoding == "utf8"
     )
 
 
@@ -56,6 +80,29 @@ def resolve_policy(args: argparse.Namespace) -> Policy:
     policy = load_policy_file(path) if path else Policy()
     namespace: str | None = getattr(args, "namespace", None)
     return restrict_to_namespace(policy, namespace) if namespace else policy
+
+
+def window_status(policy: Policy) -> tuple[bool, str] | None:
+    """(inside, sentence) for the policy's maintenance windows now; None without a schedule."""
+    if not policy.schedule.windows:
+        return None
+    from datetime import UTC, datetime  # noqa: PLC0415  # only with a schedule
+
+    from rebalancer.core.schedule import describe, window_state  # noqa: PLC0415  # same
+
+    state = window_state(policy.schedule, datetime.fromtimestamp(time.time(), UTC))
+    return state.inside, describe(state, policy.schedule.windows[0].time_zone)
+
+
+def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
+    """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
+    window (when the policy has a schedule)."""
+    fmt: Format = args.output
+    text = render_plan(planned, fmt, table_style(args))
+    status = window_status(policy)
+    if status is not None and fmt == "table":
+        text += f"Maintenance window: {status[1]}\n"
+    write(text)
 
 
 def write(text: str) -> None:

@@ -31,10 +31,12 @@ from rebalancer.cli.common import (
     add_output_argument,
     add_policy_arguments,
     resolve_policy,
+    table_style,
     write,
+    write_plan,
 )
 from rebalancer.cli.live import add_live_commands
-from rebalancer.cli.render import Format, render_explanation, render_plan
+from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
@@ -87,7 +89,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"{r.namespace} left out: {problems}",
             file=sys.stderr,
         )
-    write(render_plan(plan(snapshot, policy, time.time()), _format(args)))
+    write_plan(plan(snapshot, policy, time.time()), policy, args)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
@@ -98,7 +100,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
     snapshot = load_snapshot(args.snapshot)
     namespace, name = args.pod
-    write(render_explanation(explain(snapshot, policy, namespace, name), _format(args)))
+    expl = explain(snapshot, policy, namespace, name)
+    write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
 
@@ -143,7 +146,7 @@ def _add_plan(subparsers: Subparsers) -> None:
         "plan (warned about, exit 1) instead of failing it (exit 2). A live plan always does so",
     )
     add_policy_arguments(parser)
-    add_output_argument(parser)
+    add_output_argument(parser, REPORT_FORMATS)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
 
 

@@ -52,3 +52,5 @@ class RunEnd(StrEnum):
     DRY_RUN = "dry-run"  # planned only
     LEASE_HELD = "lease-held"  # another rebalancer holds the Lease: nothing done
     LEASE_LOST = "lease-lost"  # the Lease was taken over or expired mid-run: evictions stopped
+    OUTSIDE_WINDOW = "outside-window"  # started outside the policy's maintenance windows
+    WINDOW_CLOSED = "window-closed"  # the maintenance window closed before the next wave

@@ -28,6 +28,8 @@ from rebalancer.cluster.events import event_body
 from rebalancer.cluster.executor import EvictionIntent, Executor, ExecutorSettings, Transport
 from rebalancer.cluster.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
 from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome, RunEnd
+from rebalancer.core.budgets import budget
+from rebalancer.core.convert import pdb_from_api
 from rebalancer.core.errors import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
@@ -37,12 +39,20 @@ from rebalancer.core.errors import (
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
 from rebalancer.core.policy import Policy
+from rebalancer.core.schedule import window_state
 from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
 """``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.core.planner.plan)."""
 
 DEFAULT_MAX_WAVES: Final = 5
+OUTSIDE_WINDOW: Final = RunEnd.OUTSIDE_WINDOW
+"""``end`` of a run started outside the policy's maintenance windows: nothing was read."""
+WINDOW_CLOSED: Final = RunEnd.WINDOW_CLOSED
+"""``end`` of a run whose maintenance window closed before its next wave."""
+PDB_POLL_SECONDS: Final = 0.5
+"""How often to look at a spent PodDisruptionBudget between waves."""
+_UNLIMITED: Final = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +65,8 @@ class Cluster:
     """Eviction POSTs and the re-reads before each."""
     create_event: Callable[[str, Mapping[str, Any]], None] | None = None
     """Create a core/v1 Event in a namespace; None sends no events."""
+    get_pdb: Callable[[str, str], Mapping[str, Any] | None] | None = None
+    """GET a PodDisruptionBudget (None when gone); None: do not wait for budgets to return."""
     lease: LeaseApi | None = None
     """The Lease calls; None runs without a Lease (tests of a single process only)."""
     rejected: Callable[[], Sequence[object]] | None = None
@@ -74,6 +86,10 @@ class RunSettings:
     instance: str = field(default_factory=socket.gethostname)
     """``reportingInstance`` of the Events (the pod name, in a cluster); with the run id, the
     Lease's holderIdentity."""
+    pdb_settle_seconds: float = 30.0
+    """After a wave that spent PodDisruptionBudgets, how long to wait for the disruption
+    controller to give the budget back (replacements Ready) before re-planning; the next plan
+    would otherwise skip those pods (``pdb``)."""
     lease: LeaseSettings | None = None
     """The Lease a run that evicts must hold; None: none (then ``Cluster.lease`` is unused)."""
 
@@ -289,6 +305,7 @@ class Runner:
         self._wall = wall_clock
         self._sleep = sleep
         self._log = logs.get_logger("rebalancer.runner")
+        self._window_closes: datetime | None = None
         self._lease: Lease | None = None
         self._run_id = ""
         self._records: tuple[EvictionRecord, ...] = ()
@@ -305,6 +322,12 @@ class Runner:
         run_id = run_id or logs.new_run_id()
         self._run_id = run_id
         logs.bind_run_id(run_id)
+        window = window_state(self.policy.schedule, datetime.fromtimestamp(self._wall(), UTC))
+        if not window.inside and not self.settings.plan_only:
+            self._log.info(logs.OUTSIDE_WINDOW, next_opens_at=window.next_opens_at)
+            empty = Plan((), (), (), (), lower_bound=0)
+            return RunReport(run_id, empty, (), None, OUTSIDE_WINDOW, (), 0.0)
+        self._window_closes = window.closes_at
         started = self._clock()
         self._log.info(
             logs.RUN_START,
@@ -434,6 +457,12 @@ class Runner:
             if self._stopping():
                 loop.end = self._stop_end()
                 return
+            closes = self._window_closes
+            if closes is not None and datetime.fromtimestamp(self._wall(), UTC) >= closes:
+                self._log.info(logs.WINDOW_CLOSED, closed_at=closes)
+                loop.final = plan
+                loop.end = WINDOW_CLOSED
+                return
             results = self._execute(wave, loop.snapshot)
             loop.waves.append(Wave(len(loop.waves) + 1, plan, results))
             self._log.info(
@@ -451,6 +480,7 @@ class Runner:
             if not any(r.outcome in _PROGRESS for r in results):
                 loop.end = RunEnd.NOTHING_EVICTED
                 return
+            self._await_budgets(loop.snapshot, results)
             loop.snapshot = self._read()
             loop.plan = self._plan_for(loop.snapshot, loop.earlier + tuple(evicted))
             if _spread_of(loop.plan) == _spread_of(plan):
@@ -459,6 +489,38 @@ class Runner:
                 loop.final = loop.plan
                 loop.end = RunEnd.NO_PROGRESS
                 return
+
+    def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
+        """Wait until every PDB the wave spent allows again what it allowed before the wave.
+
+        The executor has already waited for the replacements to be Ready; the disruption
+        controller then writes the PDB's status a moment later. Bounded by
+        ``pdb_settle_seconds``: a budget that does not come back (another pod became
+        unhealthy) only makes the next plan skip those pods.
+        """
+        get = self.cluster.get_pdb
+        spent = {
+            (r.eviction.namespace, r.eviction.pdb)
+            for r in results
+            if r.outcome is Outcome.EVICTED and r.eviction.pdb
+        }
+        if get is None or not spent:
+            return
+        wanted = {(p.namespace, p.name): budget(p) for p in snapshot.pdbs}
+        waiting = {key: wanted[key] for key in sorted(spent) if key in wanted}
+        deadline = self._clock() + self.settings.pdb_settle_seconds
+        while waiting:
+            for key, allowed in list(waiting.items()):
+                if _budget_now(get, *key) >= allowed:
+                    del waiting[key]
+            now = self._clock()
+            if not waiting or now >= deadline or self.stop.is_set():
+                break
+            self._sleep(min(PDB_POLL_SECONDS, deadline - now))
+        for namespace, name in waiting:
+            self._log.warning(
+                logs.PDB_NOT_RESTORED, pdb=f"{namespace}/{name}", allowed=wanted[(namespace, name)]
+            )
 
     def _read(self) -> Snapshot:
         started = self._clock()
@@ -559,7 +621,7 @@ class Runner:
                 if on_error is not None:
                     on_error(exc)
             else:
-                if on_report is not None:
+                if on_report is not None and report.end != OUTSIDE_WINDOW:
                     on_report(report)
             if self.stop.is_set():
                 break
@@ -597,6 +659,19 @@ def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
             signal.signal(s, h)
 
     return undo
+
+
+def _budget_now(get: Callable[[str, str], Mapping[str, Any] | None], ns: str, name: str) -> int:
+    """The PDB's budget as the API server has it now. A PDB that is gone no longer limits
+    anything, nor does one RBAC will not let us read (no point waiting; the next plan reads
+    it); one that cannot be read now counts as spent (the wait is bounded)."""
+    try:
+        obj = get(ns, name)
+        return _UNLIMITED if obj is None else budget(pdb_from_api(obj))
+    except errors.Forbidden:
+        return _UNLIMITED
+    except RebalancerError:
+        return 0
 
 
 def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[tuple[str, int], ...]], ...]:

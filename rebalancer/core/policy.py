@@ -28,6 +28,7 @@ import yaml
 
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT, LabelSelector, Requirement, SelectorOp
+from rebalancer.core.schedule import Schedule, Window, cron_problem, time_zone_problem
 
 SYSTEM_CRITICAL = 2_000_000_000
 
@@ -85,6 +86,8 @@ class Policy:
     """Allow evicting pods with emptyDir volumes."""
     evict_pods_with_pvc: bool = False
     """Allow evicting pods that mount PersistentVolumeClaims."""
+    evict_pods_with_resource_claims: bool = False
+    """Allow evicting pods with DRA ``spec.resourceClaims`` (their devices are re-allocated)."""
     evict_bare_pods: bool = False
     """Allow evicting pods without a controller; they never come back."""
     min_pod_age_seconds: float = 0.0
@@ -93,6 +96,8 @@ class Policy:
     """Upper bounds on evictions in one run."""
     grace_period_seconds: int | None = None
     """None keeps each pod's own terminationGracePeriodSeconds; else >= 1."""
+    schedule: Schedule = field(default_factory=Schedule)
+    """Maintenance windows: ``run`` evicts only inside one; no windows means at any time."""
 
 
 _DEFAULTS: Final = Policy()
@@ -348,11 +353,14 @@ _TOP_KEYS: Final = (
     "priorityThreshold",
     "evictLocalStoragePods",
     "evictPodsWithPVC",
+    "evictPodsWithResourceClaims",
     "evictBarePods",
     "minPodAge",
     "limits",
     "gracePeriodSeconds",
+    "schedule",
 )
+_WINDOW_KEYS: Final = ("cron", "duration", "timeZone")
 _DEFAULT_CONSTRAINT_KEYS: Final = (
     "maxSkew",
     "topologyKey",
@@ -589,6 +597,60 @@ def _grace_period(check: _Checker, value: object, path: str) -> int | None:
     return check.integer(value, path, 1, None, nullable=True)
 
 
+def _window(check: _Checker, value: object, path: str) -> Window | None:
+    raw = check.mapping(value, path, _WINDOW_KEYS)
+    if not isinstance(value, dict):
+        return None
+    ok = True
+    for key in ("cron", "duration"):
+        if key not in raw:
+            check.add(_join(path, key), "required")
+            ok = False
+    cron = raw.get("cron")
+    if "cron" in raw:
+        if not isinstance(cron, str):
+            check.add(_join(path, "cron"), f"must be a cron expression string, got {_show(cron)}")
+            ok = False
+        elif (problem := cron_problem(cron)) is not None:
+            check.add(_join(path, "cron"), f"{problem}, got {_show(cron)}")
+            ok = False
+    seconds = 0.0
+    if "duration" in raw:
+        before = len(check.problems)
+        seconds = _duration(check, raw["duration"], _join(path, "duration"))
+        if len(check.problems) > before:
+            ok = False
+        elif seconds <= 0:
+            check.add(_join(path, "duration"), f"must be > 0, got {_show(raw['duration'])}")
+            ok = False
+    zone = raw.get("timeZone", "UTC")
+    if not isinstance(zone, str):
+        check.add(_join(path, "timeZone"), f"must be a time zone name, got {_show(zone)}")
+        ok = False
+    elif (problem := time_zone_problem(zone)) is not None:
+        check.add(_join(path, "timeZone"), f"{problem}, got {_show(zone)}")
+        ok = False
+    if not ok or not isinstance(cron, str) or not isinstance(zone, str):
+        return None
+    return Window(cron=" ".join(cron.split()), duration_seconds=seconds, time_zone=zone)
+
+
+def _schedule(check: _Checker, value: object, path: str) -> Schedule:
+    """``schedule: {windows: [...]}``; null (or no key) means evictions at any time."""
+    if value is None:
+        return Schedule()
+    raw = check.mapping(value, path, ("windows",))
+    windows_path = _join(path, "windows")
+    if isinstance(value, dict) and raw.get("windows") in (None, []):
+        check.add(windows_path, "must list at least one window; omit schedule for any time")
+        return Schedule()
+    found = [
+        _window(check, item, _join(windows_path, index))
+        for index, item in enumerate(check.items(raw.get("windows"), windows_path))
+    ]
+    return Schedule(tuple(w for w in found if w is not None))
+
+
 # --------------------------------------------------------------------------------------------
 # Public API
 
@@ -649,12 +711,16 @@ def _policy(check: _Checker, document: object) -> Policy:
             "evictLocalStoragePods", _boolean, defaults.evict_local_storage_pods
         ),
         evict_pods_with_pvc=read("evictPodsWithPVC", _boolean, defaults.evict_pods_with_pvc),
+        evict_pods_with_resource_claims=read(
+            "evictPodsWithResourceClaims", _boolean, defaults.evict_pods_with_resource_claims
+        ),
         evict_bare_pods=read("evictBarePods", _boolean, defaults.evict_bare_pods),
         min_pod_age_seconds=read("minPodAge", _duration, defaults.min_pod_age_seconds),
         limits=read("limits", _limits, defaults.limits),
         grace_period_seconds=read(
             "gracePeriodSeconds", _grace_period, defaults.grace_period_seconds
         ),
+        schedule=read("schedule", _schedule, defaults.schedule),
     )
 
 
@@ -717,6 +783,7 @@ def policy_to_dict(policy: Policy) -> dict[str, object]:
         ),
         "evictLocalStoragePods": policy.evict_local_storage_pods,
         "evictPodsWithPVC": policy.evict_pods_with_pvc,
+        "evictPodsWithResourceClaims": policy.evict_pods_with_resource_claims,
         "evictBarePods": policy.evict_bare_pods,
         "minPodAge": format_duration(policy.min_pod_age_seconds),
         "limits": {
@@ -726,4 +793,18 @@ def policy_to_dict(policy: Policy) -> dict[str, object]:
             "perWorkload": limits.per_workload,
         },
         "gracePeriodSeconds": policy.grace_period_seconds,
+        "schedule": (
+            {
+                "windows": [
+                    {
+                        "cron": w.cron,
+                        "duration": format_duration(w.duration_seconds),
+                        "timeZone": w.time_zone,
+                    }
+                    for w in policy.schedule.windows
+                ]
+            }
+            if policy.schedule.windows
+            else None
+        ),
     }

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.disruption import generations, unhealthy_pod_eviction_policy
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import identify
 from rebalancer.core.convert.selectors import label_selector
@@ -30,9 +31,10 @@ def _count(chk: Checker, obj: Mapping[str, Any], key: str, path: str) -> int:
 
 def pdb(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PodDisruptionBudget:
     """A policy/v1 PodDisruptionBudget; problems are appended to ``problems``."""
-    chk, _, namespace, name = identify(obj, "PodDisruptionBudget", problems, namespaced=True)
+    chk, meta, namespace, name = identify(obj, "PodDisruptionBudget", problems, namespaced=True)
     spec = chk.obj(obj, "spec", "")
     status = chk.obj(obj, "status", "")
+    generation, observed = generations(chk, meta, status)
     return PodDisruptionBudget(
         namespace=namespace,
         name=name,
@@ -43,6 +45,9 @@ def pdb(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PodDisru
         current_healthy=_count(chk, status, "currentHealthy", "status"),
         desired_healthy=_count(chk, status, "desiredHealthy", "status"),
         expected_pods=_count(chk, status, "expectedPods", "status"),
+        generation=generation,
+        observed_generation=observed,
+        unhealthy_pod_eviction_policy=unhealthy_pod_eviction_policy(chk, spec),
     )
 
 
