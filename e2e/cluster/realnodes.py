@@ -777,14 +777,18 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         markers = [str(self.run_dir)]
         for _ in range(3):
             procs = _processes(markers)
+            # Not us, and not the control plane (stopped next, the gentle way).
             me = {str(os.getpid()), str(os.getppid())}
+            me |= {str(c.proc.pid) for c in self.components if c.proc is not None and c.alive()}
             pids = [int(p.split()[0]) for p in procs if p.split()[0] not in me]
             if not pids:
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            self.teardown_report.append(f"killed leftover processes {pids}")
+            self.teardown_report.append(
+                "killed leftover processes: " + ", ".join(p[:160] for p in sorted(procs))
+            )
             time.sleep(0.5)
 
     def _host_cleanup_after(self) -> None:
