@@ -18,7 +18,10 @@ Skipped, with the reason, when the host cannot run real nodes (not root, no cgro
 from __future__ import annotations
 
 import json
+import os
+import tarfile
 import time
+import tomllib
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -26,9 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e.cluster.controlplane import build
-from e2e.cluster.realnodes import RealNodeCluster, build_nodes, host_support
+from e2e.cluster.realnodes import (
+    RealNodeCluster,
+    build_nodes,
+    build_rebalancer_image,
+    host_support,
+)
 from e2e.image.pack import TEST_IMAGE
 from e2e.test_live import (
     WRITE_VERBS,
@@ -481,3 +490,193 @@ def test_pdb_waits_for_real_readiness(real: RealNodeCluster, ns: str, tmp_path: 
     settle(real, ns, 6)
     assert counts(real, ns) == {"zone-a": 2, "zone-b": 2, "zone-c": 2}
     assert_rebalancer_only_evicted(real, mark, ns)
+
+
+# -- the rebalancer image and the CronJob, for real ---------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+SA_USER = "system:serviceaccount:rebalancer:rebalancer"
+
+
+def project_version() -> str:
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        return str(tomllib.load(fh)["project"]["version"])
+
+
+@pytest.fixture(scope="module")
+def rebalancer_image(real: RealNodeCluster) -> str:
+    """The image built from the Dockerfile (cached), loaded into every real node."""
+    ref, tar = build_rebalancer_image()
+    real.load_image(tar)
+    return ref
+
+
+def image_config(tar: Path) -> dict[str, Any]:
+    with tarfile.open(tar) as t:
+        manifest = json.load(t.extractfile("manifest.json"))  # type: ignore[arg-type]
+        config: dict[str, Any] = json.load(t.extractfile(manifest[0]["Config"]))  # type: ignore[arg-type]
+    return config
+
+
+def test_the_image_runs_non_root_read_only_and_prints_its_version(
+    real: RealNodeCluster, ns: str, rebalancer_image: str
+) -> None:
+    _, tar = build_rebalancer_image()
+    assert image_config(tar)["config"]["User"] == "65532:65532"
+    real.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "version", "namespace": ns},
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": {"type": "real"},
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True},  # the image's own user must do
+                "containers": [
+                    {
+                        "name": "rebalancer",
+                        "image": rebalancer_image,
+                        "imagePullPolicy": "Never",
+                        "args": ["--version"],
+                        "securityContext": {
+                            "readOnlyRootFilesystem": True,
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    real.wait_for(
+        "the --version pod to finish",
+        lambda: (
+            real.get_json("pod", "version", "-n", ns)["status"].get("phase")
+            in ("Succeeded", "Failed")
+        ),
+        timeout=120,
+    )
+    pod = real.get_json("pod", "version", "-n", ns)
+    out = real.kubectl("logs", "version", "-n", ns).stdout.strip()
+    assert pod["status"]["phase"] == "Succeeded", (pod["status"], out)
+    assert out == f"rebalancer {project_version()}", out
+
+
+def evict_overlay(tmp_path: Path, image_ref: str, namespace: str) -> Path:
+    """deploy/overlays/evict, with the local image (never pulled) and a policy for one ns."""
+    name, tag = image_ref.rsplit(":", 1)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    policy = yaml.safe_load((ROOT / "deploy" / "base" / "policy.yaml").read_text())
+    policy["namespaces"] = {"include": [namespace]}
+    (overlay / "policy.yaml").write_text(yaml.safe_dump(policy))
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(ROOT / "deploy" / "overlays" / "evict", overlay)],
+        "images": [{"name": "rebalancer", "newName": name, "newTag": tag}],
+        "configMapGenerator": [
+            {
+                "name": "rebalancer-policy",
+                "namespace": "rebalancer",
+                "behavior": "replace",
+                "files": ["policy.yaml"],
+            }
+        ],
+        "patches": [
+            {
+                "target": {"group": "batch", "version": "v1", "kind": "CronJob"},
+                "patch": yaml.safe_dump(
+                    [
+                        {
+                            "op": "replace",
+                            "path": "/spec/jobTemplate/spec/template/spec/containers/0/"
+                            "imagePullPolicy",
+                            "value": "Never",
+                        }
+                    ]
+                ),
+            }
+        ],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return overlay
+
+
+def test_the_cronjob_runs_in_the_cluster_and_repairs_the_spread(
+    real: RealNodeCluster, ns: str, rebalancer_image: str, tmp_path: Path
+) -> None:
+    """kubectl apply -k deploy/overlays/evict (local image), a Job from the CronJob: the pod
+    uses its ServiceAccount token, evicts exactly 2, logs JSON with the summary line; the
+    kubelets delete the evicted pods; Events Rebalanced; the spread is repaired."""
+    real.apply([deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}),
+                pdb(ns, maxUnavailable=1)])  # fmt: skip
+    assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+    overlay = evict_overlay(tmp_path, rebalancer_image, ns)
+    rendered = real.kubectl("kustomize", str(overlay)).stdout
+    real.kubectl("apply", "-k", str(overlay))
+    try:
+        mark = audit_mark(real)
+        real.kubectl("create", "job", "--from=cronjob/rebalancer", "run-now", "-n", "rebalancer")
+
+        def finished() -> dict[str, Any] | None:
+            job: dict[str, Any] = real.get_json("job", "run-now", "-n", "rebalancer")
+            s = job.get("status", {})
+            return job if s.get("succeeded") or s.get("failed") else None
+
+        job = real.wait_for("the Job to finish", finished, timeout=240)
+        logs = real.kubectl("logs", "job/run-now", "-n", "rebalancer").stdout
+        assert job["status"].get("succeeded") == 1, (job["status"], logs[-3000:])
+        # stderr: one JSON object per log line (no tty); stdout: the run's table report.
+        lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+        assert lines, logs[-2000:]
+        assert all({"event", "level", "timestamp"} <= set(line) for line in lines), lines[:2]
+        assert "2 evictions (proven minimal" in logs, logs[-2000:]
+        (summary,) = [line for line in lines if line.get("event") == "run.summary"]
+        print(f"\nCronJob summary line: {json.dumps(summary, sort_keys=True)}")
+        assert summary["evicted"] == 2, summary
+        # In-cluster credentials: the ServiceAccount's token, no kubeconfig.
+        (pod,) = real.pods("rebalancer", "job-name=run-now")
+        assert pod["spec"]["serviceAccountName"] == "rebalancer"
+        assert pod["spec"]["nodeName"] in {n.name for n in real.real_nodes}
+        sc = pod["spec"]["containers"][0]["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True and sc["runAsNonRoot"] is True
+        assert "image: " + rebalancer_image in rendered
+
+        def sa_evictions() -> list[dict[str, Any]]:
+            return [
+                e
+                for e in real.audit_events()[mark:]
+                if e.get("stage") == "ResponseComplete"
+                and e.get("objectRef", {}).get("subresource") == "eviction"
+                and e.get("objectRef", {}).get("namespace") == ns
+            ]
+
+        sent = wait_audit(real, "2 evictions", lambda: len(sa_evictions()) >= 2 and sa_evictions())
+        assert {e["user"]["username"] for e in sent} == {SA_USER}, sent
+        ok = [e for e in sent if e["responseStatus"]["code"] == 201]
+        assert len(ok) == 2, [(e["objectRef"]["name"], e["responseStatus"]["code"]) for e in sent]
+        for e in sent:
+            grace = ((e.get("requestObject") or {}).get("deleteOptions") or {}).get(
+                "gracePeriodSeconds"
+            )
+            assert grace != 0, e
+        deleted = who_deleted(real, ns, ok)
+        print("CronJob evictions, who deleted each pod:\n  " + "\n  ".join(deleted))
+        assert all(" by system:node:real-zone-" in line for line in deleted), deleted
+        by_sa = [
+            e
+            for e in real.audit_events()[mark:]
+            if e.get("user", {}).get("username") == SA_USER
+            and e.get("verb") in ("delete", "deletecollection")
+        ]
+        assert by_sa == [], by_sa
+        settle(real, ns, 6)
+        assert counts(real, ns) == {"zone-a": 2, "zone-b": 2, "zone-c": 2}
+        events = real.get_json("events", "-n", ns, "--field-selector", "reason=Rebalanced")
+        assert {ev["involvedObject"]["name"] for ev in events["items"]} == {
+            e["objectRef"]["name"] for e in ok
+        }
+    finally:
+        real.kubectl("delete", "-k", str(overlay), "--wait=false", check=False)

@@ -55,6 +55,7 @@ from .controlplane import (
 
 HERE = Path(__file__).resolve().parent
 BUILD_NODES_SH = HERE / "build-nodes.sh"
+BUILD_IMAGE_SH = HERE.parent / "image" / "build-rebalancer-image.sh"
 
 #: Extra addresses on lo: kube-apiserver on .1, node i on .11+i.
 ADDR_PREFIX = "172.30.0."
@@ -107,6 +108,27 @@ def build_nodes(*, quiet: bool = False, timeout: float = 3 * 3600) -> Path:
         if line.startswith("NODES_BIN_DIR="):
             return Path(line.split("=", 1)[1])
     raise ControlPlaneError("build-nodes.sh printed no NODES_BIN_DIR= line")
+
+
+def build_rebalancer_image(*, timeout: float = 1800) -> tuple[str, Path]:
+    """Build (or find cached) the rebalancer image from the Dockerfile: (reference, tarball)."""
+    proc = subprocess.run(
+        ["bash", str(BUILD_IMAGE_SH)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout)
+        raise ControlPlaneError(f"build-rebalancer-image.sh failed (exit {proc.returncode})")
+    found = dict(
+        line.split("=", 1)
+        for line in proc.stdout.splitlines()
+        if line.startswith(("IMAGE_REF=", "IMAGE_TAR="))
+    )
+    return found["IMAGE_REF"], Path(found["IMAGE_TAR"])
 
 
 def host_support() -> str | None:
@@ -691,6 +713,11 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         )
 
     # ---- access --------------------------------------------------------------------------
+    def load_image(self, tar: Path) -> None:
+        """Import a docker-archive tarball into every real node's containerd."""
+        for node in self.real_nodes:
+            self._ctr(node, "images", "import", str(tar))
+
     def real_node(self, name: str) -> RealNode:
         for n in self.real_nodes:
             if n.name == name:
