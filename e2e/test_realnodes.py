@@ -22,6 +22,7 @@ import os
 import tarfile
 import time
 import tomllib
+import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -563,18 +564,21 @@ def test_the_image_runs_non_root_read_only_and_prints_its_version(
     assert out == f"rebalancer {project_version()}", out
 
 
-def evict_overlay(tmp_path: Path, image_ref: str, namespace: str) -> Path:
-    """deploy/overlays/evict, with the local image (never pulled) and a policy for one ns."""
+def local_overlay(
+    tmp_path: Path, base: str, image_ref: str, namespace: str, *, kind: str, container_path: str
+) -> Path:
+    """deploy/overlays/<base>, with the local image (never pulled) and a policy for one ns."""
     name, tag = image_ref.rsplit(":", 1)
-    overlay = tmp_path / "overlay"
+    overlay = tmp_path / f"overlay-{base}"
     overlay.mkdir()
     policy = yaml.safe_load((ROOT / "deploy" / "base" / "policy.yaml").read_text())
     policy["namespaces"] = {"include": [namespace]}
     (overlay / "policy.yaml").write_text(yaml.safe_dump(policy))
+    group, version = ("apps", "v1") if kind == "Deployment" else ("batch", "v1")
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [os.path.relpath(ROOT / "deploy" / "overlays" / "evict", overlay)],
+        "resources": [os.path.relpath(ROOT / "deploy" / "overlays" / base, overlay)],
         "images": [{"name": "rebalancer", "newName": name, "newTag": tag}],
         "configMapGenerator": [
             {
@@ -586,13 +590,12 @@ def evict_overlay(tmp_path: Path, image_ref: str, namespace: str) -> Path:
         ],
         "patches": [
             {
-                "target": {"group": "batch", "version": "v1", "kind": "CronJob"},
+                "target": {"group": group, "version": version, "kind": kind},
                 "patch": yaml.safe_dump(
                     [
                         {
                             "op": "replace",
-                            "path": "/spec/jobTemplate/spec/template/spec/containers/0/"
-                            "imagePullPolicy",
+                            "path": f"{container_path}/imagePullPolicy",
                             "value": "Never",
                         }
                     ]
@@ -613,7 +616,10 @@ def test_the_cronjob_runs_in_the_cluster_and_repairs_the_spread(
     real.apply([deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}),
                 pdb(ns, maxUnavailable=1)])  # fmt: skip
     assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
-    overlay = evict_overlay(tmp_path, rebalancer_image, ns)
+    job_container = "/spec/jobTemplate/spec/template/spec/containers/0"
+    overlay = local_overlay(
+        tmp_path, "evict", rebalancer_image, ns, kind="CronJob", container_path=job_container
+    )
     rendered = real.kubectl("kustomize", str(overlay)).stdout
     real.kubectl("apply", "-k", str(overlay))
     try:
@@ -679,4 +685,61 @@ def test_the_cronjob_runs_in_the_cluster_and_repairs_the_spread(
             e["objectRef"]["name"] for e in ok
         }
     finally:
-        real.kubectl("delete", "-k", str(overlay), "--wait=false", check=False)
+        real.kubectl("delete", "-k", str(overlay), "--timeout=120s", check=False, timeout=150)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Prometheus text format: ``name{labels}`` -> value (comments skipped)."""
+    with urllib.request.urlopen(url, timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def test_the_deployment_overlay_runs_in_interval_mode_with_metrics_on_the_pod_ip(
+    real: RealNodeCluster, ns: str, rebalancer_image: str, tmp_path: Path
+) -> None:
+    """deploy/overlays/deployment (dry run, --interval 10m): the pod plans at once, evicts
+    nothing, and its metrics, scraped from the pod IP, show the planned moves and the skew."""
+    real.apply([deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}),
+                pdb(ns, maxUnavailable=1)])  # fmt: skip
+    assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+    overlay = local_overlay(tmp_path, "deployment", rebalancer_image, ns, kind="Deployment",
+                            container_path="/spec/template/spec/containers/0")  # fmt: skip
+    mark = audit_mark(real)
+    real.kubectl("apply", "-k", str(overlay))
+    try:
+        selector = "app.kubernetes.io/name=rebalancer"
+        (pod,) = real.wait_pods_running("rebalancer", selector, 1, timeout=120)
+        url = f"http://{pod['status']['podIP']}:8080/metrics"
+
+        def after_first_run() -> dict[str, float] | None:
+            m = scrape(url)
+            return m if m.get('rebalancer_runs_total{result="ok"}') == 1 else None
+
+        metrics = real.wait_for(f"a finished run in {url}", after_first_run, timeout=120)
+        shown = ("rebalancer_runs_total", "rebalancer_planned_moves", "rebalancer_skew")
+        print(f"\nDeployment overlay metrics from {url}: " + ", ".join(
+            f"{k}={v:g}" for k, v in sorted(metrics.items()) if k.startswith(shown)))  # fmt: skip
+        assert metrics["rebalancer_planned_moves"] == 2, metrics
+        skews = {k: v for k, v in metrics.items() if k.startswith("rebalancer_skew_before{")}
+        assert list(skews.values()) == [3], skews
+        assert f'namespace="{ns}"' in next(iter(skews))
+        assert metrics['rebalancer_runs_total{result="error"}'] == 0
+        # A dry run: no eviction at all, the spread is as it was.
+        time.sleep(2)
+        sent = [
+            e
+            for e in real.audit_events()[mark:]
+            if e.get("objectRef", {}).get("subresource") == "eviction"
+        ]
+        assert sent == [], sent
+        assert counts(real, ns) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+        logs = real.kubectl("logs", pod["metadata"]["name"], "-n", "rebalancer").stdout
+        assert '"event":"interval.sleep"' in logs.replace(" ", ""), logs[-2000:]
+    finally:
+        real.kubectl("delete", "-k", str(overlay), "--timeout=120s", check=False, timeout=150)

@@ -66,6 +66,7 @@ phase "e2e tests (kwok nodes)"
 "$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}"
 
 phase "e2e tests (real nodes)"
-"$PY" -m pytest "${REAL_NODE_TESTS[@]}" --e2e -v -rs
+# -rP: the eviction timelines, the CronJob summary line and who deleted each pod.
+"$PY" -m pytest "${REAL_NODE_TESTS[@]}" --e2e -v -rsP
 
 phase "tests done"
