@@ -6,7 +6,7 @@
 #   testimage                                 (e2e/image/testimage: PID 1 of the test image
 #                                              and of the nodes' pause image)
 # and installs the Debian packages the nodes use: runc, containernetworking-plugins
-# (bridge, host-local, portmap in /usr/lib/cni), iptables.
+# (bridge, host-local in /usr/lib/cni), iptables, iproute2.
 #
 # Output: ${REBALANCER_E2E_CACHE:-$HOME/.cache/rebalancer-e2e}/nodes_<versions>/bin/
 # Idempotent and locked like build.sh; runs build.sh first (the control plane is
@@ -47,10 +47,10 @@ phase() { echo "build-nodes.sh: [$(( SECONDS - T0 ))s] $*"; phase_start=$SECONDS
 phase_done() { echo "build-nodes.sh: [$(( SECONDS - T0 ))s]   done in $(( SECONDS - phase_start ))s: $*"; }
 
 # ---- Debian packages (root; the real nodes need root anyway)
-DEB_PKGS=(runc containernetworking-plugins iptables)
+DEB_PKGS=(runc containernetworking-plugins iptables iproute2)
 debs_present() {
-  command -v runc >/dev/null && [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/portmap ]] \
-    && command -v iptables >/dev/null
+  command -v runc >/dev/null && [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local ]] \
+    && command -v iptables >/dev/null && command -v ip >/dev/null
 }
 if ! debs_present; then
   phase "apt-get install ${DEB_PKGS[*]}"

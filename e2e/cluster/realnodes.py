@@ -140,8 +140,6 @@ def host_support() -> str | None:
     missing = [c for c in CGROUP_V1[:8] if not (CGROUP_BASE / c / "cgroup.procs").exists()]
     if missing:
         return f"cgroup v1 controllers not mounted under {CGROUP_BASE}: {', '.join(missing)}"
-    if shutil.which("ip") is None:
-        return "the ip command (iproute2) is missing"
     return None
 
 
@@ -291,13 +289,90 @@ def _umount_under(prefixes: Sequence[str]) -> list[str]:
     return done
 
 
-def cleanup_stale() -> list[str]:
-    """Remove what a crashed earlier run left: node addresses, bridges, empty cgroups.
+#: Command-line marks of a real-node process (kubelet, containerd, its shims, kube-proxy):
+#: every one names a file under a run dir's nodes/ or the kube-proxy kubeconfig.
+_STALE_PROCESS_RE = re.compile(r"/rebalancer-e2e-[^/ ]+/(nodes/|kube-proxy\.kubeconfig)")
 
-    Only our own names are touched (ADDR_CIDR addresses on lo, ``rbe*`` links,
-    ``/rbe-*`` cgroups). Call with the host lock held.
-    """
+
+CNI_CACHE = Path("/var/lib/cni/results")
+
+
+def _our_cni_cache() -> dict[Path, str]:
+    """CNI result cache files of our pods (network ``rbe-*`` or cgroup ``/rbe-*``) -> netns."""
+    out = {}
+    if not CNI_CACHE.is_dir():
+        return out
+    for f in CNI_CACHE.iterdir():
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        cgroup = str((doc.get("capabilityArgs") or {}).get("cgroupPath", ""))
+        if str(doc.get("networkName", "")).startswith("rbe-") or cgroup.startswith(
+            f"/{CGROUP_PREFIX}"
+        ):
+            out[f] = str(doc.get("netns", ""))
+    return out
+
+
+def _remove_netns(paths: set[str]) -> list[str]:
+    """Unmount and remove network namespaces (their veth pairs go with them)."""
     done = []
+    for ns in sorted(p for p in paths if p):
+        real = os.path.realpath(ns)
+        if not real.startswith("/run/netns/"):
+            continue
+        _run("umount", "-l", real, check=False)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(real)
+            done.append(real)
+    return done
+
+
+def _cgroup_pids(root: Path) -> set[int]:
+    pids: set[int] = set()
+    if root.is_dir():
+        for procs in root.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids |= {int(x) for x in procs.read_text().split()}
+    return pids
+
+
+def cleanup_stale() -> list[str]:
+    """Remove what a crashed earlier run left (call with the host lock held, so no live
+    real-node cluster exists on this host).
+
+    Only our own names are touched: processes whose command line names a run dir's nodes/
+    (kubelets, containerds, shims) or our kube-proxy kubeconfig, every process in a ``/rbe-*``
+    cgroup (containers), mounts under a run dir's nodes/, ADDR_CIDR addresses on lo, ``rbe*``
+    links, ``/rbe-*`` cgroups; and, only when one of those was found, KUBE-/CNI- chains.
+    """
+    done: list[str] = []
+    victims = {
+        int(p.split()[0])
+        for p in _processes(["rebalancer-e2e-"])
+        if _STALE_PROCESS_RE.search(p) and int(p.split()[0]) != os.getpid()
+    }
+    for ctrl in ("pids", "memory", "cpu"):
+        for cg in (CGROUP_BASE / ctrl).glob(f"{CGROUP_PREFIX}*"):
+            victims |= _cgroup_pids(cg)
+    for pid in sorted(victims):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if victims:
+        done.append(f"killed processes {sorted(victims)}")
+        time.sleep(0.5)
+    cache = _our_cni_cache()
+    netns = _remove_netns(set(cache.values()))
+    if netns:
+        done.append(f"network namespaces {netns}")
+    for f in cache:
+        with contextlib.suppress(OSError):
+            f.unlink()
+    stale_mounts = [m for m in _mounts() if re.search(r"/rebalancer-e2e-[^/]+/nodes/", m)]
+    for m in sorted(stale_mounts, key=lambda m: m.count("/"), reverse=True):
+        _run("umount", "-l", m, check=False)
+        done.append(f"mount {m}")
     for addr in _lo_addresses():
         if addr.startswith(ADDR_PREFIX):
             _run("ip", "addr", "del", addr, "dev", "lo", check=False)
@@ -312,6 +387,10 @@ def cleanup_stale() -> list[str]:
             for p in base.glob(f"{CGROUP_PREFIX}*"):
                 if _rmdir_tree(p):
                     done.append(f"cgroup {ctrl}/{p.name}")
+    if done:
+        removed = _remove_new_chains(set())
+        if removed:
+            done.append(f"iptables chains {removed}")
     return done
 
 
@@ -821,13 +900,23 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
     def _host_cleanup_after(self) -> None:
         report = self.teardown_report
         before = self._host_before
-        umounted = _umount_under([str(self.run_dir), "/run/netns", "/var/run/netns"])
-        umounted = [m for m in umounted if m not in before.get("mounts", set())]
+        umounted = _umount_under([str(self.run_dir)])
         if umounted:
             report.append(f"unmounted {umounted}")
-        for ns in list(Path("/run/netns").glob("cni-*")) if Path("/run/netns").is_dir() else []:
+        # Network namespaces of pods the kubelets did not tear down: ours by the CNI cache,
+        # or new since the start under /run/netns.
+        cache = _our_cni_cache()
+        new_netns = {
+            m
+            for m in _mounts()
+            if m.startswith("/run/netns/") and m not in before.get("mounts", set())
+        }
+        netns = _remove_netns(set(cache.values()) | new_netns)
+        if netns:
+            report.append(f"removed network namespaces {netns}")
+        for f in cache:
             with contextlib.suppress(OSError):
-                ns.unlink()
+                f.unlink()
         if before:
             removed = _remove_new_chains(before.get("iptables_chains", set()))
             if removed:
