@@ -312,6 +312,7 @@ def who_deleted(real: RealNodeCluster, ns: str, evicted: Sequence[dict[str, Any]
 
 
 def test_real_nodes_run_the_test_image_in_every_zone(real: RealNodeCluster, ns: str) -> None:
+    """One real node per zone runs the test image; `kubectl logs` reaches its kubelet."""
     nodes = real.get_json("nodes", "-l", "type=real")["items"]
     assert sorted(n["metadata"]["labels"][ZONE] for n in nodes) == ["zone-a", "zone-b", "zone-c"]
     for n in nodes:
@@ -522,6 +523,8 @@ def image_config(tar: Path) -> dict[str, Any]:
 def test_the_image_runs_non_root_read_only_and_prints_its_version(
     real: RealNodeCluster, ns: str, rebalancer_image: str
 ) -> None:
+    """The image from the Dockerfile runs as 65532 with a read-only root filesystem and
+    `rebalancer --version` prints the project's version."""
     _, tar = build_rebalancer_image()
     assert image_config(tar)["config"]["User"] == "65532:65532"
     real.apply(
