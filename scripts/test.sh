@@ -49,7 +49,24 @@ fi
 phase "e2e: build control plane (cached)"
 bash e2e/cluster/build.sh
 
-phase "e2e tests"
-"$PY" -m pytest e2e --e2e -v
+REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_lifecycle.py)
+# Real kubelet nodes need root and cgroup v1 controllers; without them the real-node tests
+# skip themselves with the reason (shown by -rs).
+real_nodes_unsupported=$("$PY" -c 'from e2e.cluster.realnodes import host_support; print(host_support() or "")')
+if [ -z "$real_nodes_unsupported" ]; then
+  phase "e2e: build real nodes: kubelet, kube-proxy, containerd, test image (cached)"
+  bash e2e/cluster/build-nodes.sh
+  phase "e2e: build the rebalancer image from the Dockerfile (cached)"
+  bash e2e/image/build-rebalancer-image.sh
+else
+  echo "real-node e2e scenarios will be SKIPPED: $real_nodes_unsupported"
+fi
+
+phase "e2e tests (kwok nodes)"
+"$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}"
+
+phase "e2e tests (real nodes)"
+# -rP: the eviction timelines, the CronJob summary line and who deleted each pod.
+"$PY" -m pytest "${REAL_NODE_TESTS[@]}" --e2e -v -rsP
 
 phase "tests done"

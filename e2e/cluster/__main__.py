@@ -2,6 +2,8 @@
 
 ``up`` starts the control plane, prints ``export KUBECONFIG=...`` and runs until
 Ctrl-C / SIGTERM, then tears everything down (the run dir is removed unless --keep).
+``up --real-nodes N`` adds N real nodes (containerd + kubelet, one per zone; root
+only; see realnodes.py); kwok nodes then default to none.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 from .controlplane import ControlPlane, ControlPlaneError, build
+from .realnodes import RealNodeCluster, build_nodes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,15 +27,28 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("build", help="build/cache the binaries (e2e/cluster/build.sh)")
     up = sub.add_parser("up", help="start a control plane and keep it running")
-    up.add_argument("--nodes", type=int, default=6, help="kwok nodes, round-robin over 3 zones")
+    up.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        help="kwok nodes, round-robin over 3 zones (default 6, or 0 with --real-nodes)",
+    )
+    up.add_argument(
+        "--real-nodes",
+        type=int,
+        default=0,
+        help="real kubelet nodes with containerd, round-robin over 3 zones (root only)",
+    )
     up.add_argument("--keep", action="store_true", help="keep the run dir after shutdown")
     up.add_argument("--run-dir", type=Path, default=None, help="default: a new temp dir")
     args = parser.parse_args(argv)
 
-    bin_dir = build()
     if args.cmd == "build":
-        print(f"BIN_DIR={bin_dir}")
+        print(f"BIN_DIR={build()}")
+        print(f"NODES_BIN_DIR={build_nodes()}")
         return 0
+    bin_dir = build()
+    nodes_bin_dir = build_nodes() if args.real_nodes else None
 
     stop = False
 
@@ -42,7 +58,19 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    cp = ControlPlane(bin_dir, run_dir=args.run_dir, keep=args.keep, node_count=args.nodes)
+    cp: ControlPlane
+    if nodes_bin_dir is not None:
+        cp = RealNodeCluster(
+            bin_dir,
+            nodes_bin_dir,
+            real_nodes=args.real_nodes,
+            node_count=args.nodes or 0,
+            run_dir=args.run_dir,
+            keep=args.keep,
+        )
+    else:
+        nodes = 6 if args.nodes is None else args.nodes
+        cp = ControlPlane(bin_dir, run_dir=args.run_dir, keep=args.keep, node_count=nodes)
     cp.start()
     try:
         print(f"# control plane up in {cp.startup_seconds}s {cp.startup_phases}", file=sys.stderr)

@@ -621,6 +621,7 @@ class ControlPlane(Cluster):
         node_allocatable: dict[str, str] | None = None,
         verbosity: int | None = None,
         start_timeout: float = 180,
+        api_address: str = LOOPBACK,
     ) -> None:
         self.bin_dir = Path(bin_dir)
         rd = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="rebalancer-e2e-"))
@@ -638,6 +639,11 @@ class ControlPlane(Cluster):
         self.node_allocatable = node_allocatable or {"cpu": "4", "memory": "16Gi", "pods": "110"}
         self.verbosity = int(os.environ.get("REBALANCER_E2E_VERBOSITY", verbosity or 1))
         self.start_timeout = start_timeout
+        #: kube-apiserver's bind and advertise address. 127.0.0.1 (the default) serves
+        #: host processes only; pods on real nodes need an address they can be routed to
+        #: (an extra address on lo, see realnodes.py), and then the Service ``kubernetes``
+        #: gets real endpoints.
+        self.api_address = api_address
         self.components: list[Component] = []
         self.ports: dict[str, int] = {}
         self._stopped = False
@@ -684,7 +690,7 @@ class ControlPlane(Cluster):
                 "kwok",
             ]
             self.ports = dict(zip(names, free_ports(len(names)), strict=True))
-            self.server = f"https://{LOOPBACK}:{self.ports['apiserver']}"
+            self.server = f"https://{self.api_address}:{self.ports['apiserver']}"
             self.allowed_server = self.server
             self._write_config()
             phase("pki+config")
@@ -800,6 +806,7 @@ class ControlPlane(Cluster):
         sans = [
             f"IP:{LOOPBACK}",
             f"IP:{FIRST_SERVICE_IP}",
+            *([f"IP:{self.api_address}"] if self.api_address != LOOPBACK else []),
             "DNS:localhost",
             "DNS:kubernetes",
             "DNS:kubernetes.default",
@@ -834,10 +841,14 @@ class ControlPlane(Cluster):
                     auth={"client-certificate-data": _b64(crt), "client-key-data": _b64(key)},
                 ),
             )
+        # kube-apiserver's client certificate towards kubelets (no kubeconfig).
+        self.client_certs["apiserver-kubelet"] = pki.issue(
+            "apiserver-kubelet", "/O=system:masters/CN=kube-apiserver-kubelet-client"
+        )
         self.audit_policy = write_json(self.run_dir / "audit-policy.json", AUDIT_POLICY)
 
     # ---- processes -------------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str]) -> Component:
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Component:
         log = self.run_dir / "logs" / f"{name}.log"
         comp = Component(name=name, argv=argv, log=log)
         with open(log, "ab") as fh:
@@ -851,7 +862,11 @@ class ControlPlane(Cluster):
                 cwd=self.run_dir,
                 start_new_session=True,
                 preexec_fn=_pdeathsig,  # noqa: PLW1509 - prctl only, spawned from one thread
-                env={**os.environ, "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2")},
+                env={
+                    **os.environ,
+                    "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
+                    **(env or {}),
+                },
             )
         self.components.append(comp)
         return comp
@@ -906,8 +921,8 @@ class ControlPlane(Cluster):
             [
                 str(self.bin_dir / "kube-apiserver"),
                 f"--etcd-servers={self.etcd_url}",
-                f"--bind-address={LOOPBACK}",
-                f"--advertise-address={LOOPBACK}",
+                f"--bind-address={self.api_address}",
+                f"--advertise-address={self.api_address}",
                 f"--secure-port={self.ports['apiserver']}",
                 f"--cert-dir={self.run_dir / 'apiserver-certs'}",
                 f"--tls-cert-file={self.apiserver_crt}",
@@ -918,7 +933,12 @@ class ControlPlane(Cluster):
                 f"--service-account-signing-key-file={pki.sa_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
-                "--endpoint-reconciler-type=none",
+                # Endpoints reject loopback IPs; a non-loopback address gets real ones.
+                *(["--endpoint-reconciler-type=none"] if self.api_address == LOOPBACK else []),
+                # `kubectl logs`/exec on real kubelets: their InternalIP, our client cert.
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={self.client_certs['apiserver-kubelet'][0]}",
+                f"--kubelet-client-key={self.client_certs['apiserver-kubelet'][1]}",
                 "--allow-privileged=true",
                 "--profiling=false",
                 f"--audit-policy-file={self.audit_policy}",
