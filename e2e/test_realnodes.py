@@ -452,7 +452,7 @@ def test_a_scale_down_skew_repaired_on_real_nodes(
 
 def test_pdb_waits_for_real_readiness(real: RealNodeCluster, ns: str, tmp_path: Path) -> None:
     """minAvailable = replicas - 1 and replacements Ready only 4 s after start: the second
-    eviction comes only after the first replacement is really Ready."""
+    eviction comes only after the first replacement is really Ready, and none gets a 429."""
     ready_after = 4.0
     real.apply([
         deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0", "READY_AFTER": str(ready_after),
@@ -489,6 +489,7 @@ def test_pdb_waits_for_real_readiness(real: RealNodeCluster, ns: str, tmp_path: 
     blocked = [e for e in evictions(rebalancer_requests(real, mark, ns))
                if e["responseStatus"]["code"] == 429]  # fmt: skip
     print(f"\nPDB with real readiness: evictions {t2 - t1:.2f}s apart, 429s: {len(blocked)}")
+    assert blocked == [], "the plan spends the PDB's budget per wave: no eviction may get 429"
     settle(real, ns, 6)
     assert counts(real, ns) == {"zone-a": 2, "zone-b": 2, "zone-c": 2}
     assert_rebalancer_only_evicted(real, mark, ns)
