@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
@@ -44,7 +44,13 @@ from rebalancer.core.spread import (
     global_min,
     skew_of,
 )
+from rebalancer.core.victims import DomainPods, PodId, VictimKey, single_view_victims
 from rebalancer.core.waves import assign_waves
+
+# Why a candidate was not moved (codes of the SkipReason ``try_move`` returns).
+NO_FIT = "no-fit"  # its replacement would stay Pending: reported as a skip
+LANDS_BACK = "lands-back"  # its replacement would land back on the node it left
+NO_GAIN = "no-gain"  # moving it would not improve the spread, or would harm another view
 
 
 class Budget:
@@ -112,7 +118,11 @@ class Planner:
         self._pdbs: dict[int, list[int]] = {}
         self._pdbs_by_labels: dict[tuple[str, int], list[int]] = {}
         self._skips: dict[int, SkipReason | None] = {}
-        self._rank: dict[int, tuple[int, tuple[float, str, str]]] = {}  # see preference
+        self._rank: dict[int, tuple[int, float]] = {}  # pod -> (priority, -created)
+        self.planned: dict[int, list[PodId]] = {}  # view -> victims chosen up front (SPEC §3)
+        self.groups: list[list[int]] = []  # violated views sharing pods (violated_groups)
+        self.proven: dict[int, int] = {}  # first view of a group -> its proven joint minimum
+        self._distance_at_start: dict[int, int] = {}
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
@@ -158,22 +168,60 @@ class Planner:
             gmin_after = min(self.state.gmin(v), after)
         return after + 1 - gmin_after > spec.max_skew
 
-    def preference(self, i: int, v: int, blocked: bool) -> tuple[object, ...]:
-        """Victim order (SPEC §3): pods that cannot return, lowest priority, PDB allowing a
-        disruption, youngest; then by name. ``blocked``: :meth:`returns_blocked` for view v
+    def victim_key(self, i: int, v: int, blocked: bool) -> VictimKey:
+        """Pod i's place in the victim order for view v (SPEC §3): pods that cannot return
+        first, then the lowest priority, a PodDisruptionBudget allowing a disruption, the
+        youngest, and the pod's own identity. ``blocked``: :meth:`returns_blocked` for view v
         and the pod's domain (it applies when v is one of the pod's own views)."""
         rank = self._rank.get(i)
+        pod = self.analysis.pods[i]
         if rank is None:
-            pod = self.analysis.pods[i]
-            rank = (self.ctx.priority(pod), (-pod.created, pod.namespace, pod.name))
+            rank = (self.ctx.priority(pod), -pod.created)
             self._rank[i] = rank
         cannot_return = blocked and v in self.state.own_views.get(i, ())
-        pdb_blocked = any(self.pdb_left[k] <= 0 for k in self.pdbs(i))
-        return (not cannot_return, rank[0], pdb_blocked, rank[1])
+        return VictimKey(
+            can_return=not cannot_return,
+            priority=rank[0],
+            pdb_blocked=any(self.pdb_left[k] <= 0 for k in self.pdbs(i)),
+            age=rank[1],
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+        )
+
+    def plan_victims(self, v: int) -> list[PodId] | None:
+        """The best victims over every minimal plan for view v alone (SPEC §3), chosen before
+        any move; None when the formula's band cannot be reached with the evictable pods."""
+        state = self.state
+        view = self.analysis.views[v]
+        c = view.spec.constraint
+        domains: list[DomainPods] = []
+        for domain, count in state.counts[v].items():
+            # Whether a victim could return is replayed per plan by single_view_victims;
+            # the key only says whether the view is one of the pod's own hard constraints.
+            pods = sorted(
+                (self.victim_key(i, v, c.hard), PodId(i))
+                for i in state.members(v, domain)
+                if self.evictable(i)
+            )
+            domains.append(DomainPods(count, pods))
+        return single_view_victims(
+            domains,
+            empty=len(view.domains) - len(state.counts[v]),
+            max_skew=c.max_skew,
+            band_forced_zero=c.hard and len(view.domains) < c.min_domains,
+            moves=self.distance_at_start(v),
+        )
 
     # -- moves ---------------------------------------------------------------------------
     def distance_at_start(self, v: int) -> int:
         """The view's distance to balance before any move; unevictable pods are floors."""
+        found = self._distance_at_start.get(v)
+        if found is None:
+            found = self._distance_at_start[v] = self._distance_from_start(v)
+        return found
+
+    def _distance_from_start(self, v: int) -> int:
         view = self.analysis.views[v]
         c = view.spec.constraint
         floors: Counter[str] = Counter()
@@ -231,7 +279,7 @@ class Planner:
             if found is not None and domain is not None:
                 found[domain] += delta
 
-    def try_move(self, i: int, v: int) -> Move | str:
+    def try_move(self, i: int, v: int) -> Move | SkipReason:
         """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
         state = self.state
         touched = [w for w in state.selector_views(i) if w in state.rank_views]
@@ -246,10 +294,10 @@ class Planner:
         placement = state.place(i, check_fit=self.policy.node_fit)
         if placement.node == source:
             state.add(i, source)
-            return "its replacement would land back on the same node"
+            return SkipReason(LANDS_BACK, "its replacement would land back on the same node")
         if placement.node is None:
             state.add(i, source)
-            return f"replacement would stay Pending: {placement.reason}"
+            return SkipReason(NO_FIT, f"replacement would stay Pending: {placement.reason}")
         state.add(i, placement.node)
         self._pin(i, placement.node, 1)
         ok = (state.excess(v), self.distance(v)) < before[v]
@@ -263,31 +311,99 @@ class Planner:
             self._pin(i, placement.node, -1)
             state.remove(i)
             state.add(i, source)
-            return "moving it would not improve the spread"
+            return SkipReason(NO_GAIN, "moving it would not improve the spread")
         return Move(i, v, source, placement.node, source_count, gmin)
 
-    def _note_no_fit(self, i: int, why: str) -> None:
-        if why.startswith("replacement would stay Pending"):
-            self.no_fit.setdefault(i, SkipReason("no-fit", why))
+    def _note_no_fit(self, i: int, why: SkipReason) -> None:
+        if why.code == NO_FIT:
+            self.no_fit.setdefault(i, why)
 
-    def best_move(self, v: int) -> Move | None:
+    def _accept(self, move: Move) -> Move:
+        """Keep a move the simulation made: spend the limits and the PDBs, pin the pod."""
+        i = move.pod
+        pod = self.analysis.pods[i]
+        self.budget.spend(move.source, pod.namespace, workload_of(pod, self.owners))
+        self.evicted.add(i)
+        for w in self.state.selector_views(i):
+            self._moved_into.setdefault(w, []).append(i)
+        for k in self.pdbs(i):
+            self.pdb_left[k] -= 1
+        return move
+
+    def limited(self, i: int) -> bool:
+        """Whether a policy limit forbids evicting pod i now (the limit is noted)."""
+        pod = self.analysis.pods[i]
+        note = self.budget.allows(
+            self.state.placement[i], pod.namespace, workload_of(pod, self.owners)
+        )
+        if note is not None:
+            self.limit_notes.add(note)
+        return note is not None
+
+    def planned_move(self, v: int) -> Move | None:
+        """The next of the victims chosen up front for view v, from its fullest domain (ties
+        by victim order); None, and the plan dropped, as soon as one does not help."""
+        victims = self.planned.get(v)
+        if not victims:
+            return None
+        state = self.state
+        view = self.analysis.views[v]
+        counts = state.counts[v]
+        hard = view.spec.hard
+
+        def order(i: int) -> tuple[int, VictimKey]:
+            domain = view.node_domain[state.placement[i]]
+            return (-counts.get(domain, 0), self.victim_key(i, v, hard))
+
+        for i in sorted(victims, key=order):
+            if not self.evictable(i) or self.limited(i):
+                continue
+            result = self.try_move(i, v)
+            if isinstance(result, Move):
+                victims.remove(i)
+                return self._accept(result)
+            self._note_no_fit(i, result)
+            break
+        self.planned[v] = []
+        return None
+
+    def _domains_in_order(self, v: int, floor: int) -> Iterator[tuple[str, list[int]]]:
+        """View v's domains holding more than ``floor`` pods, fullest first, with their
+        evictable pods in victim order; among domains of equal count, the one with the better
+        first victim first (never by name)."""
         state = self.state
         counts = state.counts[v]
-        gmin = state.gmin(v)
-        for domain in sorted(counts, key=lambda d: (-counts[d], d)):
-            if counts[domain] <= gmin + 1:
-                break
-            members = [i for i in state.members(v, domain) if self.evictable(i)]
-            blocked = self.returns_blocked(v, domain)
-            members.sort(key=lambda i: self.preference(i, v, blocked))
-            failed: dict[object, str] = {}
+        by_count: dict[int, list[str]] = {}
+        for domain, count in counts.items():
+            by_count.setdefault(count, []).append(domain)
+        for count in sorted(by_count, reverse=True):
+            if count <= floor:
+                return
+            level = []
+            for domain in by_count[count]:
+                blocked = self.returns_blocked(v, domain)
+                keyed = sorted(
+                    (self.victim_key(i, v, blocked), i)
+                    for i in state.members(v, domain)
+                    if self.evictable(i)
+                )
+                level.append((keyed[0][0] if keyed else None, domain, [i for _, i in keyed]))
+            level.sort(key=lambda entry: (entry[0] is None, entry[0] or ()))
+            for _, domain, members in level:
+                yield domain, members
+
+    def best_move(self, v: int) -> Move | None:
+        planned = self.planned_move(v)
+        if planned is not None:
+            return planned
+        state = self.state
+        for _domain, members in self._domains_in_order(v, state.gmin(v) + 1):
+            failed: dict[object, SkipReason] = {}
             for i in members:
                 pod = self.analysis.pods[i]
                 workload = workload_of(pod, self.owners)
                 node = state.placement[i]
-                limited = self.budget.allows(node, pod.namespace, workload)
-                if limited is not None:
-                    self.limit_notes.add(limited)
+                if self.limited(i):
                     continue
                 # Pods of one template on one node fail alike (the node they leave matters:
                 # it changes their own views' counts).
@@ -305,13 +421,7 @@ class Planner:
                     continue
                 result = self.try_move(i, v)
                 if isinstance(result, Move):
-                    self.budget.spend(node, pod.namespace, workload)
-                    self.evicted.add(i)
-                    for w in state.selector_views(i):
-                        self._moved_into.setdefault(w, []).append(i)
-                    for k in self.pdbs(i):
-                        self.pdb_left[k] -= 1
-                    return result
+                    return self._accept(result)
                 failed[(template, node)] = result
                 self._note_no_fit(i, result)
         return None
@@ -324,6 +434,12 @@ class Planner:
         """
         moves: list[Move] = []
         state = self.state
+        self.groups = violated_groups(self)
+        for group in self.groups:
+            if len(group) == 1:
+                victims = self.plan_victims(group[0])
+                if victims:
+                    self.planned[group[0]] = list(victims)
         heap = [(-state.excess(v), v, state.version[v]) for v in self.violated]
         heapq.heapify(heap)
         while heap:
@@ -376,15 +492,10 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     return kept
 
 
-def lower_bound(planner: Planner, final: SimState) -> int:
-    """No plan that brings these views within maxSkew evicts fewer pods.
-
-    An eviction changes only the views whose selector matches the pod, so violated views
-    that never share a pod form independent groups: the bound is the sum over groups of the
-    largest distance to balance (:func:`rebalancer.core.minimal.min_moves`) within each group.
-    Groups the plan cannot bring within maxSkew (pinned pods, no room) have no such bound
-    and add nothing, so the plan is then not reported as proven minimal.
-    """
+def violated_groups(planner: Planner) -> list[list[int]]:
+    """The violated views in groups that share pods (each group in view order, the groups in
+    the order of their first view). An eviction changes only the views whose selector
+    matches the pod, so views of different groups are planned independently."""
     violated = set(planner.violated)
     parent = {v: v for v in violated}
 
@@ -405,14 +516,31 @@ def lower_bound(planner: Planner, final: SimState) -> int:
             linked = [w for w in views_of_pod if w in violated]
             for w in linked[1:]:
                 parent[find(w)] = find(linked[0])
-    best: dict[int, int] = {}
-    unresolved: set[int] = set()
+    groups: dict[int, list[int]] = {}
     for v in planner.violated:
-        root = find(v)
-        best[root] = max(best.get(root, 0), planner.distance_at_start(v))
-        if final.excess(v) > 0:
-            unresolved.add(root)
-    return sum(b for root, b in best.items() if root not in unresolved)
+        groups.setdefault(find(v), []).append(v)
+    return list(groups.values())
+
+
+def lower_bound(planner: Planner) -> int:
+    """No plan that brings these views within maxSkew evicts fewer pods.
+
+    Groups of violated views that share no pod are independent (:func:`violated_groups`), so
+    the bound is a sum over groups. Within a group, each eviction lowers each view's distance
+    to balance (:func:`rebalancer.core.minimal.min_moves`, unevictable pods as floors) by at
+    most one, so the largest distance is a joint bound; where the exact search
+    (:mod:`rebalancer.core.joint`) proved a group's minimum, that minimum is the bound.
+    A group the plan cannot bring within maxSkew still has its bound: it is what balance
+    would cost, and the plan is then not reported as proven minimal.
+    """
+    total = 0
+    for group in planner.groups:
+        proven = planner.proven.get(group[0])
+        if proven is not None:
+            total += proven
+        else:
+            total += max(planner.distance_at_start(v) for v in group)
+    return total
 
 
 def view_report(view: View, counts: dict[str, int], declared: tuple[str, ...]) -> ViewReport:
@@ -470,7 +598,7 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Evict
     declared = {v: tuple(sorted(pods[i].key for i in views[v].declarers)) for v in violated}
     violations = tuple(view_report(views[v], views[v].counts, declared[v]) for v in violated)
     after = tuple(view_report(views[v], final.counts[v], declared[v]) for v in violated)
-    lower = lower_bound(planner, final)
+    lower = lower_bound(planner)
     skipped = _skipped(planner, {m.pod for m in moves})
     notes = tuple(sorted(planner.limit_notes))
     return Plan(tuple(evictions), skipped, violations, after, lower, notes)
