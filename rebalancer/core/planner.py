@@ -29,6 +29,8 @@ from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.joint import MAX_EXPANSIONS
+from rebalancer.core.jointplan import plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
@@ -123,6 +125,8 @@ class Planner:
         self.groups: list[list[int]] = []  # violated views sharing pods (violated_groups)
         self.proven: dict[int, int] = {}  # first view of a group -> its proven joint minimum
         self._distance_at_start: dict[int, int] = {}
+        self.joint_budget = MAX_EXPANSIONS  # expansions left for the exact joint search
+        self.stats: Counter[str] = Counter()  # joint-exact / joint-fallback / joint-unsolved
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
@@ -318,7 +322,7 @@ class Planner:
         if why.code == NO_FIT:
             self.no_fit.setdefault(i, why)
 
-    def _accept(self, move: Move) -> Move:
+    def accept(self, move: Move) -> Move:
         """Keep a move the simulation made: spend the limits and the PDBs, pin the pod."""
         i = move.pod
         pod = self.analysis.pods[i]
@@ -329,6 +333,32 @@ class Planner:
         for k in self.pdbs(i):
             self.pdb_left[k] -= 1
         return move
+
+    def place_at(self, i: int, group: Sequence[int], target: str) -> Move | None:
+        """Evict pod i and put its replacement on ``target`` if the scheduler's filters allow
+        it now (the exact joint search chose the node); None, and nothing changed, if not.
+        The move is credited to the group's view where the pod's domain stands highest."""
+        state = self.state
+        pods = self.analysis.pods
+        views = self.analysis.views
+        node = state.placement[i]
+
+        def height(w: int) -> int:
+            return state.counts[w].get(views[w].node_domain[node], 0) - state.gmin(w)
+
+        v = max(group, key=lambda w: (height(w), -w))
+        gmin = state.gmin(v)
+        source_count = state.counts[v].get(views[v].node_domain[node], 0)
+        source = state.remove(i)
+        legal = state.spread_ok(i, target) and (
+            not self.policy.node_fit or state.fits(pods[i], target)
+        )
+        if not legal or target == source:
+            state.add(i, source)
+            return None
+        state.add(i, target)
+        self._pin(i, target, 1)
+        return Move(i, v, source, target, source_count, gmin)
 
     def limited(self, i: int) -> bool:
         """Whether a policy limit forbids evicting pod i now (the limit is noted)."""
@@ -361,7 +391,7 @@ class Planner:
             result = self.try_move(i, v)
             if isinstance(result, Move):
                 victims.remove(i)
-                return self._accept(result)
+                return self.accept(result)
             self._note_no_fit(i, result)
             break
         self.planned[v] = []
@@ -421,10 +451,18 @@ class Planner:
                     continue
                 result = self.try_move(i, v)
                 if isinstance(result, Move):
-                    return self._accept(result)
+                    return self.accept(result)
                 failed[(template, node)] = result
                 self._note_no_fit(i, result)
         return None
+
+    def _declares_more(self, v: int) -> bool:
+        """Whether the pods view v counts declare other hard constraints besides it."""
+        members = self.analysis.views[v].members
+        if not members:
+            return False
+        views = self.analysis.views
+        return any(w != v and views[w].spec.hard for w in self.state.own_views.get(members[0], ()))
 
     def run(self) -> list[Move]:
         """Move one pod at a time, always in the worst violated view, until none improves.
@@ -436,6 +474,11 @@ class Planner:
         state = self.state
         self.groups = violated_groups(self)
         for group in self.groups:
+            if len(group) > 1 or self._declares_more(group[0]):
+                joint = plan_group(self, group)
+                if joint is not None:
+                    moves.extend(joint)
+                    continue
             if len(group) == 1:
                 victims = self.plan_victims(group[0])
                 if victims:

@@ -1,0 +1,163 @@
+"""Planning a group of views that share pods to their joint minimum (SPEC §3).
+
+:func:`plan_group` checks that the group is one the exact search models faithfully, builds the
+:class:`~rebalancer.core.joint.JointProblem`, picks the best victims over every minimal end
+state (:mod:`rebalancer.core.victims`) and replays the winning sequence in the planner's
+simulation, checking every placement against the real filters. A group the search does not
+model (pods of several templates, views over different nodes, other considered views counting
+the pods, too large) or does not solve within its budget is left to the planner's move-by-move
+search; the planner then reports the largest distance over the group's views as the bound.
+
+The model is faithful when: every view of the group counts the same pods; each of those pods
+declares exactly the group's views as its hard constraints (so their filter is the group's);
+no other considered view counts them; the views count the same nodes; and the pods share one
+template (static filters and requests), so that a node's room is a number of pods.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rebalancer.core.joint import (
+    MAX_NODES,
+    MAX_PODS,
+    JointProblem,
+    JointView,
+    Step,
+    legal_targets,
+    search,
+)
+from rebalancer.core.moves import Move
+from rebalancer.core.victims import PlanKey, VictimKey, plan_key
+
+if TYPE_CHECKING:
+    from rebalancer.core.planner import Planner
+
+UNLIMITED = 1 << 30
+
+
+def _problem(
+    planner: Planner, group: list[int]
+) -> tuple[JointProblem, list[str], list[int]] | None:
+    """The search problem, its nodes (by index) and the views it models; None when the group
+    is not one the search models faithfully (see the module docstring)."""
+    state = planner.state
+    views = planner.analysis.views
+    members = views[group[0]].members
+    if not members or len(members) > MAX_PODS:
+        return None
+    first = members[0]
+    own = state.own_views.get(first, [])
+    modelled = [w for w in own if views[w].spec.hard]
+    if not set(group) <= set(modelled):
+        return None
+    node_domain = views[modelled[0]].node_domain
+    if len(node_domain) > MAX_NODES:
+        return None
+    for w in modelled:
+        if views[w].members != members or views[w].node_domain.keys() != node_domain.keys():
+            return None
+    pods = planner.analysis.pods
+    statics = state.shared.static_nodes(first)
+    requests = pods[first].requests
+    wanted = set(modelled)
+    for i in members:
+        if state.own_views.get(i) != own or pods[i].requests != requests:
+            return None
+        if state.shared.static_nodes(i) != statics:
+            return None
+        if any(w in state.rank_views and w not in wanted for w in state.selector_views(i)):
+            return None
+    nodes = sorted(node_domain)
+    index = {n: k for k, n in enumerate(nodes)}
+    joint_views = []
+    for w in modelled:
+        view = views[w]
+        c = view.spec.constraint
+        domain_index = {d: k for k, d in enumerate(view.domains)}
+        joint_views.append(
+            JointView(
+                domain_of=tuple(domain_index[view.node_domain[n]] for n in nodes),
+                domains=len(view.domains),
+                max_skew=c.max_skew,
+                forced_zero=len(view.domains) < c.min_domains,
+            )
+        )
+    start = [0] * len(nodes)
+    movable = [0] * len(nodes)
+    for i in members:
+        k = index[state.placement[i]]
+        start[k] += 1
+        if planner.evictable(i):
+            movable[k] += 1
+    allowed = set(statics)
+    cap = [
+        start[k] + (state.room(pods[first], n) if planner.policy.node_fit else UNLIMITED)
+        for k, n in enumerate(nodes)
+    ]
+    problem = JointProblem(
+        views=tuple(joint_views),
+        start=tuple(start),
+        movable=tuple(movable),
+        cap=tuple(cap),
+        accepts=tuple(n in allowed for n in nodes),
+    )
+    return problem, nodes, modelled
+
+
+def _returning(problem: JointProblem, path: list[Step]) -> int:
+    """How many steps of ``path`` evict a pod whose replacement could land back on its node."""
+    counts = list(problem.start)
+    back = 0
+    for source, target in path:
+        counts[source] -= 1
+        if source in legal_targets(problem, counts, source):
+            back += 1
+        counts[target] += 1
+    return back
+
+
+def plan_group(planner: Planner, group: list[int]) -> list[Move] | None:
+    """Plan ``group`` to its joint minimum; the moves made (already kept by the planner), or
+    None when the group is left to the move-by-move search."""
+    built = _problem(planner, group)
+    if built is None:
+        planner.stats["joint-fallback"] += 1
+        return None
+    problem, nodes, _modelled = built
+    result = search(problem, planner.joint_budget)
+    planner.joint_budget = max(0, planner.joint_budget - result.expansions)
+    if result.minimum is None:
+        planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
+        return None
+    planner.stats["joint-exact"] += 1
+    views = planner.analysis.views
+    by_node: list[list[tuple[VictimKey, int]]] = [[] for _ in nodes]
+    index = {n: k for k, n in enumerate(nodes)}
+    for i in views[group[0]].members:
+        if planner.evictable(i):
+            by_node[index[planner.state.placement[i]]].append(
+                (planner.victim_key(i, group[0], True), i)
+            )
+    for pods in by_node:
+        pods.sort()
+    best: tuple[PlanKey, list[Step]] | None = None
+    for (_, left), path in result.ends.items():
+        chosen = [
+            key for k, pods in enumerate(by_node) for key, _ in pods[: problem.movable[k] - left[k]]
+        ]
+        key = plan_key(chosen)._replace(can_return=_returning(problem, path))
+        if best is None or key < best[0]:
+            best = (key, path)
+    assert best is not None  # a minimum comes with its end states
+    moves: list[Move] = []
+    taken = [0] * len(nodes)
+    for source, target in best[1]:
+        i = by_node[source][taken[source]][1]
+        taken[source] += 1
+        move = None if planner.limited(i) else planner.place_at(i, group, nodes[target])
+        if move is None:
+            return moves  # the rest is left to the move-by-move search
+        moves.append(planner.accept(move))
+    planner.proven[group[0]] = result.minimum
+    return moves
