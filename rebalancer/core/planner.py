@@ -380,17 +380,19 @@ class Planner:
         view = self.analysis.views[v]
         counts = state.counts[v]
         hard = view.spec.hard
-
-        def order(i: int) -> tuple[int, VictimKey]:
-            domain = view.node_domain[state.placement[i]]
-            return (-counts.get(domain, 0), self.victim_key(i, v, hard))
-
-        for i in sorted(victims, key=order):
+        while victims:
+            i = min(
+                victims,
+                key=lambda i: (
+                    -counts.get(view.node_domain[state.placement[i]], 0),
+                    self.victim_key(i, v, hard),
+                ),
+            )
+            victims.remove(i)
             if not self.evictable(i) or self.limited(i):
                 continue
             result = self.try_move(i, v)
             if isinstance(result, Move):
-                victims.remove(i)
                 return self.accept(result)
             self._note_no_fit(i, result)
             break

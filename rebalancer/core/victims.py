@@ -175,7 +175,7 @@ def single_view_victims(
     n = sum(dom.size for dom in domains)
     sizes = [dom.size for dom in domains] + [0] * empty
     keys = [[k for k, _ in dom.evictable] for dom in domains] + [[] for _ in range(empty)]
-    best: tuple[PlanKey, list[PodId]] | None = None
+    candidates: list[list[int]] = []  # victims per domain, for each (band, split)
     for level in _levels(n, d, max_skew, band_forced_zero):
         top = level + max_skew
         must = [0] * d
@@ -209,16 +209,20 @@ def single_view_victims(
             for _, k in optional:
                 split[k] += 1
             splits = [split]
-        for split in splits:
-            removals = [m + x for m, x in zip(must, split, strict=True)]
-            back = returning_slots(sizes, removals, keys, max_skew, band_forced_zero)
-            chosen: list[tuple[VictimKey, PodId]] = []
-            returning = 0
-            for k, dom in enumerate(domains):
-                mine = dom.evictable[: removals[k]]
-                chosen.extend(mine)
-                returning += max(back[k], sum(key.can_return for key, _ in mine))
-            key = plan_key(victim for victim, _ in chosen)._replace(can_return=returning)
-            if best is None or key < best[0]:
-                best = (key, [i for _, i in chosen])
-    return None if best is None else best[1]
+        candidates.extend([m + x for m, x in zip(must, split, strict=True)] for split in splits)
+    if not candidates:
+        return None
+    best: tuple[PlanKey, list[int]] | None = None
+    for removals in candidates if len(candidates) > 1 else ():
+        back = returning_slots(sizes, removals, keys, max_skew, band_forced_zero)
+        chosen: list[VictimKey] = []
+        returning = 0
+        for k, dom in enumerate(domains):
+            mine = [key for key, _ in dom.evictable[: removals[k]]]
+            chosen.extend(mine)
+            returning += max(back[k], sum(key.can_return for key in mine))
+        key = plan_key(chosen)._replace(can_return=returning)
+        if best is None or key < best[0]:
+            best = (key, removals)
+    removals = candidates[0] if best is None else best[1]
+    return [i for k, dom in enumerate(domains) for _, i in dom.evictable[: removals[k]]]
