@@ -75,7 +75,8 @@ class JointResult:
     expansions: int = 0
 
 
-def _domain_counts(view: JointView, counts: Sequence[int]) -> list[int]:
+def domain_counts(view: JointView, counts: Sequence[int]) -> list[int]:
+    """Pods per domain of the view (every domain, empty ones included)."""
     out = [0] * view.domains
     for node, c in enumerate(counts):
         out[view.domain_of[node]] += c
@@ -89,7 +90,7 @@ def _gmin(view: JointView, per_domain: Sequence[int]) -> int:
 def balanced(problem: JointProblem, counts: Sequence[int]) -> bool:
     """Every view within its maxSkew (a domain holding pods at most maxSkew above the min)."""
     for view in problem.views:
-        per_domain = _domain_counts(view, counts)
+        per_domain = domain_counts(view, counts)
         gmin = _gmin(view, per_domain)
         if any(c > 0 and c - gmin > view.max_skew for c in per_domain):
             return False
@@ -101,29 +102,30 @@ def distance(problem: JointProblem, state: State) -> int:
     counts, movable = state
     best = 0
     for view in problem.views:
-        per_domain = _domain_counts(view, counts)
+        per_domain = domain_counts(view, counts)
         if view.forced_zero:
             # the global minimum stays 0: every domain must end at most maxSkew
             d = sum(max(0, c - view.max_skew) for c in per_domain)
         else:
-            floors = _domain_counts(view, [c - m for c, m in zip(counts, movable, strict=True)])
+            floors = domain_counts(view, [c - m for c, m in zip(counts, movable, strict=True)])
             d = min_moves(per_domain, view.max_skew, top_floor=max(floors, default=0))
         best = max(best, d)
     return best
 
 
 def legal_targets(problem: JointProblem, counts: Sequence[int], source: int) -> list[int]:
-    """Nodes the replacement of a pod leaving ``source`` may land on (``counts`` is after
-    the pod left): static filters, room, and every view's spread filter."""
+    """Nodes other than ``source`` that the replacement of a pod leaving ``source`` may land
+    on (``counts`` is after the pod left): static filters, room, every view's spread filter.
+    Landing back on ``source`` would evict for nothing."""
     gmins = []
     per_views = []
     for view in problem.views:
-        per_domain = _domain_counts(view, counts)
+        per_domain = domain_counts(view, counts)
         per_views.append(per_domain)
         gmins.append(_gmin(view, per_domain))
     out = []
     for node in range(len(counts)):
-        if not problem.accepts[node] or counts[node] + 1 > problem.cap[node]:
+        if node == source or not problem.accepts[node] or counts[node] + 1 > problem.cap[node]:
             continue
         ok = True
         for view, per_domain, gmin in zip(problem.views, per_views, gmins, strict=True):

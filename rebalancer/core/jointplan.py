@@ -8,6 +8,13 @@ model (pods of several templates, views over different nodes, other considered v
 the pods, too large) or does not solve within its budget is left to the planner's move-by-move
 search; the planner then reports the largest distance over the group's views as the bound.
 
+Victims: every end state at the minimum is a choice of how many pods each node gives; each
+node gives its best pods (:class:`~rebalancer.core.victims.VictimKey`) and the end states are
+compared by :func:`~rebalancer.core.victims.plan_key`, then by evenness (each view's counts
+sorted from highest, compared lexicographically), never by a node or domain name. Every victim
+of such a group declares all the group's views; whether one could return depends on the order
+the search found, so that criterion is not compared here.
+
 The model is faithful when: every view of the group counts the same pods; each of those pods
 declares exactly the group's views as its hard constraints (so their filter is the group's);
 no other considered view counts them; the views count the same nodes; and the pods share one
@@ -24,7 +31,7 @@ from rebalancer.core.joint import (
     JointProblem,
     JointView,
     Step,
-    legal_targets,
+    domain_counts,
     search,
 )
 from rebalancer.core.moves import Move
@@ -105,18 +112,6 @@ def _problem(
     return problem, nodes, modelled
 
 
-def _returning(problem: JointProblem, path: list[Step]) -> int:
-    """How many steps of ``path`` evict a pod whose replacement could land back on its node."""
-    counts = list(problem.start)
-    back = 0
-    for source, target in path:
-        counts[source] -= 1
-        if source in legal_targets(problem, counts, source):
-            back += 1
-        counts[target] += 1
-    return back
-
-
 def plan_group(planner: Planner, group: list[int]) -> list[Move] | None:
     """Plan ``group`` to its joint minimum; the moves made (already kept by the planner), or
     None when the group is left to the move-by-move search."""
@@ -141,12 +136,17 @@ def plan_group(planner: Planner, group: list[int]) -> list[Move] | None:
             )
     for pods in by_node:
         pods.sort()
-    best: tuple[PlanKey, list[Step]] | None = None
-    for (_, left), path in result.ends.items():
+    # Ends with the same victims: the most even one (each view's counts sorted from highest,
+    # compared lexicographically), so that node and domain names decide nothing.
+    best: tuple[tuple[PlanKey, tuple[tuple[int, ...], ...]], list[Step]] | None = None
+    for (end, left), path in result.ends.items():
         chosen = [
             key for k, pods in enumerate(by_node) for key, _ in pods[: problem.movable[k] - left[k]]
         ]
-        key = plan_key(chosen)._replace(can_return=_returning(problem, path))
+        evenness = tuple(
+            tuple(sorted(domain_counts(view, end), reverse=True)) for view in problem.views
+        )
+        key = (plan_key(chosen)._replace(can_return=0), evenness)
         if best is None or key < best[0]:
             best = (key, path)
     assert best is not None  # a minimum comes with its end states
