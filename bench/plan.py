@@ -8,8 +8,9 @@ For each size, a seeded cluster is generated once with ``bench.gen`` (cached und
 
 * ``kubectl``: the objects whole, as ``kubectl get ... -o json`` holds them (one document);
 * ``snapshot``: what ``rebalancer snapshot`` writes for that cluster: every object trimmed by
-  ``rebalancer.core.slim.slim`` and written by ``rebalancer.cluster.snapshot.dump_objects(..., "json")``
-  (one object per line), the two functions the command itself uses after its LIST.
+  ``rebalancer.core.slim.slim`` and written by
+  ``rebalancer.cluster.snapshot.dump_objects(..., "json")`` (one object per line), the two
+  functions the command itself uses after its LIST.
 
 Each is measured:
 
@@ -17,9 +18,12 @@ Each is measured:
   RSS (``/usr/bin/time -f %M`` of that child alone, see :func:`run_child`);
 * phases, in a fresh subprocess (``python -m bench.plan --phases FILE``): reading the file,
   ``orjson.loads`` on its bytes alone (the parse floor: a plain call, and again with the cyclic
-  garbage collector off, which is how rebalancer parses), ``rebalancer.cluster.snapshot.load_snapshot``
-  (read + parse + convert), ``rebalancer.core.spread.analyze`` and ``rebalancer.core.planner.plan``
-  (which runs ``analyze`` again itself: ``planning`` is ``plan - analysis``).
+  garbage collector off, which is how rebalancer parses),
+  ``rebalancer.cluster.snapshot.load_snapshot`` (read + parse + convert),
+  ``rebalancer.core.spread.analyze`` and ``rebalancer.core.planner.plan`` (which runs
+  ``analyze`` again itself: ``planning`` is ``plan - analysis``). The plan's statistics say how
+  the groups of views sharing pods were planned (exact search or fallback) and what the exact
+  search cost.
 
 Figures are printed and written, never asserted. The machine is shared: timings are noisy.
 """
@@ -172,8 +176,10 @@ def phases(path: str) -> dict[str, Any]:
     out["violated_views"] = sum(1 for v in analysis.views if v.violated)
     del analysis
     t0 = time.perf_counter()
-    result = plan(snap, policy, time.time())
+    joint: dict[str, float] = {}
+    result = plan(snap, policy, time.time(), stats=joint)
     out["plan_s"] = time.perf_counter() - t0
+    out["joint"] = joint
     out["planning_s"] = max(0.0, out["plan_s"] - out["analysis_s"])
     out["evictions"] = len(result.evictions)
     out["lower_bound"] = getattr(result, "lower_bound", None)
@@ -272,6 +278,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"measuring {size} {form} ...", file=sys.stderr, flush=True)
             rows.append(measure(size, form, args.seed, max(1, args.repeat)))
     print(table(rows))
+    for r in rows:
+        j = r.get("phases", {}).get("joint")
+        if j is not None:
+            print(
+                f"{r['size']:<7} {r['form']:<9} views sharing pods: "
+                f"{int(j.get('joint-exact', 0))} groups exact, "
+                f"{int(j.get('joint-fallback', 0))} fallback, "
+                f"{int(j.get('joint-unsolved', 0))} unreachable; exact search "
+                f"{int(j.get('joint-expansions', 0))} expansions, "
+                f"{j.get('joint-seconds', 0.0):.3f} s"
+            )
     print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from rebalancer.core.minimal import min_moves
 
 MAX_NODES = 16  # nodes the group's views count
 MAX_PODS = 96  # pods the group's views count
-MAX_EXPANSIONS = 20_000  # states expanded per plan, over every group and deepening round
+MAX_EXPANSIONS = 10_000  # states expanded per plan, over every group and deepening round
 
 
 @dataclass(frozen=True, slots=True)

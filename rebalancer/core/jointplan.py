@@ -23,6 +23,7 @@ template (static filters and requests), so that a node's room is a number of pod
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from rebalancer.core.joint import (
@@ -120,7 +121,10 @@ def plan_group(planner: Planner, group: list[int]) -> list[Move] | None:
         planner.stats["joint-fallback"] += 1
         return None
     problem, nodes, _modelled = built
+    started = time.perf_counter()
     result = search(problem, planner.joint_budget)
+    planner.stats["joint-seconds"] += time.perf_counter() - started
+    planner.stats["joint-expansions"] += result.expansions
     planner.joint_budget = max(0, planner.joint_budget - result.expansions)
     if result.minimum is None:
         planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
