@@ -2,7 +2,7 @@
 
 :func:`plan_group` checks that the group is one the exact search models faithfully, builds the
 :class:`~rebalancer.core.joint.JointProblem`, picks the best victims over every minimal end
-state (:mod:`rebalancer.core.victims`) and replays the winning sequence in the planner's
+state (:mod:`rebalancer.core.victims`); the planner then makes the winning sequence in its
 simulation, checking every placement against the real filters. A group the search does not
 model (pods of several templates, views over different nodes, other considered views counting
 the pods, too large) or does not solve within its budget is left to the planner's move-by-move
@@ -24,6 +24,8 @@ template (static filters and requests), so that a node's room is a number of pod
 from __future__ import annotations
 
 import time
+from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rebalancer.core.joint import (
@@ -35,7 +37,6 @@ from rebalancer.core.joint import (
     domain_counts,
     search,
 )
-from rebalancer.core.moves import Move
 from rebalancer.core.victims import PlanKey, VictimKey, plan_key
 
 if TYPE_CHECKING:
@@ -113,9 +114,18 @@ def _problem(
     return problem, nodes, modelled
 
 
-def plan_group(planner: Planner, group: list[int]) -> list[Move] | None:
-    """Plan ``group`` to its joint minimum; the moves made (already kept by the planner), or
-    None when the group is left to the move-by-move search."""
+@dataclass(slots=True)
+class JointPlan:
+    """A group's minimal sequence: (pod to evict, node for its replacement) steps, which the
+    planner makes one at a time, interleaved with other groups' moves."""
+
+    steps: deque[tuple[int, str]]
+    minimum: int  # proven once every step has been made
+
+
+def plan_group(planner: Planner, group: list[int]) -> JointPlan | None:
+    """Plan ``group`` to its joint minimum, or None when the group is left to the
+    move-by-move search."""
     built = _problem(planner, group)
     if built is None:
         planner.stats["joint-fallback"] += 1
@@ -154,14 +164,9 @@ def plan_group(planner: Planner, group: list[int]) -> list[Move] | None:
         if best is None or key < best[0]:
             best = (key, path)
     assert best is not None  # a minimum comes with its end states
-    moves: list[Move] = []
+    steps: list[tuple[int, str]] = []
     taken = [0] * len(nodes)
     for source, target in best[1]:
-        i = by_node[source][taken[source]][1]
+        steps.append((by_node[source][taken[source]][1], nodes[target]))
         taken[source] += 1
-        move = None if planner.limited(i) else planner.place_at(i, group, nodes[target])
-        if move is None:
-            return moves  # the rest is left to the move-by-move search
-        moves.append(planner.accept(move))
-    planner.proven[group[0]] = result.minimum
-    return moves
+    return JointPlan(steps=deque(steps), minimum=result.minimum)

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.joint import MAX_EXPANSIONS
-from rebalancer.core.jointplan import plan_group
+from rebalancer.core.jointplan import JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
@@ -124,6 +124,7 @@ class Planner:
         self.planned: dict[int, list[PodId]] = {}  # view -> victims chosen up front (SPEC §3)
         self.groups: list[list[int]] = []  # violated views sharing pods (violated_groups)
         self.proven: dict[int, int] = {}  # first view of a group -> its proven joint minimum
+        self.joint: dict[int, tuple[int, JointPlan]] = {}  # view -> (first view, group's plan)
         self._distance_at_start: dict[int, int] = {}
         self.joint_budget = MAX_EXPANSIONS  # expansions left for the exact joint search
         self.stats: dict[str, float] = defaultdict(float)  # how groups were planned: plan()
@@ -424,7 +425,30 @@ class Planner:
             for _, domain, members in level:
                 yield domain, members
 
+    def joint_move(self, v: int) -> Move | None:
+        """The next step of the exact joint plan of v's group; None, and the plan dropped
+        (the group left to the move-by-move search, unproven), if a step cannot be made."""
+        found = self.joint.get(v)
+        if found is None or not found[1].steps:
+            return None
+        first, joint = found
+        i, target = joint.steps.popleft()
+        group = [w for w, (f, _) in self.joint.items() if f == first]
+        move = None
+        if self.evictable(i) and not self.limited(i):
+            move = self.place_at(i, group, target)
+        if move is None:
+            joint.steps.clear()
+            self.proven.pop(first, None)
+            return None
+        if not joint.steps:
+            self.proven[first] = joint.minimum
+        return self.accept(move)
+
     def best_move(self, v: int) -> Move | None:
+        joint = self.joint_move(v)
+        if joint is not None:
+            return joint
         planned = self.planned_move(v)
         if planned is not None:
             return planned
@@ -479,7 +503,8 @@ class Planner:
             if len(group) > 1 or self._declares_more(group[0]):
                 joint = plan_group(self, group)
                 if joint is not None:
-                    moves.extend(joint)
+                    for v in group:
+                        self.joint[v] = (group[0], joint)
                     continue
             if len(group) == 1:
                 victims = self.plan_victims(group[0])
@@ -575,16 +600,28 @@ def lower_bound(planner: Planner) -> int:
     to balance (:func:`rebalancer.core.minimal.min_moves`, unevictable pods as floors) by at
     most one, so the largest distance is a joint bound; where the exact search
     (:mod:`rebalancer.core.joint`) proved a group's minimum, that minimum is the bound.
-    A group the plan cannot bring within maxSkew still has its bound: it is what balance
-    would cost, and the plan is then not reported as proven minimal.
+    A group the plan cannot bring within maxSkew still has its bound (what balance would cost;
+    the plan is then not reported as proven minimal), unless the bound exceeds the group's
+    evictable pods: a plan evicts a pod at most once, so no plan balances that group, and it
+    adds nothing.
     """
     total = 0
+    views = planner.analysis.views
     for group in planner.groups:
         proven = planner.proven.get(group[0])
         if proven is not None:
             total += proven
-        else:
-            total += max(planner.distance_at_start(v) for v in group)
+            continue
+        bound = max(planner.distance_at_start(v) for v in group)
+        movable: set[int] = set()
+        for v in group:
+            movable.update(
+                i for i in views[v].members if i in planner.evicted or planner.evictable(i)
+            )
+            if len(movable) >= bound:
+                break
+        if len(movable) >= bound:
+            total += bound
     return total
 
 
