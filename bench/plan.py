@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{int(j.get('joint-exact', 0))} groups exact, "
                 f"{int(j.get('joint-fallback', 0))} fallback, "
                 f"{int(j.get('joint-unsolved', 0))} unreachable; exact search "
-                f"{int(j.get('joint-expansions', 0))} expansions, "
+                f"{int(j.get('joint-visits', 0))} states visited, "
                 f"{j.get('joint-seconds', 0.0):.3f} s"
             )
     print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")

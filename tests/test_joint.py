@@ -75,12 +75,12 @@ def test_search_finds_the_oracle_minimum(
 
 
 def test_search_gives_up_within_its_budget() -> None:
-    """A search that needs more expansions than allowed proves nothing."""
+    """A search that needs more visited states than allowed proves nothing."""
     problem, _ = zone_and_hostname([[9, 9, 9], [0, 0, 0], [0, 0, 0]], 1, 1)
-    result = search(problem, max_expansions=50)
+    result = search(problem, max_visits=50)
     assert result.minimum is None
     assert not result.complete
-    assert result.expansions == 51
+    assert result.visits == 51
 
 
 def test_many_constraints_on_one_workload_report_a_real_bound() -> None:

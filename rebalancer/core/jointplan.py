@@ -134,8 +134,8 @@ def plan_group(planner: Planner, group: list[int]) -> JointPlan | None:
     started = time.perf_counter()
     result = search(problem, planner.joint_budget)
     planner.stats["joint-seconds"] += time.perf_counter() - started
-    planner.stats["joint-expansions"] += result.expansions
-    planner.joint_budget = max(0, planner.joint_budget - result.expansions)
+    planner.stats["joint-visits"] += result.visits
+    planner.joint_budget = max(0, planner.joint_budget - result.visits)
     if result.minimum is None:
         planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
         return None

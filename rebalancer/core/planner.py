@@ -1,9 +1,20 @@
 """The planner: the fewest evictions that let the scheduler restore every considered spread.
 
-``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2), then evicts one
-pod at a time from the most populated domain of the worst view, letting the scheduler
-simulation place its replacement, and keeps a move only if it lowers that view's distance to
-balance (:func:`rebalancer.core.minimal.min_moves`) without making any other considered view worse.
+``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2) and splits them
+into groups that share pods (:func:`violated_groups`); groups never interact through counts.
+
+* A group of views over the same small workload (zone and hostname constraints, say) is
+  planned to its joint minimum by exact search (:mod:`rebalancer.core.jointplan`,
+  :mod:`rebalancer.core.joint`), victims chosen over every minimal end state.
+* A single view gets its victims chosen up front over every minimal plan, across all its
+  domains (:mod:`rebalancer.core.victims`).
+* Otherwise, and whenever a chosen step does not work out in the simulation, the planner
+  searches move by move: it evicts one pod at a time from the most populated domain of the
+  worst view, lets the scheduler simulation place its replacement, and keeps a move only if it
+  lowers that view's distance to balance (:func:`rebalancer.core.minimal.min_moves`) without
+  making any other considered view worse.
+
+Moves of all groups are made one at a time, worst view first, in one simulation.
 
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
@@ -15,10 +26,12 @@ Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0
 
 A greedy descheduler that moves "everything above the average" would evict 3 here.
 
-Among candidates of equal use, victims follow preemption order (SPEC §3): first pods whose own
-hard constraints forbid their replacement from returning to their current domain, then the
-lowest priority, then pods whose PodDisruptionBudget still allows a disruption, then the
-youngest. The moves are then grouped into waves (:mod:`rebalancer.core.waves`).
+Victims follow SPEC §3's order (:class:`rebalancer.core.victims.VictimKey` for one pod,
+:func:`rebalancer.core.victims.plan_key` for a plan): first pods whose own hard constraints
+forbid their replacement from returning to their current domain, then preemption's order over
+the victims' priorities, then pods whose PodDisruptionBudget still allows a disruption, then
+the youngest, then the pods' own namespace, name and uid; never a domain or node name. The
+moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
-from rebalancer.core.joint import MAX_EXPANSIONS
+from rebalancer.core.joint import MAX_VISITS
 from rebalancer.core.jointplan import JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
@@ -126,7 +139,7 @@ class Planner:
         self.proven: dict[int, int] = {}  # first view of a group -> its proven joint minimum
         self.joint: dict[int, tuple[int, JointPlan]] = {}  # view -> (first view, group's plan)
         self._distance_at_start: dict[int, int] = {}
-        self.joint_budget = MAX_EXPANSIONS  # expansions left for the exact joint search
+        self.joint_budget = MAX_VISITS  # visits left for the exact joint search
         self.stats: dict[str, float] = defaultdict(float)  # how groups were planned: plan()
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
@@ -657,7 +670,7 @@ def plan(
     Planning creates no reference cycles, so the cyclic garbage collector is paused: with a
     large snapshot in memory each of its full passes would cost more than the planning.
     ``stats``, when given, receives how the groups of views sharing pods were planned
-    (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-expansions``,
+    (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
     ``joint-seconds``), for the benchmarks.
     """
     with gc_paused():
