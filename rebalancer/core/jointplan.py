@@ -37,7 +37,7 @@ from rebalancer.core.joint import (
     domain_counts,
     search,
 )
-from rebalancer.core.victims import PlanKey, VictimKey, plan_key
+from rebalancer.core.victims import PlanKey, VictimKey, ViewId, plan_key
 
 if TYPE_CHECKING:
     from rebalancer.core.planner import Planner
@@ -46,7 +46,7 @@ UNLIMITED = 1 << 30
 
 
 def _problem(
-    planner: Planner, group: list[int]
+    planner: Planner, group: list[ViewId]
 ) -> tuple[JointProblem, list[str], list[int]] | None:
     """The search problem, its nodes (by index) and the views it models; None when the group
     is not one the search models faithfully (see the module docstring)."""
@@ -123,7 +123,7 @@ class JointPlan:
     minimum: int  # proven once every step has been made
 
 
-def plan_group(planner: Planner, group: list[int]) -> JointPlan | None:
+def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
     """Plan ``group`` to its joint minimum, or None when the group is left to the
     move-by-move search."""
     built = _problem(planner, group)

@@ -59,7 +59,7 @@ from rebalancer.core.spread import (
     global_min,
     skew_of,
 )
-from rebalancer.core.victims import DomainPods, PodId, VictimKey, single_view_victims
+from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
 from rebalancer.core.waves import assign_waves
 
 # Why a candidate was not moved (codes of the SkipReason ``try_move`` returns).
@@ -135,9 +135,9 @@ class Planner:
         self._skips: dict[int, SkipReason | None] = {}
         self._rank: dict[int, tuple[int, float]] = {}  # pod -> (priority, -created)
         self.planned: dict[int, list[PodId]] = {}  # view -> victims chosen up front (SPEC §3)
-        self.groups: list[list[int]] = []  # violated views sharing pods (violated_groups)
-        self.proven: dict[int, int] = {}  # first view of a group -> its proven joint minimum
-        self.joint: dict[int, tuple[int, JointPlan]] = {}  # view -> (first view, group's plan)
+        self.groups: list[list[ViewId]] = []  # violated views sharing pods (violated_groups)
+        self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
+        self.joint: dict[int, tuple[ViewId, JointPlan]] = {}  # view -> (first view, its plan)
         self._distance_at_start: dict[int, int] = {}
         self.joint_budget = MAX_VISITS  # visits left for the exact joint search
         self.stats: dict[str, float] = defaultdict(float)  # how groups were planned: plan()
@@ -516,8 +516,8 @@ class Planner:
             if len(group) > 1 or self._declares_more(group[0]):
                 joint = plan_group(self, group)
                 if joint is not None:
-                    for v in group:
-                        self.joint[v] = (group[0], joint)
+                    for member in group:
+                        self.joint[member] = (group[0], joint)
                     continue
             if len(group) == 1:
                 victims = self.plan_victims(group[0])
@@ -575,7 +575,7 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     return kept
 
 
-def violated_groups(planner: Planner) -> list[list[int]]:
+def violated_groups(planner: Planner) -> list[list[ViewId]]:
     """The violated views in groups that share pods (each group in view order, the groups in
     the order of their first view). An eviction changes only the views whose selector
     matches the pod, so views of different groups are planned independently."""
@@ -599,9 +599,9 @@ def violated_groups(planner: Planner) -> list[list[int]]:
             linked = [w for w in views_of_pod if w in violated]
             for w in linked[1:]:
                 parent[find(w)] = find(linked[0])
-    groups: dict[int, list[int]] = {}
+    groups: dict[int, list[ViewId]] = {}
     for v in planner.violated:
-        groups.setdefault(find(v), []).append(v)
+        groups.setdefault(find(v), []).append(ViewId(v))
     return list(groups.values())
 
 
