@@ -121,6 +121,7 @@ class JointPlan:
 
     steps: deque[tuple[int, str]]
     minimum: int  # proven once every step has been made
+    views: list[int]  # every view the search kept within maxSkew at the end
 
 
 def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
@@ -130,7 +131,7 @@ def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
     if built is None:
         planner.stats["joint-fallback"] += 1
         return None
-    problem, nodes, _modelled = built
+    problem, nodes, modelled = built
     started = time.perf_counter()
     result = search(problem, planner.joint_budget)
     planner.stats["joint-seconds"] += time.perf_counter() - started
@@ -169,4 +170,4 @@ def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
     for source, target in best[1]:
         steps.append((by_node[source][taken[source]][1], nodes[target]))
         taken[source] += 1
-    return JointPlan(steps=deque(steps), minimum=result.minimum)
+    return JointPlan(steps=deque(steps), minimum=result.minimum, views=modelled)

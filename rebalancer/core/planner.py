@@ -545,13 +545,18 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     """Drop trailing moves that end no better than an earlier prefix (unreachable targets),
     and take them back in the planner's state, which ``run`` left after all the moves.
 
-    The objective is the worst excess over the violated views, then their summed excess.
+    The objective is the worst excess over the violated views, then their summed excess. The
+    views an exact joint plan balances count too: its steps may pass through states where a
+    view that was within maxSkew is not, and cutting them there would leave it so.
     """
     state = planner.state
     if not any(state.excess(v) for v in planner.violated):
         return moves  # every violated view ends balanced: no prefix does better
     replay = state.fresh()
-    excess = {v: replay.excess(v) for v in planner.violated}
+    tracked = set(planner.violated)
+    for _, joint in planner.joint.values():
+        tracked.update(joint.views)
+    excess = {v: replay.excess(v) for v in sorted(tracked)}
     levels: Counter[int] = Counter(excess.values())
     total = sum(excess.values())
     objectives = [(max(levels), total)]
