@@ -39,7 +39,7 @@ from e2e.test_live import (
     wait_audit,
     write_policy,
 )
-from rebalancer.core.spread import min_moves
+from rebalancer.core.minimal import min_moves
 
 pytestmark = pytest.mark.e2e
 
