@@ -7,9 +7,10 @@ be evicted. Room is ample. The oracle answers by brute force:
 * :func:`joint_minimum`: breadth-first over every sequence of "evict one pod, place its
   replacement on any node the filter allows at that moment" (SPEC §3's discipline), the fewest
   evictions after which every constraint is within maxSkew; None when no sequence gets there.
-* :func:`best_victims`: among every set of pods of that size that some such sequence evicts,
-  the best by SPEC §3's order: fewest victims that could come back to their domain (minimised
-  over the sequences evicting that set), then the victims' priorities sorted from highest to
+* :func:`best_victims`: among every set of pods of that size that some sequence evicts with
+  SPEC §3's simulated placement (each replacement in the least populated legal domain), the
+  best by SPEC §3's order: fewest victims that could come back to their domain (minimised
+  over the orders evicting that set), then the victims' priorities sorted from highest to
   lowest, compared lexicographically.
 
 The filter (SPEC §2): placing a pod in domain d is allowed by a hard constraint iff
@@ -144,10 +145,23 @@ def joint_minimum(cluster: OracleCluster) -> int | None:
     return None
 
 
+def _least_populated_legal(cluster: OracleCluster, counts: Counts) -> list[int]:
+    """The nodes SPEC §3's simulation may put a replacement on: legal nodes whose domain (of
+    the first constraint) holds the fewest pods; any of them when several tie."""
+    legal = [n for n in range(len(counts)) if allowed(cluster, counts, n)]
+    if not legal:
+        return []
+    c = cluster.constraints[0]
+    domains = per_domain(cluster, c, counts)
+    low = min(domains[cluster.domain(c, n)] for n in legal)
+    return [n for n in legal if domains[cluster.domain(c, n)] == low]
+
+
 def _returning_minimum(cluster: OracleCluster, removals: Counts) -> int | None:
-    """Over every sequence evicting exactly ``removals[n]`` pods from each node n and ending
-    in balance, the fewest evictions whose replacement could land back in its domain; None
-    when no such sequence exists."""
+    """Over every order of evicting exactly ``removals[n]`` pods from each node n, each
+    replacement placed as SPEC §3's simulation does (ties tried every way), and ending in
+    balance, the fewest evictions whose replacement could land back in its domain; None when
+    no such sequence exists."""
 
     @functools.cache
     def go(counts: Counts, left: Counts) -> int | None:
@@ -170,9 +184,7 @@ def _returning_minimum(cluster: OracleCluster, removals: Counts) -> int | None:
                     )
                 )
             )
-            for dst in range(len(counts)):
-                if not allowed(cluster, tuple(after), dst):
-                    continue
+            for dst in _least_populated_legal(cluster, tuple(after)):
                 moved = list(after)
                 moved[dst] += 1
                 found = go(tuple(moved), tuple(rest))

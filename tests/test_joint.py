@@ -8,7 +8,7 @@ import pytest
 
 from rebalancer.core.joint import JointProblem, JointView, search
 from rebalancer.core.minimal import min_moves
-from rebalancer.core.model import Snapshot
+from rebalancer.core.model import HOSTNAME_KEY, Snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Limits, Policy
 from tests.builders import node, pod, zone_constraint
@@ -115,3 +115,40 @@ def test_many_constraints_on_one_workload_report_a_real_bound() -> None:
     assert max(distances) > 10
     assert result.lower_bound == max(distances)
     assert not result.minimal
+
+
+@pytest.mark.parametrize(
+    ("per_zone", "placed", "sz", "sh"),
+    [
+        (5, {0: 4, 1: 2}, 1, 1),
+        (5, {0: 3, 5: 3}, 1, 1),
+        (4, {0: 5}, 2, 1),
+        (6, {0: 3, 6: 1}, 1, 1),
+    ],
+)
+def test_empty_nodes_of_one_kind_are_searched_once(
+    per_zone: int, placed: dict[int, int], sz: int, sh: int
+) -> None:
+    """Three zones of several nodes, few of them holding pods: the exact search keeps only
+    as many empty nodes of each kind as pods could move, yet reaches the oracle's minimum
+    over the whole cluster and proves it."""
+    zones = tuple(k // per_zone for k in range(3 * per_zone))
+    oracle_pods = tuple(
+        OraclePod(node=n, priority=0) for n, count in placed.items() for _ in range(count)
+    )
+    cluster = OracleCluster(
+        zones, oracle_pods, (OracleConstraint("zone", sz), OracleConstraint("hostname", sh))
+    )
+    expected = joint_minimum(cluster)
+    constraints = [zone_constraint("web", sz), zone_constraint("web", sh, key=HOSTNAME_KEY)]
+    nodes = tuple(node(f"n{k}", f"z{zone}") for k, zone in enumerate(zones))
+    pods = tuple(
+        pod(f"p{k}", f"n{p.node}", constraints=constraints, created=1000.0 + k)
+        for k, p in enumerate(oracle_pods)
+    )
+    stats: dict[str, float] = {}
+    result = plan(Snapshot(nodes=nodes, pods=pods), Policy(), NOW, stats=stats)
+    assert expected is not None
+    assert len(result.evictions) == expected
+    assert result.minimal
+    assert stats.get("joint-exact") == 1

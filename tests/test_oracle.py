@@ -32,12 +32,12 @@ PRIORITIES = (0, 0, 100, 1000)
 
 @st.composite
 def oracle_clusters(draw: st.DrawFn, *, keys: str, pinned: bool = False) -> OracleCluster:
-    """A small cluster: 2-4 zones of 1-2 nodes (zone only) or 2-3 zones of 1-3 nodes (both
+    """A small cluster: 2-4 zones of 1-2 nodes (zone only) or 2-3 zones of 1-4 nodes (both
     keys), up to 9 pods of one workload placed in bursts, mixed priorities."""
     zone_count = draw(st.integers(2, 4 if keys == "zone" else 3))
     zones: list[int] = []
     for z in range(zone_count):
-        zones.extend([z] * draw(st.integers(1, 2 if keys == "zone" else 3)))
+        zones.extend([z] * draw(st.integers(1, 2 if keys == "zone" else 4)))
     size = draw(st.integers(2, 9))
     homes = draw(st.lists(st.sampled_from(range(len(zones))), min_size=1, max_size=3, unique=True))
     pods = tuple(

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 from rebalancer.core.minimal import min_moves
 
-MAX_NODES = 16  # nodes the group's views count
+MAX_NODES = 16  # nodes modelled: those holding the pods, and some empty ones of each kind
+MAX_ELIGIBLE = 64  # nodes the group's views count (sorting out the empty ones costs per node)
 MAX_PODS = 96  # pods the group's views count
 MAX_VISITS = 60_000  # states generated per plan, over every group and deepening round
 
@@ -60,6 +61,7 @@ class JointProblem:
     movable: tuple[int, ...]  # of which evictable
     cap: tuple[int, ...]  # most pods a node can hold (room for replacements)
     accepts: tuple[bool, ...]  # the node passes the pods' static filters
+    twins: tuple[int, ...] = ()  # a node that started empty: the first node of its kind; else -1
 
 
 State = tuple[tuple[int, ...], tuple[int, ...]]  # (pods per node, evictable left per node)
@@ -131,9 +133,15 @@ def _targets(
         gmin = 0 if view.forced_zero else min(per_domain)
         limits.append(gmin + view.max_skew - 1)
     out = []
+    tried: set[tuple[int, int]] = set()  # (kind, count) of the empty-started nodes tried
     for node in range(len(counts)):
         if node == source or not problem.accepts[node] or counts[node] + 1 > problem.cap[node]:
             continue
+        if problem.twins and problem.twins[node] >= 0:
+            twin = (problem.twins[node], counts[node])
+            if twin in tried:
+                continue  # a node of the same kind holding as many: the same move
+            tried.add(twin)
         for view, per_domain, limit in zip(problem.views, per_views, limits, strict=True):
             if per_domain[view.domain_of[node]] > limit:
                 break

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rebalancer.core.joint import (
+    MAX_ELIGIBLE,
     MAX_NODES,
     MAX_PODS,
     JointProblem,
@@ -61,7 +62,7 @@ def _problem(
     if not set(group) <= set(modelled):
         return None
     node_domain = views[modelled[0]].node_domain
-    if len(node_domain) > MAX_NODES:
+    if len(node_domain) > MAX_ELIGIBLE:
         return None
     for w in modelled:
         if views[w].members != members or views[w].node_domain.keys() != node_domain.keys():
@@ -77,7 +78,35 @@ def _problem(
             return None
         if any(w in state.rank_views and w not in wanted for w in state.selector_views(i)):
             return None
-    nodes = sorted(node_domain)
+    occupied = {state.placement[i] for i in members}
+    if len(occupied) > MAX_NODES:
+        return None
+    movable_total = sum(1 for i in members if planner.evictable(i))
+    rooms = {
+        n: state.room(pods[first], n) if planner.policy.node_fit else UNLIMITED for n in node_domain
+    }
+    # Nodes holding none of the pods are interchangeable when they agree on every domain
+    # except one-node domains (hostname), on the filters and on room (up to what could move):
+    # keep as many of each kind as pods could move; the others stay empty in some minimal
+    # plan, and their domains count 0 anyway.
+    per_node = {w for w in modelled if len(views[w].domains) == len(views[w].node_domain)}
+    allowed = set(statics)
+    kinds: dict[tuple[object, ...], list[str]] = {}
+    for n in sorted(node_domain):
+        if n in occupied or n not in allowed or rooms[n] == 0:
+            continue
+        kind = (
+            tuple(views[w].node_domain[n] for w in modelled if w not in per_node),
+            min(rooms[n], movable_total),
+        )
+        kinds.setdefault(kind, []).append(n)
+    twins_of: dict[str, str] = {}
+    for same in kinds.values():
+        for n in same[:movable_total]:
+            twins_of[n] = same[0]
+    nodes = sorted(occupied | twins_of.keys())
+    if len(nodes) > MAX_NODES:
+        return None
     index = {n: k for k, n in enumerate(nodes)}
     joint_views = []
     for w in modelled:
@@ -99,17 +128,14 @@ def _problem(
         start[k] += 1
         if planner.evictable(i):
             movable[k] += 1
-    allowed = set(statics)
-    cap = [
-        start[k] + (state.room(pods[first], n) if planner.policy.node_fit else UNLIMITED)
-        for k, n in enumerate(nodes)
-    ]
+    cap = [start[k] + rooms[n] for k, n in enumerate(nodes)]
     problem = JointProblem(
         views=tuple(joint_views),
         start=tuple(start),
         movable=tuple(movable),
         cap=tuple(cap),
         accepts=tuple(n in allowed for n in nodes),
+        twins=tuple(index[twins_of[n]] if n in twins_of else -1 for n in nodes),
     )
     return problem, nodes, modelled
 

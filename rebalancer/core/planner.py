@@ -223,6 +223,9 @@ class Planner:
                 if self.evictable(i)
             )
             domains.append(DomainPods(count, pods))
+        # A canonical order (fullest first, then by best victim): equal plans are then
+        # found in the same order whatever the order of the input, and never by name.
+        domains.sort(key=lambda dom: (-dom.size, not dom.evictable, dom.evictable[:1]))
         return single_view_victims(
             domains,
             empty=len(view.domains) - len(state.counts[v]),
@@ -385,24 +388,11 @@ class Planner:
         return note is not None
 
     def planned_move(self, v: int) -> Move | None:
-        """The next of the victims chosen up front for view v, from its fullest domain (ties
-        by victim order); None, and the plan dropped, as soon as one does not help."""
+        """The next of the victims chosen up front for view v, in the order chosen with
+        them; None, and the plan dropped, as soon as one does not help."""
         victims = self.planned.get(v)
-        if not victims:
-            return None
-        state = self.state
-        view = self.analysis.views[v]
-        counts = state.counts[v]
-        hard = view.spec.hard
         while victims:
-            i = min(
-                victims,
-                key=lambda i: (
-                    -counts.get(view.node_domain[state.placement[i]], 0),
-                    self.victim_key(i, v, hard),
-                ),
-            )
-            victims.remove(i)
+            i = victims.pop(0)
             if not self.evictable(i) or self.limited(i):
                 continue
             result = self.try_move(i, v)

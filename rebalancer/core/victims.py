@@ -15,7 +15,7 @@ domains above ``L + maxSkew`` must lose their excess, and when the domains below
 pods than that, the remaining victims may come from any domain above ``L``. Each domain gives
 its best pods (by :class:`VictimKey`); every split of the victims over the domains is compared
 by :func:`plan_key`, after replaying it to count the victims that could return
-(:func:`returning_slots`). Worked example, maxSkew 1, zones
+(:func:`fewest_returning`). Worked example, maxSkew 1, zones
 ``[{0, 0, 5000}, {100, 100, 100, 100}, {}]``: N=7, D=3, the only band is [2, 3] and 2 moves
 are needed; the second zone must give one pod (100), and the second victim comes from the
 first zone (0) or the second (100): {100, 0} beats {100, 100}. The tie-breaks never look at
@@ -110,71 +110,144 @@ def _splits(caps: Sequence[int], extra: int, limit: int) -> list[list[int]] | No
     return out if walk(0, extra) else None
 
 
-def returning_slots(
+class _TooMany(Exception):
+    """More orders to compare than the work limit allows."""
+
+
+MAX_WORK = 200_000  # states of the order search per split times domains; beyond it, and
+# when a view has a single minimal split, the fullest domain goes first
+
+
+def fewest_returning(
     sizes: Sequence[int],
     removals: Sequence[int],
-    next_keys: Sequence[Sequence[VictimKey]],
+    structural: Sequence[Sequence[bool]],
     max_skew: int,
     band_forced_zero: bool,
-) -> list[int]:
-    """How many of each domain's victims could come back to it when evicted, replaying the
-    plan as the planner executes it (SPEC §3's simulation, counts only).
+) -> tuple[int, list[int]] | None:
+    """The fewest victims that could come back to their domain, over the orders in which a
+    split can be evicted, and one order (the domain of each eviction) reaching it.
 
     ``sizes``: every domain's count, empty domains included; ``removals``: the victims each
-    domain gives; ``next_keys[d]``: domain d's victims in eviction order. One victim at a time
-    leaves the fullest domain still giving one (ties: the better next victim); a victim could
-    come back when its domain, without it, is within maxSkew of the global minimum (so its
-    own constraint lets its replacement return). Its replacement then lands in the least
-    populated of the domains that give no victim.
+    domain gives; ``structural[d][j]``: domain d's j-th victim (in victim order) declares no
+    hard constraint on the view, so it could return anyway. A victim could come back when its
+    domain, without it, is within maxSkew of the global minimum (its own constraint lets its
+    replacement return). Each replacement lands in the least populated domain that gives no
+    victim and takes it (SPEC §3's simulation); ties are tried both ways. None when no order
+    ends within maxSkew. Past :data:`MAX_WORK`, the fullest domain goes first.
     """
+    try:
+        limit = MAX_WORK // max(1, len(sizes))
+        return _order_search(sizes, removals, structural, max_skew, band_forced_zero, limit=limit)
+    except _TooMany:
+        return _fullest_first(sizes, removals, structural, max_skew, band_forced_zero)
+
+
+def _step(
+    counts: list[int], d: int, removals: Sequence[int], max_skew: int, forced_zero: bool
+) -> tuple[bool, list[int]]:
+    """Evict from domain d: whether the victim could return, and the receiving domains its
+    replacement may go to (the least populated that take it)."""
+    counts[d] -= 1
+    gmin = 0 if forced_zero else min(counts)
+    back = counts[d] + 1 - gmin <= max_skew
+    legal = [t for t, c in enumerate(counts) if removals[t] == 0 and c + 1 - gmin <= max_skew]
+    if not legal:
+        return back, []
+    low = min(counts[t] for t in legal)
+    return back, [t for t in legal if counts[t] == low]
+
+
+def _balanced(counts: Sequence[int], max_skew: int, forced_zero: bool) -> bool:
+    gmin = 0 if forced_zero else min(counts)
+    return all(c == 0 or c - gmin <= max_skew for c in counts)
+
+
+def _order_search(
+    sizes: Sequence[int],
+    removals: Sequence[int],
+    structural: Sequence[Sequence[bool]],
+    max_skew: int,
+    forced_zero: bool,
+    *,
+    limit: int,
+) -> tuple[int, list[int]] | None:
+    memo: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, list[int]] | None] = {}
+
+    def floor(left: Sequence[int]) -> int:
+        """Victims left that could return whatever the order (no own hard constraint)."""
+        return sum(sum(structural[d][removals[d] - n :]) for d, n in enumerate(left) if n)
+
+    def go(counts: tuple[int, ...], left: tuple[int, ...]) -> tuple[int, list[int]] | None:
+        if not any(left):
+            return (0, []) if _balanced(counts, max_skew, forced_zero) else None
+        key = (counts, left)
+        if key in memo:
+            return memo[key]
+        if len(memo) >= limit:
+            raise _TooMany
+        best: tuple[int, list[int]] | None = None
+        least = floor(left)
+        # Fullest domain first: among equally good orders, the first found is the natural one.
+        for d in sorted(range(len(left)), key=lambda d: (-counts[d], d)):
+            n = left[d]
+            if n == 0:
+                continue
+            if best is not None and best[0] == least:
+                break  # no order does better
+            after = list(counts)
+            back, targets = _step(after, d, removals, max_skew, forced_zero)
+            j = removals[d] - n  # this is domain d's j-th victim
+            cost = int(back or structural[d][j])
+            rest = list(left)
+            rest[d] -= 1
+            for t in targets:
+                moved = list(after)
+                moved[t] += 1
+                found = go(tuple(moved), tuple(rest))
+                if found is not None and (best is None or found[0] + cost < best[0]):
+                    best = (found[0] + cost, [d, *found[1]])
+                    if best[0] == least:
+                        break
+        memo[key] = best
+        return best
+
+    return go(tuple(sizes), tuple(removals))
+
+
+def _fullest_first(
+    sizes: Sequence[int],
+    removals: Sequence[int],
+    structural: Sequence[Sequence[bool]],
+    max_skew: int,
+    forced_zero: bool,
+) -> tuple[int, list[int]] | None:
     counts = list(sizes)
     left = list(removals)
-    taken = [0] * len(counts)
-    receivers = [d for d, r in enumerate(removals) if r == 0]
-    back = [0] * len(counts)
-    for _ in range(sum(removals)):
-        d = min(
-            (d for d in range(len(counts)) if left[d] > 0),
-            key=lambda d: (-counts[d], next_keys[d][taken[d]]),
-        )
-        counts[d] -= 1
+    order: list[int] = []
+    total = 0
+    while any(left):
+        d = max((d for d, n in enumerate(left) if n), key=lambda d: (counts[d], -d))
+        back, targets = _step(counts, d, removals, max_skew, forced_zero)
+        if not targets:
+            return None
+        total += int(back or structural[d][removals[d] - left[d]])
+        counts[targets[0]] += 1
         left[d] -= 1
-        taken[d] += 1
-        gmin = 0 if band_forced_zero else min(counts)
-        if counts[d] + 1 - gmin <= max_skew:
-            back[d] += 1
-        if receivers:
-            counts[min(receivers, key=counts.__getitem__)] += 1
-    return back
+        order.append(d)
+    return (total, order) if _balanced(counts, max_skew, forced_zero) else None
 
 
-def single_view_victims(
+def _splits_of_minimal_plans(
     domains: Sequence[DomainPods],
     empty: int,
     max_skew: int,
     band_forced_zero: bool,
     moves: int,
-) -> list[PodId] | None:
-    """The best victims over every plan of ``moves`` evictions that balances the view.
-
-    ``domains``: the view's domains holding pods (their order does not matter; the keys'
-    ``can_return`` says whether the pod's own hard constraints include this view at all);
-    ``empty``: how many further domains hold none; ``band_forced_zero``: the global minimum
-    is 0 whatever happens (fewer domains than minDomains); ``moves``: the minimum (SPEC §3's
-    formula, with the unevictable pods as floors). None when no band of that size can be
-    reached with the evictable pods (the planner then searches move by move).
-
-    Each split of the victims over the domains is replayed (:func:`returning_slots`) to count
-    the victims that could come back; a domain's victims that declare no hard constraint on
-    the view take its returning slots first. When a band has more than :data:`MAX_SPLITS`
-    splits, only the split of the best optional victims taken one at a time is compared.
-    """
+) -> list[list[int]]:
+    """The victims each domain gives, for every band and split of a plan of ``moves``."""
     d = len(domains) + empty
-    if d == 0 or moves == 0:
-        return None
     n = sum(dom.size for dom in domains)
-    sizes = [dom.size for dom in domains] + [0] * empty
-    keys = [[k for k, _ in dom.evictable] for dom in domains] + [[] for _ in range(empty)]
     candidates: list[list[int]] = []  # victims per domain, for each (band, split)
     for level in _levels(n, d, max_skew, band_forced_zero):
         top = level + max_skew
@@ -210,19 +283,66 @@ def single_view_victims(
                 split[k] += 1
             splits = [split]
         candidates.extend([m + x for m, x in zip(must, split, strict=True)] for split in splits)
+    return candidates
+
+
+def single_view_victims(
+    domains: Sequence[DomainPods],
+    empty: int,
+    max_skew: int,
+    band_forced_zero: bool,
+    moves: int,
+) -> list[PodId] | None:
+    """The best victims over every plan of ``moves`` evictions that balances the view.
+
+    ``domains``: the view's domains holding pods (their order does not matter; the keys'
+    ``can_return`` says whether the pod's own hard constraints include this view at all);
+    ``empty``: how many further domains hold none; ``band_forced_zero``: the global minimum
+    is 0 whatever happens (fewer domains than minDomains); ``moves``: the minimum (SPEC §3's
+    formula, with the unevictable pods as floors). None when no band of that size can be
+    reached with the evictable pods (the planner then searches move by move).
+
+    Each split of the victims over the domains is compared after finding the order that
+    leaves the fewest victims able to come back (:func:`fewest_returning`). When a band has
+    more than :data:`MAX_SPLITS` splits, only the split of the best optional victims taken
+    one at a time is compared. The victims are returned in that order: the planner evicts
+    them so.
+    """
+    d = len(domains) + empty
+    if d == 0 or moves == 0:
+        return None
+    sizes = [dom.size for dom in domains] + [0] * empty
+    candidates = _splits_of_minimal_plans(domains, empty, max_skew, band_forced_zero, moves)
     if not candidates:
         return None
-    best: tuple[PlanKey, list[int]] | None = None
-    for removals in candidates if len(candidates) > 1 else ():
-        back = returning_slots(sizes, removals, keys, max_skew, band_forced_zero)
-        chosen: list[VictimKey] = []
-        returning = 0
-        for k, dom in enumerate(domains):
-            mine = [key for key, _ in dom.evictable[: removals[k]]]
-            chosen.extend(mine)
-            returning += max(back[k], sum(key.can_return for key in mine))
-        key = plan_key(chosen)._replace(can_return=returning)
-        if best is None or key < best[0]:
-            best = (key, removals)
-    removals = candidates[0] if best is None else best[1]
-    return [i for k, dom in enumerate(domains) for _, i in dom.evictable[: removals[k]]]
+    structural = [[key.can_return for key, _ in dom.evictable] for dom in domains]
+    structural += [[] for _ in range(empty)]
+    # Compared by the rest of the key first: the first split whose victims can all be evicted
+    # so that none could return is the best, and the order search stops there.
+    keyed = []
+    for removals in candidates:
+        chosen = [key for k, dom in enumerate(domains) for key, _ in dom.evictable[: removals[k]]]
+        keyed.append((plan_key(chosen), removals))
+    keyed.sort()
+    best: tuple[PlanKey, list[int], list[int]] | None = None  # key, removals, order
+    for key, removals in keyed:
+        if len(keyed) == 1:  # nothing to compare: an order good enough for the waves
+            found = _fullest_first(sizes, removals, structural, max_skew, band_forced_zero)
+            found = found or (0, [k for k, r in enumerate(removals) for _ in range(r)])
+        else:
+            found = fewest_returning(sizes, removals, structural, max_skew, band_forced_zero)
+        if found is None:
+            continue
+        full = key._replace(can_return=found[0])
+        if best is None or full < best[0]:
+            best = (full, removals, found[1])
+        if best[0].can_return == 0:
+            break
+    if best is None:
+        return None
+    taken = [0] * d
+    out: list[PodId] = []
+    for k in best[2]:
+        out.append(domains[k].evictable[taken[k]][1])
+        taken[k] += 1
+    return out
