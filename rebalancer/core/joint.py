@@ -21,8 +21,10 @@ the first depth holding a solution is the joint minimum. At that depth the searc
 end state (every way to choose how many victims each node gives), so the planner can pick
 victims over all minimal plans (:mod:`rebalancer.core.victims`).
 
-The search is exact but exponential: it runs only on small groups (:data:`MAX_NODES` nodes,
-:data:`MAX_PODS` pods) and gives up once the plan has generated :data:`MAX_VISITS` states
+The search is exact but exponential: it runs only on small groups (:data:`MAX_PODS` pods,
+:data:`MAX_ELIGIBLE` eligible nodes of which at most :data:`MAX_NODES` are modelled: those
+holding the pods and, of the empty ones, as many of each kind as pods could move, see
+:mod:`rebalancer.core.jointplan`) and gives up once the plan has generated :data:`MAX_VISITS` states
 (5-10 µs each, so about 0.35 s at most per plan). Deep solutions are out of its reach: 27 pods
 on 3 of 9 nodes (18 moves) take 20,000 states, 96 pods on 4 of 16 nodes more than ten million.
 The planner then falls back to its move-by-move search and reports the largest distance over

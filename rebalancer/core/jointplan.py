@@ -15,10 +15,14 @@ sorted from highest, compared lexicographically), never by a node or domain name
 of such a group declares all the group's views; whether one could return depends on the order
 the search found, so that criterion is not compared here.
 
-The model is faithful when: every view of the group counts the same pods; each of those pods
-declares exactly the group's views as its hard constraints (so their filter is the group's);
-no other considered view counts them; the views count the same nodes; and the pods share one
-template (static filters and requests), so that a node's room is a number of pods.
+The model is faithful when: every view the pods declare as a hard constraint (the group's
+violated views among them; the search keeps all of them within maxSkew) counts the same pods
+on the same nodes; the pods declare the same constraints, so their filter is these views; no
+other considered view counts them; and they share one template (static filters and requests),
+so that a node's room is a number of pods. Nodes holding none of the pods are interchangeable
+when they agree on every domain except one-node ones (hostname), on the filters and on room:
+the search models as many of each kind as pods could move (some minimal plan leaves the others
+empty, and an empty node's domain counts 0 in the model as in the cluster).
 """
 
 from __future__ import annotations
