@@ -218,6 +218,54 @@ def best_victims(cluster: OracleCluster, size: int) -> tuple[int, tuple[int, ...
     return best
 
 
+def _removals_reach_balance(cluster: OracleCluster, removals: Counts) -> bool:
+    """Whether some order of evicting exactly ``removals[n]`` pods from each node n, each
+    replacement on any node the filter allows at its time, ends in balance."""
+
+    @functools.cache
+    def go(counts: Counts, left: Counts) -> bool:
+        if sum(left) == 0:
+            return within(cluster, counts)
+        for src in range(len(counts)):
+            if left[src] == 0:
+                continue
+            after = list(counts)
+            after[src] -= 1
+            rest = list(left)
+            rest[src] -= 1
+            for dst in range(len(counts)):
+                if allowed(cluster, tuple(after), dst):
+                    moved = list(after)
+                    moved[dst] += 1
+                    if go(tuple(moved), tuple(rest)):
+                        return True
+        return False
+
+    return go(cluster.start(), removals)
+
+
+def best_priorities(cluster: OracleCluster, size: int) -> tuple[int, ...] | None:
+    """Among victim sets of ``size`` pods that some sequence with any legal placements turns
+    into balance, the lexicographically smallest priorities sorted from highest to lowest;
+    None when no set of that size works."""
+    candidates = [k for k, p in enumerate(cluster.pods) if p.evictable]
+    cache: dict[Counts, bool] = {}
+    best: tuple[int, ...] | None = None
+    for chosen in itertools.combinations(candidates, size):
+        removals = [0] * len(cluster.zones)
+        for k in chosen:
+            removals[cluster.pods[k].node] += 1
+        key = tuple(removals)
+        if key not in cache:
+            cache[key] = _removals_reach_balance(cluster, key)
+        if not cache[key]:
+            continue
+        found = tuple(sorted((cluster.pods[k].priority for k in chosen), reverse=True))
+        if best is None or found < best:
+            best = found
+    return best
+
+
 def replay_is_legal(cluster: OracleCluster, steps: Sequence[tuple[int, int]]) -> bool:
     """Whether each (pod index, target node) step passes the filter when it happens."""
     counts = list(cluster.start())

@@ -17,6 +17,7 @@ from tests.oracle import (
     OracleCluster,
     OracleConstraint,
     OraclePod,
+    best_priorities,
     best_victims,
     end_counts,
     excess,
@@ -132,8 +133,9 @@ def test_single_constraint_size_and_victims_match_the_oracle(cluster: OracleClus
 @given(oracle_clusters(keys="both", pinned=True))
 def test_zone_and_hostname_plan_reaches_the_joint_minimum(cluster: OracleCluster) -> None:
     """Zone + hostname on one workload: when balance is reachable the plan has the oracle's
-    joint minimum of evictions and is proven minimal; otherwise no constraint ends worse;
-    either way every replayed placement passes the filter at its time."""
+    joint minimum of evictions, is proven minimal and its victims' priorities are the best
+    any minimal plan has; otherwise no constraint ends worse; either way every replayed
+    placement passes the filter at its time."""
     names, zone_names = default_names(cluster)
     result = plan(snapshot_of(cluster, names, zone_names), Policy(), NOW)
     steps = steps_of(result, names)
@@ -146,6 +148,8 @@ def test_zone_and_hostname_plan_reaches_the_joint_minimum(cluster: OracleCluster
         if best:
             assert result.minimal
             assert result.lower_bound == best
+            priorities = tuple(sorted((e.priority for e in result.evictions), reverse=True))
+            assert priorities == best_priorities(cluster, best)
     else:
         for c in cluster.constraints:
             assert excess(cluster, c, end) <= excess(cluster, c, cluster.start())
