@@ -45,6 +45,8 @@ def test_case(case: dict[str, Any]) -> None:
         assert result.lower_bound == expect["lowerBound"]
     if "minimal" in expect:
         assert result.minimal is expect["minimal"]
+    if "priorities" in expect:
+        assert sorted((e.priority for e in result.evictions), reverse=True) == expect["priorities"]
     if "grace" in expect:
         assert all(e.grace_period_seconds == expect["grace"] for e in result.evictions)
     if "reasonContains" in expect:

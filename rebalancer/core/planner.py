@@ -1,9 +1,20 @@
 """The planner: the fewest evictions that let the scheduler restore every considered spread.
 
-``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2), then evicts one
-pod at a time from the most populated domain of the worst view, letting the scheduler
-simulation place its replacement, and keeps a move only if it lowers that view's distance to
-balance (:func:`rebalancer.core.minimal.min_moves`) without making any other considered view worse.
+``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2) and splits them
+into groups that share pods (:func:`violated_groups`); groups never interact through counts.
+
+* A group of views over the same small workload (zone and hostname constraints, say) is
+  planned to its joint minimum by exact search (:mod:`rebalancer.core.jointplan`,
+  :mod:`rebalancer.core.joint`), victims chosen over every minimal end state.
+* A single view gets its victims chosen up front over every minimal plan, across all its
+  domains (:mod:`rebalancer.core.victims`).
+* Otherwise, and whenever a chosen step does not work out in the simulation, the planner
+  searches move by move: it evicts one pod at a time from the most populated domain of the
+  worst view, lets the scheduler simulation place its replacement, and keeps a move only if it
+  lowers that view's distance to balance (:func:`rebalancer.core.minimal.min_moves`) without
+  making any other considered view worse.
+
+Moves of all groups are made one at a time, worst view first, in one simulation.
 
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
@@ -15,20 +26,24 @@ Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0
 
 A greedy descheduler that moves "everything above the average" would evict 3 here.
 
-Among candidates of equal use, victims follow preemption order (SPEC §3): first pods whose own
-hard constraints forbid their replacement from returning to their current domain, then the
-lowest priority, then pods whose PodDisruptionBudget still allows a disruption, then the
-youngest. The moves are then grouped into waves (:mod:`rebalancer.core.waves`).
+Victims follow SPEC §3's order (:class:`rebalancer.core.victims.VictimKey` for one pod,
+:func:`rebalancer.core.victims.plan_key` for a plan): first pods whose own hard constraints
+forbid their replacement from returning to their current domain, then preemption's order over
+the victims' priorities, then pods whose PodDisruptionBudget still allows a disruption, then
+the youngest, then the pods' own namespace, name and uid; never a domain or node name. The
+moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.joint import MAX_VISITS
+from rebalancer.core.jointplan import JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
@@ -44,7 +59,13 @@ from rebalancer.core.spread import (
     global_min,
     skew_of,
 )
+from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
 from rebalancer.core.waves import assign_waves
+
+# Why a candidate was not moved (codes of the SkipReason ``try_move`` returns).
+NO_FIT = "no-fit"  # its replacement would stay Pending: reported as a skip
+LANDS_BACK = "lands-back"  # its replacement would land back on the node it left
+NO_GAIN = "no-gain"  # moving it would not improve the spread, or would harm another view
 
 
 class Budget:
@@ -111,7 +132,14 @@ class Planner:
         self.pdb_left = list(self.ctx.budgets.allowed)
         self._pdbs: dict[int, tuple[int, ...]] = {}
         self._skips: dict[int, SkipReason | None] = {}
-        self._rank: dict[int, tuple[int, tuple[float, str, str]]] = {}  # see preference
+        self._rank: dict[int, tuple[int, float]] = {}  # pod -> (priority, -created)
+        self.planned: dict[int, list[PodId]] = {}  # view -> victims chosen up front (SPEC §3)
+        self.groups: list[list[ViewId]] = []  # violated views sharing pods (violated_groups)
+        self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
+        self.joint: dict[int, tuple[ViewId, JointPlan]] = {}  # view -> (first view, its plan)
+        self._distance_at_start: dict[int, int] = {}
+        self.joint_budget = MAX_VISITS  # visits left for the exact joint search
+        self.stats: dict[str, float] = defaultdict(float)  # how groups were planned: plan()
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
@@ -150,22 +178,63 @@ class Planner:
             gmin_after = min(self.state.gmin(v), after)
         return after + 1 - gmin_after > spec.max_skew
 
-    def preference(self, i: int, v: int, blocked: bool) -> tuple[object, ...]:
-        """Victim order (SPEC §3): pods that cannot return, lowest priority, PDB allowing a
-        disruption, youngest; then by name. ``blocked``: :meth:`returns_blocked` for view v
+    def victim_key(self, i: int, v: int, blocked: bool) -> VictimKey:
+        """Pod i's place in the victim order for view v (SPEC §3): pods that cannot return
+        first, then the lowest priority, a PodDisruptionBudget allowing a disruption, the
+        youngest, and the pod's own identity. ``blocked``: :meth:`returns_blocked` for view v
         and the pod's domain (it applies when v is one of the pod's own views)."""
         rank = self._rank.get(i)
+        pod = self.analysis.pods[i]
         if rank is None:
-            pod = self.analysis.pods[i]
-            rank = (self.ctx.priority(pod), (-pod.created, pod.namespace, pod.name))
+            rank = (self.ctx.priority(pod), -pod.created)
             self._rank[i] = rank
         cannot_return = blocked and v in self.state.own_views.get(i, ())
-        pdb_blocked = any(self.pdb_left[k] <= 0 for k in self.pdbs(i))
-        return (not cannot_return, rank[0], pdb_blocked, rank[1])
+        return VictimKey(
+            can_return=not cannot_return,
+            priority=rank[0],
+            pdb_blocked=any(self.pdb_left[k] <= 0 for k in self.pdbs(i)),
+            age=rank[1],
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+        )
+
+    def plan_victims(self, v: int) -> list[PodId] | None:
+        """The best victims over every minimal plan for view v alone (SPEC §3), chosen before
+        any move; None when the formula's band cannot be reached with the evictable pods."""
+        state = self.state
+        view = self.analysis.views[v]
+        c = view.spec.constraint
+        domains: list[DomainPods] = []
+        for domain, count in state.counts[v].items():
+            # Whether a victim could return is replayed per plan by single_view_victims;
+            # the key only says whether the view is one of the pod's own hard constraints.
+            pods = sorted(
+                (self.victim_key(i, v, c.hard), PodId(i))
+                for i in state.members(v, domain)
+                if self.evictable(i)
+            )
+            domains.append(DomainPods(count, pods))
+        # A canonical order (fullest first, then by best victim): equal plans are then
+        # found in the same order whatever the order of the input, and never by name.
+        domains.sort(key=lambda dom: (-dom.size, not dom.evictable, dom.evictable[:1]))
+        return single_view_victims(
+            domains,
+            empty=len(view.domains) - len(state.counts[v]),
+            max_skew=c.max_skew,
+            band_forced_zero=c.hard and len(view.domains) < c.min_domains,
+            moves=self.distance_at_start(v),
+        )
 
     # -- moves ---------------------------------------------------------------------------
     def distance_at_start(self, v: int) -> int:
         """The view's distance to balance before any move; unevictable pods are floors."""
+        found = self._distance_at_start.get(v)
+        if found is None:
+            found = self._distance_at_start[v] = self._distance_from_start(v)
+        return found
+
+    def _distance_from_start(self, v: int) -> int:
         view = self.analysis.views[v]
         c = view.spec.constraint
         floors: Counter[str] = Counter()
@@ -223,7 +292,7 @@ class Planner:
             if found is not None and domain is not None:
                 found[domain] += delta
 
-    def try_move(self, i: int, v: int) -> Move | str:
+    def try_move(self, i: int, v: int) -> Move | SkipReason:
         """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
         state = self.state
         touched = [w for w in state.selector_views(i) if w in state.rank_views]
@@ -238,10 +307,10 @@ class Planner:
         placement = state.place(i, check_fit=self.policy.node_fit)
         if placement.node == source:
             state.add(i, source)
-            return "its replacement would land back on the same node"
+            return SkipReason(LANDS_BACK, "its replacement would land back on the same node")
         if placement.node is None:
             state.add(i, source)
-            return f"replacement would stay Pending: {placement.reason}"
+            return SkipReason(NO_FIT, f"replacement would stay Pending: {placement.reason}")
         state.add(i, placement.node)
         self._pin(i, placement.node, 1)
         ok = (state.excess(v), self.distance(v)) < before[v]
@@ -255,31 +324,137 @@ class Planner:
             self._pin(i, placement.node, -1)
             state.remove(i)
             state.add(i, source)
-            return "moving it would not improve the spread"
+            return SkipReason(NO_GAIN, "moving it would not improve the spread")
         return Move(i, v, source, placement.node, source_count, gmin)
 
-    def _note_no_fit(self, i: int, why: str) -> None:
-        if why.startswith("replacement would stay Pending"):
-            self.no_fit.setdefault(i, SkipReason("no-fit", why))
+    def _note_no_fit(self, i: int, why: SkipReason) -> None:
+        if why.code == NO_FIT:
+            self.no_fit.setdefault(i, why)
 
-    def best_move(self, v: int) -> Move | None:
+    def accept(self, move: Move) -> Move:
+        """Keep a move the simulation made: spend the limits and the PDBs, pin the pod."""
+        i = move.pod
+        pod = self.analysis.pods[i]
+        self.budget.spend(move.source, pod.namespace, workload_of(pod, self.owners))
+        self.evicted.add(i)
+        for w in self.state.selector_views(i):
+            self._moved_into.setdefault(w, []).append(i)
+        for k in self.pdbs(i):
+            self.pdb_left[k] -= 1
+        return move
+
+    def place_at(self, i: int, group: Sequence[int], target: str) -> Move | None:
+        """Evict pod i and put its replacement on ``target`` if the scheduler's filters allow
+        it now (the exact joint search chose the node); None, and nothing changed, if not.
+        The move is credited to the group's view where the pod's domain stands highest."""
+        state = self.state
+        pods = self.analysis.pods
+        views = self.analysis.views
+        node = state.placement[i]
+
+        def height(w: int) -> int:
+            return state.counts[w].get(views[w].node_domain[node], 0) - state.gmin(w)
+
+        v = max(group, key=lambda w: (height(w), -w))
+        gmin = state.gmin(v)
+        source_count = state.counts[v].get(views[v].node_domain[node], 0)
+        source = state.remove(i)
+        legal = state.spread_ok(i, target) and (
+            not self.policy.node_fit or state.fits(pods[i], target)
+        )
+        if not legal or target == source:
+            state.add(i, source)
+            return None
+        state.add(i, target)
+        self._pin(i, target, 1)
+        return Move(i, v, source, target, source_count, gmin)
+
+    def limited(self, i: int) -> bool:
+        """Whether a policy limit forbids evicting pod i now (the limit is noted)."""
+        pod = self.analysis.pods[i]
+        note = self.budget.allows(
+            self.state.placement[i], pod.namespace, workload_of(pod, self.owners)
+        )
+        if note is not None:
+            self.limit_notes.add(note)
+        return note is not None
+
+    def planned_move(self, v: int) -> Move | None:
+        """The next of the victims chosen up front for view v, in the order chosen with
+        them; None, and the plan dropped, as soon as one does not help."""
+        victims = self.planned.get(v)
+        while victims:
+            i = victims.pop(0)
+            if not self.evictable(i) or self.limited(i):
+                continue
+            result = self.try_move(i, v)
+            if isinstance(result, Move):
+                return self.accept(result)
+            self._note_no_fit(i, result)
+            break
+        self.planned[v] = []
+        return None
+
+    def _domains_in_order(self, v: int, floor: int) -> Iterator[tuple[str, list[int]]]:
+        """View v's domains holding more than ``floor`` pods, fullest first, with their
+        evictable pods in victim order; among domains of equal count, the one with the better
+        first victim first (never by name)."""
         state = self.state
         counts = state.counts[v]
-        gmin = state.gmin(v)
-        for domain in sorted(counts, key=lambda d: (-counts[d], d)):
-            if counts[domain] <= gmin + 1:
-                break
-            members = [i for i in state.members(v, domain) if self.evictable(i)]
-            blocked = self.returns_blocked(v, domain)
-            members.sort(key=lambda i: self.preference(i, v, blocked))
-            failed: dict[object, str] = {}
+        by_count: dict[int, list[str]] = {}
+        for domain, count in counts.items():
+            by_count.setdefault(count, []).append(domain)
+        for count in sorted(by_count, reverse=True):
+            if count <= floor:
+                return
+            level = []
+            for domain in by_count[count]:
+                blocked = self.returns_blocked(v, domain)
+                keyed = sorted(
+                    (self.victim_key(i, v, blocked), i)
+                    for i in state.members(v, domain)
+                    if self.evictable(i)
+                )
+                level.append((keyed[0][0] if keyed else None, domain, [i for _, i in keyed]))
+            level.sort(key=lambda entry: (entry[0] is None, entry[0] or ()))
+            for _, domain, members in level:
+                yield domain, members
+
+    def joint_move(self, v: int) -> Move | None:
+        """The next step of the exact joint plan of v's group; None, and the plan dropped
+        (the group left to the move-by-move search, unproven), if a step cannot be made."""
+        found = self.joint.get(v)
+        if found is None or not found[1].steps:
+            return None
+        first, joint = found
+        i, target = joint.steps.popleft()
+        group = [w for w, (f, _) in self.joint.items() if f == first]
+        move = None
+        if self.evictable(i) and not self.limited(i):
+            move = self.place_at(i, group, target)
+        if move is None:
+            joint.steps.clear()
+            self.proven.pop(first, None)
+            return None
+        if not joint.steps:
+            self.proven[first] = joint.minimum
+        return self.accept(move)
+
+    def best_move(self, v: int) -> Move | None:
+        joint = self.joint_move(v)
+        if joint is not None:
+            return joint
+        planned = self.planned_move(v)
+        if planned is not None:
+            return planned
+        state = self.state
+        for _domain, members in self._domains_in_order(v, state.gmin(v) + 1):
+            failed: dict[object, SkipReason] = {}
             for i in members:
                 pod = self.analysis.pods[i]
                 workload = workload_of(pod, self.owners)
                 node = state.placement[i]
-                limited = self.budget.allows(node, pod.namespace, workload)
-                if limited is not None:
-                    self.limit_notes.add(limited)
+                if self.limited(i):
                     continue
                 # Pods of one template on one node fail alike (the node they leave matters:
                 # it changes their own views' counts).
@@ -297,16 +472,18 @@ class Planner:
                     continue
                 result = self.try_move(i, v)
                 if isinstance(result, Move):
-                    self.budget.spend(node, pod.namespace, workload)
-                    self.evicted.add(i)
-                    for w in state.selector_views(i):
-                        self._moved_into.setdefault(w, []).append(i)
-                    for k in self.pdbs(i):
-                        self.pdb_left[k] -= 1
-                    return result
+                    return self.accept(result)
                 failed[(template, node)] = result
                 self._note_no_fit(i, result)
         return None
+
+    def _declares_more(self, v: int) -> bool:
+        """Whether the pods view v counts declare other hard constraints besides it."""
+        members = self.analysis.views[v].members
+        if not members:
+            return False
+        views = self.analysis.views
+        return any(w != v and views[w].spec.hard for w in self.state.own_views.get(members[0], ()))
 
     def run(self) -> list[Move]:
         """Move one pod at a time, always in the worst violated view, until none improves.
@@ -316,6 +493,18 @@ class Planner:
         """
         moves: list[Move] = []
         state = self.state
+        self.groups = violated_groups(self)
+        for group in self.groups:
+            if len(group) > 1 or self._declares_more(group[0]):
+                joint = plan_group(self, group)
+                if joint is not None:
+                    for member in group:
+                        self.joint[member] = (group[0], joint)
+                    continue
+            if len(group) == 1:
+                victims = self.plan_victims(group[0])
+                if victims:
+                    self.planned[group[0]] = list(victims)
         heap = [(-state.excess(v), v, state.version[v]) for v in self.violated]
         heapq.heapify(heap)
         while heap:
@@ -338,13 +527,18 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     """Drop trailing moves that end no better than an earlier prefix (unreachable targets),
     and take them back in the planner's state, which ``run`` left after all the moves.
 
-    The objective is the worst excess over the violated views, then their summed excess.
+    The objective is the worst excess over the violated views, then their summed excess. The
+    views an exact joint plan balances count too: its steps may pass through states where a
+    view that was within maxSkew is not, and cutting them there would leave it so.
     """
     state = planner.state
     if not any(state.excess(v) for v in planner.violated):
         return moves  # every violated view ends balanced: no prefix does better
     replay = state.fresh()
-    excess = {v: replay.excess(v) for v in planner.violated}
+    tracked = set(planner.violated)
+    for _, joint in planner.joint.values():
+        tracked.update(joint.views)
+    excess = {v: replay.excess(v) for v in sorted(tracked)}
     levels: Counter[int] = Counter(excess.values())
     total = sum(excess.values())
     objectives = [(max(levels), total)]
@@ -368,15 +562,10 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     return kept
 
 
-def lower_bound(planner: Planner, final: SimState) -> int:
-    """No plan that brings these views within maxSkew evicts fewer pods.
-
-    An eviction changes only the views whose selector matches the pod, so violated views
-    that never share a pod form independent groups: the bound is the sum over groups of the
-    largest distance to balance (:func:`rebalancer.core.minimal.min_moves`) within each group.
-    Groups the plan cannot bring within maxSkew (pinned pods, no room) have no such bound
-    and add nothing, so the plan is then not reported as proven minimal.
-    """
+def violated_groups(planner: Planner) -> list[list[ViewId]]:
+    """The violated views in groups that share pods (each group in view order, the groups in
+    the order of their first view). An eviction changes only the views whose selector
+    matches the pod, so views of different groups are planned independently."""
     violated = set(planner.violated)
     parent = {v: v for v in violated}
 
@@ -397,14 +586,43 @@ def lower_bound(planner: Planner, final: SimState) -> int:
             linked = [w for w in views_of_pod if w in violated]
             for w in linked[1:]:
                 parent[find(w)] = find(linked[0])
-    best: dict[int, int] = {}
-    unresolved: set[int] = set()
+    groups: dict[int, list[ViewId]] = {}
     for v in planner.violated:
-        root = find(v)
-        best[root] = max(best.get(root, 0), planner.distance_at_start(v))
-        if final.excess(v) > 0:
-            unresolved.add(root)
-    return sum(b for root, b in best.items() if root not in unresolved)
+        groups.setdefault(find(v), []).append(ViewId(v))
+    return list(groups.values())
+
+
+def lower_bound(planner: Planner) -> int:
+    """No plan that brings these views within maxSkew evicts fewer pods.
+
+    Groups of violated views that share no pod are independent (:func:`violated_groups`), so
+    the bound is a sum over groups. Within a group, each eviction lowers each view's distance
+    to balance (:func:`rebalancer.core.minimal.min_moves`, unevictable pods as floors) by at
+    most one, so the largest distance is a joint bound; where the exact search
+    (:mod:`rebalancer.core.joint`) proved a group's minimum, that minimum is the bound.
+    A group the plan cannot bring within maxSkew still has its bound (what balance would cost;
+    the plan is then not reported as proven minimal), unless the bound exceeds the group's
+    evictable pods: a plan evicts a pod at most once, so no plan balances that group, and it
+    adds nothing.
+    """
+    total = 0
+    views = planner.analysis.views
+    for group in planner.groups:
+        proven = planner.proven.get(group[0])
+        if proven is not None:
+            total += proven
+            continue
+        bound = max(planner.distance_at_start(v) for v in group)
+        movable: set[int] = set()
+        for v in group:
+            movable.update(
+                i for i in views[v].members if i in planner.evicted or planner.evictable(i)
+            )
+            if len(movable) >= bound:
+                break
+        if len(movable) >= bound:
+            total += bound
+    return total
 
 
 def view_report(view: View, counts: dict[str, int], declared: tuple[str, ...]) -> ViewReport:
@@ -432,18 +650,26 @@ def plan(
     now: float,
     *,
     evicted_before: Sequence[Eviction] = (),
+    stats: dict[str, float] | None = None,
 ) -> Plan:
     """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure).
 
     Planning creates no reference cycles, so the cyclic garbage collector is paused: with a
     large snapshot in memory each of its full passes would cost more than the planning.
+    ``stats``, when given, receives how the groups of views sharing pods were planned
+    (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
+    ``joint-seconds``), for the benchmarks.
     """
     with gc_paused():
-        return _plan(snapshot, policy, now, evicted_before)
+        planner = Planner(snapshot, policy, now, evicted_before)
+        try:
+            return _plan(planner, snapshot)
+        finally:
+            if stats is not None:
+                stats.update(planner.stats)
 
 
-def _plan(snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Eviction]) -> Plan:
-    planner = Planner(snapshot, policy, now, before)
+def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
     analysis = planner.analysis
     pods = analysis.pods
     if not planner.violated:
@@ -462,7 +688,7 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Evict
     declared = {v: tuple(sorted(pods[i].key for i in views[v].declarers)) for v in violated}
     violations = tuple(view_report(views[v], views[v].counts, declared[v]) for v in violated)
     after = tuple(view_report(views[v], final.counts[v], declared[v]) for v in violated)
-    lower = lower_bound(planner, final)
+    lower = lower_bound(planner)
     skipped = _skipped(planner, {m.pod for m in moves})
     notes = tuple(sorted(planner.limit_notes))
     return Plan(tuple(evictions), skipped, violations, after, lower, notes)

@@ -320,6 +320,20 @@ class SimState:
                 return False
         return True
 
+    def room(self, pod: Pod, node: str) -> int:
+        """How many more pods like ``pod`` fit on ``node`` now (resources and pod count)."""
+        alloc = self.nodes[node].allocatable
+        used = self.shared.used(node)
+        moved = self._moved.get(node, {})
+        room = 1 << 30
+        if "pods" in alloc:
+            room = alloc["pods"] - used.get("pods", 0) - moved.get("pods", 0)
+        for res, amount in pod.requests.items():
+            if amount > 0:
+                free = alloc.get(res, 0) - used.get(res, 0) - moved.get(res, 0)
+                room = min(room, free // amount)
+        return max(0, room)
+
     def hard_checks(self, i: int) -> list[tuple[int, str, int, int]]:
         """(view, topology key, selfMatch, maxSkew) of pod i's own hard constraints."""
         pod = self.analysis.pods[i]

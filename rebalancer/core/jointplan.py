@@ -1,0 +1,203 @@
+"""Planning a group of views that share pods to their joint minimum (SPEC §3).
+
+:func:`plan_group` checks that the group is one the exact search models faithfully, builds the
+:class:`~rebalancer.core.joint.JointProblem`, picks the best victims over every minimal end
+state (:mod:`rebalancer.core.victims`); the planner then makes the winning sequence in its
+simulation, checking every placement against the real filters. A group the search does not
+model (pods of several templates, views over different nodes, other considered views counting
+the pods, too large) or does not solve within its budget is left to the planner's move-by-move
+search; the planner then reports the largest distance over the group's views as the bound.
+
+Victims: every end state at the minimum is a choice of how many pods each node gives; each
+node gives its best pods (:class:`~rebalancer.core.victims.VictimKey`) and the end states are
+compared by :func:`~rebalancer.core.victims.plan_key`, then by evenness (each view's counts
+sorted from highest, compared lexicographically), never by a node or domain name. Every victim
+of such a group declares all the group's views; whether one could return depends on the order
+the search found, so that criterion is not compared here.
+
+The model is faithful when: every view the pods declare as a hard constraint (the group's
+violated views among them; the search keeps all of them within maxSkew) counts the same pods
+on the same nodes; the pods declare the same constraints, so their filter is these views; no
+other considered view counts them; and they share one template (static filters and requests),
+so that a node's room is a number of pods. Nodes holding none of the pods are interchangeable
+when they agree on every domain except one-node ones (hostname), on the filters and on room:
+the search models as many of each kind as pods could move (some minimal plan leaves the others
+empty, and an empty node's domain counts 0 in the model as in the cluster).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rebalancer.core.joint import (
+    MAX_ELIGIBLE,
+    MAX_NODES,
+    MAX_PODS,
+    JointProblem,
+    JointView,
+    Step,
+    domain_counts,
+    search,
+)
+from rebalancer.core.victims import PlanKey, VictimKey, ViewId, plan_key
+
+if TYPE_CHECKING:
+    from rebalancer.core.planner import Planner
+
+UNLIMITED = 1 << 30
+
+
+def _problem(
+    planner: Planner, group: list[ViewId]
+) -> tuple[JointProblem, list[str], list[int]] | None:
+    """The search problem, its nodes (by index) and the views it models; None when the group
+    is not one the search models faithfully (see the module docstring)."""
+    state = planner.state
+    views = planner.analysis.views
+    members = views[group[0]].members
+    if not members or len(members) > MAX_PODS:
+        return None
+    first = members[0]
+    own = state.own_views.get(first, [])
+    modelled = [w for w in own if views[w].spec.hard]
+    if not set(group) <= set(modelled):
+        return None
+    node_domain = views[modelled[0]].node_domain
+    if len(node_domain) > MAX_ELIGIBLE:
+        return None
+    for w in modelled:
+        if views[w].members != members or views[w].node_domain.keys() != node_domain.keys():
+            return None
+    pods = planner.analysis.pods
+    statics = state.shared.static_nodes(first)
+    requests = pods[first].requests
+    wanted = set(modelled)
+    for i in members:
+        if state.own_views.get(i) != own or pods[i].requests != requests:
+            return None
+        if state.shared.static_nodes(i) != statics:
+            return None
+        if any(w in state.rank_views and w not in wanted for w in state.selector_views(i)):
+            return None
+    occupied = {state.placement[i] for i in members}
+    if len(occupied) > MAX_NODES:
+        return None
+    movable_total = sum(1 for i in members if planner.evictable(i))
+    rooms = {
+        n: state.room(pods[first], n) if planner.policy.node_fit else UNLIMITED for n in node_domain
+    }
+    # Nodes holding none of the pods are interchangeable when they agree on every domain
+    # except one-node domains (hostname), on the filters and on room (up to what could move):
+    # keep as many of each kind as pods could move; the others stay empty in some minimal
+    # plan, and their domains count 0 anyway.
+    per_node = {w for w in modelled if len(views[w].domains) == len(views[w].node_domain)}
+    allowed = set(statics)
+    kinds: dict[tuple[object, ...], list[str]] = {}
+    for n in sorted(node_domain):
+        if n in occupied or n not in allowed or rooms[n] == 0:
+            continue
+        kind = (
+            tuple(views[w].node_domain[n] for w in modelled if w not in per_node),
+            min(rooms[n], movable_total),
+        )
+        kinds.setdefault(kind, []).append(n)
+    twins_of: dict[str, str] = {}
+    for same in kinds.values():
+        for n in same[:movable_total]:
+            twins_of[n] = same[0]
+    nodes = sorted(occupied | twins_of.keys())
+    if len(nodes) > MAX_NODES:
+        return None
+    index = {n: k for k, n in enumerate(nodes)}
+    joint_views = []
+    for w in modelled:
+        view = views[w]
+        c = view.spec.constraint
+        domain_index = {d: k for k, d in enumerate(view.domains)}
+        joint_views.append(
+            JointView(
+                domain_of=tuple(domain_index[view.node_domain[n]] for n in nodes),
+                domains=len(view.domains),
+                max_skew=c.max_skew,
+                forced_zero=len(view.domains) < c.min_domains,
+            )
+        )
+    start = [0] * len(nodes)
+    movable = [0] * len(nodes)
+    for i in members:
+        k = index[state.placement[i]]
+        start[k] += 1
+        if planner.evictable(i):
+            movable[k] += 1
+    cap = [start[k] + rooms[n] for k, n in enumerate(nodes)]
+    problem = JointProblem(
+        views=tuple(joint_views),
+        start=tuple(start),
+        movable=tuple(movable),
+        cap=tuple(cap),
+        accepts=tuple(n in allowed for n in nodes),
+        twins=tuple(index[twins_of[n]] if n in twins_of else -1 for n in nodes),
+    )
+    return problem, nodes, modelled
+
+
+@dataclass(slots=True)
+class JointPlan:
+    """A group's minimal sequence: (pod to evict, node for its replacement) steps, which the
+    planner makes one at a time, interleaved with other groups' moves."""
+
+    steps: deque[tuple[int, str]]
+    minimum: int  # proven once every step has been made
+    views: list[int]  # every view the search kept within maxSkew at the end
+
+
+def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
+    """Plan ``group`` to its joint minimum, or None when the group is left to the
+    move-by-move search."""
+    built = _problem(planner, group)
+    if built is None:
+        planner.stats["joint-fallback"] += 1
+        return None
+    problem, nodes, modelled = built
+    started = time.perf_counter()
+    result = search(problem, planner.joint_budget)
+    planner.stats["joint-seconds"] += time.perf_counter() - started
+    planner.stats["joint-visits"] += result.visits
+    planner.joint_budget = max(0, planner.joint_budget - result.visits)
+    if result.minimum is None:
+        planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
+        return None
+    planner.stats["joint-exact"] += 1
+    views = planner.analysis.views
+    by_node: list[list[tuple[VictimKey, int]]] = [[] for _ in nodes]
+    index = {n: k for k, n in enumerate(nodes)}
+    for i in views[group[0]].members:
+        if planner.evictable(i):
+            by_node[index[planner.state.placement[i]]].append(
+                (planner.victim_key(i, group[0], True), i)
+            )
+    for pods in by_node:
+        pods.sort()
+    # Ends with the same victims: the most even one (each view's counts sorted from highest,
+    # compared lexicographically), so that node and domain names decide nothing.
+    best: tuple[tuple[PlanKey, tuple[tuple[int, ...], ...]], list[Step]] | None = None
+    for (end, left), path in result.ends.items():
+        chosen = [
+            key for k, pods in enumerate(by_node) for key, _ in pods[: problem.movable[k] - left[k]]
+        ]
+        evenness = tuple(
+            tuple(sorted(domain_counts(view, end), reverse=True)) for view in problem.views
+        )
+        key = (plan_key(chosen)._replace(can_return=0), evenness)
+        if best is None or key < best[0]:
+            best = (key, path)
+    assert best is not None  # a minimum comes with its end states
+    steps: list[tuple[int, str]] = []
+    taken = [0] * len(nodes)
+    for source, target in best[1]:
+        steps.append((by_node[source][taken[source]][1], nodes[target]))
+        taken[source] += 1
+    return JointPlan(steps=deque(steps), minimum=result.minimum, views=modelled)
