@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rebalancer.cli.main import build_parser
-from rebalancer.core.policy import load_policy
+from rebalancer.cluster.policyfile import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

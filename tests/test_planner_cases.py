@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from rebalancer.core.planner import plan
-from rebalancer.core.policy import Policy, load_policy
+from rebalancer.cluster.policyfile import load_policy
+from rebalancer.core.policy import Policy
 from tests.casedsl import build_snapshot
 
 CASES = yaml.safe_load((Path(__file__).parent / "data" / "planner_cases.yaml").read_text())["cases"]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.cluster.policyfile import load_policy, load_policy_file
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import LabelSelector, Requirement
 from rebalancer.core.policy import (
@@ -17,7 +17,6 @@ from rebalancer.core.policy import (
     Policy,
     PriorityThreshold,
     format_duration,
-    load_policy,
     parse_duration,
     policy_to_dict,
     restrict_to_namespace,
@@ -172,7 +171,7 @@ def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         load_policy_file(path)
     assert info.value.source == str(path)
-    assert "cannot read the policy file" in info.value.problems[0]
+    assert "cannot read the file" in info.value.problems[0]
 
 
 def test_non_utf8_file_is_an_input_error(tmp_path: Path) -> None:

@@ -7,14 +7,15 @@ when a problem is recorded.
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
 from rebalancer.core.errors import InputError
 
-__all__ = ["EMPTY", "NO_VALUE", "Checker", "at", "raise_if", "show"]
+__all__ = ["EMPTY", "NO_VALUE", "Checker", "at", "raise_if", "show", "suggest"]
 
 EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 NO_VALUE: Final = object()
@@ -32,6 +33,13 @@ def show(value: object) -> str:
 def at(path: str, key: str) -> str:
     """``path.key``, or ``key`` at the top."""
     return f"{path}.{key}" if path else key
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """``; did you mean X?`` for the closest choice (case-insensitive), or an empty string."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower()[:100], list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]}?" if close else ""
 
 
 def raise_if(problems: list[str], source: str) -> None:
@@ -54,7 +62,10 @@ class Checker:
         self.problems = problems
 
     def bad(self, path: str, rule: str, value: object = NO_VALUE) -> None:
-        text = f"{self.subject}: {path}: {rule}" if self.subject else f"{path}: {rule}"
+        """Record ``subject: path: rule, got value`` (each part only when given)."""
+        text = f"{path}: {rule}" if path else rule
+        if self.subject:
+            text = f"{self.subject}: {text}"
         if value is not NO_VALUE:
             text = f"{text}, got {show(value)}"
         self.problems.append(text)
@@ -136,6 +147,14 @@ class Checker:
                 self.bad(f"{at(path, key)}[{name}]", "must be a string", value)
                 del result[name]
         return result
+
+    def known_keys(self, obj: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
+        """Report every key of ``obj`` not in ``allowed`` (with the closest allowed key)."""
+        for key in obj:
+            if type(key) is not str:
+                self.bad(at(path, str(key)[:80]), "keys must be strings")
+            elif key not in allowed:
+                self.bad(at(path, key), f"unknown key{suggest(key, allowed)}")
 
     def strings(self, parent: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
         items = self.seq(parent, key, path)
