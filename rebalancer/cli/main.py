@@ -25,6 +25,7 @@ import importlib
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -32,11 +33,13 @@ import yaml
 
 from rebalancer import __version__
 from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan
+from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
+    EXIT_INTERNAL,
     EXIT_OK,
     InputError,
     RebalancerError,
@@ -44,6 +47,8 @@ from rebalancer.core.errors import (
 from rebalancer.core.policy import Policy, policy_to_dict, restrict_to_namespace
 
 if TYPE_CHECKING:
+    from rebalancer.core.model import Snapshot
+
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 Handler = Callable[[argparse.Namespace], int]
@@ -60,6 +65,7 @@ exit codes:
   {EXIT_EVICTIONS_FAILED}  some evictions failed (run)
   {EXIT_BAD_INPUT}  bad input: policy, snapshot or arguments (nothing was written)
   {EXIT_CLUSTER}  cluster error: unreachable, or RBAC denied a request
+  {EXIT_INTERNAL}  unexpected error (a bug): one line; --debug prints the traceback
 
 environment:
   {POLICY_ENV}  policy file used when --policy is not given
@@ -76,8 +82,8 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = T
         "--policy",
         metavar="FILE",
         default=os.environ.get(POLICY_ENV) or None,
-        help=f"policy file (default: ${POLICY_ENV}, else the built-in defaults, "
-        "as in policies/default.yaml)",
+        help=f"policy file, - for standard input (default: ${POLICY_ENV}, else the built-in "
+        "defaults, as in policies/default.yaml)",
     )
     if namespace:
         parser.add_argument(
@@ -100,10 +106,22 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def max_input_bytes(args: argparse.Namespace, default: int) -> int:
+    """``--max-input-bytes`` when given, else ``default`` (which differs per kind of input)."""
+    given: int | None = getattr(args, "max_input_bytes", None)
+    return default if given is None else given
+
+
 def resolve_policy(args: argparse.Namespace) -> Policy:
-    """The policy from ``--policy``/$REBALANCER_POLICY (or the defaults), narrowed by ``-n``."""
+    """The policy from ``--policy``/$REBALANCER_POLICY (or the defaults), narrowed by ``-n``.
+
+    ``--policy -`` reads standard input.
+    """
     path: str | None = getattr(args, "policy", None)
-    policy = load_policy_file(path) if path else Policy()
+    if path == STDIN and getattr(args, "snapshot", None) == STDIN:
+        raise InputError("--policy", ["- and --snapshot - cannot both read standard input"])
+    limit = max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES)
+    policy = load_policy_file(path, limit) if path else Policy()
     namespace: str | None = getattr(args, "namespace", None)
     return restrict_to_namespace(policy, namespace) if namespace else policy
 
@@ -128,29 +146,41 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 ["--snapshot FILE is required: live-cluster support is not available"],
             )
         return live(args, policy)
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # same
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
-    snapshot = load_snapshot(args.snapshot)
+    snapshot = _load_snapshot(args)
     write(render_plan(plan(snapshot, policy, time.time()), _format(args)))
     return EXIT_OK
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # same
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
 
     policy = resolve_policy(args)
-    snapshot = load_snapshot(args.snapshot)
+    snapshot = _load_snapshot(args)
     namespace, name = args.pod
     write(render_explanation(explain(snapshot, policy, namespace, name), _format(args)))
     return EXIT_OK
 
 
+def _load_snapshot(args: argparse.Namespace) -> Snapshot:
+    """The ``--snapshot`` file; one without nodes is an error (a failed ``kubectl get`` piped
+    in must not look like a balanced cluster)."""
+    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # on use, as the core
+
+    source: str = args.snapshot
+    snapshot = load_snapshot(source, max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES))
+    if not snapshot.nodes:
+        shown = "standard input" if source == STDIN else source
+        raise InputError(shown, ["no nodes in the snapshot"])
+    return snapshot
+
+
 def _cmd_policy_check(args: argparse.Namespace) -> int:
-    policy = load_policy_file(args.file)
+    policy = load_policy_file(args.file, max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES))
     effective = yaml.safe_dump(policy_to_dict(policy), sort_keys=False)
-    write(f"{args.file}: ok\n# effective policy:\n{effective}")
+    shown = "standard input" if args.file == STDIN else args.file
+    write(f"{shown}: ok\n# effective policy:\n{effective}")
     return EXIT_OK
 
 
@@ -210,8 +240,8 @@ def _add_policy(subparsers: Subparsers) -> None:
     check = commands.add_parser(
         "check",
         help="validate a policy file and print the effective policy",
-        description="Validate FILE. Prints 'FILE: ok' and the effective policy (every key, "
-        "defaults filled in), or every problem found (exit 2).",
+        description="Validate FILE (- reads standard input). Prints 'FILE: ok' and the "
+        "effective policy (every key, defaults filled in), or every problem found (exit 2).",
     )
     check.add_argument("file", metavar="FILE")
     check.set_defaults(handler=_cmd_policy_check)
@@ -237,12 +267,58 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rebalancer {__version__}")
+    _add_global_arguments(parser, argparse.SUPPRESS)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_plan(subparsers)
     _add_explain(subparsers)
     _add_policy(subparsers)
     _add_live(subparsers)
+    for sub in _all_subparsers(parser):
+        _add_global_arguments(sub, argparse.SUPPRESS)
     return parser
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number of bytes >= 1, got {text!r}")
+    return value
+
+
+def _add_global_arguments(parser: argparse.ArgumentParser, default: object) -> None:
+    """``--debug`` and ``--max-input-bytes``, accepted before or after the command.
+
+    ``default`` is SUPPRESS everywhere, so a value given at one level is never reset by
+    another; :func:`main` reads them with fallbacks.
+    """
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="print the traceback of an unexpected error (exit 4)",
+    )
+    parser.add_argument(
+        "--max-input-bytes",
+        metavar="N",
+        type=_byte_count,
+        default=default,
+        help=f"largest snapshot or policy read, in bytes (default: {DEFAULT_MAX_SNAPSHOT_BYTES} "
+        f"for a snapshot, {DEFAULT_MAX_POLICY_BYTES} for a policy)",
+    )
+
+
+def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand parser under ``parser`` (``policy check`` too)."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:  # argparse keeps no public list of subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found.append(sub)
+                found.extend(_all_subparsers(sub))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,3 +339,23 @@ def main(argv: list[str] | None = None) -> int:
         kind = "cluster error" if exc.exit_code == EXIT_CLUSTER else "error"
         print(f"rebalancer: {kind}: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # a bug: say so in one line, exit 4
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"rebalancer: unexpected error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _one_line(exc: BaseException) -> str:
+    """``TypeName: first line of the message`` (cut short), and how to see more."""
+    try:
+        message = str(exc)
+    except Exception:  # a message that cannot be printed is no message
+        message = ""
+    first = message.strip().split("\n", 1)[0][:200]
+    name = type(exc).__name__
+    return (
+        f"{name}: {first} (--debug prints the traceback)"
+        if first
+        else (f"{name} (--debug prints the traceback)")
+    )

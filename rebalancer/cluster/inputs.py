@@ -38,7 +38,7 @@ __all__ = [
 _T = TypeVar("_T")
 
 STDIN: Final = "-"
-DEFAULT_MAX_SNAPSHOT_BYTES: Final = 2 * 1024**3
+DEFAULT_MAX_SNAPSHOT_BYTES: Final = 1024**3
 """A kubectl JSON dump of 150,000 pods is about 0.5 GB."""
 DEFAULT_MAX_POLICY_BYTES: Final = 1024**2
 _CHUNK: Final = 1 << 20

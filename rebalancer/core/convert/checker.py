@@ -7,7 +7,9 @@ when a problem is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -21,13 +23,72 @@ EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 NO_VALUE: Final = object()
 
 
+_SHOWN: Final = 80  # characters of a bad value quoted in a problem
+_SORTED_KEYS: Final = 256  # mappings up to this size are shown with their keys sorted
+
+
+class _Full(Exception):
+    """The text of :func:`show` reached its length: stop walking the value."""
+
+
 def show(value: object) -> str:
-    """A bad value as a person reads it in a problem: JSON, cut short."""
-    try:
-        text = json.dumps(value, sort_keys=True, default=str)
-    except ValueError:  # a circular structure; cannot come from a decoder
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """A bad value as a person reads it in a problem: JSON, cut short.
+
+    The cost is bounded by the length shown, not by the value: a huge or self-referential
+    value (YAML aliases) is walked only until the text is long enough.
+    """
+    parts: list[str] = []
+    room = [_SHOWN + 1]
+
+    def emit(text: str) -> None:
+        parts.append(text)
+        room[0] -= len(text)
+        if room[0] <= 0:
+            raise _Full
+
+    def walk(item: object) -> None:
+        if isinstance(item, Mapping):
+            emit("{")
+            pairs = list(itertools.islice(item.items(), _SORTED_KEYS + 1))
+            if len(pairs) <= _SORTED_KEYS:
+                pairs.sort(key=lambda pair: _key_text(pair[0]))
+            for n, (key, inner) in enumerate(pairs):
+                emit((", " if n else "") + json.dumps(_key_text(key)[: _SHOWN + 1]) + ": ")
+                walk(inner)
+            emit("}")
+        elif isinstance(item, list | tuple | set | frozenset):
+            emit("[")
+            for n, inner in enumerate(item):
+                if n:
+                    emit(", ")
+                walk(inner)
+            emit("]")
+        else:
+            emit(_scalar(item))
+
+    with contextlib.suppress(_Full):
+        walk(value)
+    text = "".join(parts)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _scalar(item: object) -> str:
+    if item is None or isinstance(item, bool | float):
+        return json.dumps(item)
+    if isinstance(item, int):
+        return str(item) if item.bit_length() <= 256 else f"<a {item.bit_length()}-bit integer>"
+    if isinstance(item, str):
+        return json.dumps(item[: _SHOWN + 1])
+    if isinstance(item, bytes | bytearray):
+        return json.dumps(repr(bytes(item[: _SHOWN + 1])))
+    return json.dumps(str(item)[: _SHOWN + 1])
+
+
+def _key_text(key: object) -> str:
+    """A mapping key as JSON spells it (keys are strings there)."""
+    if isinstance(key, str):
+        return key
+    return _scalar(key).strip('"')
 
 
 def at(path: str, key: str) -> str:
