@@ -36,6 +36,19 @@ def _text(case: dict[str, Any]) -> str:
     return text
 
 
+CASE_KEYS = frozenset({"name", "body", "text", "problems", "effective"})
+
+
+def test_case_file_has_no_unknown_keys() -> None:
+    """Every case has a name, one input (body or text) and one expectation (problems or
+    effective), and no other key: a typo must not make a case test nothing."""
+    assert set(CASES) == {"cases", "durations", "badDurations"}
+    for case in CASES["cases"]:
+        assert set(case) <= CASE_KEYS, case["name"]
+        assert len(set(case) & {"body", "text"}) == 1, case["name"]
+        assert len(set(case) & {"problems", "effective"}) == 1, case["name"]
+
+
 @pytest.mark.parametrize("case", CASES["cases"], ids=[c["name"] for c in CASES["cases"]])
 def test_policy_case(case: dict[str, Any]) -> None:
     """Each case loads to its expected effective values or fails with exactly its problems."""

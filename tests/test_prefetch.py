@@ -21,7 +21,8 @@ from rebalancer.cluster.reader import (
     drop_managed_fields,
     read_cluster,
 )
-from tests.test_reader import FakeLister, cluster_items
+from tests.builders import cluster_items
+from tests.fakes import FakeLister
 
 PODS = RESOURCES_BY_NAME["pods"]
 NODES = RESOURCES_BY_NAME["nodes"]

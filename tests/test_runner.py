@@ -37,7 +37,7 @@ from rebalancer.core.errors import (
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
 from rebalancer.core.policy import Limits, Policy
-from tests.test_executor import PDB_429, FakeClock
+from tests.fakes import PDB_429, FakeClock
 
 ZONE = "topology.kubernetes.io/zone"
 NS = "shop"

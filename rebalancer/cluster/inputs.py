@@ -205,9 +205,12 @@ def _on_big_stack(work: Callable[[], _T]) -> _T:
     return result[0]
 
 
-def yaml_documents(data: bytes | str, source: str, loader: Any) -> list[Any]:
-    """Every document ``loader`` (a PyYAML loader over ``data``) finds, each checked with
-    :func:`check_expansion` before it is constructed; raises :class:`InputError`.
+def yaml_documents(
+    data: bytes | str, source: str, make_loader: Callable[[bytes | str], Any]
+) -> tuple[list[Any], Any]:
+    """Every document the loader ``make_loader(data)`` (a PyYAML loader) finds, each checked
+    with :func:`check_expansion` before it is constructed, and the loader; raises
+    :class:`InputError`.
 
     Flow nesting is bounded before parsing and the parse runs on a large stack, so no input
     crashes the process or takes quadratic time.
@@ -218,8 +221,9 @@ def yaml_documents(data: bytes | str, source: str, loader: Any) -> list[Any]:
         raise InputError(source, [deep])
     anchored = _ANCHOR.search(raw) is not None
 
-    def parse() -> list[Any]:
+    def parse() -> tuple[list[Any], Any]:
         documents: list[Any] = []
+        loader = make_loader(data)  # the pure-Python reader checks characters here
         try:
             while loader.check_node():
                 node = loader.get_node()
@@ -231,7 +235,7 @@ def yaml_documents(data: bytes | str, source: str, loader: Any) -> list[Any]:
                 documents.append(loader.construct_document(node))
         finally:
             loader.dispose()
-        return documents
+        return documents, loader
 
     try:
         return _on_big_stack(parse)

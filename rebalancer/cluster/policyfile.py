@@ -27,7 +27,7 @@ class _StrictLoader(yaml.SafeLoader):
 
     duplicates: list[str]
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str | bytes) -> None:
         super().__init__(stream)
         self.duplicates = []
 
@@ -67,8 +67,7 @@ def load_policy(text: str, source: str) -> Policy:
     An empty document (or one holding only comments) is the default :class:`Policy`. Otherwise
     ``apiVersion: rebalancer/v1alpha1`` and ``kind: RebalancerPolicy`` are required.
     """
-    loader = _StrictLoader(text)
-    documents = yaml_documents(text, source, loader)
+    documents, loader = yaml_documents(text, source, _StrictLoader)
     if len(documents) > 1:
         raise InputError(source, ["the file must hold one YAML document, found several"])
     document = documents[0] if documents else None

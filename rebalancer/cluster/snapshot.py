@@ -70,7 +70,8 @@ def _json_documents(data: bytes, source: str) -> list[Any]:
 
 def _yaml_documents(data: bytes, source: str) -> list[Any]:
     with gc_paused():
-        return yaml_documents(data, source, _Loader(data))
+        documents, _ = yaml_documents(data, source, _Loader)
+        return documents
 
 
 _YAML_FALLBACK_BYTES: Final = 16 * 1024**2
