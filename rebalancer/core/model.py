@@ -174,15 +174,13 @@ def shared_key(number: int, index: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class PodDisruptionBudget:
+    """Only ``status.disruptionsAllowed`` is read: the disruption controller's own verdict,
+    which the Eviction API enforces (minAvailable/maxUnavailable are already folded in)."""
+
     namespace: str
     name: str
     selector: LabelSelector | None  # None selects nothing; an empty selector selects all
     disruptions_allowed: int
-    min_available: str | None = None
-    max_unavailable: str | None = None
-    current_healthy: int = 0
-    desired_healthy: int = 0
-    expected_pods: int = 0
 
 
 @dataclass(frozen=True, slots=True)
