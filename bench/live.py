@@ -54,7 +54,8 @@ def floor(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
     then trigger collections that about double the parse time).
     """
     from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
-    from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, RESOURCES  # noqa: PLC0415
+    from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE  # noqa: PLC0415
+    from rebalancer.cluster.resources import RESOURCES  # noqa: PLC0415
 
     kube = connect(kubeconfig)
     if not gc_on:

@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from rebalancer.cluster.reader import RESOURCES
+from rebalancer.cluster.resources import RESOURCES
 
 CHUNK = 200  # objects a worker takes at a time
 ATTEMPTS = 6  # per object, for 429 / 5xx / connection errors

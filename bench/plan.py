@@ -8,8 +8,9 @@ For each size, a seeded cluster is generated once with ``bench.gen`` (cached und
 
 * ``kubectl``: the objects whole, as ``kubectl get ... -o json`` holds them (one document);
 * ``snapshot``: what ``rebalancer snapshot`` writes for that cluster: every object trimmed by
-  ``rebalancer.core.slim.slim`` and written by ``rebalancer.cluster.snapshot.dump_objects(..., "json")``
-  (one object per line), the two functions the command itself uses after its LIST.
+  ``rebalancer.core.slim.slim`` and written by
+  ``rebalancer.cluster.snapshot.dump_objects(..., "json")`` (one object per line), the two
+  functions the command itself uses after its LIST.
 
 Each is measured:
 
@@ -17,9 +18,11 @@ Each is measured:
   RSS (``/usr/bin/time -f %M`` of that child alone, see :func:`run_child`);
 * phases, in a fresh subprocess (``python -m bench.plan --phases FILE``): reading the file,
   ``orjson.loads`` on its bytes alone (the parse floor: a plain call, and again with the cyclic
-  garbage collector off, which is how rebalancer parses), ``rebalancer.cluster.snapshot.load_snapshot``
-  (read + parse + convert), ``rebalancer.core.spread.analyze`` and ``rebalancer.core.planner.plan``
-  (which runs ``analyze`` again itself: ``planning`` is ``plan - analysis``).
+  garbage collector off, which is how rebalancer parses),
+  ``rebalancer.cluster.snapshot.load_snapshot`` (read + parse + convert),
+  ``rebalancer.core.spread.analyze`` and ``rebalancer.core.planner.plan`` (which runs
+  ``analyze`` again itself:
+  ``planning`` is ``plan - analysis``).
 
 Figures are printed and written, never asserted. The machine is shared: timings are noisy.
 """

@@ -6,7 +6,7 @@ by its JSON report, by the audit log (rebalancer's requests carry the ``rebalanc
 agent) and by where the replacements, which the real ReplicaSet controller creates and the real
 kube-scheduler places, end up.
 
-- a: scale-down skew: exactly ``spread.min_moves`` evictions, then balanced; a second run evicts
+- a: scale-down skew: exactly ``minimal.min_moves`` evictions, then balanced; a second run evicts
   nothing.
 - c: priority: in an over-full zone shared by two Deployments, the lower-priority pod goes.
 - h: zone + hostname together, and minDomains: converge without churn (no pod evicted twice, no
@@ -39,7 +39,7 @@ from e2e.test_live import (
     wait_audit,
     write_policy,
 )
-from rebalancer.core.spread import min_moves
+from rebalancer.core.minimal import min_moves
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): lint, unit and property tests, then e2e against a local control
-# plane. Set REBALANCER_SKIP_E2E=1 to stop after the unit tests.
+# plane. Set REBALANCER_SKIP_E2E=1 to stop after the unit tests. helm and promtool (for the chart
+# and alert-rule tests) are built first, from Go modules and cached; REBALANCER_SKIP_TOOLS=1
+# skips that build (those tests then skip, saying so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -14,6 +16,26 @@ phase "lint"
 "$BIN/ruff" format --check .
 "$BIN/mypy" --strict rebalancer
 "$BIN/lint-imports"
+
+if [ "${REBALANCER_SKIP_TOOLS:-0}" = "1" ]; then
+  echo "packaging tools not built (REBALANCER_SKIP_TOOLS=1): chart and alert tests will skip"
+else
+  phase "build packaging tools: helm, promtool (cached)"
+  bash scripts/build-tools.sh
+fi
+
+phase "browser for the HTML report test"
+# tests/test_html.py renders the report in Debian's chromium (headless); skipped without it.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -q >/dev/null \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
+      || echo "could not install chromium: the browser tests will be skipped"
+  else
+    echo "chromium is missing and apt-get needs root: the browser tests will be skipped"
+  fi
+fi
+command -v chromium >/dev/null 2>&1 && chromium --version 2>/dev/null
 
 phase "unit tests"
 # pytest exits 5 when it collects nothing; set -e turns that into a failure.

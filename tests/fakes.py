@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from rebalancer.cluster import errors
-from rebalancer.cluster.reader import RESOURCES_BY_NAME
+from rebalancer.cluster.resources import RESOURCES_BY_NAME
 from rebalancer.core.model import ZONE_KEY
 from tests.builders import api_node, api_pod
 

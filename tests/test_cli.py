@@ -6,14 +6,14 @@ import argparse
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli.main import LIVE_MODULE, POLICY_ENV, main
+from rebalancer.cli.common import POLICY_ENV
+from rebalancer.cli.main import main
 from rebalancer.cluster.errors import ClusterError
 from rebalancer.core.policy import Policy, policy_to_dict
 
@@ -25,8 +25,8 @@ HEADER = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
 
 @pytest.fixture
 def no_live(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run as if rebalancer.cli.live were not installed."""
-    monkeypatch.setitem(sys.modules, LIVE_MODULE, None)
+    """Run with no live-cluster commands registered."""
+    monkeypatch.setattr("rebalancer.cli.main.add_live_commands", lambda subparsers: None)
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def bad_policy(tmp_path: Path) -> Path:
 
 
 def _fake_live(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Policy]]) -> None:
-    """Install a stand-in cli_live that extends plan and adds a run command."""
+    """Register stand-in live commands that extend plan and add a run command."""
 
     def plan_live(args: argparse.Namespace, policy: Policy) -> int:
         calls.append((args.context, policy))
@@ -52,9 +52,7 @@ def _fake_live(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Policy]])
         run = subparsers.add_parser("run")
         run.set_defaults(handler=lambda args: 1)
 
-    module = types.ModuleType(LIVE_MODULE)
-    module.add_live_commands = add_live_commands  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, LIVE_MODULE, module)
+    monkeypatch.setattr("rebalancer.cli.main.add_live_commands", add_live_commands)
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,7 +103,7 @@ def test_policy_check_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_plan_without_snapshot_or_live_support(
     no_live: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """plan without --snapshot and without cli_live exits 2 asking for --snapshot."""
+    """plan without --snapshot and without live commands exits 2 asking for --snapshot."""
     assert main(["plan"]) == 2
     assert "--snapshot FILE is required" in capsys.readouterr().err
 
@@ -153,7 +151,7 @@ def test_explain_pod_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[
 def test_live_hook_handles_plan_without_snapshot(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """cli_live's plan handler gets the arguments and the policy narrowed by -n."""
+    """The live plan handler gets the arguments and the policy narrowed by -n."""
     calls: list[tuple[str, Policy]] = []
     _fake_live(monkeypatch, calls)
     assert main(["plan", "--context", "prod", "-n", "shop"]) == 0
@@ -163,7 +161,7 @@ def test_live_hook_handles_plan_without_snapshot(
 
 
 def test_live_hook_adds_commands(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Commands that cli_live registers run through main and return their exit code."""
+    """Commands the live module registers run through main and return their exit code."""
     _fake_live(monkeypatch, [])
     assert main(["run"]) == 1
 

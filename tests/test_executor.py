@@ -8,14 +8,9 @@ from typing import Any
 import pytest
 
 from rebalancer.cluster import errors
-from rebalancer.cluster.executor import (
-    EvictionResult,
-    Executor,
-    ExecutorSettings,
-    Outcome,
-    eviction_body,
-)
+from rebalancer.cluster.executor import Executor, ExecutorSettings, eviction_body
 from rebalancer.cluster.kubeclient import Kube
+from rebalancer.cluster.outcome import EvictionResult, Outcome
 from rebalancer.core.errors import EXIT_CLUSTER, InputError
 from rebalancer.core.model import ZONE_KEY
 from rebalancer.core.plan import Eviction

@@ -11,14 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _lint_commands() -> list[str]:
-    """The commands of the "lint" phase of scripts/test.sh, with "$BIN/" as ".venv/bin/"."""
+    """The tool commands of the "lint" phase of scripts/test.sh (its first block of lines),
+    with "$BIN/" as ".venv/bin/"."""
     script = (ROOT / "scripts" / "test.sh").read_text()
-    phase = script.split('phase "lint"\n', 1)[1].split("\nphase ", 1)[0]
-    return [
-        re.sub(r'^"\$BIN/([^"]+)"', r".venv/bin/\1", line.strip())
-        for line in phase.splitlines()
-        if line.strip() and not line.strip().startswith("#")
-    ]
+    block = script.split('phase "lint"\n', 1)[1].split("\n\n", 1)[0]
+    return [re.sub(r'^"\$BIN/([^"]+)"', r".venv/bin/\1", line) for line in block.splitlines()]
 
 
 def test_hooks_match_the_lint_phase() -> None:

@@ -13,14 +13,13 @@ import pytest
 
 from rebalancer.cluster import errors
 from rebalancer.cluster.reader import (
-    RESOURCES,
-    RESOURCES_BY_NAME,
     SWITCH_INTERVAL,
     PageFetcher,
     continue_token,
     drop_managed_fields,
     read_cluster,
 )
+from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
 from tests.builders import cluster_items
 from tests.fakes import FakeLister
 

@@ -12,7 +12,8 @@ import yaml
 
 from rebalancer.cluster import errors
 from rebalancer.cluster.kubeclient import Kube
-from rebalancer.cluster.reader import RESOURCES, read_cluster
+from rebalancer.cluster.reader import read_cluster
+from rebalancer.cluster.resources import RESOURCES
 from rebalancer.core.errors import EXIT_CLUSTER
 from tests.builders import cluster_items
 from tests.fakes import FakeLister, RecordingApiClient

@@ -19,13 +19,16 @@ import pytest
 import structlog
 import yaml
 
-from rebalancer.cli.live import preflight, render_run
+from rebalancer.cli.live import preflight
+from rebalancer.cli.logconfig import configure as configure_logging
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics, parse_bind_address
+from rebalancer.cli.render import render_run
 from rebalancer.cluster import errors, kubeclient, logs
 from rebalancer.cluster.events import BLOCKED, REBALANCED
-from rebalancer.cluster.executor import ExecutorSettings, Outcome
+from rebalancer.cluster.executor import ExecutorSettings
 from rebalancer.cluster.kubeclient import connect
+from rebalancer.cluster.outcome import Outcome
 from rebalancer.cluster.runner import Cluster, Runner, RunSettings, install_stop_handlers
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import (
@@ -523,7 +526,7 @@ def test_run_output_as_json_has_plan_results_and_summary() -> None:
 def test_logs_are_json_lines_with_the_run_id_off_a_terminal() -> None:
     """Off a terminal, every log line is one JSON object carrying the bound run id."""
     stream = io.StringIO()
-    logs.configure(stream=stream)
+    configure_logging(stream=stream)
     try:
         logs.bind_run_id("r-42")
         logs.get_logger().info(logs.RUN_SUMMARY, planned=2, evicted=1)

@@ -18,16 +18,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from rebalancer.cli.main import (
+from rebalancer.cli.common import (
     add_output_argument,
     add_policy_arguments,
     resolve_policy,
+    table_style,
+    window_status,
     write,
+    write_plan,
 )
-from rebalancer.cli.render import Format, plan_data, render_plan
+from rebalancer.cli.logconfig import configure as configure_logging
+from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.executor import ExecutorSettings
-from rebalancer.cluster.runner import DEFAULT_MAX_WAVES, RunReport, RunSettings
+from rebalancer.cluster.runner import DEFAULT_MAX_WAVES, RunSettings
 from rebalancer.core.errors import EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
@@ -97,7 +101,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
         "2 bad input or policy (nothing sent); 3 cluster unreachable or RBAC denied.",
     )
     add_policy_arguments(run)
-    add_output_argument(run)
+    add_output_argument(run, REPORT_FORMATS)
     _add_cluster_arguments(run)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
@@ -224,14 +228,13 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
     from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, loaded on use
 
-    logs.configure()
+    configure_logging()
     kube = _connect(args)
     try:
         snapshot = _reader(kube, args.namespace)()
     finally:
         kube.close()
-    fmt: Format = args.output
-    write(render_plan(plan(snapshot, policy, time.time()), fmt))
+    write_plan(plan(snapshot, policy, time.time()), policy, args)
     return EXIT_OK
 
 
@@ -239,7 +242,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
     from rebalancer.cluster.snapshot import dump_objects  # noqa: PLC0415  # on use
 
-    logs.configure()
+    configure_logging()
     kube = _connect(args)
     try:
         result = read_cluster(
@@ -303,6 +306,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     checked = _validate_run_args(args)
     if args.dry_run and checked.interval is None:
         return plan_live(args, policy)
+    status = window_status(policy)
+    if status is not None and not status[0] and checked.interval is None:
+        # Outside every maintenance window: nothing to do, not even a read (exit 0).
+        print(status[1], file=sys.stdout if args.output == "table" else sys.stderr)
+        return EXIT_OK
 
     from rebalancer.cluster.runner import (  # noqa: PLC0415  # on use, like the client
         Cluster,
@@ -310,7 +318,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         install_stop_handlers,
     )
 
-    logs.configure()
+    configure_logging()
     settings = RunSettings(
         plan_only=args.dry_run,
         max_waves=checked.max_waves,
@@ -356,7 +364,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         kube.close()
     fmt: Format = args.output
-    write(render_run(report, fmt))
+    write(render_run(report, fmt, table_style(args)))
     return report.exit_code
 
 
@@ -376,90 +384,3 @@ def _loop(runner: Any, checked: RunArgs) -> int:
 
     code: int = runner.run_forever(checked.interval, on_report=on_report, on_error=on_error)
     return code
-
-
-# --------------------------------------------------------------------------------------------
-# Rendering a run
-
-
-def result_rows(report: RunReport) -> list[dict[str, object]]:
-    """The results as the JSON/YAML contract: one object per planned eviction sent or dropped."""
-    rows: list[dict[str, object]] = []
-    for wave in report.waves:
-        for r in wave.results:
-            rows.append(
-                {
-                    "wave": wave.number,
-                    "namespace": r.eviction.namespace,
-                    "name": r.eviction.name,
-                    "uid": r.eviction.uid,
-                    "node": r.eviction.node,
-                    "outcome": str(r.outcome),
-                    "status": r.status,
-                    "attempts": r.attempts,
-                    "detail": r.detail,
-                    "replacement": r.replacement,
-                }
-            )
-    return rows
-
-
-def run_data(report: RunReport) -> dict[str, object]:
-    """A run as data: the first plan (as ``plan -o json`` shows it), the results, the summary."""
-    return {
-        "runId": report.run_id,
-        "plan": plan_data(report.first_plan),
-        "results": result_rows(report),
-        "summary": {_camel(k): v for k, v in report.summary().items()},
-        "exitCode": report.exit_code,
-    }
-
-
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(p.title() for p in rest)
-
-
-def render_run(report: RunReport, fmt: Format) -> str:
-    """A finished run for people (the plan, then a results table) or as JSON/YAML."""
-    if fmt != "table":
-        import json  # noqa: PLC0415
-
-        import yaml  # noqa: PLC0415
-
-        data = run_data(report)
-        if fmt == "json":
-            return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1_000_000)
-    if report.end == "dry-run":
-        return render_plan(report.first_plan, fmt)
-    out = [render_plan(report.first_plan, fmt).rstrip("\n"), ""]
-    rows = [["WAVE", "POD", "OUTCOME", "STATUS", "DETAIL"]]
-    for row in result_rows(report):
-        rows.append(
-            [
-                str(row["wave"]),
-                f"{row['namespace']}/{row['name']}",
-                str(row["outcome"]),
-                "" if row["status"] is None else str(row["status"]),
-                str(row["detail"]),
-            ]
-        )
-    if len(rows) > 1:
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-        out.append("Executed:")
-        for r in rows:
-            cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)]
-            out.append("  " + "  ".join([*cells, r[-1]]).rstrip())
-        out.append("")
-    s = report.summary()
-    out.append(
-        f"Run {report.run_id}: {s['evicted']} evicted, {s['blocked_by_pdb']} blocked by PDB, "
-        f"{s['failed']} failed, {s['skipped']} skipped in {s['waves']} wave(s); end: {s['end']}"
-        + (
-            f"; server dry run: {s['would_evict']} would be evicted"
-            if report.server_dry_run
-            else ""
-        )
-    )
-    return "\n".join(out) + "\n"

@@ -3,36 +3,41 @@
 This is the shell around the pure core: it reads files, owns the clock (``time.time()`` is
 passed to the planner here) and turns errors into exit codes. It never computes a plan itself.
 
-Live-cluster commands live in :mod:`rebalancer.cli.live`, which is optional. When importable,
-its ``add_live_commands(subparsers)`` is called after the offline commands are registered. It
-may add ``snapshot`` and ``run``, add arguments to ``plan`` and make ``plan`` work without
-``--snapshot`` by setting the plan parser's ``live_handler`` default::
-
-    plan = subparsers.choices["plan"]
-    plan.add_argument("--kubeconfig")
-    plan.set_defaults(live_handler=plan_live)  # plan_live(args, policy) -> exit code
+The offline commands (``plan --snapshot``, ``explain``, ``policy check``) are here; the
+live-cluster ones are added by :func:`rebalancer.cli.live.add_live_commands`, which also makes
+``plan`` work without ``--snapshot`` by setting the plan parser's ``live_handler`` default.
+What both share (policy and output arguments, :func:`~rebalancer.cli.common.write`) is in
+:mod:`rebalancer.cli.common`.
 
 Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it and maps
-:class:`~rebalancer.core.errors.RebalancerError` to its exit code. Live commands reuse
-:func:`add_policy_arguments`, :func:`add_output_argument`, :func:`resolve_policy` and
-:func:`write`.
+:class:`~rebalancer.core.errors.RebalancerError` to its exit code.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan
+from rebalancer.cli.common import (
+    POLICY_ENV,
+    Handler,
+    LivePlanHandler,
+    add_output_argument,
+    add_policy_arguments,
+    max_input_bytes,
+    resolve_policy,
+    table_style,
+    write,
+    write_plan,
+)
+from rebalancer.cli.live import add_live_commands
+from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.errors import (
@@ -44,20 +49,13 @@ from rebalancer.core.errors import (
     InputError,
     RebalancerError,
 )
-from rebalancer.core.policy import Policy, policy_to_dict, restrict_to_namespace
+from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
     from rebalancer.core.model import Snapshot
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-Handler = Callable[[argparse.Namespace], int]
-"""A subcommand: gets the parsed arguments, returns the exit code."""
-LivePlanHandler = Callable[[argparse.Namespace, Policy], int]
-"""``plan`` without ``--snapshot``: gets the arguments and the resolved policy."""
-
-POLICY_ENV: Final = "REBALANCER_POLICY"
-LIVE_MODULE: Final = "rebalancer.cli.live"
 
 _EPILOG: Final = f"""\
 exit codes:
@@ -70,66 +68,6 @@ exit codes:
 environment:
   {POLICY_ENV}  policy file used when --policy is not given
 """
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers shared with rebalancer.cli.live
-
-
-def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
-    """Add ``--policy FILE`` (falling back to $REBALANCER_POLICY) and, optionally, ``-n NS``."""
-    parser.add_argument(
-        "--policy",
-        metavar="FILE",
-        default=os.environ.get(POLICY_ENV) or None,
-        help=f"policy file, - for standard input (default: ${POLICY_ENV}, else the built-in "
-        "defaults, as in policies/default.yaml)",
-    )
-    if namespace:
-        parser.add_argument(
-            "-n",
-            "--namespace",
-            metavar="NAMESPACE",
-            help="only rebalance this namespace: narrows the policy's namespaces.include to it "
-            "(an error if the policy excludes it or includes other namespaces only)",
-        )
-
-
-def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``-o/--output table|json|yaml`` (default table)."""
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=FORMATS,
-        default="table",
-        help="output format (default: table; json and yaml are a stable contract)",
-    )
-
-
-def max_input_bytes(args: argparse.Namespace, default: int) -> int:
-    """``--max-input-bytes`` when given, else ``default`` (which differs per kind of input)."""
-    given: int | None = getattr(args, "max_input_bytes", None)
-    return default if given is None else given
-
-
-def resolve_policy(args: argparse.Namespace) -> Policy:
-    """The policy from ``--policy``/$REBALANCER_POLICY (or the defaults), narrowed by ``-n``.
-
-    ``--policy -`` reads standard input.
-    """
-    path: str | None = getattr(args, "policy", None)
-    if path == STDIN and getattr(args, "snapshot", None) == STDIN:
-        raise InputError("--policy", ["- and --snapshot - cannot both read standard input"])
-    limit = max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES)
-    policy = load_policy_file(path, limit) if path else Policy()
-    namespace: str | None = getattr(args, "namespace", None)
-    return restrict_to_namespace(policy, namespace) if namespace else policy
-
-
-def write(text: str) -> None:
-    """Write command output to stdout (errors go to stderr, through :func:`main`)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,7 +87,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
     snapshot = _load_snapshot(args)
-    write(render_plan(plan(snapshot, policy, time.time()), _format(args)))
+    write_plan(plan(snapshot, policy, time.time()), policy, args)
     return EXIT_OK
 
 
@@ -159,7 +97,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
     snapshot = _load_snapshot(args)
     namespace, name = args.pod
-    write(render_explanation(explain(snapshot, policy, namespace, name), _format(args)))
+    expl = explain(snapshot, policy, namespace, name)
+    write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
 
@@ -212,7 +151,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--snapshot", metavar="FILE", help="plan offline from this snapshot")
     add_policy_arguments(parser)
-    add_output_argument(parser)
+    add_output_argument(parser, REPORT_FORMATS)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
 
 
@@ -247,17 +186,6 @@ def _add_policy(subparsers: Subparsers) -> None:
     check.set_defaults(handler=_cmd_policy_check)
 
 
-def _add_live(subparsers: Subparsers) -> None:
-    """Let :mod:`rebalancer.cli.live`, when present, add and extend commands."""
-    try:
-        live = importlib.import_module(LIVE_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != LIVE_MODULE:
-            raise
-        return
-    live.add_live_commands(subparsers)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rebalancer",
@@ -267,14 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rebalancer {__version__}")
-    _add_global_arguments(parser, argparse.SUPPRESS)
+    _add_global_arguments(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_plan(subparsers)
     _add_explain(subparsers)
     _add_policy(subparsers)
-    _add_live(subparsers)
+    add_live_commands(subparsers)
     for sub in _all_subparsers(parser):
-        _add_global_arguments(sub, argparse.SUPPRESS)
+        _add_global_arguments(sub)
     return parser
 
 
@@ -288,23 +216,23 @@ def _byte_count(text: str) -> int:
     return value
 
 
-def _add_global_arguments(parser: argparse.ArgumentParser, default: object) -> None:
+def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
     """``--debug`` and ``--max-input-bytes``, accepted before or after the command.
 
-    ``default`` is SUPPRESS everywhere, so a value given at one level is never reset by
-    another; :func:`main` reads them with fallbacks.
+    Their default is SUPPRESS at every level, so a value given at one level is never reset
+    by another; readers use ``getattr`` with a fallback.
     """
     parser.add_argument(
         "--debug",
         action="store_true",
-        default=default,
+        default=argparse.SUPPRESS,
         help="print the traceback of an unexpected error (exit 4)",
     )
     parser.add_argument(
         "--max-input-bytes",
         metavar="N",
         type=_byte_count,
-        default=default,
+        default=argparse.SUPPRESS,
         help=f"largest snapshot or policy read, in bytes (default: {DEFAULT_MAX_SNAPSHOT_BYTES} "
         f"for a snapshot, {DEFAULT_MAX_POLICY_BYTES} for a policy)",
     )
@@ -354,8 +282,5 @@ def _one_line(exc: BaseException) -> str:
         message = ""
     first = message.strip().split("\n", 1)[0][:200]
     name = type(exc).__name__
-    return (
-        f"{name}: {first} (--debug prints the traceback)"
-        if first
-        else (f"{name} (--debug prints the traceback)")
-    )
+    hint = "(--debug prints the traceback)"
+    return f"{name}: {first} {hint}" if first else f"{name} {hint}"

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from rebalancer.cluster.executor import Outcome
+from rebalancer.cluster.outcome import Outcome
 from rebalancer.cluster.runner import RunReport
 
 VIEW_LABELS: Final = ("namespace", "topology_key", "selector", "max_skew", "when_unsatisfiable")

@@ -1,23 +1,36 @@
-"""Rendering plans, explanations and spread views for people (table) and programs (json, yaml).
+"""Rendering plans, runs, explanations and spread views for people (table, html) and programs
+(json, yaml).
 
 The JSON form is a stable contract: camelCase keys, one object per document, and the same input
 always gives the same bytes. Lists keep the order the planner gave; only mappings whose order has
 no meaning (domain counts, rejected nodes) are sorted. The YAML form is the same data.
+
+The table is for reading, at any cluster size: a view shows its few most- and least-populated
+domains and ``(+N more)``, node lists their first few names, and with a terminal's width
+(:class:`TableStyle`) every line fits it. ``--wide`` shows everything. The HTML report is in
+:mod:`rebalancer.cli.htmlreport`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Final, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal
 
 import yaml
 
 from rebalancer.core.explain import ConstraintExplanation, Explanation
 from rebalancer.core.plan import Eviction, Plan, Skip, ViewReport
 
-Format = Literal["table", "json", "yaml"]
+if TYPE_CHECKING:
+    from rebalancer.cluster.runner import RunReport
+
+Format = Literal["table", "json", "yaml", "html"]
 FORMATS: Final[tuple[Format, ...]] = ("table", "json", "yaml")
+"""Every command's formats."""
+REPORT_FORMATS: Final[tuple[Format, ...]] = (*FORMATS, "html")
+"""``plan`` and ``run`` also write a self-contained HTML report."""
 
 Data = dict[str, object]
 _NO_WRAP: Final = 1_000_000  # long reasons stay on one line in YAML
@@ -128,6 +141,46 @@ def _dump(data: object, fmt: Format) -> str:
 # Table: for people reading a dry run
 
 
+@dataclass(frozen=True, slots=True)
+class TableStyle:
+    """How the table fits its reader: a terminal's width, or everything (``--wide``).
+
+    Without ``wide`` a view shows only its few most- and least-populated domains and a node list
+    only its first few names, each followed by ``(+N more)``; with a ``width`` every line is also
+    cut to it. The full counts are always in ``-o json|yaml``.
+    """
+
+    width: int | None = None
+    wide: bool = False
+    unicode: bool = True
+    domains: int = 3  # most- and least-populated domains shown per view
+    names: int = 3  # node names shown per list or rejection reason
+
+    @property
+    def cut(self) -> str:
+        return "\u2026" if self.unicode else "~"
+
+
+_MIN_WIDTH: Final = 40
+_BAR_CELLS: Final = 8
+_BLOCKS: Final = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+_ASCII_BLOCKS: Final = ".:-=+*#@"
+
+
+def _clip(text: str, width: int, style: TableStyle) -> str:
+    """``text`` cut to ``width`` characters, the last one marking the cut."""
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + style.cut if width > 0 else ""
+
+
+def _fit(lines: list[str], style: TableStyle) -> list[str]:
+    if style.wide or style.width is None:
+        return lines
+    width = max(style.width, _MIN_WIDTH)
+    return [_clip(line, width, style) for line in lines]
+
+
 def _columns(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     """Rows padded into left-aligned columns two spaces apart; the last column is not padded."""
     if not rows:
@@ -157,39 +210,165 @@ def _view_key(view: ViewReport) -> tuple[str, str, str, str, int, int]:
     )
 
 
-def _skew_label(view: ViewReport) -> str:
-    label = f"maxSkew={view.max_skew}"
+def _view_extras(view: ViewReport) -> str:
+    """What sets a view apart from the usual DoNotSchedule, minDomains 1 (with a trailing gap)."""
+    extras = []
+    if view.when_unsatisfiable != "DoNotSchedule":
+        extras.append(view.when_unsatisfiable)
     if view.min_domains > 1:
-        label += f" minDomains={view.min_domains}"
-    return label
+        extras.append(f"minDomains={view.min_domains}")
+    return "".join(f"{e}  " for e in extras)
 
 
-def _domain_changes(before: ViewReport, after: ViewReport | None) -> str:
-    old = dict(before.domains)
+def _clip_middle(text: str, width: int, style: TableStyle) -> str:
+    """``text`` cut to ``width`` characters in its middle, keeping both ends readable."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return _clip(text, width, style)
+    head = (width - 1) // 2
+    return text[:head] + style.cut + text[len(text) - (width - 1 - head) :]
+
+
+def more(total: int, shown: int) -> str:
+    """`` (+N more)`` when ``shown`` of ``total`` items were listed, else an empty string."""
+    return f" (+{total - shown} more)" if total > shown else ""
+
+
+def ranked_domains(before: Mapping[str, int], after: Mapping[str, int] | None) -> list[str]:
+    """Every domain of a view, most-populated first (before the plan), ties by name."""
+    names = set(before) | set(after or {})
+    return sorted(names, key=lambda d: (-before.get(d, 0), d))
+
+
+def domain_cell(
+    before: Mapping[str, int], after: Mapping[str, int] | None, show: int | None
+) -> str:
+    """``d:6->3 d:2->3 ...``: every domain by name, or with ``show`` the ``show`` most- and
+    ``show`` least-populated, most first, then ``(+N more)``."""
+
+    def one(domain: str) -> str:
+        if after is None:
+            return f"{domain}:{before.get(domain, 0)}"
+        return f"{domain}:{before.get(domain, 0)}->{after.get(domain, 0)}"
+
+    names = sorted(set(before) | set(after or {}))
+    if show is None or len(names) <= 2 * show:
+        return " ".join(one(d) for d in names) or "no domains"
+    ranked = ranked_domains(before, after)
+    top, bottom = ranked[:show], ranked[-show:]
+    return (
+        " ".join(one(d) for d in top)
+        + " .. "
+        + " ".join(one(d) for d in bottom)
+        + more(len(names), 2 * show)
+    )
+
+
+def _fitted_domains(
+    before: Mapping[str, int],
+    after: Mapping[str, int] | None,
+    budget: int | None,
+    style: TableStyle,
+) -> str:
+    """The domain cell with as many domains as fit in ``budget`` characters (at least one of
+    each end), or only the number of domains when not even that fits."""
+    if style.wide:
+        return domain_cell(before, after, None)
+    for show in range(style.domains, 0, -1):
+        cell = domain_cell(before, after, show)
+        if budget is None or len(cell) <= budget:
+            return cell
+    count = len(set(before) | set(after or {}))
+    return _plural(count, "domain")
+
+
+def _spark(values: Sequence[float], top: float, style: TableStyle) -> str:
+    blocks = _BLOCKS if style.unicode else _ASCII_BLOCKS
+    cells = []
+    for value in values:
+        if value <= 0 or top <= 0:
+            cells.append(" ")
+        else:
+            level = min(len(blocks), max(1, round(value / top * len(blocks))))
+            cells.append(blocks[level - 1])
+    return "".join(cells)
+
+
+def _buckets(counts: Sequence[int], cells: int) -> list[float]:
+    """``counts`` (sorted, most first) averaged into at most ``cells`` equal slices."""
+    if len(counts) <= cells:
+        return [float(c) for c in counts]
+    out = []
+    for i in range(cells):
+        lo, hi = i * len(counts) // cells, (i + 1) * len(counts) // cells
+        out.append(sum(counts[lo:hi]) / (hi - lo))
+    return out
+
+
+def spread_bar(
+    before: Mapping[str, int], after: Mapping[str, int] | None, style: TableStyle
+) -> str:
+    """A compact picture of a view's domains, most-populated first, before ``->`` after: one
+    cell per domain, or per slice of domains when there are more than eight."""
+    order = ranked_domains(before, after)
+    old = _buckets([before.get(d, 0) for d in order], _BAR_CELLS)
     if after is None:
-        return " ".join(f"{d}:{c}" for d, c in sorted(old.items()))
-    new = dict(after.domains)
-    return " ".join(f"{d}:{old.get(d, 0)}->{new.get(d, 0)}" for d in sorted(old.keys() | new))
+        return "[" + _spark(old, max(old, default=0), style) + "]"
+    new = _buckets(sorted((after.get(d, 0) for d in order), reverse=True), _BAR_CELLS)
+    top = max([*old, *new], default=0)
+    return f"[{_spark(old, top, style)}]->[{_spark(new, top, style)}]"
 
 
-def _violation_rows(plan: Plan) -> list[list[str]]:
+def _view_rows(
+    views: Sequence[ViewReport],
+    afters: Sequence[ViewReport | None],
+    style: TableStyle,
+    skew_cell: Callable[[ViewReport, ViewReport | None], str],
+    indent: str,
+) -> list[str]:
+    """Two lines per view: its identity in columns, then its spread bar and domain counts."""
+    rows = [["NAMESPACE", "TOPOLOGY KEY", "MAXSKEW", "SKEW", "SELECTOR"]]
+    rows += [
+        [
+            view.namespace,
+            view.topology_key,
+            str(view.max_skew),
+            skew_cell(view, later),
+            view.selector or "<none>",
+        ]
+        for view, later in zip(views, afters, strict=True)
+    ]
+    firsts = _columns(rows, indent)
+    width = None if style.wide or style.width is None else max(style.width, _MIN_WIDTH)
+    if width is not None:
+        # The selector is the last column: cut in its middle, both ends stay readable.
+        start = len(firsts[0]) - len("SELECTOR")
+        firsts = [
+            line[:start] + _clip_middle(line[start:], max(1, width - start), style)
+            for line in firsts
+        ]
+    sub = indent + "  "
+    change = "before->after" if any(a is not None for a in afters) else "pods"
+    order = "" if style.wide else ", most populated first"
+    lines = [firsts[0], f"{sub}SPREAD  DOMAINS ({change}{order})"]
+    for first, view, later in zip(firsts[1:], views, afters, strict=True):
+        before = dict(view.domains)
+        after = None if later is None else dict(later.domains)
+        prefix = f"{sub}{spread_bar(before, after, style)}  {_view_extras(view)}"
+        budget = None if width is None else width - len(prefix)
+        lines += [first, prefix + _fitted_domains(before, after, budget, style)]
+    return lines
+
+
+def _plan_skew(view: ViewReport, later: ViewReport | None) -> str:
+    return str(view.skew) if later is None else f"{view.skew}->{later.skew}"
+
+
+def _violation_lines(plan: Plan, style: TableStyle) -> list[str]:
     after = {_view_key(v): v for v in plan.after}
-    rows = []
-    for view in plan.violations:
-        later = after.get(_view_key(view))
-        skew = f"skew {view.skew}" if later is None else f"skew {view.skew}->{later.skew}"
-        rows.append(
-            [
-                view.namespace,
-                view.topology_key,
-                view.when_unsatisfiable,
-                _skew_label(view),
-                view.selector or "<none>",
-                _domain_changes(view, later),
-                skew,
-            ]
-        )
-    return rows
+    afters = [after.get(_view_key(v)) for v in plan.violations]
+    return _view_rows(plan.violations, afters, style, _plan_skew, "  ")
 
 
 def _eviction_rows(evictions: Iterable[Eviction]) -> list[list[str]]:
@@ -216,9 +395,9 @@ def plan_summary(plan: Plan) -> str:
     return f"{count} ({bound}) in {_plural(len(plan.waves), 'wave')}"
 
 
-def _plan_table(plan: Plan) -> str:
+def _plan_lines(plan: Plan, style: TableStyle) -> list[str]:
     lines = [f"Violations ({len(plan.violations)})"]
-    lines += _columns(_violation_rows(plan)) or ["  none"]
+    lines += _violation_lines(plan, style) if plan.violations else ["  none"]
     lines += ["", f"Plan ({_plural(len(plan.evictions), 'eviction')})"]
     lines += _columns(_eviction_rows(plan.evictions)) if plan.evictions else ["  none"]
     if plan.skipped:
@@ -228,83 +407,206 @@ def _plan_table(plan: Plan) -> str:
         lines += ["", "Notes"]
         lines += [f"  - {note}" for note in plan.notes]
     lines += ["", plan_summary(plan)]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _views_table(views: Sequence[ViewReport]) -> str:
+def _plan_table(plan: Plan, style: TableStyle) -> str:
+    return "\n".join(_fit(_plan_lines(plan, style), style)) + "\n"
+
+
+def _views_table(views: Sequence[ViewReport], style: TableStyle) -> str:
     if not views:
         return "No spread views.\n"
-    rows = [["NAMESPACE", "TOPOLOGY KEY", "WHEN", "SKEW LIMIT", "SELECTOR", "DOMAINS", "SKEW"]]
-    for view in views:
-        state = "VIOLATED" if view.violated else "ok"
-        rows.append(
-            [
-                view.namespace,
-                view.topology_key,
-                view.when_unsatisfiable,
-                _skew_label(view),
-                view.selector or "<none>",
-                _domain_changes(view, None),
-                f"{view.skew} {state}",
-            ]
-        )
-    return "\n".join(_columns(rows, indent="")) + "\n"
+
+    def state(view: ViewReport, _later: ViewReport | None) -> str:
+        return f"{view.skew} {'VIOLATED' if view.violated else 'ok'}"
+
+    lines = _view_rows(views, [None] * len(views), style, state, "")
+    return "\n".join(_fit(lines, style)) + "\n"
 
 
-def _node_list(nodes: Sequence[str]) -> str:
-    return ", ".join(nodes) if nodes else "none"
+def name_list(names: Sequence[str], style: TableStyle, budget: int | None = None) -> str:
+    """``a, b, c (+N more)``: the first few names that fit in ``budget`` characters (at least
+    one, else only the number), or all of them with ``wide``."""
+    if not names:
+        return "none"
+    if style.wide:
+        return ", ".join(names)
+    for count in range(min(style.names, len(names)), 0, -1):
+        text = ", ".join(names[:count]) + more(len(names), count)
+        if budget is None or len(text) <= budget:
+            return text
+    return _plural(len(names), "node")
 
 
-def _explanation_table(expl: Explanation) -> str:
+def rejections_by_reason(rejected: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """(reason, nodes) pairs, the most common reason first, ties by reason; nodes by name."""
+    groups: dict[str, list[str]] = {}
+    for node, reason in rejected:
+        groups.setdefault(reason, []).append(node)
+    return sorted(
+        ((reason, sorted(nodes)) for reason, nodes in groups.items()),
+        key=lambda item: (-len(item[1]), item[0]),
+    )
+
+
+def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
     where = f"on node {expl.node}" if expl.node else "pending (not bound to a node)"
     lines = [f"Pod {expl.namespace}/{expl.name}, {where}", ""]
     lines.append(f"Constraints ({len(expl.constraints)})")
     if not expl.constraints:
         lines.append("  none: the PodTopologySpread filter accepts every node")
+    width = None if style.wide or style.width is None else max(style.width, _MIN_WIDTH)
     for index, c in enumerate(expl.constraints, start=1):
         origin = " (from the cluster defaults)" if c.default else ""
-        counts = " ".join(f"{d}:{n}" for d, n in sorted(c.match_counts)) or "no domains"
+        prefix = "     matching pods per domain: "
+        budget = None if width is None else width - len(prefix)
+        counts = _fitted_domains(dict(c.match_counts), None, budget, style)
         lines += [
             f"  {index}. {c.topology_key}  {c.when_unsatisfiable}  maxSkew={c.max_skew}{origin}",
             f"     selector: {c.selector or '<none>'}",
-            f"     matching pods per domain: {counts}",
+            prefix + counts,
             f"     globalMin={c.global_min}  selfMatch={'yes' if c.self_match else 'no'}"
             f"  minDomains={c.min_domains}  nodeAffinityPolicy={c.node_affinity_policy}"
             f"  nodeTaintsPolicy={c.node_taints_policy}",
         ]
     spread = expl.spread_feasible_nodes
     feasible = expl.feasible_nodes
-    lines += [
-        "",
-        f"Spread-feasible nodes ({len(spread)}): {_node_list(spread)}",
-        f"Feasible nodes, every hard filter ({len(feasible)}): {_node_list(feasible)}",
-    ]
+    lines.append("")
+    for title, names in (
+        (f"Spread-feasible nodes ({len(spread)}): ", spread),
+        (f"Feasible nodes, every hard filter ({len(feasible)}): ", feasible),
+    ):
+        lines.append(title + name_list(names, style, None if width is None else width - len(title)))
     if expl.rejected:
-        lines += ["", f"Rejected nodes ({len(expl.rejected)})"]
-        lines += _columns(sorted([node, reason] for node, reason in expl.rejected))
-    return "\n".join(lines) + "\n"
+        groups = rejections_by_reason(expl.rejected)
+        lines += ["", f"Rejected nodes ({len(expl.rejected)}), by reason"]
+        digits = len(str(len(groups[0][1])))
+        for reason, nodes in groups:
+            lines.append(f"  {len(nodes):>{digits}}  {reason}")
+            pad = f"  {'':>{digits}}  "
+            budget = None if width is None else width - len(pad)
+            lines.append(pad + name_list(nodes, style, budget))
+    return lines
+
+
+def _explanation_table(expl: Explanation, style: TableStyle) -> str:
+    return "\n".join(_fit(_explanation_lines(expl, style), style)) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+
+
+def result_rows(report: RunReport) -> list[Data]:
+    """The results as the JSON/YAML contract: one object per planned eviction sent or dropped."""
+    rows: list[Data] = []
+    for wave in report.waves:
+        for r in wave.results:
+            rows.append(
+                {
+                    "wave": wave.number,
+                    "namespace": r.eviction.namespace,
+                    "name": r.eviction.name,
+                    "uid": r.eviction.uid,
+                    "node": r.eviction.node,
+                    "outcome": str(r.outcome),
+                    "status": r.status,
+                    "attempts": r.attempts,
+                    "detail": r.detail,
+                    "replacement": r.replacement,
+                }
+            )
+    return rows
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def run_data(report: RunReport) -> Data:
+    """A run as data: the first plan (as ``plan -o json`` shows it), the results, the summary."""
+    return {
+        "runId": report.run_id,
+        "plan": plan_data(report.first_plan),
+        "results": result_rows(report),
+        "summary": {_camel(k): v for k, v in report.summary().items()},
+        "exitCode": report.exit_code,
+    }
+
+
+def run_summary(report: RunReport) -> str:
+    """The closing line of a run: ``Run r-1: 2 evicted, 0 blocked by PDB, ...; end: balanced``."""
+    s = report.summary()
+    line = (
+        f"Run {report.run_id}: {s['evicted']} evicted, {s['blocked_by_pdb']} blocked by PDB, "
+        f"{s['failed']} failed, {s['skipped']} skipped in {s['waves']} wave(s); end: {s['end']}"
+    )
+    if report.server_dry_run:
+        line += f"; server dry run: {s['would_evict']} would be evicted"
+    return line
+
+
+def _run_table(report: RunReport, style: TableStyle) -> str:
+    lines = _plan_lines(report.first_plan, style)
+    if report.end == "dry-run":
+        return "\n".join(_fit(lines, style)) + "\n"
+    lines.append("")
+    rows = [["WAVE", "POD", "OUTCOME", "STATUS", "DETAIL"]]
+    for row in result_rows(report):
+        rows.append(
+            [
+                str(row["wave"]),
+                f"{row['namespace']}/{row['name']}",
+                str(row["outcome"]),
+                "" if row["status"] is None else str(row["status"]),
+                str(row["detail"]),
+            ]
+        )
+    if len(rows) > 1:
+        lines.append("Executed:")
+        lines += _columns(rows)
+        lines.append("")
+    lines.append(run_summary(report))
+    return "\n".join(_fit(lines, style)) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
 # Public API
 
 
-def render_plan(plan: Plan, fmt: Format) -> str:
-    """``plan`` as a table for people, or as the JSON/YAML contract."""
+def render_plan(plan: Plan, fmt: Format, style: TableStyle | None = None) -> str:
+    """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract."""
     if fmt == "table":
-        return _plan_table(plan)
+        return _plan_table(plan, style or TableStyle())
+    if fmt == "html":
+        from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
+
+        return plan_html(plan)
     return _dump(plan_data(plan), fmt)
 
 
-def render_explanation(expl: Explanation, fmt: Format) -> str:
+def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) -> str:
+    """A finished run for people (the plan, then a results table), as HTML, or as JSON/YAML."""
+    if fmt == "table":
+        return _run_table(report, style or TableStyle())
+    if fmt == "html":
+        from rebalancer.cli.htmlreport import run_html  # noqa: PLC0415  # only for -o html
+
+        return run_html(report)
+    return _dump(run_data(report), fmt)
+
+
+def render_explanation(expl: Explanation, fmt: Format, style: TableStyle | None = None) -> str:
     """``expl`` as a table for people, or as the JSON/YAML contract."""
     if fmt == "table":
-        return _explanation_table(expl)
+        return _explanation_table(expl, style or TableStyle())
     return _dump(explanation_data(expl), fmt)
 
 
-def render_views(views: Sequence[ViewReport], fmt: Format) -> str:
+def render_views(views: Sequence[ViewReport], fmt: Format, style: TableStyle | None = None) -> str:
     """Spread views (e.g. a cluster's current state) as a table, or ``{"views": [...]}``."""
     if fmt == "table":
-        return _views_table(views)
+        return _views_table(views, style or TableStyle())
     return _dump({"views": [view_data(v) for v in views]}, fmt)

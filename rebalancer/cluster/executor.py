@@ -34,7 +34,6 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
@@ -49,6 +48,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from rebalancer.cluster import errors
+from rebalancer.cluster.outcome import EvictionResult, Outcome
 from rebalancer.core.errors import InputError
 from rebalancer.core.plan import Eviction
 
@@ -58,34 +58,6 @@ T = TypeVar("T")
 
 UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
-
-
-class Outcome(StrEnum):
-    """What became of one planned eviction."""
-
-    EVICTED = "evicted"
-    WOULD_EVICT = "would-evict"  # --server-dry-run: the API server accepted it, nothing evicted
-    GONE = "gone"  # the pod no longer exists (404, or gone when re-read)
-    BLOCKED_BY_PDB = "blocked-by-pdb"
-    CONFLICT = "conflict"  # 409: the pod changed; re-plan
-    SKIPPED = "skipped"  # not sent: the plan's premise no longer holds, or stopping
-    FAILED = "failed"
-
-
-FAILURES: Final = frozenset({Outcome.BLOCKED_BY_PDB, Outcome.FAILED})
-"""Outcomes that make ``run`` exit 1."""
-
-
-@dataclass(frozen=True, slots=True)
-class EvictionResult:
-    """The outcome of one planned eviction. ``status`` is the last HTTP status, if one was sent."""
-
-    eviction: Eviction
-    outcome: Outcome
-    detail: str
-    status: int | None = None
-    attempts: int = 0  # eviction requests sent
-    replacement: str | None = None  # namespace/name of the Ready replacement, once seen
 
 
 class Transport(Protocol):

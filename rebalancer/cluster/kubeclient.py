@@ -26,7 +26,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from rebalancer import __version__
 from rebalancer.cluster import errors
-from rebalancer.cluster.reader import RESOURCES_BY_NAME
+from rebalancer.cluster.resources import RESOURCES_BY_NAME
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST"})
 DEFAULT_TIMEOUT: Final = (5.0, 60.0)  # (connect, read) seconds

@@ -1,20 +1,16 @@
-"""Logging, configured in one place: structlog, JSON lines off a terminal, console on one.
+"""What the cluster side logs: event names, the logger, the run id.
 
-Logs go to stderr, so stdout stays the command's output (a plan, a snapshot). The format
-follows stderr: JSON lines when it is not a terminal (a CronJob, a pipe), a console renderer
-when it is. Every line of one run carries its ``run_id``. Event names are the constants below;
-values are key/value fields, never formatted into the event name.
+Every line of one run carries its ``run_id``. Event names are the constants below; values are
+key/value fields, never formatted into the event name. Where the lines go and how they look is
+set once by the command line (:mod:`rebalancer.cli.logconfig`).
 """
 
 from __future__ import annotations
 
-import logging
-import sys
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
-import orjson
 import structlog
 
 RUN_START: Final = "run.start"
@@ -41,47 +37,10 @@ SLEEP: Final = "interval.sleep"
 """Interval mode waits for the next run."""
 METRICS: Final = "metrics.serving"
 """The Prometheus endpoint is listening."""
-
-
-def _dumps(value: Any, **_: Any) -> str:
-    return orjson.dumps(value, default=str).decode()
-
-
-def configure(
-    *,
-    json_output: bool | None = None,
-    stream: TextIO | None = None,
-    level: int = logging.INFO,
-) -> None:
-    """Configure structlog for the process; ``json_output=None`` decides by ``stream.isatty()``."""
-    out = stream if stream is not None else sys.stderr
-    if json_output is None:
-        json_output = not _isatty(out)
-    processors: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    if json_output:
-        processors += [
-            structlog.processors.dict_tracebacks,
-            structlog.processors.JSONRenderer(serializer=_dumps),
-        ]
-    else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
-    structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(out),
-        cache_logger_on_first_use=False,
-    )
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+OUTSIDE_WINDOW: Final = "run.outside_window"
+"""The policy's schedule has no window open now: the run evicts nothing; next_opens_at."""
+WINDOW_CLOSED: Final = "run.window_closed"
+"""The maintenance window closed during a run: no new wave starts."""
 
 
 def new_run_id() -> str:

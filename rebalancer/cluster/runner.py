@@ -25,24 +25,23 @@ from typing import Any, Final
 
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.events import event_body
-from rebalancer.cluster.executor import (
-    FAILURES,
-    EvictionResult,
-    Executor,
-    ExecutorSettings,
-    Outcome,
-    Transport,
-)
+from rebalancer.cluster.executor import Executor, ExecutorSettings, Transport
+from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, RebalancerError
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
 from rebalancer.core.policy import Policy
+from rebalancer.core.schedule import window_state
 from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
 """``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.core.planner.plan)."""
 
 DEFAULT_MAX_WAVES: Final = 5
+OUTSIDE_WINDOW: Final = "outside-window"
+"""``end`` of a run started outside the policy's maintenance windows: nothing was read."""
+WINDOW_CLOSED: Final = "window-closed"
+"""``end`` of a run whose maintenance window closed before its next wave."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +101,7 @@ class RunReport:
     waves: tuple[Wave, ...]
     final_plan: Plan | None  # planned from a read after the last wave; None if not re-read
     end: str  # balanced|nothing-to-evict|nothing-evicted|no-progress|max-waves|stopped|
-    # server-dry-run|dry-run
+    # server-dry-run|dry-run|outside-window|window-closed
     skews: tuple[ViewSkew, ...]
     duration_seconds: float
     server_dry_run: bool = False
@@ -270,6 +269,7 @@ class Runner:
         self._wall = wall_clock
         self._sleep = sleep
         self._log = logs.get_logger("rebalancer.runner")
+        self._window_closes: datetime | None = None
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -277,6 +277,12 @@ class Runner:
         """One run: waves until balanced, stuck, out of waves, or stopped."""
         run_id = run_id or logs.new_run_id()
         logs.bind_run_id(run_id)
+        window = window_state(self.policy.schedule, datetime.fromtimestamp(self._wall(), UTC))
+        if not window.inside and not self.settings.plan_only:
+            self._log.info(logs.OUTSIDE_WINDOW, next_opens_at=window.next_opens_at)
+            empty = Plan((), (), (), (), lower_bound=0)
+            return RunReport(run_id, empty, (), None, OUTSIDE_WINDOW, (), 0.0)
+        self._window_closes = window.closes_at
         started = self._clock()
         self._log.info(
             logs.RUN_START,
@@ -324,6 +330,12 @@ class Runner:
                 return
             if self.stop.is_set():
                 loop.end = "stopped"
+                return
+            closes = self._window_closes
+            if closes is not None and datetime.fromtimestamp(self._wall(), UTC) >= closes:
+                self._log.info(logs.WINDOW_CLOSED, closed_at=closes)
+                loop.final = plan
+                loop.end = WINDOW_CLOSED
                 return
             results = self._execute(wave, loop.snapshot)
             loop.waves.append(Wave(len(loop.waves) + 1, plan, results))
@@ -423,7 +435,7 @@ class Runner:
                 if on_error is not None:
                     on_error(exc)
             else:
-                if on_report is not None:
+                if on_report is not None and report.end != OUTSIDE_WINDOW:
                     on_report(report)
             if self.stop.is_set():
                 break

@@ -31,6 +31,7 @@ from rebalancer.core.convert.selectors import (
 )
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT, LabelSelector
+from rebalancer.core.schedule import Schedule, Window, cron_problem, time_zone_problem
 
 SYSTEM_CRITICAL = 2_000_000_000
 
@@ -96,6 +97,8 @@ class Policy:
     """Upper bounds on evictions in one run."""
     grace_period_seconds: int | None = None
     """None keeps each pod's own terminationGracePeriodSeconds; else >= 1."""
+    schedule: Schedule = field(default_factory=Schedule)
+    """Maintenance windows: ``run`` evicts only inside one; no windows means at any time."""
 
 
 _DEFAULTS: Final = Policy()
@@ -303,7 +306,9 @@ _TOP_KEYS: Final = (
     "minPodAge",
     "limits",
     "gracePeriodSeconds",
+    "schedule",
 )
+_WINDOW_KEYS: Final = ("cron", "duration", "timeZone")
 _DEFAULT_CONSTRAINT_KEYS: Final = (
     "maxSkew",
     "topologyKey",
@@ -487,6 +492,60 @@ def _grace_period(check: _Checker, value: object, path: str) -> int | None:
     return check.bounded_int(value, path, 1, None, nullable=True, maximum=_INT64_MAX)
 
 
+def _window(check: _Checker, value: object, path: str) -> Window | None:
+    raw = check.mapping(value, path, _WINDOW_KEYS)
+    if not isinstance(value, dict):
+        return None
+    ok = True
+    for key in ("cron", "duration"):
+        if key not in raw:
+            check.add(_join(path, key), "required")
+            ok = False
+    cron = raw.get("cron")
+    if "cron" in raw:
+        if not isinstance(cron, str):
+            check.add(_join(path, "cron"), f"must be a cron expression string, got {_show(cron)}")
+            ok = False
+        elif (problem := cron_problem(cron)) is not None:
+            check.add(_join(path, "cron"), f"{problem}, got {_show(cron)}")
+            ok = False
+    seconds = 0.0
+    if "duration" in raw:
+        before = len(check.problems)
+        seconds = _duration(check, raw["duration"], _join(path, "duration"))
+        if len(check.problems) > before:
+            ok = False
+        elif seconds <= 0:
+            check.add(_join(path, "duration"), f"must be > 0, got {_show(raw['duration'])}")
+            ok = False
+    zone = raw.get("timeZone", "UTC")
+    if not isinstance(zone, str):
+        check.add(_join(path, "timeZone"), f"must be a time zone name, got {_show(zone)}")
+        ok = False
+    elif (problem := time_zone_problem(zone)) is not None:
+        check.add(_join(path, "timeZone"), f"{problem}, got {_show(zone)}")
+        ok = False
+    if not ok or not isinstance(cron, str) or not isinstance(zone, str):
+        return None
+    return Window(cron=" ".join(cron.split()), duration_seconds=seconds, time_zone=zone)
+
+
+def _schedule(check: _Checker, value: object, path: str) -> Schedule:
+    """``schedule: {windows: [...]}``; null (or no key) means evictions at any time."""
+    if value is None:
+        return Schedule()
+    raw = check.mapping(value, path, ("windows",))
+    windows_path = _join(path, "windows")
+    if isinstance(value, dict) and raw.get("windows") in (None, []):
+        check.add(windows_path, "must list at least one window; omit schedule for any time")
+        return Schedule()
+    found = [
+        _window(check, item, _join(windows_path, index))
+        for index, item in enumerate(check.items(raw.get("windows"), windows_path))
+    ]
+    return Schedule(tuple(w for w in found if w is not None))
+
+
 # --------------------------------------------------------------------------------------------
 # Public API
 
@@ -551,6 +610,7 @@ def _policy(check: _Checker, document: object) -> Policy:
         grace_period_seconds=read(
             "gracePeriodSeconds", _grace_period, defaults.grace_period_seconds
         ),
+        schedule=read("schedule", _schedule, defaults.schedule),
     )
 
 
@@ -622,4 +682,18 @@ def policy_to_dict(policy: Policy) -> dict[str, object]:
             "perWorkload": limits.per_workload,
         },
         "gracePeriodSeconds": policy.grace_period_seconds,
+        "schedule": (
+            {
+                "windows": [
+                    {
+                        "cron": w.cron,
+                        "duration": format_duration(w.duration_seconds),
+                        "timeZone": w.time_zone,
+                    }
+                    for w in policy.schedule.windows
+                ]
+            }
+            if policy.schedule.windows
+            else None
+        ),
     }

@@ -1,0 +1,136 @@
+{{/* The full name of the release's objects: the release name when it already names the chart. */}}
+{{- define "rebalancer.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rebalancer.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "rebalancer.labels" -}}
+{{ include "rebalancer.selectorLabels" . }}
+app.kubernetes.io/part-of: rebalancer
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "rebalancer.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "rebalancer.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rebalancer.policyConfigMap" -}}
+{{- printf "%s-policy" (include "rebalancer.fullname" .) -}}
+{{- end -}}
+
+{{/* The arguments of `rebalancer run`, one per line of a YAML list. */}}
+{{- define "rebalancer.args" -}}
+- run
+{{- if eq .Values.dryRun "client" }}
+- --dry-run
+{{- else if eq .Values.dryRun "server" }}
+- --server-dry-run
+{{- end }}
+{{- if eq .Values.mode "deployment" }}
+- --interval
+- {{ .Values.deployment.interval | quote }}
+{{- end }}
+- --policy
+- /etc/rebalancer/policy.yaml
+{{- if ne .Values.output "table" }}
+- --output
+- {{ .Values.output }}
+{{- end }}
+{{- if eq .Values.mode "deployment" }}
+- --metrics-bind-address
+- {{ printf "0.0.0.0:%d" (int .Values.deployment.metricsPort) | quote }}
+{{- end }}
+{{- range .Values.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod spec shared by the CronJob's jobs and the Deployment. */}}
+{{- define "rebalancer.podSpec" -}}
+serviceAccountName: {{ include "rebalancer.serviceAccountName" . }}
+{{- if eq .Values.mode "cronjob" }}
+restartPolicy: Never
+{{- end }}
+terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+containers:
+  - name: rebalancer
+    image: {{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote }}
+    imagePullPolicy: {{ .Values.image.pullPolicy }}
+    args:
+      {{- include "rebalancer.args" . | nindent 6 }}
+    env:
+      - name: POD_NAME  # reportingInstance of the Events
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.name
+    {{- if eq .Values.mode "deployment" }}
+    ports:
+      - name: metrics
+        containerPort: {{ .Values.deployment.metricsPort }}
+    readinessProbe:
+      httpGet:
+        path: /metrics
+        port: metrics
+    {{- end }}
+    resources:
+      {{- toYaml .Values.resources | nindent 6 }}
+    securityContext:
+      {{- toYaml .Values.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: policy
+        mountPath: /etc/rebalancer
+        readOnly: true
+volumes:
+  - name: policy
+    configMap:
+      name: {{ include "rebalancer.policyConfigMap" . }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "rebalancer.podMetadata" -}}
+labels:
+  {{- include "rebalancer.selectorLabels" . | nindent 2 }}
+  {{- with .Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+annotations:
+  # A changed policy rolls the Deployment's pod, like kustomize's hashed ConfigMap name.
+  checksum/policy: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+  {{- with .Values.podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}

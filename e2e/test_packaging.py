@@ -1,0 +1,355 @@
+"""The Helm chart and the kubectl plugin against the real control plane (opt-in: --e2e).
+
+- ``helm install --dry-run=server``: the API server sees the chart's objects (both modes), and
+  ``kubectl apply --dry-run=server`` of the rendered chart passes the API server's validation.
+- A real install: the API server's own authorizer (``kubectl auth can-i`` as the chart's
+  ServiceAccount) grants what the rebalancer needs and no delete; a ``run --server-dry-run`` as
+  that ServiceAccount works with those rights alone.
+- ``kubectl rebalance plan`` and ``explain``, found by the e2e kubectl on PATH (the venv's bin
+  dir), plan the imbalance of a scenario and send only GET requests.
+- A real ``run --interval --metrics-bind-address`` exports every metric that
+  deploy/monitoring's dashboard and alerts query, with the labels they use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from e2e.cluster.controlplane import Cluster, free_ports
+from e2e.test_live import APP, ZONE, Imbalance, need_own_control_plane, rebalancer_requests
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "charts" / "rebalancer"
+METRIC = re.compile(r"\brebalancer_[a-z0-9_]+\b")
+NEVER = "0 0 31 2 *"  # February 31st: the CronJob exists but never starts a Job in a test
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    """helm from scripts/build-tools.sh (built now if not cached: e2e never skips it)."""
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-tools.sh")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+    )
+    bin_dir = proc.stdout.strip().splitlines()[-1].removeprefix("BIN_DIR=")
+    return str(Path(bin_dir) / "helm")
+
+
+def run_helm(cluster: Cluster, helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    cluster.assert_own_cluster(cluster.kubeconfig)
+    return subprocess.run(
+        [helm, "--kubeconfig", str(cluster.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**os.environ, "HELM_CACHE_HOME": str(cluster.run_dir / "helm-cache")},
+    )
+
+
+def out(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+
+
+@pytest.mark.parametrize(
+    ("values", "notes"),
+    [
+        ([], "DRY RUN"),
+        (["mode=deployment", "dryRun=none"], "EVICTIONS ARE ON"),
+    ],
+    ids=["cronjob-dry-run", "deployment-evict"],
+)
+def test_helm_install_dry_run_server(
+    cluster: Cluster, namespace: str, helm: str, values: list[str], notes: str
+) -> None:
+    """`helm install --dry-run=server` succeeds, prints the NOTES and creates nothing; the
+    rendered objects pass the API server's validation (kubectl apply --dry-run=server)."""
+    release = f"rebalancer-{namespace}"
+    sets = [a for v in [*values, f"cronjob.schedule={NEVER}"] for a in ("--set", v)]
+    proc = run_helm(
+        cluster, helm, "install", release, str(CHART), "-n", namespace, "--dry-run=server", *sets
+    )
+    assert proc.returncode == 0, out(proc)
+    assert "NOTES:" in proc.stdout and notes in proc.stdout, out(proc)
+    assert f"kind: {'Deployment' if values else 'CronJob'}" in proc.stdout
+    listed = run_helm(cluster, helm, "list", "-n", namespace, "-q")
+    assert listed.returncode == 0 and listed.stdout.strip() == "", out(listed)
+    left = cluster.get_json("cronjobs,deployments,configmaps,serviceaccounts", "-n", namespace)
+    assert not [o for o in left["items"] if o["metadata"]["name"].startswith(release)]
+    assert cluster.kubectl("get", "clusterrole", release, check=False).returncode != 0
+
+    # The pods must pass the "restricted" Pod Security Standard, as deploy/'s namespace enforces.
+    cluster.kubectl(
+        "label",
+        "namespace",
+        namespace,
+        *(f"pod-security.kubernetes.io/{m}=restricted" for m in ("enforce", "warn")),
+    )
+    rendered = run_helm(cluster, helm, "template", release, str(CHART), "-n", namespace, *sets)
+    assert rendered.returncode == 0, out(rendered)
+    applied = cluster.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input=rendered.stdout, check=False
+    )
+    assert applied.returncode == 0, out(applied)
+    assert "PodSecurity" not in applied.stderr, out(applied)
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    lines = [line for line in applied.stdout.splitlines() if line.endswith("(server dry run)")]
+    assert len(lines) == len(docs) >= 6, applied.stdout
+
+
+@pytest.fixture
+def installed(cluster: Cluster, namespace: str, helm: str) -> Iterator[str]:
+    """The chart installed for real in the test's namespace; yields the ServiceAccount name."""
+    release = f"rebalancer-{uuid.uuid4().hex[:6]}"
+    proc = run_helm(
+        cluster,
+        helm,
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--set",
+        f"cronjob.schedule={NEVER}",
+    )
+    assert proc.returncode == 0, out(proc)
+    try:
+        yield release  # the release name is the full name: it contains "rebalancer"
+    finally:
+        gone = run_helm(cluster, helm, "uninstall", release, "-n", namespace, "--wait")
+        assert gone.returncode == 0, out(gone)
+        assert cluster.kubectl("get", "clusterrole", release, check=False).returncode != 0
+
+
+def can_i(cluster: Cluster, sa: str, ns: str, *args: str) -> bool:
+    proc = cluster.kubectl(
+        "auth", "can-i", *args, f"--as=system:serviceaccount:{ns}:{sa}", check=False
+    )
+    assert proc.stdout.strip() in ("yes", "no"), out(proc)
+    return proc.stdout.strip() == "yes"
+
+
+def test_installed_chart_grants_least_privilege(
+    cluster: Cluster, namespace: str, installed: str
+) -> None:
+    """The API server's authorizer, asked as the chart's ServiceAccount: reads, evictions,
+    events and the one Lease in the release namespace are allowed; deleting pods is not."""
+    sa, ns = installed, namespace
+    allowed = [
+        ("list", "pods", "--all-namespaces"),
+        ("get", "nodes"),
+        ("list", "poddisruptionbudgets.policy", "--all-namespaces"),
+        ("create", "pods", "--subresource=eviction", "-n", "default"),
+        ("create", "events", "-n", "default"),
+        ("create", "leases.coordination.k8s.io", "-n", ns),
+        ("get", "leases.coordination.k8s.io/rebalancer", "-n", ns),
+        ("update", "leases.coordination.k8s.io/rebalancer", "-n", ns),
+    ]
+    denied = [
+        ("delete", "pods", "-n", "default"),
+        ("deletecollection", "pods", "-n", "default"),
+        ("patch", "pods", "-n", "default"),
+        ("update", "pods", "-n", "default"),
+        ("create", "pods", "-n", "default"),
+        ("delete", "nodes"),
+        ("get", "secrets", "-n", ns),
+        ("get", "leases.coordination.k8s.io/other", "-n", ns),
+        ("update", "leases.coordination.k8s.io/rebalancer", "-n", "default"),
+        ("create", "leases.coordination.k8s.io", "-n", "default"),
+        ("delete", "leases.coordination.k8s.io/rebalancer", "-n", ns),
+    ]
+    for args in allowed:
+        assert can_i(cluster, sa, ns, *args), f"{sa} cannot {args}"
+    for args in denied:
+        assert not can_i(cluster, sa, ns, *args), f"{sa} can {args}"
+
+
+def test_run_as_the_chart_service_account(cluster: Cluster, namespace: str, installed: str) -> None:
+    """`kubectl rebalance run --server-dry-run` with the chart's ServiceAccount token: RBAC
+    pre-flight, reads and dry-run evictions all pass with the chart's rights alone."""
+    need_own_control_plane(cluster)
+    imbalance = Imbalance(cluster, namespace)
+    try:
+        kubeconfig = cluster.token_kubeconfig(namespace, installed)
+        proc = kubectl_rebalance(
+            cluster,
+            "run",
+            "--server-dry-run",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            kubeconfig=kubeconfig,
+        )
+        assert proc.returncode == 0, out(proc)
+        report = json.loads(proc.stdout)
+        outcomes = {r["outcome"] for r in report["results"]}
+        assert outcomes == {"would-evict"}, out(proc)  # wave 1 sent, dryRun=All, none refused
+    finally:
+        imbalance.cleanup()
+
+
+def kubectl_rebalance(
+    cluster: Cluster, *args: str, kubeconfig: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl rebalance ARGS` with the e2e kubectl, which finds kubectl-rebalance in the venv's
+    bin dir on PATH (as `pip install .` put it there)."""
+    kc = kubeconfig or cluster.kubeconfig
+    cluster.assert_own_cluster(kc)
+    venv_bin = Path(sys.executable).parent
+    assert (venv_bin / "kubectl-rebalance").is_file(), "pip install . did not install the plugin"
+    kubectl_dir = Path(cluster.kubectl_bin).resolve().parent
+    path = os.pathsep.join([str(venv_bin), str(kubectl_dir), os.environ.get("PATH", "")])
+    return subprocess.run(
+        [cluster.kubectl_bin, "rebalance", *args, "--kubeconfig", str(kc)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PATH": path},
+    )
+
+
+def test_kubectl_rebalance_plan_and_explain(cluster: Cluster, namespace: str) -> None:
+    """`kubectl rebalance plan -n NS` plans the [4, 0, 0] imbalance (2 evictions, as the
+    minimum for maxSkew 1 over 3 zones is [2, 1, 1]); `explain POD -n NS` reads the cluster and
+    explains that pod; neither sends anything but GET."""
+    cluster_ = need_own_control_plane(cluster)
+    imbalance = Imbalance(cluster_, namespace)
+    try:
+        since = len(cluster_.audit_events())
+        proc = kubectl_rebalance(cluster, "-n", namespace, "plan", "-o", "json")
+        assert proc.returncode == 0, out(proc)
+        plan = json.loads(proc.stdout)
+        assert plan["summary"]["evictions"] == 2, out(proc)
+        assert {e["namespace"] for e in plan["evictions"]} == {namespace}
+        pods = {p["metadata"]["name"] for p in cluster.pods(namespace, f"app={APP}")}
+        assert {e["name"] for e in plan["evictions"]} <= pods
+
+        pod = sorted(pods)[0]
+        proc = kubectl_rebalance(cluster, "explain", pod, "-n", namespace)
+        assert proc.returncode == 0, out(proc)
+        assert f"Pod {namespace}/{pod}" in proc.stdout, out(proc)
+
+        table = kubectl_rebalance(cluster, "plan", "--namespace", namespace)
+        assert table.returncode == 0, out(table)
+        assert "Plan (2 evictions)" in table.stdout, out(table)
+
+        sent = cluster_.wait_for(
+            "the plugin's requests in the audit log",
+            lambda: rebalancer_requests(cluster_, since) or None,
+            timeout=15,
+            interval=0.25,
+        )
+        verbs = {e["verb"] for e in sent}
+        assert verbs <= {"get", "list"}, verbs
+    finally:
+        imbalance.cleanup()
+
+
+def test_chart_values_file_round_trip(tmp_path: Path, helm: str, cluster: Cluster) -> None:
+    """A values file with a policy installs (dry run on the server) and carries the policy."""
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        yaml.safe_dump({"policy": {"nodeFit": False, "limits": {"total": 3}}, "mode": "cronjob"})
+    )
+    proc = run_helm(
+        cluster,
+        helm,
+        "install",
+        "rebalancer-values",
+        str(CHART),
+        "-n",
+        "default",
+        "--dry-run=server",
+        "-f",
+        str(values),
+    )
+    assert proc.returncode == 0, out(proc)
+    manifest = proc.stdout.split("MANIFEST:", 1)[1].split("NOTES:", 1)[0]
+    configmap = next(d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "ConfigMap")
+    policy = yaml.safe_load(configmap["data"]["policy.yaml"])
+    assert policy["nodeFit"] is False and policy["limits"]["total"] == 3
+
+
+def test_live_metrics_feed_the_dashboard_and_alerts(cluster: Cluster, namespace: str) -> None:
+    """A real `run --interval --metrics-bind-address` (dry run) exports every metric the
+    dashboard and the alerts query, with the labels their legends and annotations use."""
+    cluster_ = need_own_control_plane(cluster)
+    imbalance = Imbalance(cluster_, namespace)
+    (port,) = free_ports(1)
+    cluster.assert_own_cluster(cluster.kubeconfig)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rebalancer", "run", "--dry-run", "--interval", "30s",
+         "--metrics-bind-address", f"127.0.0.1:{port}", "-n", namespace,
+         "--kubeconfig", str(cluster.kubeconfig)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+
+        def scrape() -> dict[str, list[Any]] | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                return None
+            samples: dict[str, list[Any]] = {}
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    samples.setdefault(sample.name, []).append(sample)
+            ok = samples.get("rebalancer_runs_total", [])
+            return samples if any(s.value >= 1 for s in ok) else None
+
+        samples = cluster.wait_for("a finished run in the metrics", scrape, timeout=120)
+    finally:
+        proc.terminate()
+        stderr = proc.communicate(timeout=60)[1]
+        imbalance.cleanup()
+    assert proc.returncode == 0, stderr[-3000:]
+
+    monitoring = ROOT / "deploy" / "monitoring"
+    dashboard = json.loads((monitoring / "dashboard.json").read_text())
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in METRIC.findall(target["expr"])
+    }
+    for group in yaml.safe_load((monitoring / "rebalancer.rules.yaml").read_text())["groups"]:
+        for rule in group["rules"]:
+            queried |= set(METRIC.findall(rule["expr"]))
+    assert queried <= samples.keys(), queried - samples.keys()
+
+    (runs,) = [s for s in samples["rebalancer_runs_total"] if s.labels["result"] == "ok"]
+    assert runs.value >= 1
+    assert [s.value for s in samples["rebalancer_planned_moves"]] == [2.0]
+    (skew,) = samples["rebalancer_skew_before"]
+    assert skew.labels == {
+        "namespace": namespace,
+        "topology_key": ZONE,
+        "selector": f"app={APP}",
+        "max_skew": "1",
+        "when_unsatisfiable": "DoNotSchedule",
+    }
+    assert skew.value == 4  # [4, 0, 0]
+    results = {s.labels["result"] for s in samples["rebalancer_evictions_total"]}
+    assert "blocked-by-pdb" in results  # the label value the PDB alert selects

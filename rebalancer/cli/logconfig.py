@@ -1,0 +1,56 @@
+"""Logging, configured in one place: structlog, JSON lines off a terminal, console on one.
+
+Logs go to stderr, so stdout stays the command's output (a plan, a snapshot). The format
+follows stderr: JSON lines when it is not a terminal (a CronJob, a pipe), a console renderer
+when it is. The event names are in :mod:`rebalancer.cluster.logs`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, TextIO
+
+import orjson
+import structlog
+
+
+def _dumps(value: Any, **_: Any) -> str:
+    return orjson.dumps(value, default=str).decode()
+
+
+def configure(
+    *,
+    json_output: bool | None = None,
+    stream: TextIO | None = None,
+    level: int = logging.INFO,
+) -> None:
+    """Configure structlog for the process; ``json_output=None`` decides by ``stream.isatty()``."""
+    out = stream if stream is not None else sys.stderr
+    if json_output is None:
+        json_output = not _isatty(out)
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if json_output:
+        processors += [
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(serializer=_dumps),
+        ]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(out),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

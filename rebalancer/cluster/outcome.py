@@ -1,0 +1,38 @@
+"""What became of each planned eviction: plain data, shared by the executor, the runner, Events
+and metrics (so none of them needs the executor's HTTP and retry machinery)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from rebalancer.core.plan import Eviction
+
+
+class Outcome(StrEnum):
+    """What became of one planned eviction."""
+
+    EVICTED = "evicted"
+    WOULD_EVICT = "would-evict"  # --server-dry-run: the API server accepted it, nothing evicted
+    GONE = "gone"  # the pod no longer exists (404, or gone when re-read)
+    BLOCKED_BY_PDB = "blocked-by-pdb"
+    CONFLICT = "conflict"  # 409: the pod changed; re-plan
+    SKIPPED = "skipped"  # not sent: the plan's premise no longer holds, or stopping
+    FAILED = "failed"
+
+
+FAILURES: Final = frozenset({Outcome.BLOCKED_BY_PDB, Outcome.FAILED})
+"""Outcomes that make ``run`` exit 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionResult:
+    """The outcome of one planned eviction. ``status`` is the last HTTP status, if one was sent."""
+
+    eviction: Eviction
+    outcome: Outcome
+    detail: str
+    status: int | None = None
+    attempts: int = 0  # eviction requests sent
+    replacement: str | None = None  # namespace/name of the Ready replacement, once seen

@@ -1,0 +1,50 @@
+"""The resource types rebalancer reads: names, kinds and LIST paths (shared by the reader, the
+API adapter and the RBAC pre-flight)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One resource type rebalancer reads, with what list items lack (``kind``, ``apiVersion``)."""
+
+    name: str  # plural, as in the URL and in RBAC rules
+    kind: str
+    api_version: str  # "v1" or "group/version"
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def rbac_name(self) -> str:
+        """The resource as ``kubectl auth can-i`` names it: ``pods``, ``replicasets.apps``."""
+        return f"{self.name}.{self.group}" if self.group else self.name
+
+    def path(self, namespace: str | None) -> str:
+        """The LIST URL path, namespace-scoped when a namespace is given and the kind has one."""
+        prefix = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
+        if self.namespaced and namespace:
+            return f"{prefix}/namespaces/{namespace}/{self.name}"
+        return f"{prefix}/{self.name}"
+
+
+RESOURCES: Final = (
+    Resource("nodes", "Node", "v1", namespaced=False),
+    Resource("pods", "Pod", "v1", namespaced=True),
+    Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", namespaced=True),
+    Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io/v1", namespaced=False),
+    Resource("persistentvolumeclaims", "PersistentVolumeClaim", "v1", namespaced=True),
+    Resource("persistentvolumes", "PersistentVolume", "v1", namespaced=False),
+    Resource("services", "Service", "v1", namespaced=True),
+    Resource("replicasets", "ReplicaSet", "apps/v1", namespaced=True),
+    Resource("statefulsets", "StatefulSet", "apps/v1", namespaced=True),
+    Resource("replicationcontrollers", "ReplicationController", "v1", namespaced=True),
+)
+"""What rebalancer reads, in read order (the order of a written snapshot)."""
+
+RESOURCES_BY_NAME: Final = {r.name: r for r in RESOURCES}

@@ -1,0 +1,334 @@
+"""charts/rebalancer: the objects of deploy/, rendered by the real helm (scripts/build-tools.sh).
+
+The oracle is deploy/ itself: with release name and namespace ``rebalancer`` the chart must give
+the same RBAC rules, the same CronJob (or, in Deployment mode, the same Deployment and Service as
+deploy/overlays/deployment) and the same policy, apart from the labels Helm adds.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rebalancer.cli.main import build_parser
+from rebalancer.cluster.policyfile import load_policy
+from rebalancer.core.policy import Policy, PriorityThreshold
+from tests.packaging_tools import ROOT, run, tool
+
+CHART = ROOT / "charts" / "rebalancer"
+BASE = ROOT / "deploy" / "base"
+OVERLAY = ROOT / "deploy" / "overlays" / "deployment"
+POLICY_PATH = "/etc/rebalancer/policy.yaml"
+FORBIDDEN_VERBS = frozenset({"delete", "deletecollection", "*", "escalate", "bind", "impersonate"})
+
+
+def helm(*args: str) -> Any:
+    return run(tool("helm"), *args)
+
+
+def render(*values: str, release: str = "rebalancer", namespace: str = "rebalancer") -> list[Any]:
+    """``helm template`` with ``--set``-style values; every document, parsed."""
+    argv: list[str] = []
+    for value in values:
+        argv += [
+            "--set-json" if value.startswith("json:") else "--set",
+            value.removeprefix("json:"),
+        ]
+    proc = helm("template", release, str(CHART), "--namespace", namespace, *argv)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def only(docs: list[Any], kind: str) -> Any:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"{len(found)} {kind} objects rendered"
+    return found[0]
+
+
+def load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def pod_spec_of(workload: Any) -> Any:
+    if workload["kind"] == "CronJob":
+        return workload["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return workload["spec"]["template"]["spec"]
+
+
+def without_pod_metadata(workload: Any) -> Any:
+    """The workload's spec without its pod template's labels and annotations (and selector)."""
+    spec = copy.deepcopy(workload["spec"])
+    template = (
+        spec["jobTemplate"]["spec"]["template"] if "jobTemplate" in spec else spec["template"]
+    )
+    template.pop("metadata", None)
+    spec.pop("selector", None)
+    return spec
+
+
+def container_args(workload: Any) -> list[str]:
+    (container,) = pod_spec_of(workload)["containers"]
+    return list(container["args"])
+
+
+def rbac_rules(docs: list[Any]) -> list[tuple[str, str, Any]]:
+    """(kind, name, rule) for every rule of every Role and ClusterRole rendered."""
+    return [
+        (d["kind"], d["metadata"]["name"], rule)
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole")
+        for rule in d["rules"]
+    ]
+
+
+VARIANTS = [
+    [],
+    ["mode=deployment"],
+    ["dryRun=none"],
+    ["dryRun=server", "output=json"],
+    ["mode=deployment", "dryRun=none", "lease.enabled=false"],
+    ["rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=existing"],
+]
+
+
+@pytest.mark.parametrize("values", VARIANTS, ids=lambda v: ",".join(v) or "defaults")
+def test_helm_lint_is_clean(values: list[str]) -> None:
+    """`helm lint --strict` passes with the defaults and with each mode and option."""
+    argv = [a for v in values for a in ("--set", v)]
+    proc = helm("lint", "--strict", str(CHART), *argv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout
+
+
+def test_default_render_is_deploy_base() -> None:
+    """The defaults render deploy/base: same ClusterRole rules, binding, CronJob and policy."""
+    docs = render()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == sorted(
+        [
+            "ServiceAccount",
+            "ConfigMap",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "CronJob",
+        ]
+    )
+    role = only(docs, "ClusterRole")
+    assert role["rules"] == load(BASE / "clusterrole.yaml")["rules"]
+    binding = only(docs, "ClusterRoleBinding")
+    base_binding = load(BASE / "clusterrolebinding.yaml")
+    assert binding["roleRef"] == base_binding["roleRef"]
+    assert binding["subjects"] == base_binding["subjects"]
+    assert only(docs, "ServiceAccount")["metadata"]["name"] == "rebalancer"
+
+    cronjob = only(docs, "CronJob")
+    base_cronjob = load(BASE / "cronjob.yaml")
+    pod, base_pod = pod_spec_of(cronjob), pod_spec_of(base_cronjob)
+    assert pod["securityContext"] == base_pod["securityContext"]
+    assert pod["containers"][0]["securityContext"] == base_pod["containers"][0]["securityContext"]
+    assert pod["containers"][0]["resources"] == base_pod["containers"][0]["resources"]
+    assert container_args(cronjob) == container_args(base_cronjob)
+    assert without_pod_metadata(cronjob) == without_pod_metadata(base_cronjob)
+    labels = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == "rebalancer"
+
+
+def test_deployment_mode_is_the_deployment_overlay() -> None:
+    """mode=deployment renders deploy/overlays/deployment's Deployment and Service, no CronJob."""
+    docs = render("mode=deployment")
+    assert not [d for d in docs if d["kind"] == "CronJob"]
+    deployment = only(docs, "Deployment")
+    overlay = load(OVERLAY / "deployment.yaml")
+    pod, overlay_pod = pod_spec_of(deployment), pod_spec_of(overlay)
+    assert pod["securityContext"] == overlay_pod["securityContext"]
+    assert (
+        pod["containers"][0]["securityContext"] == overlay_pod["containers"][0]["securityContext"]
+    )
+    assert without_pod_metadata(deployment) == without_pod_metadata(overlay)
+    parsed = build_parser().parse_args(container_args(deployment))
+    assert (parsed.interval, parsed.dry_run) == ("10m", True)
+
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    service = only(docs, "Service")
+    assert service["spec"]["ports"] == load(OVERLAY / "service.yaml")["spec"]["ports"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert not [
+        d
+        for d in render("mode=deployment", "deployment.service.enabled=false")
+        if d["kind"] == "Service"
+    ]
+
+
+def test_policy_configmap_is_the_default_policy() -> None:
+    """The ConfigMap holds the policy of deploy/base/policy.yaml; the pod mounts that ConfigMap."""
+    docs = render()
+    configmap = only(docs, "ConfigMap")
+    text = configmap["data"]["policy.yaml"]
+    assert load_policy(text, "chart") == load_policy(
+        (BASE / "policy.yaml").read_text(), "deploy/base/policy.yaml"
+    )
+    assert load_policy(text, "chart") == Policy()
+    (volume,) = pod_spec_of(only(docs, "CronJob"))["volumes"]
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"] == "rebalancer-policy"
+    (mount,) = pod_spec_of(only(docs, "CronJob"))["containers"][0]["volumeMounts"]
+    assert f"{mount['mountPath']}/policy.yaml" == POLICY_PATH
+
+
+def test_policy_values_flow_into_the_configmap() -> None:
+    """Policy values set at install time are what the rebalancer loads."""
+    docs = render(
+        "policy.nodeFit=false",
+        "policy.limits.total=5",
+        "policy.namespaces.include={shop}",  # alone: no default exclude merged in
+        "policy.minPodAge=90s",
+    )
+    policy = load_policy(only(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
+    assert policy.node_fit is False
+    assert policy.limits.total == 5
+    assert policy.namespaces_include == ("shop",)
+    assert policy.namespaces_exclude == ()
+    assert policy.min_pod_age_seconds == 90
+    named = render("policy.priorityThreshold.name=high")  # alone: no default value merged in
+    threshold = load_policy(only(named, "ConfigMap")["data"]["policy.yaml"], "chart")
+    assert threshold.priority_threshold == PriorityThreshold(value=None, name="high")
+
+
+def test_policy_change_rolls_the_pod() -> None:
+    """The pod template carries a checksum of the policy, as kustomize's hashed name does."""
+
+    def checksum(*values: str) -> str:
+        deployment = only(render("mode=deployment", *values), "Deployment")
+        value: str = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/policy"]
+        return value
+
+    assert checksum() == checksum()
+    assert checksum() != checksum("policy.nodeFit=false")
+
+
+@pytest.mark.parametrize(
+    ("dry_run", "flag"), [("client", "--dry-run"), ("server", "--server-dry-run"), ("none", None)]
+)
+def test_dry_run_value_maps_to_the_run_flags(dry_run: str, flag: str | None) -> None:
+    """dryRun=client|server|none gives run --dry-run, --server-dry-run, or neither (evict)."""
+    base_args = [a for a in container_args(load(BASE / "cronjob.yaml")) if a != "--dry-run"]
+    args = container_args(only(render(f"dryRun={dry_run}"), "CronJob"))
+    expected = list(base_args)
+    if flag is not None:
+        expected.insert(1, flag)
+    assert args == expected
+    parsed = build_parser().parse_args(args)
+    assert parsed.dry_run is (dry_run == "client")
+    assert parsed.server_dry_run is (dry_run == "server")
+
+
+def test_output_and_extra_args_reach_the_command() -> None:
+    """output and extraArgs are passed to `rebalancer run`, which accepts them."""
+    args = container_args(
+        only(render("output=json", 'json:extraArgs=["--max-waves", "3"]'), "CronJob")
+    )
+    parsed = build_parser().parse_args(args)
+    assert (parsed.output, parsed.max_waves, parsed.dry_run) == ("json", 3, True)
+
+
+def test_lease_role_is_limited_to_the_release_namespace_and_lease() -> None:
+    """The optional Role allows create on leases and get/update on the one Lease only."""
+    docs = render(release="prod", namespace="ops")
+    role = only(docs, "Role")
+    assert role["metadata"]["namespace"] == "ops"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["rebalancer"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    binding = only(docs, "RoleBinding")
+    assert binding["metadata"]["namespace"] == "ops"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prod-rebalancer", "namespace": "ops"}
+    ]
+    named = only(render("lease.name=spread-lock"), "Role")
+    assert named["rules"][1]["resourceNames"] == ["spread-lock"]
+    assert not [d for d in render("lease.enabled=false") if d["kind"] in ("Role", "RoleBinding")]
+
+
+@pytest.mark.parametrize("values", VARIANTS, ids=lambda v: ",".join(v) or "defaults")
+def test_no_rule_can_delete_or_escalate(values: list[str]) -> None:
+    """No Role or ClusterRole of any variant grants delete, wildcards or escalation; pods are
+    only read, and the only write near pods is creating evictions."""
+    for kind, name, rule in rbac_rules(render(*values)):
+        where = f"{kind} {name}: {rule}"
+        assert not FORBIDDEN_VERBS & set(rule["verbs"]), where
+        assert "*" not in rule["apiGroups"] and "*" not in rule["resources"], where
+        for resource in rule["resources"]:
+            if resource == "pods":
+                assert set(rule["verbs"]) <= {"get", "list"}, where
+            elif resource.startswith("pods/"):
+                assert (resource, rule["verbs"]) == ("pods/eviction", ["create"]), where
+
+
+def test_release_name_and_namespace_are_used_everywhere() -> None:
+    """Another release name and namespace name every object and reference consistently."""
+    docs = render(release="prod", namespace="ops")
+    names = {d["kind"]: d["metadata"]["name"] for d in docs}
+    assert names["ClusterRole"] == names["ClusterRoleBinding"] == "prod-rebalancer"
+    assert names["ConfigMap"] == "prod-rebalancer-policy"
+    for doc in docs:
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            assert doc["metadata"]["namespace"] == "ops", doc["kind"]
+    pod = pod_spec_of(only(docs, "CronJob"))
+    assert pod["serviceAccountName"] == names["ServiceAccount"] == "prod-rebalancer"
+    assert pod["volumes"][0]["configMap"]["name"] == "prod-rebalancer-policy"
+    assert only(docs, "ClusterRoleBinding")["subjects"][0]["namespace"] == "ops"
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ("mode=daemonset", "/mode"),
+        ("dryRun=true", "/dryRun"),
+        ("output=html5", "/output"),
+        ("deployment.interval=ten", "/deployment/interval"),
+        ("policy.minPodAge=5 minutes", "/policy/minPodAge"),
+        ("policy.nodefit=false", "nodefit"),
+        ("policy.gracePeriodSeconds=0", "/policy/gracePeriodSeconds"),
+        ("lease.name=Not_A_Name", "/lease/name"),
+        ("imagePullPolicy=Always", "imagePullPolicy"),
+        ("policy.namespaces.include={a},policy.namespaces.exclude={b}", "/policy/namespaces"),
+        ("policy.priorityThreshold.value=5,policy.priorityThreshold.name=x", "/priorityThreshold"),
+    ],
+)
+def test_schema_rejects_bad_values_naming_them(value: str, path: str) -> None:
+    """values.schema.json refuses a bad value before anything renders, naming where it is."""
+    proc = helm("template", "rebalancer", str(CHART), "--set", value)
+    assert proc.returncode != 0
+    assert path in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_notes_tell_how_to_read_the_plan() -> None:
+    """NOTES.txt says dry run, how to start a run and read its plan, and how to evict."""
+    text = (CHART / "templates" / "NOTES.txt").read_text()
+    for needle in (
+        "create job --from=cronjob/",
+        "logs job/",
+        "rebalancer plan",
+        "dryRun=none",
+        "DRY RUN",
+    ):
+        assert needle in text, needle

@@ -1,0 +1,223 @@
+"""``kubectl rebalance``: kubectl's flags anywhere, the same output as the rebalancer command,
+the executable installed by pip, and the krew package (deploy/krew)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rebalancer.cli.kubectl_plugin import (
+    KubectlArgs,
+    UsageError,
+    context_namespace,
+    main,
+    parse,
+    to_rebalancer,
+)
+from rebalancer.cli.main import build_parser
+from rebalancer.cli.main import main as rebalancer_main
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAPSHOT = str(ROOT / "examples" / "skewed-cluster.yaml")
+POD = "web-vchvtjw47k-j5f5v"  # in namespace shop of the example snapshot
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["plan"], KubectlArgs(command="plan")),
+        (
+            ["--kubeconfig", "/k", "--context", "c", "-n", "shop", "plan", "-o", "json"],
+            KubectlArgs(
+                kubeconfig="/k", context="c", namespace="shop", command="plan", rest=["-o", "json"]
+            ),
+        ),
+        (
+            ["run", "--dry-run", "--kubeconfig=/k", "--namespace=shop", "--context=c"],
+            KubectlArgs(
+                kubeconfig="/k", context="c", namespace="shop", command="run", rest=["--dry-run"]
+            ),
+        ),
+        (["-nshop", "snapshot"], KubectlArgs(namespace="shop", command="snapshot")),
+        (["plan", "-A"], KubectlArgs(all_namespaces=True, command="plan")),
+        (
+            ["explain", "pod-1", "-n", "shop", "--", "-n"],
+            KubectlArgs(namespace="shop", command="explain", rest=["pod-1", "--", "-n"]),
+        ),
+        (["--help"], KubectlArgs(rest=["--help"])),
+    ],
+)
+def test_kubectl_flags_are_taken_from_anywhere(argv: list[str], expected: KubectlArgs) -> None:
+    """--kubeconfig, --context, -n (any spelling) and -A are found before or after the command."""
+    assert parse(argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["plan", "-n"], "-n needs a value"),
+        (["plan", "--context="], "--context needs a value"),
+        (["plan", "-n", "shop", "-A"], "exclude each other"),
+        (["apply"], "unknown command 'apply'"),
+    ],
+)
+def test_bad_kubectl_flags_are_named(argv: list[str], message: str) -> None:
+    """A flag without value, -n with -A, or an unknown command is a usage error naming it."""
+    with pytest.raises(UsageError, match=message):
+        parse(argv)
+
+
+def test_rebalancer_gets_the_connection_flags() -> None:
+    """plan/run/snapshot get --kubeconfig, --context and --namespace as rebalancer spells them."""
+    for command in ("plan", "run", "snapshot"):
+        args = parse(["--context", "c", command, "--kubeconfig", "/k", "-n", "shop"])
+        parsed = build_parser().parse_args(to_rebalancer(args))
+        assert (parsed.command, parsed.kubeconfig, parsed.context, parsed.namespace) == (
+            command,
+            "/k",
+            "c",
+            "shop",
+        )
+
+
+def test_plan_prints_what_rebalancer_plan_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl rebalance plan ...` and `rebalancer plan ...` print the same, with the same code."""
+    assert rebalancer_main(["plan", "--snapshot", SNAPSHOT, "-n", "shop"]) == 0
+    direct = capsys.readouterr().out
+    assert main(["-n", "shop", "plan", "--snapshot", SNAPSHOT]) == 0
+    assert capsys.readouterr().out == direct
+    assert "shop/web-" in direct
+
+
+def test_explain_takes_the_pod_as_kubectl_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`explain POD -n NS`, `explain NS/POD` and `explain POD` in the context's namespace all
+    explain the same pod as `rebalancer explain --pod NS/POD`."""
+    assert rebalancer_main(["explain", "--snapshot", SNAPSHOT, "--pod", f"shop/{POD}"]) == 0
+    direct = capsys.readouterr().out
+    assert main(["explain", POD, "-n", "shop", "--snapshot", SNAPSHOT]) == 0
+    assert capsys.readouterr().out == direct
+    assert main(["explain", f"--snapshot={SNAPSHOT}", f"shop/{POD}"]) == 0
+    assert capsys.readouterr().out == direct
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {"current-context": "a", "contexts": [{"name": "a", "context": {"namespace": "shop"}}]}
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    assert main(["explain", POD, "--snapshot", SNAPSHOT]) == 0
+    assert capsys.readouterr().out == direct
+    assert f"Pod shop/{POD}" in direct
+
+
+def test_explain_without_a_pod_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """explain needs exactly one pod: none, or POD and --pod both, exit 2 with the reason."""
+    assert main(["explain", "--snapshot", SNAPSHOT]) == 2
+    assert "which pod?" in capsys.readouterr().err
+    assert main(["explain", POD, "--pod", f"shop/{POD}", "--snapshot", SNAPSHOT]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_usage_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help prints the usage (exit 0); no command is a usage error (exit 2)."""
+    assert main(["--help"]) == 0
+    assert "kubectl rebalance" in capsys.readouterr().out
+    assert main([]) == 2
+    assert "a command is required" in capsys.readouterr().err
+    assert main(["plan", "--snapshot", str(ROOT / "no-such-file.yaml")]) == 2
+
+
+def write_kubeconfig(path: Path, current: str, contexts: dict[str, str | None]) -> Path:
+    doc: dict[str, Any] = {
+        "current-context": current,
+        "contexts": [
+            {"name": n, "context": {"cluster": "c", **({"namespace": ns} if ns else {})}}
+            for n, ns in contexts.items()
+        ],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_context_namespace_follows_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The namespace of --context, else of current-context, from --kubeconfig or the first
+    $KUBECONFIG file naming it; "default" when the context has none or nothing is readable."""
+    one = write_kubeconfig(tmp_path / "one", "a", {"a": "alpha", "b": None})
+    two = write_kubeconfig(tmp_path / "two", "", {"c": "gamma"})
+    assert context_namespace(str(one), None) == "alpha"
+    assert context_namespace(str(one), "b") == "default"
+    assert context_namespace(str(one), "missing") == "default"
+    monkeypatch.setenv(
+        "KUBECONFIG", os.pathsep.join([str(tmp_path / "absent"), str(two), str(one)])
+    )
+    assert context_namespace(None, None) == "alpha"  # current-context comes from file one
+    assert context_namespace(None, "c") == "gamma"
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    assert context_namespace(None, None) == "default"
+
+
+def test_pip_installs_the_kubectl_rebalance_executable() -> None:
+    """pyproject's [project.scripts] names kubectl-rebalance; the installed one runs."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["kubectl-rebalance"] == "rebalancer.cli.kubectl_plugin:main"
+    executable = Path(sys.executable).parent / "kubectl-rebalance"
+    assert executable.is_file(), "pip install -e . did not install kubectl-rebalance"
+    proc = subprocess.run(
+        [str(executable), "--help"], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: kubectl rebalance")
+
+
+def test_krew_package_and_manifest(tmp_path: Path) -> None:
+    """deploy/krew/package.sh builds a reproducible archive holding the executable shim, and a
+    manifest naming the plugin, the archive's URL and its sha256."""
+    base = "https://downloads.example.org/rebalancer/v0.1.0"
+    for out in ("a", "b"):
+        subprocess.run(
+            ["bash", str(ROOT / "deploy" / "krew" / "package.sh"), base, str(tmp_path / out)],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    archive_name = f"kubectl-rebalance-v{version}.tar.gz"
+    archive = tmp_path / "a" / archive_name
+    assert archive.read_bytes() == (tmp_path / "b" / archive_name).read_bytes()
+    manifest = yaml.safe_load((tmp_path / "a" / "rebalance.yaml").read_text())
+    assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert manifest["kind"] == "Plugin"
+    assert manifest["metadata"]["name"] == "rebalance"
+    assert manifest["spec"]["version"] == f"v{version}"
+    (platform,) = manifest["spec"]["platforms"]
+    assert platform["uri"] == f"{base}/{archive_name}"
+    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert platform["bin"] == "kubectl-rebalance"
+    with tarfile.open(archive) as tar:
+        member = tar.getmember("kubectl-rebalance")
+        assert member.mode & stat.S_IXUSR
+        (tmp_path / "x").mkdir()
+        tar.extractall(tmp_path / "x", filter="data")
+    shim = tmp_path / "x" / "kubectl-rebalance"
+    proc = subprocess.run(
+        [str(shim), "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, "REBALANCER_PYTHON": sys.executable},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: kubectl rebalance")

@@ -1,0 +1,255 @@
+"""The table at any size: bounded line widths, correct "(+N more)", and --wide complete.
+
+The views here are generated with thousands of domains (a hostname view on a 5,000-node
+cluster). The oracles are written independently of the renderer: the most- and least-populated
+domains are found by sorting the counts here, and every count is checked against the input.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from rebalancer.cli.render import (
+    TableStyle,
+    render_explanation,
+    render_plan,
+    render_views,
+)
+from rebalancer.core.explain import ConstraintExplanation, Explanation
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+
+HOST = "kubernetes.io/hostname"
+LONG_NS = "n" * 63
+LONG_SELECTOR = "app.kubernetes.io/name=checkout-frontend,pod-template-hash in (x6f9hjvm8)"
+TOKEN = re.compile(r"(\S+):(\d+)->(\d+)")
+MORE = re.compile(r"\(\+(\d+) more\)")
+
+
+def _counts(nodes: int, seed: int) -> tuple[dict[str, int], dict[str, int]]:
+    """Before and after counts of a hostname view over ``nodes`` nodes (many empty)."""
+    rng = random.Random(seed)
+    before = {f"node-{i:05d}": rng.choice([0, 0, 0, 1, 2, 9]) for i in range(nodes)}
+    after = {name: min(count, 2) for name, count in before.items()}
+    return before, after
+
+
+def _view(counts: dict[str, int], namespace: str = "shop", selector: str = "app=web") -> ViewReport:
+    values = list(counts.values())
+    return ViewReport(
+        namespace=namespace,
+        topology_key=HOST,
+        max_skew=1,
+        when_unsatisfiable="DoNotSchedule",
+        selector=selector,
+        min_domains=1,
+        domains=tuple(sorted(counts.items())),
+        global_min=min(values),
+        skew=max(values) - min(values),
+    )
+
+
+def _plan(nodes: int, seed: int = 1) -> tuple[Plan, dict[str, int], dict[str, int]]:
+    before, after = _counts(nodes, seed)
+    eviction = Eviction(
+        namespace=LONG_NS,
+        name="web-" + "x" * 60,
+        uid="u1",
+        node="node-00001",
+        priority=0,
+        reason="kubernetes.io/hostname=node-00001 holds 9 pods matching app=web; " * 4 + "end",
+        wave=1,
+        workload="ReplicaSet/web",
+        domain="node-00001",
+        topology_key=HOST,
+        target_node=None,
+        grace_period_seconds=None,
+    )
+    skip = Skip(LONG_NS, "db-0", "u2", "node-00002", SkipReason("pdb", "PDB db allows 0 " * 9))
+    plan = Plan(
+        evictions=(eviction,),
+        skipped=(skip,),
+        violations=(_view(before, LONG_NS, LONG_SELECTOR), _view(before)),
+        after=(_view(after, LONG_NS, LONG_SELECTOR), _view(after)),
+        lower_bound=1,
+        notes=("a note that is rather long; " * 8 + "end",),
+    )
+    return plan, before, after
+
+
+def _domain_lines(table: str) -> list[str]:
+    return [line for line in table.splitlines() if line.startswith("    [")]
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
+def test_plan_lines_fit_the_terminal(width: int) -> None:
+    """With a terminal's width, no line of a 5,000-domain plan is longer than it."""
+    plan, _, _ = _plan(5000)
+    table = render_plan(plan, "table", TableStyle(width=width))
+    assert max(len(line) for line in table.splitlines()) <= width
+    assert len(_domain_lines(table)) == 2
+
+
+def test_without_a_terminal_lines_stay_short_at_any_size() -> None:
+    """Off a terminal a view still shows a few domains: its line does not grow with the cluster."""
+    small = render_plan(_plan(100)[0], "table", TableStyle())
+    large = render_plan(_plan(5000)[0], "table", TableStyle())
+    small_len = max(len(line) for line in _domain_lines(small))
+    large_len = max(len(line) for line in _domain_lines(large))
+    assert large_len <= small_len + 10  # only the digits of "+N more" grow
+    assert large_len < 200
+
+
+@pytest.mark.parametrize("width", [None, 60, 100, 160])
+@pytest.mark.parametrize("nodes", [7, 50, 5000])
+def test_more_counts_the_domains_left_out(width: int | None, nodes: int) -> None:
+    """The shown domains are the most- and least-populated ones, and "+N more" is the rest."""
+    plan, before, after = _plan(nodes, seed=nodes)
+    table = render_plan(plan, "table", TableStyle(width=width))
+    ranked = sorted(before, key=lambda d: (-before[d], d))  # the oracle's order
+    for line in _domain_lines(table):
+        tokens = TOKEN.findall(line)
+        shown = [name for name, _, _ in tokens]
+        for name, old, new in tokens:
+            assert (int(old), int(new)) == (before[name], after[name])
+        found = MORE.search(line)
+        if not tokens:  # not even one domain of each end fits: only their number
+            assert line.endswith(f"  {nodes} domains")
+            continue
+        if found is None:
+            assert sorted(shown) == sorted(before)  # everything is listed
+            continue
+        assert int(found.group(1)) + len(shown) == nodes
+        assert len(shown) % 2 == 0 and shown
+        half = len(shown) // 2
+        assert shown[:half] == ranked[:half]
+        assert shown[half:] == ranked[-half:]
+
+
+def test_small_views_list_every_domain_by_name() -> None:
+    """Three zones all fit: every domain in name order, no "+N more"."""
+    before = {"eu-west-1a": 6, "eu-west-1b": 2, "eu-west-1c": 1}
+    after = {"eu-west-1a": 3, "eu-west-1b": 3, "eu-west-1c": 3}
+    plan = Plan((), (), (_view(before),), (_view(after),), lower_bound=3)
+    table = render_plan(plan, "table", TableStyle(width=80))
+    assert "eu-west-1a:6->3 eu-west-1b:2->3 eu-west-1c:1->3" in table
+    assert "more" not in table
+
+
+def test_wide_shows_everything() -> None:
+    """--wide lists every domain of every view and cuts nothing, whatever the width."""
+    plan, before, after = _plan(5000)
+    table = render_plan(plan, "table", TableStyle(width=80, wide=True))
+    assert MORE.search(table) is None
+    for line in _domain_lines(table):
+        assert {n: (int(b), int(a)) for n, b, a in TOKEN.findall(line)} == {
+            name: (before[name], after[name]) for name in before
+        }
+    assert LONG_SELECTOR in table and plan.evictions[0].reason in table
+
+
+def test_json_ignores_the_table_style() -> None:
+    """-o json is the contract: every domain, the same bytes whatever the terminal."""
+    plan, before, _ = _plan(5000)
+    text = render_plan(plan, "json")
+    assert render_plan(plan, "json", TableStyle(width=40)) == text
+    assert json.loads(text)["violations"][0]["domains"] == dict(sorted(before.items()))
+
+
+def test_ascii_bars_without_unicode() -> None:
+    """A stdout that cannot encode block characters gets an ASCII bar."""
+    plan, _, _ = _plan(50)
+    table = render_plan(plan, "table", TableStyle(width=100, unicode=False))
+    table.encode("ascii")  # raises if anything is not ASCII
+    bar = _domain_lines(table)[0][4:]
+    assert re.match(r"\[[ .:\-=+*#@]{8}\]->\[[ .:\-=+*#@]{8}\]  ", bar)
+
+
+def test_views_table_fits_and_counts() -> None:
+    """The views table gets the same treatment: width bounded, "+N more" correct."""
+    before, _ = _counts(3000, 5)
+    table = render_views([_view(before, LONG_NS, LONG_SELECTOR)], "table", TableStyle(width=70))
+    assert max(len(line) for line in table.splitlines()) <= 70
+    line = next(x for x in table.splitlines() if x.startswith("  ["))
+    shown = re.findall(r"(\S+):(\d+)", line)
+    found = MORE.search(line)
+    assert found is not None and int(found.group(1)) + len(shown) == 3000
+
+
+def _explanation(nodes: int) -> tuple[Explanation, dict[str, int], dict[str, list[str]]]:
+    before, _ = _counts(nodes, 3)
+    reasons = ["insufficient resources", "node(s) had untolerated taint {gpu: true}", "cordoned"]
+    rejected = [(name, reasons[i % 7 % 3]) for i, name in enumerate(sorted(before)) if i % 5]
+    expected: dict[str, list[str]] = {}
+    for name, reason in rejected:
+        expected.setdefault(reason, []).append(name)
+    feasible = tuple(n for i, n in enumerate(sorted(before)) if not i % 5)
+    expl = Explanation(
+        namespace="shop",
+        name="web-1",
+        node="node-00000",
+        constraints=(
+            ConstraintExplanation(
+                topology_key=HOST,
+                when_unsatisfiable="DoNotSchedule",
+                max_skew=1,
+                min_domains=1,
+                node_affinity_policy="Honor",
+                node_taints_policy="Ignore",
+                selector=LONG_SELECTOR,
+                match_counts=tuple(before.items()),
+                global_min=0,
+                self_match=True,
+                default=False,
+            ),
+        ),
+        spread_feasible_nodes=feasible,
+        feasible_nodes=feasible,
+        rejected=tuple(rejected),
+    )
+    return expl, before, expected
+
+
+@pytest.mark.parametrize("width", [None, 50, 80, 200])
+def test_explain_groups_rejected_nodes_by_reason(width: int | None) -> None:
+    """Rejected nodes come grouped by reason with a count and at most three names each."""
+    expl, _, expected = _explanation(5000)
+    table = render_explanation(expl, "table", TableStyle(width=width))
+    lines = table.splitlines()
+    if width is not None:
+        assert max(len(line) for line in lines) <= width
+    start = lines.index(f"Rejected nodes ({len(expl.rejected)}), by reason")
+    groups = lines[start + 1 :]
+    assert len(groups) == 2 * len(expected)
+    counts = [int(line.split()[0]) for line in groups[::2]]
+    assert counts == sorted((len(v) for v in expected.values()), reverse=True)
+    for head, names in zip(groups[::2], groups[1::2], strict=True):
+        count_text, reason = head.split(None, 1)
+        count = int(count_text)
+        assert count == len(expected[reason])
+        listed = re.findall(r"node-\d{5}", names)
+        assert 1 <= len(listed) <= 3
+        assert listed == sorted(expected[reason])[: len(listed)]
+        if width is None:
+            assert len(listed) == 3
+        found = MORE.search(names)
+        assert found is not None and int(found.group(1)) == count - len(listed)
+
+
+def test_explain_counts_line_is_abbreviated_and_wide_is_complete() -> None:
+    """The "matching pods per domain" line shows a few domains; --wide shows all of them."""
+    expl, before, _ = _explanation(5000)
+    short = render_explanation(expl, "table", TableStyle())
+    line = next(x for x in short.splitlines() if "matching pods per domain" in x)
+    found = MORE.search(line)
+    shown = re.findall(r"(node-\d{5}):(\d+)", line)
+    assert found is not None and int(found.group(1)) + len(shown) == 5000
+    assert all(before[n] == int(c) for n, c in shown)
+    wide = render_explanation(expl, "table", TableStyle(width=80, wide=True))
+    line = next(x for x in wide.splitlines() if "matching pods per domain" in x)
+    assert {n: int(c) for n, c in re.findall(r"(node-\d{5}):(\d+)", line)} == before
+    assert MORE.search(wide) is None
+    assert len(re.findall(r"node-\d{5}", wide)) >= 5000 + len(expl.rejected)

@@ -1,0 +1,168 @@
+"""Maintenance windows in ``run`` and ``plan``: evict only inside, stop starting waves at the
+close, and say where now stands.
+
+The runner is driven against the fake cluster of tests/test_runner.py with a wall clock the test
+moves; the CLI with ``time.time`` patched to a fixed moment.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from rebalancer.cli.main import main
+from rebalancer.cluster import kubeclient
+from rebalancer.cluster.executor import ExecutorSettings
+from rebalancer.cluster.runner import (
+    OUTSIDE_WINDOW,
+    WINDOW_CLOSED,
+    Cluster,
+    Runner,
+    RunReport,
+    RunSettings,
+)
+from rebalancer.core.model import Snapshot
+from rebalancer.core.policy import Policy
+from rebalancer.core.schedule import Schedule, Window
+from tests.test_executor import FakeClock
+from tests.test_runner import FakeCluster, ScriptedPlanner
+
+SNAPSHOT = Path(__file__).parent / "data" / "cli_snapshot.yaml"
+# Monday 24 November 2025, 15:10 UTC
+MONDAY_1510 = datetime(2025, 11, 24, 15, 10, tzinfo=UTC).timestamp()
+AT_15 = Policy(schedule=Schedule((Window("0 15 * * *", 3600.0),)))  # open 15:00-16:00 UTC
+AT_2 = Policy(schedule=Schedule((Window("0 2 * * *", 3600.0),)))  # open 02:00-03:00 UTC
+HEADER = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
+
+
+class Wall:
+    """A wall clock the test sets; each cluster read may move it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.after_read: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _runner(fake: FakeCluster, policy: Policy, wall: Wall, planner: ScriptedPlanner) -> Runner:
+    def read() -> Snapshot:
+        snapshot = fake.read()
+        if wall.after_read:
+            wall.now = wall.after_read.pop(0)
+        return snapshot
+
+    clock = FakeClock()
+    return Runner(
+        Cluster(read=read, transport=fake, create_event=None),
+        policy,
+        RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test"),
+        plan_fn=planner,
+        clock=clock,
+        wall_clock=wall,
+        sleep=clock.sleep,
+    )
+
+
+def test_outside_the_window_nothing_is_read_or_evicted() -> None:
+    """At 15:10 a 02:00-03:00 window is closed: no read, no eviction, end outside-window."""
+    fake = FakeCluster({"a": 4, "b": 0, "c": 0})
+    report = _runner(fake, AT_2, Wall(MONDAY_1510), ScriptedPlanner(fake, [2, 1])).run_once()
+    assert report.end == OUTSIDE_WINDOW
+    assert (fake.reads, fake.posts, report.waves) == (0, [], ())
+    assert report.exit_code == 0
+
+
+def test_inside_the_window_the_run_evicts() -> None:
+    """At 15:10 the 15:00-16:00 window is open: the run goes on until balanced."""
+    fake = FakeCluster({"a": 4, "b": 0, "c": 0})
+    report = _runner(fake, AT_15, Wall(MONDAY_1510), ScriptedPlanner(fake, [2, 1, 0])).run_once()
+    assert report.end == "balanced"
+    assert [name for name, _ in fake.posts] == ["web-1", "web-2"]
+
+
+@pytest.mark.parametrize(
+    ("second_read", "posts", "end"),
+    [
+        (MONDAY_1510 + 49 * 60, ["web-1", "web-2"], "balanced"),  # 15:59: wave 2 still starts
+        (MONDAY_1510 + 50 * 60, ["web-1"], WINDOW_CLOSED),  # 16:00: the window is closed
+        (MONDAY_1510 + 3 * 3600, ["web-1"], WINDOW_CLOSED),  # long after
+    ],
+)
+def test_no_new_wave_after_the_window_closes(
+    second_read: float, posts: list[str], end: str
+) -> None:
+    """Wave 1 runs in the window; if it has closed when wave 2 would start, the run ends."""
+    fake = FakeCluster({"a": 4, "b": 0, "c": 0})
+    wall = Wall(MONDAY_1510)
+    wall.after_read = [MONDAY_1510, second_read]
+    report = _runner(fake, AT_15, wall, ScriptedPlanner(fake, [2, 1, 0])).run_once()
+    assert [name for name, _ in fake.posts] == posts
+    assert report.end == end
+    if end == WINDOW_CLOSED:
+        assert report.final_plan is not None and report.final_plan.evictions  # work left
+
+
+class _OneRound(threading.Event):
+    """A stop event whose first wait ends the loop, as SIGTERM during the sleep would."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.set()
+        return True
+
+
+def test_interval_mode_outside_the_window_reports_nothing() -> None:
+    """An interval run outside the window neither reads nor counts as a run in the metrics."""
+    fake = FakeCluster({"a": 4, "b": 0, "c": 0})
+    runner = _runner(fake, AT_2, Wall(MONDAY_1510), ScriptedPlanner(fake, [2]))
+    runner.stop = _OneRound()
+    reports: list[RunReport] = []
+    assert runner.run_forever(600, on_report=reports.append) == 0
+    assert (reports, fake.reads) == ([], 0)
+
+
+def _policy_file(tmp_path: Path, cron: str) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        HEADER + f'schedule:\n  windows:\n    - {{cron: "{cron}", duration: 1h, timeZone: UTC}}\n'
+    )
+    return path
+
+
+def test_run_outside_the_window_exits_0_without_connecting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run outside every window: exit 0, says when the next opens, never connects."""
+    monkeypatch.setattr("rebalancer.cli.main.time.time", lambda: MONDAY_1510)
+    monkeypatch.setattr(kubeclient, "connect", lambda *a, **k: pytest.fail("connected"))
+    assert main(["run", "--policy", str(_policy_file(tmp_path, "0 2 * * *"))]) == 0
+    out = capsys.readouterr().out
+    assert out == "outside the maintenance window, next opens at 2025-11-25T02:00+00:00\n"
+
+
+def test_plan_says_whether_now_is_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan always plans; its table ends with the window state; -o json stays the contract."""
+    monkeypatch.setattr("rebalancer.cli.main.time.time", lambda: MONDAY_1510)
+    outside = str(_policy_file(tmp_path, "0 2 * * *"))
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", outside]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == "1 eviction (proven minimal: lower bound 1) in 1 wave"
+    assert lines[-1] == (
+        "Maintenance window: outside the maintenance window, next opens at 2025-11-25T02:00+00:00"
+    )
+    inside = str(_policy_file(tmp_path, "0 15 * * 1"))
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", inside]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "Maintenance window: inside the maintenance window until 2025-11-24T16:00+00:00"
+    )
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", inside, "-o", "json"]) == 0
+    with_schedule = json.loads(capsys.readouterr().out)
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "-o", "json"]) == 0
+    assert with_schedule == json.loads(capsys.readouterr().out)
