@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import random
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rebalancer.cli.render import render_plan
+from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.snapshot import load_snapshot
 from rebalancer.core.convert import (
     SnapshotBuilder,
     controller_from_api,
@@ -39,8 +45,10 @@ from rebalancer.core.model import (
     Toleration,
     shared_key,
 )
+from rebalancer.core.planner import plan
 
 GI = 1024**3
+ROOT = Path(__file__).resolve().parent.parent
 MI = 1024**2
 
 
@@ -1190,3 +1198,28 @@ def test_hand_built_pods_share_nothing() -> None:
     assert hand.label_set == hand.template == NOT_SHARED
     assert {shared_key(hand.template, i) for i in range(3)} == {-1, -2, -3}
     assert shared_key(7, 0) == shared_key(7, 5) == 7
+
+
+@pytest.mark.parametrize(
+    "policy_text",
+    [
+        "",
+        "constraints: [DoNotSchedule, ScheduleAnyway]\n"
+        "defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone}]\n",
+    ],
+)
+def test_template_keys_change_no_plan(policy_text: str) -> None:
+    """The numbers only let caches share work: the example cluster plans the same with them as
+    with every pod's numbers removed (no sharing at all)."""
+    snapshot = load_snapshot(ROOT / "examples" / "skewed-cluster.yaml")
+    assert len({p.template for p in snapshot.pods}) < len(snapshot.pods)  # sharing happens
+    header = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
+    policy = load_policy(header + policy_text, "policy")
+    unshared = replace(
+        snapshot,
+        pods=tuple(replace(p, label_set=NOT_SHARED, template=NOT_SHARED) for p in snapshot.pods),
+    )
+    shared_plan = render_plan(plan(snapshot, policy, 2_000_000_000.0), "json")
+    unshared_plan = render_plan(plan(unshared, policy, 2_000_000_000.0), "json")
+    assert shared_plan == unshared_plan
+    assert json.loads(shared_plan)["evictions"]  # the example does need evictions

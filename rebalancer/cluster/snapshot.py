@@ -17,7 +17,6 @@ once; any other JSON or YAML is parsed whole.
 from __future__ import annotations
 
 import io
-import json
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,6 +32,7 @@ from rebalancer.cluster.inputs import (
     yaml_documents,
 )
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
+from rebalancer.core.convert.checker import show
 from rebalancer.core.errors import InputError
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
@@ -149,12 +149,7 @@ def _flatten(doc: Any, where: str, problems: list[str]) -> Iterator[Any]:
         if kind is None and item_kind is not None:
             value["kind"] = kind = item_kind  # the API leaves kind out of a typed list's items
         if not isinstance(kind, str) or not kind:
-            shown = (
-                json.dumps(kind, default=str)
-                if not isinstance(kind, dict | list)
-                else (_type_name(kind))
-            )
-            problems.append(f"{at}: kind must be a non-empty string, got {shown}")
+            problems.append(f"{at}: kind must be a non-empty string, got {show(kind)}")
             continue
         yield value
 
