@@ -193,10 +193,15 @@ def _on_big_stack(work: Callable[[], _T]) -> _T:
         except BaseException as exc:  # handed to the caller's thread
             failure.append(exc)
 
-    previous = threading.stack_size(_STACK_BYTES)
+    try:
+        previous = threading.stack_size(_STACK_BYTES)
+    except (ValueError, RuntimeError):  # a platform that cannot size thread stacks
+        return work()
     try:
         thread = threading.Thread(target=run, name="yaml-parse")
         thread.start()
+    except RuntimeError:  # no thread to be had (limits): parse here, on the usual stack
+        return work()
     finally:
         threading.stack_size(previous)
     thread.join()
