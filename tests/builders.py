@@ -259,3 +259,47 @@ def cluster_items() -> dict[str, list[dict[str, Any]]]:
             {"metadata": {"name": "legacy", "namespace": "shop"}, "spec": {"selector": {"a": "b"}}}
         ],
     }
+
+
+def zone_node(name: str, zone: str) -> dict[str, Any]:
+    """A Ready Node with hostname and zone labels (8 cpu, 110 pods)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, ZONE_KEY: zone}},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def web_pod(name: str, node: str, uid: str) -> dict[str, Any]:
+    """A Ready pod of ReplicaSet web-rs in namespace shop with a zone constraint."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": uid,
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": {"app": "web"},
+            "ownerReferences": [
+                {"kind": "ReplicaSet", "name": "web-rs", "uid": "uid-rs", "controller": True}
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": ZONE_KEY,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                }
+            ],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
