@@ -1,5 +1,6 @@
 """Test fakes shared by the test modules: a clock, the executor's recording API, the HTTP client
-under Kube, the paginated lister, and the API server's answers they replay.
+under Kube, the paginated lister, a small cluster for the runner, a scripted planner, the API
+server's answers they replay, and where the tests find kubectl.
 
 Every fake records what it was asked; none fakes the code under test.
 """
@@ -9,9 +10,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import shutil
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -379,3 +382,14 @@ class ScriptedPlanner:
         spread = Counter(p["spec"]["nodeName"] for p in self.fake.pods.values())
         view = dataclasses.replace(VIEW, domains=tuple(sorted(spread.items())))
         return Plan(evictions, (), (view,) if size else (), (), size)
+
+
+def find_kubectl() -> str | None:
+    """kubectl from PATH, else the one the e2e build cached; None when there is none."""
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    cache = Path.home() / ".cache" / "rebalancer-e2e"
+    for candidate in sorted(cache.glob("*/bin/kubectl")):
+        return str(candidate)
+    return None
