@@ -1,4 +1,4 @@
-"""Scenarios a, c and h of issue 5 against the real control plane (opt-in: --e2e).
+"""Scenarios a, c, h (issue 5), p and r (issue 10) against the real control plane (opt-in: --e2e).
 
 Each test builds its skew on its own pool of fake kwok nodes (labelled and tainted with the
 test's namespace, as in test_live.py), drives the real ``rebalancer run`` command, and judges it
@@ -11,6 +11,8 @@ kube-scheduler places, end up.
 - c: priority: in an over-full zone shared by two Deployments, the lower-priority pod goes.
 - h: zone + hostname together, and minDomains: converge without churn (no pod evicted twice, no
   replacement back in its old domain).
+- p: a PodDisruptionBudget's budget is spent one wave at a time: no 429 ever comes back.
+- r: pods of a Deployment's replaced revision are left alone while its rollout runs.
 
 Every skew is built so that each replacement has exactly one legal domain, or only legal domains
 that are all fine, so the assertions hold whatever node the scheduler picks.
@@ -481,3 +483,122 @@ def test_h2_min_domains_converges_without_churn(
     assert pool.counts() == {"zone-a": 2, "zone-b": 2}
     assert_no_churn(pool, report, sent, before, (ZONE,))
     assert_second_run_evicts_nothing(cluster, ns, policy)
+
+
+# -- p: a PodDisruptionBudget is a budget each wave spends ---------------------------------------
+
+
+def test_p_pdb_budget_is_spent_one_wave_at_a_time(
+    cluster: Cluster, pool: Pool, tmp_path: Path
+) -> None:
+    """Two pods of one Deployment under a PDB with maxUnavailable 1 are both in the plan:
+    wave 1 evicts one, wave 2 (re-planned once the replacement is Ready and the PDB has its
+    budget back) the other; the API server never answers 429."""
+    ns = pool.ns
+    pool.add({"zone-a": 1})
+    cluster.apply(
+        [
+            deployment(ns, APP, 3, [spread(ZONE)]),
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": APP, "namespace": ns},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": APP}}},
+            },
+        ]
+    )
+    pool.settle(3)
+    pool.add({"zone-b": 1, "zone-c": 1})
+    counts = pool.counts()
+    assert counts == {"zone-a": 3, "zone-b": 0, "zone-c": 0}, counts
+    assert min_moves(list(counts.values()), 1) == 2
+    # [3,0,0] -> the first replacement's legal zones are b and c, the second's the empty one.
+    cluster.wait_for("PDB allows 1", lambda: pdb_allows(cluster, ns) == 1, timeout=60)
+    before = {p["metadata"]["uid"]: p for p in pool.pods()}
+
+    policy = write_policy(tmp_path, "p")
+    mark = audit_mark(cluster)
+    report = run(cluster, ns, policy)
+    planned = report["plan"]["evictions"]
+    assert [e["wave"] for e in planned] == [1, 2], planned
+    assert all(e["podDisruptionBudget"] == APP for e in planned), planned
+    assert all("429" not in e["reason"] for e in planned), planned
+    rows = evicted_rows(report)
+    assert [r["wave"] for r in rows] == [1, 2], report["results"]
+    assert report["summary"]["evicted"] == 2, report["summary"]
+    assert report["summary"]["blockedByPdb"] == 0, report["summary"]
+    assert report["summary"]["end"] == "balanced", report["summary"]
+    sent = audited_evictions(cluster, mark, ns, 2)
+    codes = [e["responseStatus"]["code"] for e in evictions(rebalancer_requests(cluster, mark, ns))]
+    assert 429 not in codes, codes
+    assert len(codes) == 2, codes
+    # Between the waves the runner read the PDB until its budget was back (GET, 200).
+    pdb_reads = [
+        e
+        for e in rebalancer_requests(cluster, mark, ns)
+        if e["verb"] == "get" and e["objectRef"].get("resource") == "poddisruptionbudgets"
+    ]
+    assert pdb_reads and all(e["responseStatus"]["code"] == 200 for e in pdb_reads), pdb_reads
+
+    pool.settle(3)
+    assert pool.counts() == {"zone-a": 1, "zone-b": 1, "zone-c": 1}, pool.counts()
+    assert_no_churn(pool, report, sent, before, (ZONE,))
+    assert_second_run_evicts_nothing(cluster, ns, policy)
+
+
+# -- r: a Deployment in the middle of a rollout is left alone ------------------------------------
+
+
+def plan_json(cluster: Cluster, ns: str) -> dict[str, Any]:
+    planned = rebalancer(cluster, "plan", "-n", ns, "-o", "json")
+    assert planned.returncode == 0, explain(planned)
+    result: dict[str, Any] = json.loads(planned.stdout)
+    return result
+
+
+def test_r_pods_of_the_replaced_revision_are_skipped_while_the_rollout_runs(
+    cluster: Cluster, pool: Pool
+) -> None:
+    """[3,0,0], then a rollout whose new pod cannot be scheduled: the real Deployment controller
+    keeps the 3 old pods (revision 1) while revision 2 waits, so the plan skips them
+    (``rollout``) and evicts nothing; once the rollout is paused they are candidates again."""
+    ns = pool.ns
+    pool.add({"zone-a": 1})
+    cluster.apply(deployment(ns, APP, 3, [spread(ZONE)]))
+    pool.settle(3)
+    pool.add({"zone-b": 1, "zone-c": 1})
+    old = {p["metadata"]["name"] for p in pool.pods()}
+    assert pool.counts() == {"zone-a": 3, "zone-b": 0, "zone-c": 0}
+    assert plan_json(cluster, ns)["summary"]["evictions"] == 2
+
+    # Revision 2 asks for a node label no node has: its one surge pod stays Pending.
+    patch = {"spec": {"template": {"spec": {"nodeSelector": {POOL: ns, "e2e-nowhere": "x"}}}}}
+    cluster.kubectl("patch", "deployment", APP, "-n", ns, "--type=merge", "-p", json.dumps(patch))
+
+    def rolling() -> bool:
+        d = cluster.get_json("deployment", APP, "-n", ns)
+        status = d.get("status", {})
+        progressing = {c["type"]: c for c in status.get("conditions", [])}.get("Progressing", {})
+        return bool(
+            d["metadata"]["annotations"].get("deployment.kubernetes.io/revision") == "2"
+            and status.get("observedGeneration", 0) >= d["metadata"]["generation"]
+            and progressing.get("reason") == "ReplicaSetUpdated"
+        )
+
+    cluster.wait_for("rollout to revision 2 under way", rolling, timeout=60)
+    mid = plan_json(cluster, ns)
+    assert mid["evictions"] == [], mid["evictions"]
+    skipped = {s["name"]: s["code"] for s in mid["skipped"]}
+    assert skipped == dict.fromkeys(old, "rollout"), skipped
+
+    cluster.kubectl("rollout", "pause", "deployment", APP, "-n", ns)
+
+    def paused() -> bool:
+        d = cluster.get_json("deployment", APP, "-n", ns)
+        return bool(d["status"].get("observedGeneration", 0) >= d["metadata"]["generation"])
+
+    cluster.wait_for("paused rollout observed", paused, timeout=60)
+    after = plan_json(cluster, ns)
+    assert len(after["evictions"]) == 2, after
+    assert {e["name"] for e in after["evictions"]} <= old
+    assert not [s for s in after["skipped"] if s["code"] == "rollout"], after["skipped"]

@@ -255,6 +255,18 @@ def cluster_items() -> dict[str, list[dict[str, Any]]]:
                 "spec": {"selector": {"matchLabels": {"app": "cache"}}},
             }
         ],
+        "deployments": [
+            {
+                "metadata": {
+                    "name": "web",
+                    "namespace": "shop",
+                    "generation": 2,
+                    "annotations": {"deployment.kubernetes.io/revision": "3"},
+                },
+                "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                "status": {"observedGeneration": 2},
+            }
+        ],
         "replicationcontrollers": [
             {"metadata": {"name": "legacy", "namespace": "shop"}, "spec": {"selector": {"a": "b"}}}
         ],
@@ -303,3 +315,65 @@ def web_pod(name: str, node: str, uid: str) -> dict[str, Any]:
         },
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     }
+
+
+def pod_obj(
+    name: str = "web-1",
+    *,
+    namespace: str = "default",
+    labels: dict[str, Any] | None = None,
+    spec: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A minimal valid Pod, with extra spec/metadata/status fields merged in."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "labels": {"app": "web"} if labels is None else labels,
+            **(meta or {}),
+        },
+        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "x"}], **(spec or {})},
+        "status": {"phase": "Running", **(status or {})},
+    }
+
+
+def node_obj(name: str = "node-a", **extra: Any) -> dict[str, Any]:
+    """A minimal valid Node (4 cpu, Ready); ``extra`` updates its top-level sections."""
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    for key, value in extra.items():
+        obj[key].update(value)
+    return obj
+
+
+def constraint(**fields: Any) -> dict[str, Any]:
+    """A zone constraint on app=web as the API holds it; a field set to None is dropped."""
+    base: dict[str, Any] = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    base.update(fields)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def containers(*requests: dict[str, str], **extra: Any) -> list[dict[str, Any]]:
+    """Containers with these resource requests, one each."""
+    return [
+        {"name": f"c{i}", "image": "x", "resources": {"requests": r}, **extra}
+        for i, r in enumerate(requests)
+    ]

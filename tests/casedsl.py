@@ -14,9 +14,11 @@ from rebalancer.core.model import (
     HARD,
     HONOR,
     HOSTNAME_KEY,
+    IF_HEALTHY_BUDGET,
     IGNORE,
     ZONE_KEY,
     Controller,
+    Deployment,
     LabelSelector,
     Node,
     NodeSelector,
@@ -64,6 +66,9 @@ _POD_FIELDS = frozenset(
         "pvcs",
         "emptyDir",
         "mirror",
+        "ready",
+        "disruptionTarget",
+        "resourceClaims",
     }
 )
 CASE_KEYS: Final = {
@@ -81,6 +86,7 @@ CASE_KEYS: Final = {
             "pvs",
             "pvcs",
             "controllers",
+            "deployments",
             "policy",
             "expect",
         }
@@ -102,11 +108,46 @@ CASE_KEYS: Final = {
     ),
     "workload": _POD_FIELDS - {"node"} | {"place"},
     "pod": _POD_FIELDS | {"name"},
-    "pdb": frozenset({"name", "namespace", "app", "selector", "allowed"}),
+    "pdb": frozenset(
+        {
+            "name",
+            "namespace",
+            "app",
+            "selector",
+            "allowed",
+            "currentHealthy",
+            "desiredHealthy",
+            "generation",
+            "observedGeneration",
+            "unhealthyPodEvictionPolicy",
+        }
+    ),
     "priorityClass": frozenset({"name", "value", "globalDefault"}),
     "pv": frozenset({"name", "affinity"}),
     "pvc": frozenset({"name", "namespace", "volume"}),
-    "controller": frozenset({"kind", "name", "namespace", "selector", "owner"}),
+    "controller": frozenset(
+        {
+            "kind",
+            "name",
+            "namespace",
+            "selector",
+            "owner",
+            "revision",
+            "currentRevision",
+            "updateRevision",
+        }
+    ),
+    "deployment": frozenset(
+        {
+            "name",
+            "namespace",
+            "revision",
+            "generation",
+            "observedGeneration",
+            "paused",
+            "progressing",
+        }
+    ),
     "expect": frozenset(
         {
             "evictions",
@@ -118,6 +159,7 @@ CASE_KEYS: Final = {
             "lowerBound",
             "minimal",
             "waves",
+            "waveSizes",
             "grace",
             "reasonContains",
         }
@@ -171,6 +213,7 @@ def check_case(case: Mapping[str, Any]) -> list[str]:
         ("pvs", "pv"),
         ("pvcs", "pvc"),
         ("controllers", "controller"),
+        ("deployments", "deployment"),
     )
     for section, kind in sections:
         for i, item in enumerate(case.get(section, [])):
@@ -314,6 +357,9 @@ def _pod(spec: Mapping[str, Any], templates: Mapping[str, Any], serial: int) -> 
         pvc_names=tuple(spec.get("pvcs", ())),
         local_storage=spec.get("emptyDir", False),
         mirror=spec.get("mirror", False),
+        ready=spec.get("ready", True),
+        disruption_target=spec.get("disruptionTarget", False),
+        resource_claims=tuple(spec.get("resourceClaims", ())),
     )
 
 
@@ -339,6 +385,11 @@ def build_snapshot(case: Mapping[str, Any]) -> Snapshot:
             name=p["name"],
             selector=_selector(p.get("selector", {"matchLabels": {"app": p.get("app", "web")}})),
             disruptions_allowed=p["allowed"],
+            current_healthy=p.get("currentHealthy", 0),
+            desired_healthy=p.get("desiredHealthy", 0),
+            generation=p.get("generation", 1),
+            observed_generation=p.get("observedGeneration", p.get("generation", 1)),
+            unhealthy_pod_eviction_policy=p.get("unhealthyPodEvictionPolicy", IF_HEALTHY_BUDGET),
         )
         for p in case.get("pdbs", [])
     )
@@ -360,8 +411,24 @@ def build_snapshot(case: Mapping[str, Any]) -> Snapshot:
             name=c["name"],
             selector=_selector(c.get("selector")),
             owner=_owner(c.get("owner")),
+            revision=c.get("revision"),
+            current_revision=c.get("currentRevision", ""),
+            update_revision=c.get("updateRevision", ""),
         )
         for c in case.get("controllers", [])
+    )
+    deployments = tuple(
+        Deployment(
+            namespace=d.get("namespace", "default"),
+            name=d["name"],
+            revision=d.get("revision"),
+            generation=d.get("generation", 1),
+            observed_generation=d.get("observedGeneration", d.get("generation", 1)),
+            paused=d.get("paused", False),
+            progressing_status=d.get("progressing", ["", ""])[0],
+            progressing_reason=d.get("progressing", ["", ""])[1],
+        )
+        for d in case.get("deployments", [])
     )
     return Snapshot(
         nodes=tuple(build_nodes(case)),
@@ -371,4 +438,5 @@ def build_snapshot(case: Mapping[str, Any]) -> Snapshot:
         pvcs=pvcs,
         pvs=pvs,
         controllers=controllers,
+        deployments=deployments,
     )

@@ -222,6 +222,7 @@ def _finish(
     cordon: bool,
     pdbs: bool,
     controllers: bool,
+    min_allowed: int = 0,
 ) -> Cluster:
     """Nodes sized for the pods (ample, or tight: 0-3 free pod slots), PDBs, controllers."""
     used = Counter(p.node_name for p in pods)
@@ -239,7 +240,7 @@ def _finish(
                     namespace=w.namespace,
                     name=f"{w.app}-pdb",
                     selector=LabelSelector((("app", w.app),)),
-                    disruptions_allowed=draw(st.integers(0, 3)),
+                    disruptions_allowed=draw(st.integers(min_allowed, 3)),
                 )
             )
         if controllers:
@@ -332,6 +333,7 @@ def clusters(
         cordon=not is_ample,
         pdbs=pdbs,
         controllers=lift,
+        min_allowed=1 if all_evictable else 0,  # a PDB allowing none makes its pods unevictable
     )
 
 

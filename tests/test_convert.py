@@ -46,75 +46,17 @@ from rebalancer.core.model import (
     shared_key,
 )
 from rebalancer.core.planner import plan
+from tests.builders import constraint, containers, node_obj, pod_obj
 
 GI = 1024**3
 ROOT = Path(__file__).resolve().parent.parent
 MI = 1024**2
 
 
-def pod_obj(
-    name: str = "web-1",
-    *,
-    namespace: str = "default",
-    labels: dict[str, Any] | None = None,
-    spec: dict[str, Any] | None = None,
-    meta: dict[str, Any] | None = None,
-    status: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A minimal valid Pod, with extra spec/metadata/status fields merged in."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{name}",
-            "labels": {"app": "web"} if labels is None else labels,
-            **(meta or {}),
-        },
-        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "x"}], **(spec or {})},
-        "status": {"phase": "Running", **(status or {})},
-    }
-
-
-def node_obj(name: str = "node-a", **extra: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-    for key, value in extra.items():
-        obj[key].update(value)
-    return obj
-
-
 def problems_of(obj: dict[str, Any]) -> tuple[str, ...]:
     with pytest.raises(InputError) as info:
         snapshot_from_objects([obj])
     return info.value.problems
-
-
-def constraint(**fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "maxSkew": 1,
-        "topologyKey": "topology.kubernetes.io/zone",
-        "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"app": "web"}},
-    }
-    base.update(fields)
-    return {k: v for k, v in base.items() if v is not None}
-
-
-def containers(*requests: dict[str, str], **extra: Any) -> list[dict[str, Any]]:
-    return [
-        {"name": f"c{i}", "image": "x", "resources": {"requests": r}, **extra}
-        for i, r in enumerate(requests)
-    ]
 
 
 # --- quantities -----------------------------------------------------------------------------
@@ -1080,8 +1022,9 @@ def test_builder_counts_ignored_kinds() -> None:
     builder = SnapshotBuilder("live")
     builder.add_all(objects[:5])
     builder.add_all(objects[5:])
-    assert builder.ignored == {"Deployment": 1, "Event": 2}
+    assert builder.ignored == {"Event": 2}
     assert builder.counts["Pod"] == 3
+    assert builder.counts["Deployment"] == 1
     assert builder.build() == snapshot_from_objects(objects)
 
 

@@ -69,6 +69,7 @@ def test_clusterrole_has_exactly_the_verbs_rebalancer_needs() -> None:
         ("scheduling.k8s.io", "priorityclasses"): read,
         ("apps", "replicasets"): read,
         ("apps", "statefulsets"): read,
+        ("apps", "deployments"): read,
         ("", "pods/eviction"): {"create"},
         ("", "events"): {"create", "patch"},
         ("authorization.k8s.io", "selfsubjectaccessreviews"): {"create"},

@@ -47,6 +47,7 @@ def test_three_pages_convert_into_the_same_model_as_the_snapshot_file(tmp_path: 
     assert result.snapshot == load_snapshot(snapshot_file(tmp_path, items))
     assert len(result.snapshot.pods) == 8
     assert dict(result.counts)["pods"] == 8
+    assert [(d.name, d.revision) for d in result.snapshot.deployments] == [("web", 3)]
     assert result.objects is None
 
 

@@ -124,6 +124,7 @@ def test_plan_json_contract_keys() -> None:
         "topologyKey",
         "targetNode",
         "gracePeriodSeconds",
+        "podDisruptionBudget",
     ]
     assert data["skipped"] == [
         {

@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,8 @@ from rebalancer.cluster.events import BLOCKED, REBALANCED
 from rebalancer.cluster.executor import ExecutorSettings
 from rebalancer.cluster.kubeclient import connect
 from rebalancer.cluster.outcome import Outcome
-from rebalancer.cluster.runner import Runner, RunSettings, install_stop_handlers
+from rebalancer.cluster.runner import Cluster, Runner, RunSettings, install_stop_handlers
+from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
@@ -393,3 +394,127 @@ def test_metrics_record_a_run() -> None:
 def test_bind_address_parsing(text: str, expected: tuple[str, int]) -> None:
     """HOST:PORT, :PORT and [v6]:PORT are accepted."""
     assert parse_bind_address(text) == expected
+
+
+# -- PodDisruptionBudgets between waves --------------------------------------------------------
+
+
+class BudgetCluster(FakeCluster):
+    """FakeCluster with a PDB (maxUnavailable 1) over the web pods: an eviction spends its
+    budget, and the 'disruption controller' gives it back only after ``lag`` GETs of it."""
+
+    def __init__(self, zones: dict[str, int], lag: int) -> None:
+        super().__init__(zones)
+        self.allowed = 1
+        self.lag = lag
+        self.pending = 0
+        self.gets = 0
+        self.allowed_at_read: list[int] = []
+
+    def pdb(self) -> dict[str, Any]:
+        pods = len(self.pods)
+        return {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": NS, "generation": 1},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {
+                "observedGeneration": 1,
+                "disruptionsAllowed": self.allowed,
+                "currentHealthy": pods - 1 + self.allowed,
+                "desiredHealthy": pods - 1,
+                "expectedPods": pods,
+            },
+        }
+
+    def read(self) -> Snapshot:
+        self.reads += 1
+        self.allowed_at_read.append(self.allowed)
+        return snapshot_from_objects([*self.nodes.values(), *self.pods.values(), self.pdb()])
+
+    def post_eviction(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        assert self.allowed > 0, "the plan sent an eviction the API server would answer 429"
+        answer = super().post_eviction(namespace, name, body)
+        self.allowed -= 1
+        self.pending = self.lag
+        return answer
+
+    def get_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.gets += 1
+        if self.pending > 0:
+            self.pending -= 1
+        else:
+            self.allowed = 1
+        return self.pdb()
+
+
+def budget_runner(fake: BudgetCluster, *, wait: bool) -> tuple[Runner, FakeClock]:
+    clock = FakeClock()
+    cluster = Cluster(read=fake.read, transport=fake, get_pdb=fake.get_pdb if wait else None)
+    settings = RunSettings(executor=ExecutorSettings(pdb_retries=0), instance="test")
+    run = Runner(
+        cluster, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
+    )
+    return run, clock
+
+
+def test_the_next_wave_waits_for_the_pdb_to_give_its_budget_back() -> None:
+    """[3,0,0] under a PDB allowing 1: wave 1 evicts one pod, the runner waits (GETs of the
+    PDB, 0.5 s apart) until the budget is back, re-plans, and wave 2 evicts the other."""
+    fake = BudgetCluster({"a": 3, "b": 0, "c": 0}, lag=3)
+    run, clock = budget_runner(fake, wait=True)
+    report = run.run_once("r1")
+    assert [e.wave for e in report.first_plan.evictions] == [1, 2]
+    assert {e.pdb for e in report.first_plan.evictions} == {"web"}
+    assert [len(w.results) for w in report.waves] == [1, 1]
+    assert report.evicted == 2 and report.blocked_by_pdb == 0
+    assert report.end == "balanced"
+    assert fake.allowed_at_read == [1, 1, 1]  # every plan saw the budget back
+    assert fake.gets == 2 * (3 + 1)
+    assert clock.sleeps.count(0.5) == 2 * 3
+    assert fake.zone_counts() == {"a": 1, "b": 1, "c": 1}
+
+
+def test_without_the_wait_a_lagging_pdb_makes_the_next_plan_skip_its_pods() -> None:
+    """The same cluster, no PDB GETs: the re-plan sees the budget spent and skips (pdb)."""
+    fake = BudgetCluster({"a": 3, "b": 0, "c": 0}, lag=3)
+    run, _ = budget_runner(fake, wait=False)
+    report = run.run_once("r1")
+    assert report.evicted == 1
+    assert report.end == "nothing-to-evict"
+    assert report.final_plan is not None
+    assert {s.reason.code for s in report.final_plan.skipped} == {"pdb"}
+    assert fake.gets == 0
+
+
+def test_a_budget_that_never_comes_back_ends_the_wait_at_pdb_settle_seconds() -> None:
+    """A PDB stuck at 0 is polled for pdb_settle_seconds (fake clock), then the run re-plans."""
+    fake = BudgetCluster({"a": 3, "b": 0, "c": 0}, lag=10_000)
+    run, clock = budget_runner(fake, wait=True)
+    report = run.run_once("r1")
+    assert report.evicted == 1
+    assert report.end == "nothing-to-evict"
+    assert 30.0 <= clock.now < 31.0
+    assert fake.gets == 61  # at 0, 0.5, ..., 30 s
+
+
+def test_a_pdb_rbac_will_not_let_us_read_ends_the_wait_at_once() -> None:
+    """403 on the PDB GET: no waiting (nothing to learn); the re-plan decides from the read."""
+    fake = BudgetCluster({"a": 3, "b": 0, "c": 0}, lag=10_000)
+
+    def forbidden(namespace: str, name: str) -> dict[str, Any] | None:
+        fake.gets += 1
+        raise errors.Forbidden(403, "denied", verb="get", resource="poddisruptionbudgets")
+
+    clock = FakeClock()
+    cluster = Cluster(read=fake.read, transport=fake, get_pdb=forbidden)
+    settings = RunSettings(executor=ExecutorSettings(pdb_retries=0), instance="test")
+    run = Runner(
+        cluster, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
+    )
+    report = run.run_once("r1")
+    assert fake.gets == 1
+    assert 0.5 not in clock.sleeps
+    assert report.evicted == 1 and report.end == "nothing-to-evict"

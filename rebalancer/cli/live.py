@@ -187,6 +187,10 @@ RUN_CHECKS: Final = (
     Check("get", "nodes"),
     Check("list", "nodes"),
     Check("create", "events", required=False),
+    # Read since rollouts are left alone: a ClusterRole from before then fails here, named.
+    Check("list", "deployments", group="apps"),
+    # The wait for a PodDisruptionBudget's budget to come back between waves (GET).
+    Check("get", "poddisruptionbudgets", group="policy", required=False),
 )
 """What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
 
@@ -351,6 +355,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             read=_reader(kube, args.namespace),
             transport=kube,
             create_event=kube.create_event,
+            get_pdb=kube.get_pdb,
         )
         stop = threading.Event()
         undo = install_stop_handlers(stop)

@@ -53,6 +53,7 @@ def eviction_data(eviction: Eviction) -> Data:
         "topologyKey": eviction.topology_key,
         "targetNode": eviction.target_node,
         "gracePeriodSeconds": eviction.grace_period_seconds,
+        "podDisruptionBudget": eviction.pdb or None,
     }
 
 

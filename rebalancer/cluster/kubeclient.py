@@ -211,6 +211,11 @@ class Kube:
         """The node as JSON, or None when it does not exist."""
         return self._get(f"/api/v1/nodes/{_seg(name)}", resource="nodes")
 
+    def get_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The PodDisruptionBudget as JSON, or None when it does not exist."""
+        path = f"/apis/policy/v1/namespaces/{_seg(namespace)}/poddisruptionbudgets/{_seg(name)}"
+        return self._get(path, resource="poddisruptionbudgets.policy", namespace=namespace)
+
     def _get(
         self, path: str, *, resource: str, namespace: str | None = None
     ) -> dict[str, Any] | None:

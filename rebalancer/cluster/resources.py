@@ -43,6 +43,7 @@ RESOURCES: Final = (
     Resource("services", "Service", "v1", namespaced=True),
     Resource("replicasets", "ReplicaSet", "apps/v1", namespaced=True),
     Resource("statefulsets", "StatefulSet", "apps/v1", namespaced=True),
+    Resource("deployments", "Deployment", "apps/v1", namespaced=True),
     Resource("replicationcontrollers", "ReplicationController", "v1", namespaced=True),
 )
 """What rebalancer reads, in read order (the order of a written snapshot)."""

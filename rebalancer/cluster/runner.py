@@ -27,6 +27,8 @@ from rebalancer.cluster import errors, logs
 from rebalancer.cluster.events import event_body
 from rebalancer.cluster.executor import Executor, ExecutorSettings, Transport
 from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome
+from rebalancer.core.budgets import budget
+from rebalancer.core.convert import pdb_from_api
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, RebalancerError
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
@@ -42,6 +44,9 @@ OUTSIDE_WINDOW: Final = "outside-window"
 """``end`` of a run started outside the policy's maintenance windows: nothing was read."""
 WINDOW_CLOSED: Final = "window-closed"
 """``end`` of a run whose maintenance window closed before its next wave."""
+PDB_POLL_SECONDS: Final = 0.5
+"""How often to look at a spent PodDisruptionBudget between waves."""
+_UNLIMITED: Final = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,8 @@ class Cluster:
     """Eviction POSTs and the re-reads before each."""
     create_event: Callable[[str, Mapping[str, Any]], None] | None = None
     """Create a core/v1 Event in a namespace; None sends no events."""
+    get_pdb: Callable[[str, str], Mapping[str, Any] | None] | None = None
+    """GET a PodDisruptionBudget (None when gone); None: do not wait for budgets to return."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,10 @@ class RunSettings:
     """Retries, timeouts, and ``server_dry_run``."""
     instance: str = field(default_factory=socket.gethostname)
     """``reportingInstance`` of the Events (the pod name, in a cluster)."""
+    pdb_settle_seconds: float = 30.0
+    """After a wave that spent PodDisruptionBudgets, how long to wait for the disruption
+    controller to give the budget back (replacements Ready) before re-planning; the next plan
+    would otherwise skip those pods (``pdb``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +365,7 @@ class Runner:
             if not any(r.outcome in _PROGRESS for r in results):
                 loop.end = "nothing-evicted"
                 return
+            self._await_budgets(loop.snapshot, results)
             loop.snapshot = self._read()
             loop.plan = self._plan_for(loop.snapshot, tuple(evicted))
             if _spread_of(loop.plan) == _spread_of(plan):
@@ -362,6 +374,38 @@ class Runner:
                 loop.final = loop.plan
                 loop.end = "no-progress"
                 return
+
+    def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
+        """Wait until every PDB the wave spent allows again what it allowed before the wave.
+
+        The executor has already waited for the replacements to be Ready; the disruption
+        controller then writes the PDB's status a moment later. Bounded by
+        ``pdb_settle_seconds``: a budget that does not come back (another pod became
+        unhealthy) only makes the next plan skip those pods.
+        """
+        get = self.cluster.get_pdb
+        spent = {
+            (r.eviction.namespace, r.eviction.pdb)
+            for r in results
+            if r.outcome is Outcome.EVICTED and r.eviction.pdb
+        }
+        if get is None or not spent:
+            return
+        wanted = {(p.namespace, p.name): budget(p) for p in snapshot.pdbs}
+        waiting = {key: wanted[key] for key in sorted(spent) if key in wanted}
+        deadline = self._clock() + self.settings.pdb_settle_seconds
+        while waiting:
+            for key, allowed in list(waiting.items()):
+                if _budget_now(get, *key) >= allowed:
+                    del waiting[key]
+            now = self._clock()
+            if not waiting or now >= deadline or self.stop.is_set():
+                break
+            self._sleep(min(PDB_POLL_SECONDS, deadline - now))
+        for namespace, name in waiting:
+            self._log.warning(
+                logs.PDB_NOT_RESTORED, pdb=f"{namespace}/{name}", allowed=wanted[(namespace, name)]
+            )
 
     def _read(self) -> Snapshot:
         started = self._clock()
@@ -466,6 +510,19 @@ def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
             signal.signal(s, h)
 
     return undo
+
+
+def _budget_now(get: Callable[[str, str], Mapping[str, Any] | None], ns: str, name: str) -> int:
+    """The PDB's budget as the API server has it now. A PDB that is gone no longer limits
+    anything, nor does one RBAC will not let us read (no point waiting; the next plan reads
+    it); one that cannot be read now counts as spent (the wait is bounded)."""
+    try:
+        obj = get(ns, name)
+        return _UNLIMITED if obj is None else budget(pdb_from_api(obj))
+    except errors.Forbidden:
+        return _UNLIMITED
+    except RebalancerError:
+        return 0
 
 
 def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[tuple[str, int], ...]], ...]:

@@ -1,14 +1,23 @@
-"""Which pods may be evicted at all. Every check returns the reason a pod is skipped, or None."""
+"""Which pods may be evicted at all. Every check returns the reason a pod is skipped, or None.
+
+The checks run in a fixed order and the first that applies names the reason: what the pod is
+(mirror, DaemonSet, bare), whether it is already leaving (terminating, DisruptionTarget), its
+node, priority, the policy's scope and opt-ins (emptyDir, PVCs, DRA resourceClaims), its age,
+then the state of its workload: mid-rollout (:mod:`rebalancer.core.rollout`), and its
+PodDisruptionBudget as the Eviction API would judge it now (:mod:`rebalancer.core.budgets`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rebalancer.core.budgets import DisruptionBudgets
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Node, Pod, PriorityClass, Snapshot
 from rebalancer.core.plan import SkipReason
 from rebalancer.core.policy import Policy
+from rebalancer.core.rollout import Rollouts
 from rebalancer.core.selectors import node_unreachable, selector_matches
 
 SYSTEM_PRIORITY_CLASSES = {
@@ -41,6 +50,8 @@ class EvictionContext:
     classes: Mapping[str, PriorityClass]
     default_priority: int
     threshold: int
+    budgets: DisruptionBudgets
+    rollouts: Rollouts
 
     @classmethod
     def build(cls, snapshot: Snapshot, policy: Policy, now: float) -> EvictionContext:
@@ -68,6 +79,8 @@ class EvictionContext:
             classes=classes,
             default_priority=defaults[0] if defaults else 0,
             threshold=threshold,
+            budgets=DisruptionBudgets(snapshot.pdbs),
+            rollouts=Rollouts(snapshot),
         )
 
     def priority(self, pod: Pod) -> int:
@@ -86,6 +99,8 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
         return SkipReason("no-controller", "no controller would re-create it")
     if pod.terminating:
         return SkipReason("terminating", "already terminating; its grace can only shrink")
+    if pod.disruption_target:
+        return SkipReason("disruption-target", "has the DisruptionTarget condition: it is leaving")
     node = ctx.nodes.get(pod.node_name or "")
     if node is not None and node_unreachable(node):
         return SkipReason("node-not-ready", f"node {node.name} is NotReady or unreachable")
@@ -104,9 +119,14 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
         return SkipReason("local-storage", "uses emptyDir (evictLocalStoragePods is false)")
     if pod.pvc_names and not policy.evict_pods_with_pvc:
         return SkipReason("has-pvc", "mounts a PersistentVolumeClaim (evictPodsWithPVC is false)")
+    if pod.resource_claims and not policy.evict_pods_with_resource_claims:
+        return SkipReason(
+            "resource-claims",
+            "has DRA resourceClaims (evictPodsWithResourceClaims is false)",
+        )
     age = ctx.now - pod.created
     if policy.min_pod_age_seconds > 0 and age < policy.min_pod_age_seconds:
         return SkipReason(
             "too-young", f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
         )
-    return None
+    return ctx.rollouts.reason(pod) or ctx.budgets.judge(pod)[0]

@@ -154,6 +154,9 @@ class Pod:
     mirror: bool = False  # static pod mirrored by the kubelet
     grace_period_seconds: int | None = None  # spec.terminationGracePeriodSeconds
     annotations: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = True  # the Ready condition is True (what the Eviction API calls healthy)
+    disruption_target: bool = False  # the DisruptionTarget condition is True: it is leaving
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims names (DRA)
     label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
     """Pods converted in one snapshot with equal labels carry the same number (see template)."""
     template: int = field(default=NOT_SHARED, compare=False, repr=False)
@@ -165,6 +168,15 @@ class Pod:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def leaving(self) -> bool:
+        """Terminating, or marked for disruption (DisruptionTarget): not counted, not evicted."""
+        return self.terminating or self.disruption_target
+
+
+IF_HEALTHY_BUDGET: Final = "IfHealthyBudget"
+ALWAYS_ALLOW: Final = "AlwaysAllow"
+
 
 def shared_key(number: int, index: int) -> int:
     """A cache key from a pod's ``label_set`` or ``template`` and its index in the snapshot:
@@ -174,13 +186,19 @@ def shared_key(number: int, index: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class PodDisruptionBudget:
-    """Only ``status.disruptionsAllowed`` is read: the disruption controller's own verdict,
-    which the Eviction API enforces (minAvailable/maxUnavailable are already folded in)."""
+    """The status the Eviction API judges by (disruptionsAllowed, the healthy counts, the
+    generations); minAvailable/maxUnavailable are folded into it by the disruption controller,
+    so the spec's budgets are not kept."""
 
     namespace: str
     name: str
     selector: LabelSelector | None  # None selects nothing; an empty selector selects all
     disruptions_allowed: int
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    generation: int = 0  # metadata.generation
+    observed_generation: int = 0  # status.observedGeneration; behind generation: no budget
+    unhealthy_pod_eviction_policy: str = IF_HEALTHY_BUDGET  # or ALWAYS_ALLOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +237,23 @@ class Controller:
     name: str
     selector: LabelSelector | None
     owner: OwnerRef | None = None  # e.g. the Deployment that owns a ReplicaSet
+    revision: int | None = None  # a ReplicaSet's deployment.kubernetes.io/revision
+    current_revision: str = ""  # a StatefulSet's status.currentRevision
+    update_revision: str = ""  # a StatefulSet's status.updateRevision
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """What the rollout rule needs of a Deployment (see :mod:`rebalancer.core.rollout`)."""
+
+    namespace: str
+    name: str
+    revision: int | None = None  # deployment.kubernetes.io/revision: its newest ReplicaSet's
+    generation: int = 0
+    observed_generation: int = 0
+    paused: bool = False  # spec.paused
+    progressing_status: str = ""  # the Progressing condition's status ("" when absent)
+    progressing_reason: str = ""  # ... and its reason (e.g. ProgressDeadlineExceeded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,3 +268,4 @@ class Snapshot:
     pvs: tuple[PersistentVolume, ...] = ()
     services: tuple[Service, ...] = ()
     controllers: tuple[Controller, ...] = ()
+    deployments: tuple[Deployment, ...] = ()

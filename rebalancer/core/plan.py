@@ -67,6 +67,7 @@ class Eviction:
     topology_key: str
     target_node: str | None  # where the simulated scheduler placed the replacement
     grace_period_seconds: int | None  # the policy's override; None keeps the pod's own
+    pdb: str = ""  # the PodDisruptionBudget whose budget (per wave) this eviction spends, if any
 
     @property
     def key(self) -> str:

@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.minimal import min_moves
-from rebalancer.core.model import Pod, Snapshot, shared_key
+from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
-from rebalancer.core.selectors import SelectorIndex, selector_string
+from rebalancer.core.selectors import selector_string
 from rebalancer.core.simulate import SimState
 from rebalancer.core.spread import (
     Analysis,
@@ -106,11 +106,10 @@ class Planner:
             for c in snapshot.controllers
             if c.owner is not None
         }
-        self.pdb_left = [p.disruptions_allowed for p in snapshot.pdbs]
-        self.pdb_left_start = tuple(self.pdb_left)
-        self.pdb_index = SelectorIndex((p.namespace, p.selector) for p in snapshot.pdbs)
-        self._pdbs: dict[int, list[int]] = {}
-        self._pdbs_by_labels: dict[tuple[str, int], list[int]] = {}
+        # PodDisruptionBudgets: a per-wave budget; this counts down over the whole plan and only
+        # orders victims (pods whose PDB has budget left first). Waves enforce the budget.
+        self.pdb_left = list(self.ctx.budgets.allowed)
+        self._pdbs: dict[int, tuple[int, ...]] = {}
         self._skips: dict[int, SkipReason | None] = {}
         self._rank: dict[int, tuple[int, tuple[float, str, str]]] = {}  # see preference
         self.no_fit: dict[int, SkipReason] = {}
@@ -120,18 +119,11 @@ class Planner:
         self._moved_into: dict[int, list[int]] = {}  # view -> moved pods it counts
 
     # -- candidates ----------------------------------------------------------------------
-    def pdbs(self, i: int) -> list[int]:
-        """The PodDisruptionBudgets (indices) that select pod i."""
+    def pdbs(self, i: int) -> tuple[int, ...]:
+        """The PodDisruptionBudget (index; none or one) whose budget evicting pod i spends."""
         found = self._pdbs.get(i)
         if found is None:
-            pod = self.analysis.pods[i]
-            # Pods with equal labels share a label_set number: match once per label set.
-            labels_key = (pod.namespace, shared_key(pod.label_set, i))
-            found = self._pdbs_by_labels.get(labels_key)
-            if found is None:
-                found = self.pdb_index.matching(pod.namespace, pod.labels)
-                self._pdbs_by_labels[labels_key] = found
-            self._pdbs[i] = found
+            found = self._pdbs[i] = self.ctx.budgets.judge(self.analysis.pods[i])[1]
         return found
 
     def skip(self, i: int) -> SkipReason | None:
@@ -461,7 +453,7 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Evict
         planner.state.fresh(),
         planner.analysis.views,
         planner.pdbs,
-        [p.disruptions_allowed for p in snapshot.pdbs],
+        planner.ctx.budgets.allowed,
         moves,
     )
     evictions = [_eviction(planner, m, wave) for m, wave in zip(moves, waves, strict=True)]
@@ -498,8 +490,9 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         f"skew {m.source_count - m.global_min} > maxSkew {spec.max_skew}; {landing}; "
         f"priority {priority}"
     )
-    if any(planner.pdb_left_start[k] <= 0 for k in planner.pdbs(m.pod)):
-        reason += "; its PodDisruptionBudget allows no disruption now (expect HTTP 429)"
+    budget_note = planner.ctx.budgets.note(pod)
+    if budget_note:
+        reason += f"; {budget_note}"
     return Eviction(
         namespace=pod.namespace,
         name=pod.name,
@@ -513,6 +506,7 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         topology_key=spec.topology_key,
         target_node=m.target,
         grace_period_seconds=planner.policy.grace_period_seconds,
+        pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.pdbs(m.pod)),
     )
 
 

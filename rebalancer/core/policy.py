@@ -89,6 +89,8 @@ class Policy:
     """Allow evicting pods with emptyDir volumes."""
     evict_pods_with_pvc: bool = False
     """Allow evicting pods that mount PersistentVolumeClaims."""
+    evict_pods_with_resource_claims: bool = False
+    """Allow evicting pods with DRA ``spec.resourceClaims`` (their devices are re-allocated)."""
     evict_bare_pods: bool = False
     """Allow evicting pods without a controller; they never come back."""
     min_pod_age_seconds: float = 0.0
@@ -302,6 +304,7 @@ _TOP_KEYS: Final = (
     "priorityThreshold",
     "evictLocalStoragePods",
     "evictPodsWithPVC",
+    "evictPodsWithResourceClaims",
     "evictBarePods",
     "minPodAge",
     "limits",
@@ -604,6 +607,9 @@ def _policy(check: _Checker, document: object) -> Policy:
             "evictLocalStoragePods", _boolean, defaults.evict_local_storage_pods
         ),
         evict_pods_with_pvc=read("evictPodsWithPVC", _boolean, defaults.evict_pods_with_pvc),
+        evict_pods_with_resource_claims=read(
+            "evictPodsWithResourceClaims", _boolean, defaults.evict_pods_with_resource_claims
+        ),
         evict_bare_pods=read("evictBarePods", _boolean, defaults.evict_bare_pods),
         min_pod_age_seconds=read("minPodAge", _duration, defaults.min_pod_age_seconds),
         limits=read("limits", _limits, defaults.limits),
@@ -673,6 +679,7 @@ def policy_to_dict(policy: Policy) -> dict[str, object]:
         ),
         "evictLocalStoragePods": policy.evict_local_storage_pods,
         "evictPodsWithPVC": policy.evict_pods_with_pvc,
+        "evictPodsWithResourceClaims": policy.evict_pods_with_resource_claims,
         "evictBarePods": policy.evict_bare_pods,
         "minPodAge": format_duration(policy.min_pod_age_seconds),
         "limits": {

@@ -23,11 +23,13 @@ POD_SPEC_KEYS = (
     "priorityClassName",
     "terminationGracePeriodSeconds",
     "resources",
+    "resourceClaims",
 )
 CONTAINER_KEYS = ("name", "resources", "restartPolicy")
 VOLUME_SOURCES = ("persistentVolumeClaim", "emptyDir", "ephemeral")
 STATUS_CONTAINER_KEYS = ("name", "allocatedResources", "resources")
 CONDITION_KEYS = ("type", "status", "reason")
+POD_CONDITIONS = frozenset({"Ready", "DisruptionTarget"})  # readiness for PDBs; leaving pods
 
 
 def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -65,6 +67,13 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
         ]
     status = obj.get("status") or {}
     out_status = _pick(status, ("phase", "resize"))
+    conditions = [
+        _pick(c, CONDITION_KEYS)
+        for c in status.get("conditions", ())
+        if c.get("type") in POD_CONDITIONS
+    ]
+    if conditions:
+        out_status["conditions"] = conditions
     for key in ("containerStatuses", "initContainerStatuses"):
         kept = [_pick(c, STATUS_CONTAINER_KEYS) for c in status.get(key, ())]
         kept = [c for c in kept if len(c) > 1]  # only resize data matters
@@ -84,7 +93,26 @@ def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def _controller(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec = obj.get("spec") or {}
-    return {**_head(obj), "spec": _pick(spec, ("selector", "replicas"))}
+    out = {**_head(obj), "spec": _pick(spec, ("selector", "replicas"))}
+    revisions = _pick(obj.get("status") or {}, ("currentRevision", "updateRevision"))
+    if revisions:  # a StatefulSet's: mid-rollout while they differ
+        out["status"] = revisions
+    return out
+
+
+def _deployment(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Its rollout state: revision annotation, generations, paused, the Progressing condition."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    out_status = _pick(status, ("observedGeneration",))
+    conditions = _conditions(status)
+    if conditions is not None:
+        out_status["conditions"] = [c for c in conditions if c.get("type") == "Progressing"]
+    return {
+        **_head(obj),
+        "spec": _pick(spec, ("selector", "replicas", "paused")),
+        "status": out_status,
+    }
 
 
 def _head(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,6 +130,8 @@ def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
         return _node(obj)
     if kind in ("ReplicaSet", "StatefulSet", "ReplicationController"):
         return _controller(obj)
+    if kind == "Deployment":
+        return _deployment(obj)
     out = dict(obj)
     if "metadata" in out:
         out["metadata"] = _metadata(out["metadata"])

@@ -3,8 +3,9 @@
 Every pod that declares a constraint defines its own *view* of it: the eligible nodes follow
 from that pod's topology keys, node affinity and tolerations (per the inclusion policies), the
 selector from its labelSelector merged with matchLabelKeys. Pods with identical views share one.
-A view counts every matching, bound, non-terminating pod in its namespace on an eligible node,
-whether or not that pod declares the constraint itself (SPEC §2).
+A view counts every matching, bound pod in its namespace on an eligible node, whether or not
+that pod declares the constraint itself, except pods that are leaving: terminating, or carrying
+the DisruptionTarget condition (SPEC §2, §5).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class PodIndex:
             node = pod.node_name
             if node is None or pod.phase in TERMINAL_PHASES:
                 continue
-            if pod.terminating:
+            if pod.leaving:  # terminating, or DisruptionTarget: still on its node, not counted
                 self.terminating[i] = node
                 continue
             self.placement[i] = node
@@ -339,7 +340,7 @@ def _view_specs(
     alike: dict[tuple[object, ...], tuple[list[int], list[int]]] = {}
     for i, cons in constraints.items():
         pod = pods[i]
-        if pod.terminating:
+        if pod.leaving:
             continue
         # A pod's own constraints are part of its template; defaults are its own.
         own = cons is pod.constraints

@@ -67,12 +67,10 @@ class WaveBuilder:
         return counts[source] + 1 - ceiling > spec.max_skew
 
     def pdb_room(self, m: Move) -> bool:
-        """At most ``disruptionsAllowed`` (and at least one) evictions per PDB in a wave."""
-        for k in self.pdbs_of(m.pod):
-            cap = max(1, self.pdb_allowed[k])
-            if self.pdb_used.get(k, 0) + 1 > cap:
-                return False
-        return True
+        """At most ``disruptionsAllowed`` evictions spending one PDB in a wave (SPEC §3); the
+        planner never plans a pod whose PDB allows none."""
+        used, allowed = self.pdb_used, self.pdb_allowed
+        return all(used.get(k, 0) < allowed[k] for k in self.pdbs_of(m.pod))
 
     def join(self, m: Move) -> None:
         self.current.append(m)
@@ -106,8 +104,8 @@ def assign_waves(
     """The wave number (from 1) of each move, in plan order.
 
     ``base`` is the simulated state before the plan, ``views`` the analysis's views,
-    ``pdbs_of(pod)`` the PodDisruptionBudgets selecting a pod and ``pdb_allowed`` their
-    ``disruptionsAllowed``.
+    ``pdbs_of(pod)`` the PodDisruptionBudgets whose budget evicting a pod spends and
+    ``pdb_allowed`` their budget per wave (:func:`rebalancer.core.budgets.budget`).
 
     A move whose replacement could return to its domain (raising a pinned view's global
     minimum usually is one) goes alone in its wave: it cannot make the spread worse, but the

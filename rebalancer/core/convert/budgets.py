@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.disruption import generations, unhealthy_pod_eviction_policy
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import identify
 from rebalancer.core.convert.selectors import label_selector
@@ -20,14 +21,20 @@ def _count(chk: Checker, obj: Mapping[str, Any], key: str, path: str) -> int:
 
 def pdb(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PodDisruptionBudget:
     """A policy/v1 PodDisruptionBudget; problems are appended to ``problems``."""
-    chk, _, namespace, name = identify(obj, "PodDisruptionBudget", problems, namespaced=True)
+    chk, meta, namespace, name = identify(obj, "PodDisruptionBudget", problems, namespaced=True)
     spec = chk.obj(obj, "spec", "")
     status = chk.obj(obj, "status", "")
+    generation, observed = generations(chk, meta, status)
     return PodDisruptionBudget(
         namespace=namespace,
         name=name,
         selector=label_selector(chk, spec.get("selector"), "spec.selector"),
         disruptions_allowed=_count(chk, status, "disruptionsAllowed", "status"),
+        current_healthy=_count(chk, status, "currentHealthy", "status"),
+        desired_healthy=_count(chk, status, "desiredHealthy", "status"),
+        generation=generation,
+        observed_generation=observed,
+        unhealthy_pod_eviction_policy=unhealthy_pod_eviction_policy(chk, spec),
     )
 
 

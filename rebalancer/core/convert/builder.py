@@ -12,6 +12,7 @@ from typing import Any, Final, TypeVar
 
 from rebalancer.core.convert.budgets import pdb, priority_class
 from rebalancer.core.convert.checker import raise_if, show
+from rebalancer.core.convert.disruption import deployment
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.nodes import node
 from rebalancer.core.convert.pods import pod
@@ -19,6 +20,7 @@ from rebalancer.core.convert.workloads import CONTROLLER_KINDS, controller, pv, 
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import (
     Controller,
+    Deployment,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -33,6 +35,7 @@ __all__ = [
     "KINDS",
     "SnapshotBuilder",
     "controller_from_api",
+    "deployment_from_api",
     "node_from_api",
     "pdb_from_api",
     "pod_from_api",
@@ -58,6 +61,7 @@ _CONVERTERS: Final[Mapping[str, _Converter]] = MappingProxyType(
         "ReplicaSet": controller,
         "StatefulSet": controller,
         "ReplicationController": controller,
+        "Deployment": deployment,
     }
 )
 KINDS: Final = frozenset(_CONVERTERS)
@@ -119,6 +123,11 @@ def controller_from_api(obj: Mapping[str, Any]) -> Controller:
     return _one(controller, obj)
 
 
+def deployment_from_api(obj: Mapping[str, Any]) -> Deployment:
+    """Convert an apps/v1 Deployment (its rollout state); raises :class:`InputError`."""
+    return _one(deployment, obj)
+
+
 # --- snapshots ------------------------------------------------------------------------------
 
 
@@ -163,7 +172,7 @@ class SnapshotBuilder:
 
     @property
     def ignored(self) -> Mapping[str, int]:
-        """How many objects of each unused kind were skipped (Deployment, Event, ...)."""
+        """How many objects of each unused kind were skipped (Event, DaemonSet, ...)."""
         return dict(sorted(self._ignored.items()))
 
     def add(self, obj: Mapping[str, Any]) -> None:
@@ -216,6 +225,7 @@ class SnapshotBuilder:
             pvs=ordered("PersistentVolume"),
             services=ordered("Service"),
             controllers=ordered("controllers"),
+            deployments=ordered("Deployment"),
         )
 
 

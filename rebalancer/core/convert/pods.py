@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
+from rebalancer.core.convert.disruption import pod_conditions, resource_claims
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches, fingerprint
 from rebalancer.core.convert.meta import controller_owner, epoch, identify
 from rebalancer.core.convert.nodes import TAINT_EFFECTS
@@ -130,6 +131,9 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     affinity, affinity_number = _required_node_affinity(chk, spec, caches)
     tolerations, tolerations_number = _tolerations(chk, spec, caches)
     constraints, constraints_number = spread_constraints(chk, spec, labels, caches)
+    requests = pod_requests(chk, spec, status, caches)
+    grace_period_seconds = chk.integer(spec, "terminationGracePeriodSeconds", "spec")
+    ready, disruption_target = pod_conditions(chk, status)
     return Pod(
         namespace=sys.intern(namespace),
         name=name,
@@ -146,12 +150,15 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         required_affinity=affinity,
         tolerations=tolerations,
         constraints=constraints,
-        requests=pod_requests(chk, spec, status, caches),
+        requests=requests,
         pvc_names=pvc_names,
         local_storage=local_storage,
         mirror=MIRROR_ANNOTATION in annotations,
-        grace_period_seconds=chk.integer(spec, "terminationGracePeriodSeconds", "spec"),
+        grace_period_seconds=grace_period_seconds,
         annotations=annotations,
+        ready=ready,
+        disruption_target=disruption_target,
+        resource_claims=resource_claims(chk, spec),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)

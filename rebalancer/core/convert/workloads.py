@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
+from rebalancer.core.convert.disruption import revision, stateful_set_revisions
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import controller_owner, identify
 from rebalancer.core.convert.selectors import label_selector, node_selector
@@ -68,10 +69,18 @@ def controller(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> C
         selector = LabelSelector(tuple(sorted(labels.items()))) if labels else None
     else:
         selector = label_selector(chk, spec.get("selector"), "spec.selector")
+    owner = controller_owner(chk, meta, caches.owners)
+    current_revision = update_revision = ""
+    if kind == "StatefulSet":
+        status = chk.obj(obj, "status", "")
+        current_revision, update_revision = stateful_set_revisions(chk, status)
     return Controller(
         kind=cast(str, kind),
         namespace=namespace,
         name=name,
         selector=selector,
-        owner=controller_owner(chk, meta, caches.owners),
+        owner=owner,
+        revision=revision(chk, meta) if kind == "ReplicaSet" else None,
+        current_revision=current_revision,
+        update_revision=update_revision,
     )
