@@ -5,9 +5,9 @@ Documents are built from the repository's own examples (snapshots under ``exampl
 the decoded document replaced by a random JSON value, a key dropped, a list emptied, then
 written back as JSON or YAML) and textually (bytes and YAML/JSON tokens inserted, deleted,
 duplicated). Each mutant goes through ``rebalancer.cli.main.main`` in-process, as
-``plan --snapshot`` or ``policy check``. Whatever the input: no traceback, exit 0 or 2, and
-the memory allocated while it runs (tracemalloc peak) stays within a small multiple of the
-input (MEMORY_FLOOR + MEMORY_FACTOR bytes per input byte).
+``plan --snapshot``, ``policy check`` or ``plan --policy``. Whatever the input: no traceback,
+exit 0 or 2, and the memory allocated while it runs (tracemalloc peak) stays within a small
+multiple of the input (MEMORY_FLOOR + MEMORY_FACTOR bytes per input byte).
 
 The budget is bounded (``REBALANCER_FUZZ_EXAMPLES`` per test, default 120, deterministic
 unless the variable is set), so the whole file runs in well under a minute.
@@ -236,3 +236,12 @@ def test_mutated_snapshots(data: bytes) -> None:
 def test_mutated_policies(data: bytes) -> None:
     """``policy check`` on a mutated policy: exit 0 or 2, no traceback, bounded memory."""
     _check(*_run(["policy", "check"], data, ".yaml"), data)
+
+
+@FUZZ
+@given(data=structural(POLICY_DOCS) | textual(POLICY_SEEDS))
+def test_mutated_policies_drive_a_plan(data: bytes) -> None:
+    """``plan`` with a mutated policy over a valid snapshot: a policy that loads plans without
+    error (exit 0), any other is exit 2; never a traceback, bounded memory."""
+    argv = ["plan", "-o", "json", "--snapshot", str(SNAPSHOT_SEEDS[0]), "--policy"]
+    _check(*_run(argv, data, ".yaml"), data)
