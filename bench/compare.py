@@ -410,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     try:
         cp.assert_own_cluster(cp.kubeconfig)
+        cp.kubectl("create", "namespace", "rebalancer")  # where `run` holds its Lease
         bench = Bench(cp, descheduler)
         for sc in scenarios:
             for tool in tools:

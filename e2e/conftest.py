@@ -29,6 +29,7 @@ from e2e.cluster.controlplane import BUILD_SH, Cluster, ControlPlane, build
 
 E2E_DIR = Path(__file__).resolve().parent
 ZONE_LABEL = "topology.kubernetes.io/zone"
+LEASE_NAMESPACE = "rebalancer"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,6 +100,7 @@ def cluster() -> Iterator[Cluster]:
     if existing:
         c = _existing_cluster(Path(existing).resolve())
         os.environ["KUBECONFIG"] = str(c.kubeconfig)
+        _lease_namespace(c)
         try:
             yield c
         finally:
@@ -115,10 +117,17 @@ def cluster() -> Iterator[Cluster]:
     )
     try:
         cp.assert_own_cluster(cp.kubeconfig)
+        _lease_namespace(cp)
         yield cp
     finally:
         _restore_env(old_kubeconfig)
         cp.stop()
+
+
+def _lease_namespace(c: Cluster) -> None:
+    """The namespace of rebalancer's Lease (``run`` evicts only while holding it)."""
+    if c.kubectl("get", "namespace", LEASE_NAMESPACE, check=False).returncode != 0:
+        c.kubectl("create", "namespace", LEASE_NAMESPACE)
 
 
 def _restore_env(old_kubeconfig: str | None) -> None:

@@ -1,18 +1,23 @@
 """Test fakes shared by the test modules: a clock, the executor's recording API, the HTTP client
 under Kube, the paginated lister, a small cluster for the runner, a scripted planner, the API
-server's answers they replay, and where the tests find kubectl.
+server's answers they replay, TCP servers that trickle or never answer, and where the tests
+find kubectl.
 
 Every fake records what it was asked; none fakes the code under test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import itertools
 import shutil
+import socket
+import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,9 @@ from rebalancer.core.model import ZONE_KEY, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
 from rebalancer.core.policy import Policy
 from tests.builders import NS, api_node, api_pod, web_pod, zone_node
+
+NOW = 1_750_000_000.0
+"""The wall clock the runner tests give a run."""
 
 PDB_429 = {
     "kind": "Status",
@@ -393,3 +401,73 @@ def find_kubectl() -> str | None:
     for candidate in sorted(cache.glob("*/bin/kubectl")):
         return str(candidate)
     return None
+
+
+# --- local test servers (127.0.0.1) ---------------------------------------------------------
+
+HANG_GUARD = 30.0
+"""Far above every deadline below: reaching it means the request hung."""
+
+Behaviour = Callable[[socket.socket, threading.Event], None]
+
+
+@contextmanager
+def server(behaviour: Behaviour) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 running ``behaviour(conn, stop)`` for each connection."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.1)
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conns.append(conn)
+            threading.Thread(target=guarded, args=(conn,), daemon=True).start()
+
+    def guarded(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # the socket closed under it at the end of a test
+            behaviour(conn, stop)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+        for conn in conns:
+            conn.close()
+
+
+def trickle(conn: socket.socket, stop: threading.Event) -> None:
+    """Send a never-ending response one byte every 50 ms."""
+    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"a" * 10_000
+    for byte in data:
+        if stop.wait(0.05):
+            return
+        try:
+            conn.sendall(bytes([byte]))
+        except OSError:
+            return
+
+
+def silence(conn: socket.socket, stop: threading.Event) -> None:
+    """Accept, read the request, never answer."""
+    conn.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            if not conn.recv(65536):
+                return
+        except TimeoutError:
+            continue
+        except OSError:
+            return

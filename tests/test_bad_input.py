@@ -218,7 +218,7 @@ def test_unexpected_error_is_one_line_and_exit_4(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise ZeroDivisionError("division by zero\nsecond line")
 
-    monkeypatch.setattr(snapshot_module, "load_snapshot", broken)
+    monkeypatch.setattr(snapshot_module, "load_snapshot_skipping", broken)
     code, out, err = _run(["plan", "--snapshot", str(SNAPSHOT)], capsys)
     assert (code, out) == (EXIT_INTERNAL, "")
     assert err.strip().splitlines() == [

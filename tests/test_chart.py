@@ -332,3 +332,17 @@ def test_notes_tell_how_to_read_the_plan() -> None:
         "DRY RUN",
     ):
         assert needle in text, needle
+
+
+def test_the_run_holds_the_lease_the_role_names() -> None:
+    """The pod passes its namespace as the Lease's, and a renamed Lease by --lease-name."""
+    docs = render("lease.name=spread-lock", release="prod", namespace="ops")
+    cronjob = only(docs, "CronJob")
+    args = container_args(cronjob)
+    assert args[args.index("--lease-name") + 1] == "spread-lock"
+    (container,) = pod_spec_of(cronjob)["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["REBALANCER_LEASE_NAMESPACE"]["valueFrom"]["fieldRef"] == {
+        "fieldPath": "metadata.namespace"
+    }
+    assert "--lease-name" not in container_args(only(render(), "CronJob"))

@@ -102,6 +102,58 @@ def test_binding_grants_the_role_to_the_service_account() -> None:
     assert load(BASE / "kustomization.yaml")["namespace"] == "rebalancer"
 
 
+def test_the_lease_role_grants_get_create_update_on_leases_in_its_namespace_only() -> None:
+    """A namespaced Role (no ClusterRole rule) allows the Lease calls and nothing else."""
+    role = base_doc("Role")
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["rebalancer"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    assert ("coordination.k8s.io", "leases") not in rules()  # not cluster-wide
+    binding = base_doc("RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rebalancer", "namespace": "rebalancer"}
+    ]
+
+
+def test_the_lease_checks_of_run_match_the_role() -> None:
+    """What `run` asks in its pre-flight for the Lease is exactly what the Role grants."""
+    from rebalancer.cli.live import LEASE_CHECKS  # noqa: PLC0415
+
+    asked = {(c.group, c.resource, c.verb, c.about_the_lease) for c in LEASE_CHECKS}
+    granted = {
+        (g, r, v, "resourceNames" in rule)
+        for rule in base_doc("Role")["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert asked == granted
+    assert all(c.in_lease_namespace for c in LEASE_CHECKS)
+
+
+def test_the_workloads_hold_the_lease_in_their_own_namespace() -> None:
+    """CronJob and Deployment pass their namespace as the Lease's, where the Role applies."""
+    deployment = load(DEPLOY / "overlays" / "deployment" / "deployment.yaml")
+    for container in (
+        dig(base_doc("CronJob"), *CRONJOB_CONTAINER)[0],
+        deployment["spec"]["template"]["spec"]["containers"][0],
+    ):
+        env = {e["name"]: e for e in container["env"]}
+        source = env["REBALANCER_LEASE_NAMESPACE"]["valueFrom"]["fieldRef"]
+        assert source == {"fieldPath": "metadata.namespace"}
+
+
 def check_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """Assert the hardening every rebalancer pod has; returns its one container."""
     assert spec["serviceAccountName"] == "rebalancer"
@@ -236,9 +288,18 @@ def test_kustomize_renders(path: str, workload: str) -> None:
     docs = list(_rendered(ROOT / path))
     kinds = sorted(d["kind"] for d in docs)
     assert workload in kinds
-    assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap"} <= set(
-        kinds
-    )
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+    } <= set(kinds)
+    for doc in docs:
+        if doc["kind"] in ("Role", "RoleBinding"):
+            assert doc["metadata"]["namespace"] == "rebalancer"
     assert ("CronJob" in kinds) == (workload == "CronJob")
     configmap = next(d for d in docs if d["kind"] == "ConfigMap")
     assert configmap["metadata"]["namespace"] == "rebalancer"

@@ -129,7 +129,7 @@ def test_dashboard_queries_name_exported_metrics() -> None:
 
 def test_dashboard_shows_every_exported_metric() -> None:
     """Each metric family exported appears on some panel: evictions by result, planned moves,
-    skew before and after, run duration, runs by result."""
+    skew before and after, run duration, runs by result, unreadable objects."""
     exported = exported_metrics()
     shown = {
         exported[name]
@@ -145,6 +145,7 @@ def test_dashboard_shows_every_exported_metric() -> None:
         "rebalancer_skew_before",
         "rebalancer_skew_after",
         "rebalancer_run_duration_seconds",
+        "rebalancer_invalid_objects",
     }
 
 

@@ -37,11 +37,10 @@ from rebalancer.core.errors import (
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import Plan
 from rebalancer.core.policy import Limits, Policy
-from tests.fakes import PDB_429, FakeClock, FakeCluster, ScriptedPlanner
+from tests.fakes import NOW, PDB_429, FakeClock, FakeCluster, ScriptedPlanner
 
 ZONE = "topology.kubernetes.io/zone"
 NS = "shop"
-NOW = 1_750_000_000.0
 
 
 def runner(
@@ -274,7 +273,9 @@ class FakeAccess:
         group: str = "",
         subresource: str = "",
         namespace: str | None = None,
+        name: str = "",
     ) -> tuple[bool, str]:
+        del name  # asked about one object: this fake answers per resource
         name = f"{resource}/{subresource}" if subresource else resource
         self.asked.append((verb, name, namespace))
         return f"{verb} {name}" not in self.denied, ""

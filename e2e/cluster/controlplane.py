@@ -302,6 +302,14 @@ AUDIT_POLICY: dict[str, Any] = {
         },
         {"level": "None", "verbs": ["watch"]},
         {"level": "None", "users": ["system:apiserver"]},  # bootstrap RBAC/APF churn
+        # rebalancer's own Lease (one rebalancer evicting at a time), with its request bodies:
+        # who held it, and which evictions each holder recorded.
+        {
+            "level": "Request",
+            "verbs": ["create", "update", "patch", "delete"],
+            "namespaces": ["rebalancer"],
+            "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}],
+        },
         {
             "level": "None",
             "resources": [
@@ -723,6 +731,48 @@ class ControlPlane(Cluster):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
 
+    # ---- faults -----------------------------------------------------------------------
+    def component(self, name: str) -> Component:
+        for comp in self.components:
+            if comp.name == name:
+                return comp
+        raise ControlPlaneError(f"no component {name}")
+
+    def signal_apiserver(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to kube-apiserver (SIGSTOP freezes it: connections stay open, silent)."""
+        proc = self.component("kube-apiserver").proc
+        assert proc is not None
+        os.kill(proc.pid, sig)
+
+    def kill_apiserver(self) -> None:
+        """kill -9 kube-apiserver (etcd and everything else keep running)."""
+        comp = self.component("kube-apiserver")
+        proc = comp.proc
+        assert proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def restart_apiserver(self, *, timeout: float | None = None) -> None:
+        """Start kube-apiserver again with the same flags on the same etcd; wait for /readyz."""
+        comp = self.component("kube-apiserver")
+        if comp.alive():
+            self.kill_apiserver()
+        with open(comp.log, "ab") as fh:
+            fh.write(b"+ restart\n")
+            fh.flush()
+            comp.proc = subprocess.Popen(
+                comp.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                cwd=self.run_dir,
+                start_new_session=True,
+                preexec_fn=_pdeathsig,  # noqa: PLW1509 - prctl only, spawned from one thread
+                env={**os.environ, "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2")},
+            )
+        self._wait_apiserver_ready(timeout)
+
     def check_alive(self) -> None:
         """Raise if any component has exited."""
         for comp in self.components:
@@ -878,6 +928,9 @@ class ControlPlane(Cluster):
                 f"--v={self.verbosity}",
             ],
         )
+        self._wait_apiserver_ready()
+
+    def _wait_apiserver_ready(self, timeout: float | None = None) -> None:
         ctx = self._admin_ssl()
 
         def ready() -> bool:
@@ -887,7 +940,7 @@ class ControlPlane(Cluster):
             except urllib.error.HTTPError:
                 return False
 
-        self._wait("kube-apiserver /readyz", ready)
+        self._wait("kube-apiserver /readyz", ready, timeout)
 
     def _start_controllers(self) -> None:
         pki = self.pki

@@ -10,7 +10,9 @@ first request (exit 2, nothing sent); ``run`` then checks RBAC with SelfSubjectA
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 import threading
 import time
@@ -31,8 +33,11 @@ from rebalancer.cli.logconfig import configure as configure_logging
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.executor import ExecutorSettings
+from rebalancer.cluster.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
+from rebalancer.cluster.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
+from rebalancer.cluster.lease import LeaseSettings
 from rebalancer.cluster.runner import DEFAULT_MAX_WAVES, RunSettings
-from rebalancer.core.errors import EXIT_OK, InputError, RebalancerError
+from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -42,7 +47,15 @@ if TYPE_CHECKING:
 
 SNAPSHOT_FORMATS: Final = ("yaml", "json")
 DEFAULT_WAVE_TIMEOUT: Final = "10m"
+DEFAULT_CONNECT_TIMEOUT: Final = "5s"
+DEFAULT_REQUEST_TIMEOUT: Final = "60s"
+DEFAULT_READ_DEADLINE: Final = "2m"
+DEFAULT_COOLDOWN: Final = "10m"
+DEFAULT_LEASE_DURATION: Final = "60s"
+LEASE_NAMESPACE_ENV: Final = "REBALANCER_LEASE_NAMESPACE"
 
+
+_DNS_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 # --------------------------------------------------------------------------------------------
 # Arguments
@@ -56,6 +69,61 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "running in a pod, else ~/.kube/config)",
     )
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    parser.add_argument(
+        "--connect-timeout",
+        metavar="DURATION",
+        default=DEFAULT_CONNECT_TIMEOUT,
+        help=f"how long to wait for a connection to the API server (default "
+        f"{DEFAULT_CONNECT_TIMEOUT})",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        metavar="DURATION",
+        default=DEFAULT_REQUEST_TIMEOUT,
+        help="how long one request may take in all, however slowly the answer arrives "
+        f"(default {DEFAULT_REQUEST_TIMEOUT}); past it: exit 3",
+    )
+    parser.add_argument(
+        "--read-deadline",
+        metavar="DURATION",
+        default=DEFAULT_READ_DEADLINE,
+        help=f"how long one read of the whole cluster may take (default {DEFAULT_READ_DEADLINE}"
+        ", plus 1s per 1,000 objects read, so it grows with the cluster); past it: exit 3",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """The validated connection flags, in seconds."""
+
+    connect: float
+    request: float
+    read: float
+
+
+def _timeouts(args: argparse.Namespace, problems: list[str]) -> Timeouts:
+    """Parse the timeout flags, adding a problem for each bad one."""
+    values: list[float] = []
+    for flag in ("connect_timeout", "request_timeout", "read_deadline"):
+        name = "--" + flag.replace("_", "-")
+        try:
+            value = parse_duration(getattr(args, flag))
+        except ValueError as exc:
+            problems.append(f"{name}: {exc}")
+            value = 1.0
+        else:
+            if value <= 0:
+                problems.append(f"{name}: must be > 0")
+        values.append(value)
+    return Timeouts(*values)
+
+
+def _checked_timeouts(args: argparse.Namespace) -> Timeouts:
+    problems: list[str] = []
+    timeouts = _timeouts(args, problems)
+    if problems:
+        raise InputError(args.command, problems)
+    return timeouts
 
 
 def add_live_commands(subparsers: Subparsers) -> None:
@@ -137,6 +205,34 @@ def add_live_commands(subparsers: Subparsers) -> None:
         f"(default {DEFAULT_WAVE_TIMEOUT})",
     )
     run.add_argument(
+        "--lease-namespace",
+        metavar="NAMESPACE",
+        default=os.environ.get(LEASE_NAMESPACE_ENV) or DEFAULT_LEASE_NAMESPACE,
+        help="namespace of the Lease that lets one rebalancer evict at a time (default: "
+        f"${LEASE_NAMESPACE_ENV}, else {DEFAULT_LEASE_NAMESPACE}); it must exist",
+    )
+    run.add_argument(
+        "--lease-name",
+        metavar="NAME",
+        default=DEFAULT_LEASE_NAME,
+        help=f"name of that Lease (default {DEFAULT_LEASE_NAME})",
+    )
+    run.add_argument(
+        "--lease-duration",
+        metavar="DURATION",
+        default=DEFAULT_LEASE_DURATION,
+        help="leaseDurationSeconds: how long a silent holder (a crashed run) blocks the others "
+        f"(default {DEFAULT_LEASE_DURATION}; renewed every third of it)",
+    )
+    run.add_argument(
+        "--cooldown",
+        metavar="DURATION",
+        default=DEFAULT_COOLDOWN,
+        help="evictions made by earlier runs this recently count against the policy's limits, "
+        "and their workloads wait for the replacements to be Ready "
+        f"(default {DEFAULT_COOLDOWN}; recorded in the Lease)",
+    )
+    run.add_argument(
         "--metrics-bind-address",
         metavar="HOST:PORT",
         default=os.environ.get("REBALANCER_METRICS_BIND_ADDRESS", ""),
@@ -149,19 +245,66 @@ def add_live_commands(subparsers: Subparsers) -> None:
 # Shared steps
 
 
-def _connect(args: argparse.Namespace) -> Kube:
+def _connect(args: argparse.Namespace, timeouts: Timeouts) -> Kube:
     from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
 
-    return connect(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+    return connect(
+        getattr(args, "kubeconfig", None),
+        getattr(args, "context", None),
+        timeout=(timeouts.connect, timeouts.request),
+    )
 
 
-def _reader(kube: Kube, namespace: str | None) -> Any:
-    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use, like the client
+def _read_deadline(timeouts: Timeouts) -> Any:
+    from rebalancer.cluster.reader import ReadDeadline  # noqa: PLC0415  # on use
 
-    def read() -> Any:
-        return read_cluster(kube.list_page, namespace=namespace).snapshot
+    return ReadDeadline(base_seconds=timeouts.read)
 
-    return read
+
+class _Reader:
+    """Reads the live cluster; an object it cannot convert leaves its namespace out of the
+    read (logged, and counted in :attr:`rejected`) instead of stopping everything."""
+
+    def __init__(self, kube: Kube, namespace: str | None, timeouts: Timeouts) -> None:
+        self._kube = kube
+        self._namespace = namespace
+        self._timeouts = timeouts
+        self.rejected: tuple[Any, ...] = ()
+        """The objects left out by the last read."""
+
+    def __call__(self) -> Any:
+        from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
+
+        result = read_cluster(
+            self._kube.list_page,
+            namespace=self._namespace,
+            deadline=_read_deadline(self._timeouts),
+            skip_invalid=True,
+        )
+        self.rejected = result.rejected
+        _warn_rejected(result.rejected, "its namespace is left out of this run")
+        return result.snapshot
+
+    def get_rejected(self) -> tuple[Any, ...]:
+        return self.rejected
+
+
+def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
+    """One warning per object a read could not convert, naming it and its problems."""
+    log = logs.get_logger("rebalancer.cli")
+    for r in rejected:
+        log.warning(
+            logs.INVALID_OBJECT,
+            kind=r.kind,
+            namespace=r.namespace,
+            name=r.name,
+            problems=list(r.problems),
+            detail=detail,
+        )
+
+
+def _reader(kube: Kube, namespace: str | None, timeouts: Timeouts) -> _Reader:
+    return _Reader(kube, namespace, timeouts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +316,8 @@ class Check:
     group: str = ""
     subresource: str = ""
     required: bool = True
+    in_lease_namespace: bool = False  # asked in the Lease's namespace, not the run's
+    about_the_lease: bool = False  # asked about the Lease by name (Roles may name it)
 
     @property
     def name(self) -> str:
@@ -194,20 +339,42 @@ RUN_CHECKS: Final = (
 )
 """What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
 
+LEASE_CHECKS: Final = tuple(
+    Check(
+        verb,
+        "leases",
+        group="coordination.k8s.io",
+        in_lease_namespace=True,
+        about_the_lease=verb != "create",  # a create names no object to RBAC
+    )
+    for verb in ("get", "create", "update")
+)
+"""What a run that evicts needs for its Lease, in the Lease's namespace only."""
+
 CLUSTER_SCOPED: Final = frozenset({"nodes"})
 
 
-def preflight(kube: Kube, namespace: str | None, checks: Sequence[Check] = RUN_CHECKS) -> None:
+def preflight(
+    kube: Kube,
+    namespace: str | None,
+    checks: Sequence[Check] = RUN_CHECKS,
+    *,
+    lease_namespace: str | None = None,
+    lease_name: str = "",
+) -> None:
     """Raise :class:`errors.Forbidden` for the first required permission RBAC denies."""
     log = logs.get_logger("rebalancer.cli")
     for check in checks:
         scope = None if check.resource in CLUSTER_SCOPED else namespace
+        if check.in_lease_namespace:
+            scope = lease_namespace
         allowed, why = kube.can_i(
             check.verb,
             check.resource,
             group=check.group,
             subresource=check.subresource,
             namespace=scope,
+            name=lease_name if check.about_the_lease else "",
         )
         if allowed:
             continue
@@ -233,13 +400,16 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, loaded on use
 
     configure_logging()
-    kube = _connect(args)
+    timeouts = _checked_timeouts(args)
+    kube = _connect(args, timeouts)
+    reader = _reader(kube, args.namespace, timeouts)
     try:
-        snapshot = _reader(kube, args.namespace)()
+        snapshot = reader()
     finally:
         kube.close()
     write_plan(plan(snapshot, policy, time.time()), policy, args)
-    return EXIT_OK
+    # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
+    return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
@@ -247,14 +417,22 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rebalancer.cluster.snapshot import dump_objects  # noqa: PLC0415  # on use
 
     configure_logging()
-    kube = _connect(args)
+    timeouts = _checked_timeouts(args)
+    kube = _connect(args, timeouts)
     try:
         result = read_cluster(
-            kube.list_page, namespace=args.namespace, keep_objects=True, trim=not args.full
+            kube.list_page,
+            namespace=args.namespace,
+            keep_objects=True,
+            trim=not args.full,
+            deadline=_read_deadline(timeouts),
+            skip_invalid=True,  # written all the same: a snapshot is for bug reports too
         )
     finally:
         kube.close()
     logs.get_logger("rebalancer.cli").info(logs.READ, **dict(result.counts), pages=result.pages)
+    # Written all the same (a snapshot is for bug reports); `plan --snapshot` names it too.
+    _warn_rejected(result.rejected, "written to the snapshot as read")
     data: bytes = dump_objects(result.objects or (), args.output)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
@@ -269,6 +447,9 @@ class RunArgs:
     wave_timeout: float
     max_waves: int
     metrics_address: str
+    timeouts: Timeouts
+    cooldown: float
+    lease_duration: int
 
 
 def _validate_run_args(args: argparse.Namespace) -> RunArgs:
@@ -288,6 +469,27 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
         wave_timeout = parse_duration(args.wave_timeout)
     except ValueError as exc:
         problems.append(f"--wave-timeout: {exc}")
+    timeouts = _timeouts(args, problems)
+    cooldown = 0.0
+    try:
+        cooldown = parse_duration(args.cooldown)
+    except ValueError as exc:
+        problems.append(f"--cooldown: {exc}")
+    lease_duration = 60
+    try:
+        seconds = parse_duration(args.lease_duration)
+    except ValueError as exc:
+        problems.append(f"--lease-duration: {exc}")
+    else:
+        if seconds < 3:
+            problems.append(f"--lease-duration: must be at least 3s, got {args.lease_duration}")
+        lease_duration = math.ceil(seconds)
+    for flag, value in (
+        ("--lease-namespace", args.lease_namespace),
+        ("--lease-name", args.lease_name),
+    ):
+        if not _DNS_NAME.match(value or ""):
+            problems.append(f"{flag}: must be a DNS name (a-z, 0-9, '-', '.'), got {value!r}")
     if args.max_waves < 1:
         problems.append(f"--max-waves: must be >= 1, got {args.max_waves}")
     address = args.metrics_bind_address or ""
@@ -302,7 +504,9 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
             problems.append("--metrics-bind-address: only with --interval (a one-shot run exits)")
     if problems:
         raise InputError("run", problems)
-    return RunArgs(interval, wave_timeout, args.max_waves, address)
+    return RunArgs(
+        interval, wave_timeout, args.max_waves, address, timeouts, cooldown, lease_duration
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -323,6 +527,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
 
     configure_logging()
+    evicting = not (args.dry_run or args.server_dry_run)
+    lease = LeaseSettings(
+        namespace=args.lease_namespace,
+        name=args.lease_name,
+        duration_seconds=checked.lease_duration,
+        renew_seconds=checked.lease_duration / 3,
+        cooldown_seconds=checked.cooldown,
+    )
     settings = RunSettings(
         plan_only=args.dry_run,
         max_waves=checked.max_waves,
@@ -331,6 +543,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             wave_timeout_seconds=checked.wave_timeout,
         ),
         instance=os.environ.get("POD_NAME") or RunSettings().instance,
+        lease=lease if evicting else None,
     )
     logs.log_config(
         policy,
@@ -345,17 +558,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "wave_timeout": format_duration(checked.wave_timeout),
             "namespace": args.namespace,
             "metrics_bind_address": checked.metrics_address or None,
+            "lease": f"{lease.namespace}/{lease.name}" if evicting else None,
+            "cooldown": format_duration(checked.cooldown),
+            "connect_timeout": format_duration(checked.timeouts.connect),
+            "request_timeout": format_duration(checked.timeouts.request),
+            "read_deadline": format_duration(checked.timeouts.read),
         },
     )
-    kube = _connect(args)
+    kube = _connect(args, checked.timeouts)
     try:
         if not args.dry_run:
-            preflight(kube, args.namespace)
+            checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
+            preflight(
+                kube,
+                args.namespace,
+                checks,
+                lease_namespace=lease.namespace,
+                lease_name=lease.name,
+            )
+        reader = _reader(kube, args.namespace, checked.timeouts)
         cluster = Cluster(
-            read=_reader(kube, args.namespace),
+            read=reader,
             transport=kube,
             create_event=kube.create_event,
             get_pdb=kube.get_pdb,
+            lease=kube,
+            rejected=reader.get_rejected,
         )
         stop = threading.Event()
         undo = install_stop_handlers(stop)

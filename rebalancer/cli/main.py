@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 import yaml
 
 from rebalancer import __version__
+from rebalancer.cli import shutdown
 from rebalancer.cli.common import (
     POLICY_ENV,
     Handler,
@@ -52,7 +53,7 @@ from rebalancer.core.errors import (
 from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
-    from rebalancer.core.model import Snapshot
+    from rebalancer.cluster.snapshot import Loaded
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -86,33 +87,44 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return live(args, policy)
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
-    snapshot = _load_snapshot(args)
+    snapshot, rejected = _load_snapshot(args)
+    for r in rejected:
+        problems = "; ".join(r.problems)
+        print(
+            f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
+            f"{r.namespace} left out: {problems}",
+            file=sys.stderr,
+        )
     write_plan(plan(snapshot, policy, time.time()), policy, args)
-    return EXIT_OK
+    return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
 
     policy = resolve_policy(args)
-    snapshot = _load_snapshot(args)
+    snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
     expl = explain(snapshot, policy, namespace, name)
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
 
-def _load_snapshot(args: argparse.Namespace) -> Snapshot:
-    """The ``--snapshot`` file; one without nodes is an error (a failed ``kubectl get`` piped
-    in must not look like a balanced cluster)."""
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # on use, as the core
+def _load_snapshot(args: argparse.Namespace) -> Loaded:
+    """The ``--snapshot`` file and the objects left out (``--skip-invalid``); one without nodes
+    is an error (a failed ``kubectl get`` piped in must not look like a balanced cluster)."""
+    from rebalancer.cluster.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
 
     source: str = args.snapshot
-    snapshot = load_snapshot(source, max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES))
-    if not snapshot.nodes:
+    loaded = load_snapshot_skipping(
+        source,
+        skip_invalid=getattr(args, "skip_invalid", False),
+        max_bytes=max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES),
+    )
+    if not loaded[0].nodes:
         shown = "standard input" if source == STDIN else source
         raise InputError(shown, ["no nodes in the snapshot"])
-    return snapshot
+    return loaded
 
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
@@ -150,6 +162,12 @@ def _add_plan(subparsers: Subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--snapshot", metavar="FILE", help="plan offline from this snapshot")
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="with --snapshot: an object that cannot be read leaves its namespace out of the "
+        "plan (warned about, exit 1) instead of failing it (exit 2). A live plan always does so",
+    )
     add_policy_arguments(parser)
     add_output_argument(parser, REPORT_FORMATS)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
@@ -250,7 +268,22 @@ def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPa
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code instead of exiting."""
+    """Run the command line; return the exit code instead of exiting.
+
+    A SIGTERM or SIGINT before a run's eviction loop takes signals over ends the command at
+    once with a log line and exit 0 (:mod:`rebalancer.cli.shutdown`).
+    """
+    undo = shutdown.install()
+    try:
+        return _main(argv)
+    except shutdown.Terminated as exc:
+        shutdown.report(exc)
+        return EXIT_OK
+    finally:
+        undo()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors

@@ -44,6 +44,11 @@ class Metrics:
             "rebalancer_evictions", "Evictions by result.", ["result"], registry=r
         )
         self.runs = Counter("rebalancer_runs", "Runs by result.", ["result"], registry=r)
+        self.invalid = Counter(
+            "rebalancer_invalid_objects",
+            "Objects a read could not convert; each left its namespace out of that run.",
+            registry=r,
+        )
         self.planned = Gauge(
             "rebalancer_planned_moves", "Evictions in the last run's first plan.", registry=r
         )
@@ -81,6 +86,7 @@ class Metrics:
         for result in report.results:
             self.evictions.labels(result=str(result.outcome)).inc()
         self.planned.set(report.planned)
+        self.invalid.inc(report.invalid_objects)
         self.duration.observe(report.duration_seconds)
         self.runs.labels(result="ok" if report.exit_code == 0 else "evictions-failed").inc()
         self.skew_before.clear()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import yaml
 
+from rebalancer.cluster.outcome import RunEnd
 from rebalancer.core.explain import ConstraintExplanation, Explanation
 from rebalancer.core.plan import Eviction, Plan, Skip, ViewReport
 
@@ -550,8 +551,15 @@ def run_summary(report: RunReport) -> str:
 
 
 def _run_table(report: RunReport, style: TableStyle) -> str:
+    if report.end is RunEnd.LEASE_HELD and report.lease_holder is not None:
+        h = report.lease_holder
+        return (
+            f"Run {report.run_id}: another rebalancer holds the Lease: {h.identity} (since "
+            f"{h.acquired or '?'}, renewed {h.renewed or '?'}, expires in {h.expires_in:.0f}s); "
+            "nothing evicted.\n"
+        )
     lines = _plan_lines(report.first_plan, style)
-    if report.end == "dry-run":
+    if report.end is RunEnd.DRY_RUN:
         return "\n".join(_fit(lines, style)) + "\n"
     lines.append("")
     rows = [["WAVE", "POD", "OUTCOME", "STATUS", "DETAIL"]]

@@ -19,6 +19,18 @@ class Unreachable(ClusterError):
     """The API server could not be reached: connection refused, DNS, TLS or a timeout."""
 
 
+class DeadlineExceeded(Unreachable):
+    """A request, or the whole read of the cluster, got no complete answer in time."""
+
+
+class LeaseError(ClusterError):
+    """The Lease that lets one rebalancer evict at a time could not be taken or kept."""
+
+
+class LeaseLost(LeaseError):
+    """Another holder took the Lease, or it could not be renewed before it expired."""
+
+
 class ApiError(ClusterError):
     """The API server answered a request with an error status.
 

@@ -48,9 +48,10 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from rebalancer.cluster import errors
+from rebalancer.cluster.lease import EvictionRecord
 from rebalancer.cluster.outcome import EvictionResult, Outcome
 from rebalancer.core.errors import InputError
-from rebalancer.core.plan import Eviction
+from rebalancer.core.plan import Eviction, SkipReason
 
 log = structlog.get_logger("rebalancer.executor")
 
@@ -160,16 +161,16 @@ def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
 
 
-def node_problem(node: Mapping[str, Any] | None, name: str) -> str | None:
+def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None:
     """Why pods on this node must not be evicted now (NotReady, unreachable), or None."""
     if node is None:
-        return f"node-gone: node {name} no longer exists"
+        return SkipReason("node-gone", f"node {name} no longer exists")
     ready = _condition(node, "Ready")
     if ready != "True":
-        return f"node-not-ready: node {name} is NotReady (Ready={ready or 'missing'})"
+        return SkipReason("node-not-ready", f"node {name} is NotReady (Ready={ready or 'missing'})")
     for taint in _spec(node).get("taints") or ():
         if isinstance(taint, Mapping) and taint.get("key") in (UNREACHABLE_TAINT, NOT_READY_TAINT):
-            return f"node-not-ready: node {name} has the {taint.get('key')} taint"
+            return SkipReason("node-not-ready", f"node {name} has the {taint.get('key')} taint")
     return None
 
 
@@ -177,32 +178,59 @@ def pod_problem(
     pod: Mapping[str, Any],
     eviction: Eviction,
     expected_labels: Mapping[str, str] | None,
-) -> str | None:
+) -> SkipReason | None:
     """Why the re-read pod no longer matches the plan's premise, or None."""
     meta = _metadata(pod)
     uid = meta.get("uid")
+    key = eviction.key
     if uid != eviction.uid:
-        return f"uid-changed: {eviction.key} is now uid {uid}, the plan evicts uid {eviction.uid}"
+        return SkipReason(
+            "uid-changed", f"{key} is now uid {uid}, the plan evicts uid {eviction.uid}"
+        )
     if meta.get("deletionTimestamp"):
-        return f"terminating: {eviction.key} is already terminating"
+        return SkipReason("terminating", f"{key} is already terminating")
     node = _spec(pod).get("nodeName")
     if node != eviction.node:
-        return f"moved: {eviction.key} is on node {node}, the plan saw it on {eviction.node}"
+        return SkipReason("moved", f"{key} is on node {node}, the plan saw it on {eviction.node}")
     if expected_labels is not None and _labels(pod) != dict(expected_labels):
-        return f"labels-changed: the labels of {eviction.key} changed since the plan"
+        return SkipReason("labels-changed", f"the labels of {key} changed since the plan")
     return None
 
 
+def _is_ready(pod: Mapping[str, Any]) -> bool:
+    """Scheduled, not terminating, and Ready."""
+    return (
+        not _metadata(pod).get("deletionTimestamp")
+        and bool(_spec(pod).get("nodeName"))
+        and _condition(pod, "Ready") == "True"
+    )
+
+
+def earlier_settled(record: EvictionRecord, pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether an earlier run's eviction has settled, judged from its namespace's pods.
+
+    The pod still there and not terminating: the eviction never happened (its run died before
+    sending it, or it was refused). Still terminating: not settled. Gone: settled once its
+    controller has as many Ready pods as it had just before the eviction.
+    """
+    ready = 0
+    for pod in pods:
+        meta = _metadata(pod)
+        if meta.get("uid") == record.uid:
+            return not meta.get("deletionTimestamp")
+        ref = _controller(pod)
+        if ref is not None and ref.get("uid") == record.owner_uid and _is_ready(pod):
+            ready += 1
+    return ready >= record.ready_before
+
+
 def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
-    meta = _metadata(pod)
     ref = _controller(pod)
     return (
         ref is not None
         and ref.get("uid") == pending.owner_uid
-        and meta.get("uid") not in pending.known
-        and not meta.get("deletionTimestamp")
-        and bool(_spec(pod).get("nodeName"))
-        and _condition(pod, "Ready") == "True"
+        and _metadata(pod).get("uid") not in pending.known
+        and _is_ready(pod)
     )
 
 
@@ -274,6 +302,18 @@ class _Pending:
     owner_uid: str
     selector: str
     known: frozenset[str]  # uids of the owner's pods before the eviction
+    ready_before: int  # of those, Ready (the evicted pod included)
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionIntent:
+    """An eviction about to be sent, with what a later run needs to judge it (the record)."""
+
+    eviction: Eviction
+    owner_kind: str
+    owner_name: str
+    owner_uid: str
+    ready_before: int
 
 
 def _workload_key(eviction: Eviction) -> str:
@@ -296,6 +336,8 @@ class Executor:
         on_result: Callable[[EvictionResult], None] | None = None,
         expected_labels: Mapping[str, Mapping[str, str]] | None = None,
         owner_selectors: Mapping[tuple[str, str, str], str] | None = None,
+        before_evict: Callable[[EvictionIntent], None] | None = None,
+        earlier: Sequence[EvictionRecord] = (),
     ) -> None:
         """``expected_labels`` maps a pod uid to the labels the plan saw; a change drops it.
 
@@ -303,6 +345,12 @@ class Executor:
         (API syntax); replacements are looked for with it. Without one, the whole namespace is
         listed. Either way only pods whose controller has the evicted pod's owner uid count: a
         pod's own labels are no guide, the API server may add some (topology labels) at binding.
+
+        ``before_evict`` is called just before each eviction request (the Lease records it
+        there); a :class:`errors.ClusterError` from it skips that eviction. ``earlier`` are
+        evictions of earlier runs: a workload with one that has not settled yet
+        (:func:`earlier_settled`) is waited for, within the wave timeout, before any of its
+        pods is evicted.
         """
         self._transport = transport
         self.settings = settings or ExecutorSettings()
@@ -312,6 +360,10 @@ class Executor:
         self._on_result = on_result
         self._expected_labels = expected_labels or {}
         self._owner_selectors = owner_selectors or {}
+        self._before_evict = before_evict
+        self._earlier: dict[str, list[EvictionRecord]] = {}
+        for record in earlier:
+            self._earlier.setdefault(record.workload_key, []).append(record)
 
     # -- public ----------------------------------------------------------------------------
 
@@ -328,7 +380,9 @@ class Executor:
         for e in evictions:
             groups.setdefault(_workload_key(e), deque()).append(e)
         results: list[EvictionResult] = []
-        stuck: dict[str, str] = {}  # workload -> why its next pods are not evicted
+        stuck: dict[str, SkipReason] = {}  # workload -> why its next pods are not evicted
+        if not dry_run:
+            self._await_earlier(groups, stuck, deadline)
         while any(groups.values()):
             pending: dict[str, _Pending] = {}
             for workload, queue in groups.items():
@@ -336,9 +390,9 @@ class Executor:
                     continue
                 e = queue.popleft()
                 if self._should_stop():
-                    result = EvictionResult(e, Outcome.SKIPPED, "stopping: not sent (SIGTERM)")
+                    result = _skipped(e, SkipReason("stopping", "not sent (SIGTERM)"))
                 elif workload in stuck:
-                    result = EvictionResult(e, Outcome.SKIPPED, stuck[workload])
+                    result = _skipped(e, stuck[workload])
                 else:
                     result, wait = self._evict_one(e, bodies[e.uid], len(results))
                     if wait is not None:
@@ -377,10 +431,24 @@ class Executor:
                 node = self._call(lambda: self._transport.get_node(e.node))
                 problem = node_problem(node, e.node)
             if problem is not None:
-                return EvictionResult(e, Outcome.SKIPPED, problem), None
+                return _skipped(e, problem), None
             pending = self._prepare_wait(e, pod, index)
         except (errors.Unreachable, errors.ServerError) as exc:
             return EvictionResult(e, Outcome.FAILED, f"re-read failed: {exc}"), None
+        if self._before_evict is not None:
+            owner = _controller(pod) or {}
+            intent = EvictionIntent(
+                e,
+                str(owner.get("kind", "")),
+                str(owner.get("name", "")),
+                str(owner.get("uid", "")),
+                pending.ready_before if pending is not None else 0,
+            )
+            try:
+                self._before_evict(intent)
+            except errors.ClusterError as exc:
+                code = "lease-lost" if isinstance(exc, errors.LeaseLost) else "not-recorded"
+                return _skipped(e, SkipReason(code, f"not sent: {exc}")), None
         return self._send(e, body), pending
 
     def _prepare_wait(self, e: Eviction, pod: Mapping[str, Any], index: int) -> _Pending | None:
@@ -393,12 +461,14 @@ class Executor:
         key = (str(owner.get("kind", "")), e.namespace, str(owner.get("name", "")))
         selector = self._owner_selectors.get(key, "")
         siblings = self._call(lambda: self._transport.list_pods(e.namespace, selector))
-        known = frozenset(
-            str(_metadata(p).get("uid"))
+        mine = [
+            p
             for p in siblings
             if (ref := _controller(p)) is not None and ref.get("uid") == owner.get("uid")
-        )
-        return _Pending(index, e, str(owner["uid"]), selector, known | {e.uid})
+        ]
+        known = frozenset(str(_metadata(p).get("uid")) for p in mine)
+        ready = sum(1 for p in mine if _is_ready(p))
+        return _Pending(index, e, str(owner["uid"]), selector, known | {e.uid}, ready)
 
     def _send(self, e: Eviction, body: Mapping[str, Any]) -> EvictionResult:
         s = self.settings
@@ -498,6 +568,40 @@ class Executor:
 
     # -- waiting for replacements ----------------------------------------------------------
 
+    def _await_earlier(
+        self,
+        groups: Mapping[str, deque[Eviction]],
+        stuck: dict[str, SkipReason],
+        deadline: float,
+    ) -> None:
+        """Wait until the earlier runs' evictions of this wave's workloads have settled."""
+        waiting = {w: self._earlier[w] for w in groups if w in self._earlier}
+        while waiting:
+            for workload, records in list(waiting.items()):
+                first = records[0]
+                key = (first.owner_kind, first.namespace, first.owner_name)
+                selector = self._owner_selectors.get(key, "")
+                try:
+                    pods = self._call(partial(self._transport.list_pods, first.namespace, selector))
+                except (errors.Unreachable, errors.ServerError):
+                    continue
+                if all(earlier_settled(r, pods) for r in records):
+                    del waiting[workload]
+            now = self._clock()
+            if not waiting or now >= deadline or self._should_stop():
+                break
+            log.info("eviction.wait_earlier", workloads=sorted(waiting))
+            self._sleep(min(self.settings.poll_interval_seconds, deadline - now))
+        for workload, records in waiting.items():
+            last = records[-1]
+            why = (
+                "stopping: not waiting for earlier replacements (SIGTERM)"
+                if self._should_stop()
+                else f"the replacement of {last.key}, evicted by run {last.run}, is not Ready yet"
+            )
+            stuck[workload] = SkipReason("replacement-not-ready", why)
+            log.warning("eviction.earlier_not_settled", workload=workload, detail=why)
+
     def _list_pods(self, wait: _Pending) -> list[dict[str, Any]]:
         return self._transport.list_pods(wait.eviction.namespace, wait.selector)
 
@@ -505,7 +609,7 @@ class Executor:
         self,
         pending: Mapping[str, _Pending],
         results: list[EvictionResult],
-        stuck: dict[str, str],
+        stuck: dict[str, SkipReason],
         deadline: float,
     ) -> None:
         outstanding = {
@@ -533,11 +637,15 @@ class Executor:
                 if self._should_stop()
                 else f"replacement of {wait.eviction.key} not scheduled and Ready in time"
             )
-            stuck[workload] = f"replacement-not-ready: {why}"
+            stuck[workload] = SkipReason("replacement-not-ready", why)
             log.warning("eviction.replacement_timeout", pod=wait.eviction.key, detail=why)
             results[wait.index] = replace(
                 results[wait.index], detail=f"{results[wait.index].detail}; {why}"
             )
+
+
+def _skipped(e: Eviction, reason: SkipReason) -> EvictionResult:
+    return EvictionResult(e, Outcome.SKIPPED, str(reason), skip=reason)
 
 
 def _causes(answer: Mapping[str, Any]) -> Iterable[str]:

@@ -2,8 +2,14 @@
 
 Everything above this module sees plain dicts and bytes, and rebalancer's own errors
 (:mod:`rebalancer.core.errors`); no client object or client exception leaks out. Requests go through
-:meth:`Kube.request`, which only knows GET and POST: rebalancer never deletes anything, and this
-module makes a pod DELETE impossible to issue by mistake.
+:meth:`Kube.request`, which only knows GET and POST, plus PUT on a coordination.k8s.io Lease:
+rebalancer never deletes anything, and this module makes a pod DELETE (or any write to a pod
+but an eviction) impossible to issue by mistake.
+
+Every request has a wall-clock deadline (``request_timeout``), enforced by a
+:class:`~rebalancer.cluster.deadline.Watchdog` that cuts the socket: a server that trickles
+its answer cannot hold a request longer than that. A request still waiting after a few seconds
+is logged as a warning.
 
 Credentials, in order: ``--kubeconfig`` (with ``--context``), else ``$KUBECONFIG``, else the
 in-cluster service account when ``$KUBERNETES_SERVICE_HOST`` is set, else ``~/.kube/config``.
@@ -11,8 +17,11 @@ in-cluster service account when ``$KUBERNETES_SERVICE_HOST`` is set, else ``~/.k
 
 from __future__ import annotations
 
+import http.client
 import os
-from collections.abc import Mapping, Sequence
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -23,14 +32,74 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
-from rebalancer.cluster import errors
+from rebalancer.cluster import deadline, errors, logs
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
 
-ALLOWED_METHODS: Final = frozenset({"GET", "POST"})
-DEFAULT_TIMEOUT: Final = (5.0, 60.0)  # (connect, read) seconds
+ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT"})
+LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")
+"""The only thing rebalancer ever PUTs: one Lease (SPEC §5, one rebalancer at a time)."""
+DEFAULT_CONNECT_TIMEOUT: Final = 5.0
+DEFAULT_REQUEST_TIMEOUT: Final = 60.0
+DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
+"""(connect, whole request) seconds."""
 JSON: Final = "application/json"
+RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+GET_RETRIES: Final = 3
+MAX_RETRY_AFTER: Final = 10.0
+RETRIES: Final = urllib3.Retry(
+    total=2,
+    connect=2,
+    read=1,
+    status=0,
+    redirect=0,
+    other=0,
+    respect_retry_after_header=False,
+    raise_on_status=False,
+)
+"""urllib3's own retries: a refused or dropped connection once or twice, never a status (the
+executor retries those itself), and all of it within the request's deadline."""
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    """Attaches its socket to the calling thread's deadline watch (see :mod:`.deadline`)."""
+
+    def connect(self) -> None:
+        super().connect()
+        _attach(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _attach(self)  # a kept-alive connection: already connected
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    """The TLS form of :class:`_WatchedHTTPConnection`."""
+
+    def connect(self) -> None:
+        super().connect()
+        _attach(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _attach(self)
+        super().request(*args, **kwargs)
+
+
+def _attach(conn: HTTPConnection) -> None:
+    watch = deadline.current()
+    if watch is not None:
+        watch.attach(conn.sock)
+
+
+class _WatchedHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +166,36 @@ class Kube:
         *,
         source: str,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        warn_after: float = deadline.DEFAULT_WARN_AFTER,
+        get_retries: int = GET_RETRIES,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx
+        is sent again up to ``get_retries`` times, after its Retry-After (at most
+        :data:`MAX_RETRY_AFTER` seconds) or a short doubling backoff."""
         self._api = api_client
         self.source = source
         self.timeout = timeout
+        self.get_retries = get_retries
+        self._sleep = sleep
+        self._log = logs.get_logger("rebalancer.kube")
+        self._watchdog = deadline.Watchdog(warn_after=warn_after, on_slow=self._slow)
+        pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool_manager is not None:
+            pool_manager.pool_classes_by_scheme = {
+                "http": _WatchedHTTPConnectionPool,
+                "https": _WatchedHTTPSConnectionPool,
+            }
+            pool_manager.connection_pool_kw["retries"] = RETRIES
+
+    def _slow(self, what: str, waited: float, limit: float) -> None:
+        self._log.warning(
+            logs.REQUEST_SLOW,
+            request=what,
+            waited_seconds=round(waited, 1),
+            deadline_seconds=limit,
+            server=self.server,
+        )
 
     @property
     def server(self) -> str:
@@ -119,13 +214,72 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
     ) -> Response:
-        """Send one request; returns any HTTP status, raises only when there is no answer."""
-        if method not in ALLOWED_METHODS:
+        """Send one request; returns any HTTP status, raises only when there is no answer.
+
+        GETs answered 429 or 5xx are retried (bounded, honouring Retry-After); nothing else
+        is, here: the executor decides about evictions itself.
+        """
+        attempt = 0
+        while True:
+            response = self._request_once(method, path, query=query, body=body)
+            if (
+                method != "GET"
+                or response.status not in RETRY_STATUSES
+                or attempt >= self.get_retries
+            ):
+                return response
+            delay = retry_after(response.headers)
+            delay = min(delay if delay is not None else 0.5 * 2**attempt, MAX_RETRY_AFTER)
+            attempt += 1
+            self._log.warning(
+                logs.REQUEST_RETRY,
+                request=f"{method} {path}",
+                status=response.status,
+                attempt=attempt,
+                sleep_seconds=delay,
+            )
+            self._sleep(delay)
+
+    def _request_once(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+    ) -> Response:
+        if method not in ALLOWED_METHODS or (method == "PUT" and not LEASE_PATH.match(path)):
             # Not an assert: this must hold with python -O too.
-            raise ValueError(f"rebalancer never sends {method} requests")
+            raise ValueError(f"rebalancer never sends {method} {path}")
         headers = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = JSON
+        request_timeout = self.timeout[1]
+        with self._watchdog.watch(f"{method} {path}", request_timeout) as watch:
+            try:
+                response = self._send(method, path, query, body, headers)
+            except errors.ClusterError:
+                if watch.fired:
+                    raise self._deadline(method, path) from None
+                raise
+            if watch.fired:  # the socket was cut: what came back may be cut short
+                raise self._deadline(method, path)
+            return response
+
+    def _deadline(self, method: str, path: str) -> errors.DeadlineExceeded:
+        return errors.DeadlineExceeded(
+            f"no complete answer from {self.server} to {method} {path} within "
+            f"{self.timeout[1]:g}s (--request-timeout)"
+        )
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        body: Mapping[str, Any] | None,
+        headers: dict[str, str],
+    ) -> Response:
         try:
             _, url, headers, _, _ = self._api.param_serialize(
                 method,
@@ -139,7 +293,7 @@ class Kube:
                 url,
                 header_params=headers,
                 body=dict(body) if body is not None else None,
-                _request_timeout=self.timeout,
+                _request_timeout=self.timeout,  # the read timeout bounds each recv
             )
             data = raw.read()
             status = int(raw.status)
@@ -149,7 +303,7 @@ class Kube:
                 text = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
                 return Response(int(exc.status), text, {})
             raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real one
             raise errors.Unreachable(
                 f"cannot reach {self.server} ({method} {path}): {cause}"
@@ -272,7 +426,15 @@ class Kube:
                 resource="pods/eviction",
                 namespace=namespace,
             )
-        return response.status, response.json()
+        answer = response.json()
+        wait = retry_after(response.headers)
+        if response.status == 429 and wait is not None:
+            # The executor reads details.retryAfterSeconds; a header without it counts too.
+            details = answer.get("details")
+            if not isinstance(details, dict):
+                details = answer["details"] = {}
+            details.setdefault("retryAfterSeconds", wait)
+        return response.status, answer
 
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         """Create a core/v1 Event."""
@@ -285,6 +447,35 @@ class Kube:
             body=body,
         )
 
+    # -- the Lease (one rebalancer evicting at a time) ---------------------------------------
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The coordination.k8s.io/v1 Lease, or None when it does not exist."""
+        return self._get(_lease_path(namespace, name), resource=_LEASES, namespace=namespace)
+
+    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the Lease; :class:`errors.Conflict` (409) when it exists already."""
+        return self._checked(
+            "POST",
+            f"/apis/coordination.k8s.io/v1/namespaces/{_seg(namespace)}/leases",
+            verb="create",
+            resource=_LEASES,
+            namespace=namespace,
+            body=body,
+        ).json()
+
+    def update_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the Lease (PUT); the body's resourceVersion makes it fail with
+        :class:`errors.Conflict` (409) when someone else wrote it first."""
+        return self._checked(
+            "PUT",
+            _lease_path(namespace, name),
+            verb="update",
+            resource=_LEASES,
+            namespace=namespace,
+            body=body,
+        ).json()
+
     def can_i(
         self,
         verb: str,
@@ -293,13 +484,18 @@ class Kube:
         group: str = "",
         subresource: str = "",
         namespace: str | None = None,
+        name: str = "",
     ) -> tuple[bool, str]:
-        """Ask the API server (SelfSubjectAccessReview) whether we may do this; (allowed, why)."""
+        """Ask the API server (SelfSubjectAccessReview) whether we may do this; (allowed, why).
+
+        ``name``: about that one object (a Role may grant a verb on named objects only)."""
         attributes: dict[str, str] = {"verb": verb, "resource": resource, "group": group}
         if subresource:
             attributes["subresource"] = subresource
         if namespace:
             attributes["namespace"] = namespace
+        if name:
+            attributes["name"] = name
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
@@ -320,6 +516,25 @@ class Kube:
         return bool(status.get("allowed")), why
 
 
+_LEASES: Final = "leases.coordination.k8s.io"
+
+
+def _lease_path(namespace: str, name: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{_seg(namespace)}/leases/{_seg(name)}"
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The Retry-After header in seconds (the API server sends whole seconds), or None."""
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            try:
+                seconds = float(value)
+            except ValueError:
+                return None
+            return seconds if seconds >= 0 else None
+    return None
+
+
 def _seg(value: str) -> str:
     """One URL path segment, escaped."""
     return quote(value, safe="")
@@ -331,6 +546,7 @@ def connect(
     *,
     env: Mapping[str, str] | None = None,
     timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    warn_after: float = deadline.DEFAULT_WARN_AFTER,
 ) -> Kube:
     """Build a :class:`Kube` from the flags, ``$KUBECONFIG`` or the in-cluster service account.
 
@@ -373,4 +589,4 @@ def connect(
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
     api = client.ApiClient(configuration)
     api.user_agent = f"rebalancer/{__version__}"
-    return Kube(api, source=source, timeout=timeout)
+    return Kube(api, source=source, timeout=timeout, warn_after=warn_after)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from rebalancer.core.plan import Eviction
+from rebalancer.core.plan import Eviction, SkipReason
 
 
 class Outcome(StrEnum):
@@ -36,3 +36,21 @@ class EvictionResult:
     status: int | None = None
     attempts: int = 0  # eviction requests sent
     replacement: str | None = None  # namespace/name of the Ready replacement, once seen
+    skip: SkipReason | None = None  # why it was not sent, for SKIPPED (``detail`` says it too)
+
+
+class RunEnd(StrEnum):
+    """How a run ended (the ``end`` of its summary)."""
+
+    BALANCED = "balanced"  # no violation left
+    NOTHING_TO_EVICT = "nothing-to-evict"  # violations left, but no allowed eviction repairs them
+    NOTHING_EVICTED = "nothing-evicted"  # a wave made no progress (all blocked, failed, skipped)
+    NO_PROGRESS = "no-progress"  # the replacements landed where the evicted pods were
+    MAX_WAVES = "max-waves"  # the wave budget is spent; the next run goes on
+    STOPPED = "stopped"  # SIGTERM
+    SERVER_DRY_RUN = "server-dry-run"  # one wave sent with dryRun=All
+    DRY_RUN = "dry-run"  # planned only
+    LEASE_HELD = "lease-held"  # another rebalancer holds the Lease: nothing done
+    LEASE_LOST = "lease-lost"  # the Lease was taken over or expired mid-run: evictions stopped
+    OUTSIDE_WINDOW = "outside-window"  # started outside the policy's maintenance windows
+    WINDOW_CLOSED = "window-closed"  # the maintenance window closed before the next wave

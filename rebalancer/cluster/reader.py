@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -25,6 +26,7 @@ import orjson
 from rebalancer.cluster import errors
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder
+from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 from rebalancer.core.slim import slim
@@ -45,7 +47,10 @@ class Builder(Protocol):
 
     def add(self, obj: dict[str, Any]) -> None: ...
 
-    def build(self) -> Snapshot: ...
+    def build(self, *, skip_invalid: bool = False) -> Snapshot: ...
+
+    @property
+    def rejected(self) -> tuple[Rejected, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,30 @@ class ReadResult:
     objects: tuple[dict[str, Any], ...] | None  # the raw objects, only when asked for
     counts: tuple[tuple[str, int], ...]  # resource -> objects read
     pages: int  # LIST requests made
+    rejected: tuple[Rejected, ...] = ()  # left out, with their namespaces (skip_invalid)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadDeadline:
+    """How long a whole read of the cluster may take: a base, plus a little per object read,
+    so the limit grows with the cluster (``--read-deadline`` sets the base)."""
+
+    base_seconds: float = 120.0
+    seconds_per_1000_objects: float = 1.0
+
+    def limit(self, objects: int) -> float:
+        """Seconds allowed once ``objects`` objects have been read."""
+        return self.base_seconds + self.seconds_per_1000_objects * objects / 1000
+
+    def check(self, elapsed: float, objects: int) -> None:
+        """Raise :class:`errors.DeadlineExceeded` when ``elapsed`` is past the limit."""
+        limit = self.limit(objects)
+        if elapsed > limit:
+            raise errors.DeadlineExceeded(
+                f"reading the cluster took more than {limit:.0f}s ({objects} objects read; "
+                f"--read-deadline {self.base_seconds:g}s plus "
+                f"{self.seconds_per_1000_objects:g}s per 1,000 objects)"
+            )
 
 
 def _default_builder() -> Builder:
@@ -73,8 +102,18 @@ def read_cluster(
     resources: Sequence[Resource] = RESOURCES,
     builder_factory: Callable[[], Builder] = _default_builder,
     prefetch: int = PREFETCH,
+    deadline: ReadDeadline | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    skip_invalid: bool = False,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
+
+    ``skip_invalid``: an object that cannot be converted (version skew, a field rebalancer does
+    not know) leaves its namespace out of the snapshot instead of failing the read; the result
+    lists it in ``rejected``. Problems with cluster-scoped objects still raise.
+
+    ``deadline`` bounds the whole read (checked after each page; a page itself is bounded by
+    the request deadline of the transport), restarts included.
 
     ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.core.slim`).
 
@@ -91,6 +130,12 @@ def read_cluster(
         raise ValueError("page_size must be >= 1")
     if prefetch < 0:
         raise ValueError("prefetch must be >= 0")
+    started = clock()
+
+    def check(objects: int) -> None:
+        if deadline is not None:
+            deadline.check(clock() - started, objects)
+
     for attempt in range(MAX_RESTARTS + 1):
         try:
             with gc_paused():
@@ -103,6 +148,8 @@ def read_cluster(
                     resources=resources,
                     builder=builder_factory(),
                     prefetch=prefetch,
+                    check=check,
+                    skip_invalid=skip_invalid,
                 )
         except errors.Gone:
             if attempt == MAX_RESTARTS:
@@ -120,6 +167,8 @@ def _read_once(
     resources: Sequence[Resource],
     builder: Builder,
     prefetch: int,
+    check: Callable[[int], None],
+    skip_invalid: bool,
 ) -> ReadResult:
     kept: list[dict[str, Any]] | None = [] if keep_objects else None
     counts = dict.fromkeys((r.name for r in resources), 0)
@@ -145,8 +194,11 @@ def _read_once(
                     kept.append(slim(obj) if trim else obj)
             counts[resource.name] += len(items)
             del items  # converted: let the page go before the next one is parsed
+            check(sum(counts.values()))
     objects = tuple(kept) if kept is not None else None
-    return ReadResult(builder.build(), objects, tuple(counts.items()), pages)
+    snapshot = builder.build(skip_invalid=skip_invalid)
+    rejected = builder.rejected if skip_invalid else ()
+    return ReadResult(snapshot, objects, tuple(counts.items()), pages, rejected)
 
 
 def _parse_page(raw: bytes, resource: Resource) -> dict[str, Any]:

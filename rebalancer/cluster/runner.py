@@ -25,11 +25,17 @@ from typing import Any, Final
 
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.events import event_body
-from rebalancer.cluster.executor import Executor, ExecutorSettings, Transport
-from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome
+from rebalancer.cluster.executor import EvictionIntent, Executor, ExecutorSettings, Transport
+from rebalancer.cluster.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
+from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome, RunEnd
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
-from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, RebalancerError
+from rebalancer.core.errors import (
+    EXIT_CLUSTER,
+    EXIT_EVICTIONS_FAILED,
+    EXIT_OK,
+    RebalancerError,
+)
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
 from rebalancer.core.policy import Policy
@@ -40,9 +46,9 @@ PlanFn = Callable[..., Plan]
 """``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.core.planner.plan)."""
 
 DEFAULT_MAX_WAVES: Final = 5
-OUTSIDE_WINDOW: Final = "outside-window"
+OUTSIDE_WINDOW: Final = RunEnd.OUTSIDE_WINDOW
 """``end`` of a run started outside the policy's maintenance windows: nothing was read."""
-WINDOW_CLOSED: Final = "window-closed"
+WINDOW_CLOSED: Final = RunEnd.WINDOW_CLOSED
 """``end`` of a run whose maintenance window closed before its next wave."""
 PDB_POLL_SECONDS: Final = 0.5
 """How often to look at a spent PodDisruptionBudget between waves."""
@@ -61,6 +67,10 @@ class Cluster:
     """Create a core/v1 Event in a namespace; None sends no events."""
     get_pdb: Callable[[str, str], Mapping[str, Any] | None] | None = None
     """GET a PodDisruptionBudget (None when gone); None: do not wait for budgets to return."""
+    lease: LeaseApi | None = None
+    """The Lease calls; None runs without a Lease (tests of a single process only)."""
+    rejected: Callable[[], Sequence[object]] | None = None
+    """The objects the last read could not convert (their namespaces were left out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +84,14 @@ class RunSettings:
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     """Retries, timeouts, and ``server_dry_run``."""
     instance: str = field(default_factory=socket.gethostname)
-    """``reportingInstance`` of the Events (the pod name, in a cluster)."""
+    """``reportingInstance`` of the Events (the pod name, in a cluster); with the run id, the
+    Lease's holderIdentity."""
     pdb_settle_seconds: float = 30.0
     """After a wave that spent PodDisruptionBudgets, how long to wait for the disruption
     controller to give the budget back (replacements Ready) before re-planning; the next plan
     would otherwise skip those pods (``pdb``)."""
+    lease: LeaseSettings | None = None
+    """The Lease a run that evicts must hold; None: none (then ``Cluster.lease`` is unused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +124,13 @@ class RunReport:
     first_plan: Plan
     waves: tuple[Wave, ...]
     final_plan: Plan | None  # planned from a read after the last wave; None if not re-read
-    end: str  # balanced|nothing-to-evict|nothing-evicted|no-progress|max-waves|stopped|
-    # server-dry-run|dry-run|outside-window|window-closed
+    end: RunEnd
     skews: tuple[ViewSkew, ...]
     duration_seconds: float
     server_dry_run: bool = False
+    lease_holder: Holder | None = None  # who held the Lease, when end is LEASE_HELD
+    earlier_evictions: int = 0  # evictions of earlier runs within the cooldown (limits)
+    invalid_objects: int = 0  # objects the first read could not convert: namespaces left out
 
     @property
     def results(self) -> tuple[EvictionResult, ...]:
@@ -156,8 +171,11 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when an eviction failed or was blocked, else 0."""
-        if any(r.outcome in FAILURES for r in self.results):
+        """3 when the Lease was lost mid-run; 1 when an eviction failed or was blocked, or an
+        object could not be read (its namespace was left out); else 0."""
+        if self.end is RunEnd.LEASE_LOST:
+            return EXIT_CLUSTER
+        if self.invalid_objects or any(r.outcome in FAILURES for r in self.results):
             return EXIT_EVICTIONS_FAILED
         return EXIT_OK
 
@@ -171,7 +189,7 @@ class RunReport:
             "failed": self.failed,
             "skipped": self.skipped,
             "waves": len(self.waves),
-            "end": self.end,
+            "end": str(self.end),
             "violations_before": len(self.first_plan.violations),
             "violations_after": (
                 len(self.final_plan.violations) if self.final_plan is not None else None
@@ -179,6 +197,9 @@ class RunReport:
             "skew_before": self.skew_before,
             "skew_after": self.skew_after,
             "duration_seconds": round(self.duration_seconds, 3),
+            "earlier_evictions": self.earlier_evictions,
+            "invalid_objects": self.invalid_objects,
+            "lease_held_by": self.lease_holder.identity if self.lease_holder else None,
         }
 
 
@@ -229,6 +250,9 @@ def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]
     return tuple(out)
 
 
+EMPTY_PLAN: Final = Plan((), (), (), (), 0)
+"""The plan of a run that did not plan (another rebalancer held the Lease)."""
+
 _PROGRESS: Final = frozenset({Outcome.EVICTED, Outcome.CONFLICT, Outcome.GONE})
 """Outcomes after which a re-plan may find more to do."""
 
@@ -241,7 +265,8 @@ class _Loop:
     plan: Plan
     waves: list[Wave] = field(default_factory=list)
     final: Plan | None = None
-    end: str = ""
+    end: RunEnd = RunEnd.STOPPED
+    earlier: tuple[Eviction, ...] = ()  # earlier runs' evictions within the cooldown
 
 
 def _api_selector(selector: LabelSelector | None) -> str:
@@ -281,12 +306,21 @@ class Runner:
         self._sleep = sleep
         self._log = logs.get_logger("rebalancer.runner")
         self._window_closes: datetime | None = None
+        self._lease: Lease | None = None
+        self._run_id = ""
+        self._records: tuple[EvictionRecord, ...] = ()
 
     # -- one run ---------------------------------------------------------------------------
 
     def run_once(self, run_id: str | None = None) -> RunReport:
-        """One run: waves until balanced, stuck, out of waves, or stopped."""
+        """One run: waves until balanced, stuck, out of waves, or stopped.
+
+        A run that may evict takes the Lease first; when another rebalancer holds it, the run
+        ends at once (``lease-held``) without reading anything. The Lease is given back at the
+        end, whatever happened.
+        """
         run_id = run_id or logs.new_run_id()
+        self._run_id = run_id
         logs.bind_run_id(run_id)
         window = window_state(self.policy.schedule, datetime.fromtimestamp(self._wall(), UTC))
         if not window.inside and not self.settings.plan_only:
@@ -301,9 +335,88 @@ class Runner:
             server_dry_run=self.settings.executor.server_dry_run,
             max_waves=self.settings.max_waves,
         )
+        lease = self._new_lease(run_id)
+        if lease is not None:
+            holder = lease.acquire()
+            if holder is not None:
+                return self._lease_held(run_id, lease, holder, started)
+            lease.start_renewing()
+        self._lease = lease
+        try:
+            return self._run(run_id, started)
+        finally:
+            self._lease = None
+            if lease is not None:
+                lease.release()
+
+    def _new_lease(self, run_id: str) -> Lease | None:
+        s = self.settings
+        api = self.cluster.lease
+        if api is None or s.lease is None or s.plan_only or s.executor.server_dry_run:
+            return None
+        return Lease(api, s.lease, f"{s.instance}/{run_id}", wall_clock=self._wall)
+
+    def _lease_held(self, run_id: str, lease: Lease, holder: Holder, started: float) -> RunReport:
+        self._log.warning(
+            logs.LEASE_HELD,
+            lease=lease.where,
+            holder=holder.identity,
+            since=holder.acquired,
+            renewed=holder.renewed,
+            expires_in_seconds=round(holder.expires_in, 1),
+        )
+        report = RunReport(
+            run_id=run_id,
+            first_plan=EMPTY_PLAN,
+            waves=(),
+            final_plan=None,
+            end=RunEnd.LEASE_HELD,
+            skews=(),
+            duration_seconds=self._clock() - started,
+            lease_holder=holder,
+        )
+        self._log.info(logs.RUN_SUMMARY, **report.summary())
+        return report
+
+    def _stopping(self) -> bool:
+        lease = self._lease
+        return self.stop.is_set() or (lease is not None and lease.lost.is_set())
+
+    def _stop_end(self) -> RunEnd:
+        lease = self._lease
+        return RunEnd.LEASE_LOST if lease is not None and lease.lost.is_set() else RunEnd.STOPPED
+
+    def _earlier(self, snapshot: Snapshot) -> tuple[EvictionRecord, ...]:
+        """The Lease's record of earlier runs in the policy's namespaces, less the evictions
+        that never happened."""
+        lease = self._lease
+        if lease is None or not lease.earlier:
+            return ()
+        alive = {p.uid for p in snapshot.pods if not p.terminating}
+        kept: list[EvictionRecord] = []
+        for record in lease.earlier:
+            if not _in_scope(self.policy, record.namespace):
+                continue  # another policy's (or -n's) evictions: not this run's limits
+            if record.uid in alive:
+                lease.not_evicted(record.uid)  # its run died before sending it, or was refused
+            else:
+                kept.append(record)
+        self._log.info(
+            logs.EARLIER_EVICTIONS,
+            recorded=len(lease.earlier),
+            counted=len(kept),
+            cooldown_seconds=lease.settings.cooldown_seconds,
+        )
+        return tuple(kept)
+
+    def _run(self, run_id: str, started: float) -> RunReport:
         snapshot = self._read()
-        first = self._plan_for(snapshot, ())
-        loop = _Loop(snapshot, first)
+        invalid = len(self.cluster.rejected()) if self.cluster.rejected is not None else 0
+        earlier = self._earlier(snapshot)
+        before = tuple(r.as_eviction() for r in earlier)
+        first = self._plan_for(snapshot, before)
+        loop = _Loop(snapshot, first, earlier=before)
+        self._records = earlier
         self._waves(loop)
         after: Mapping[str, int] | None = None
         last = loop.waves[-1].results if loop.waves else ()
@@ -318,6 +431,8 @@ class Runner:
             skews=_skews(first, after) if first.violations else (),
             duration_seconds=self._clock() - started,
             server_dry_run=self.settings.executor.server_dry_run,
+            earlier_evictions=len(earlier),
+            invalid_objects=invalid,
         )
         self._log.info(logs.RUN_SUMMARY, **report.summary())
         return report
@@ -330,17 +445,17 @@ class Runner:
             wave = tuple(e for e in plan.evictions if e.wave == 1)
             if not wave:
                 loop.final = plan
-                loop.end = "balanced" if not plan.violations else "nothing-to-evict"
+                loop.end = RunEnd.NOTHING_TO_EVICT if plan.violations else RunEnd.BALANCED
                 return
             if self.settings.plan_only:
-                loop.end = "dry-run"
+                loop.end = RunEnd.DRY_RUN
                 return
             if len(loop.waves) >= self.settings.max_waves:
                 loop.final = plan
-                loop.end = "max-waves"
+                loop.end = RunEnd.MAX_WAVES
                 return
-            if self.stop.is_set():
-                loop.end = "stopped"
+            if self._stopping():
+                loop.end = self._stop_end()
                 return
             closes = self._window_closes
             if closes is not None and datetime.fromtimestamp(self._wall(), UTC) >= closes:
@@ -357,22 +472,22 @@ class Runner:
             )
             evicted.extend(r.eviction for r in results if r.outcome is Outcome.EVICTED)
             if self.settings.executor.server_dry_run:
-                loop.end = "server-dry-run"
+                loop.end = RunEnd.SERVER_DRY_RUN
                 return
-            if self.stop.is_set():
-                loop.end = "stopped"
+            if self._stopping():
+                loop.end = self._stop_end()
                 return
             if not any(r.outcome in _PROGRESS for r in results):
-                loop.end = "nothing-evicted"
+                loop.end = RunEnd.NOTHING_EVICTED
                 return
             self._await_budgets(loop.snapshot, results)
             loop.snapshot = self._read()
-            loop.plan = self._plan_for(loop.snapshot, tuple(evicted))
+            loop.plan = self._plan_for(loop.snapshot, loop.earlier + tuple(evicted))
             if _spread_of(loop.plan) == _spread_of(plan):
                 # The replacements landed back where they were (the scheduler does not score
                 # hard constraints): re-planning would evict the same way again.
                 loop.final = loop.plan
-                loop.end = "no-progress"
+                loop.end = RunEnd.NO_PROGRESS
                 return
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
@@ -439,14 +554,41 @@ class Runner:
             self.settings.executor,
             clock=self._clock,
             sleep=self._sleep,
-            should_stop=self.stop.is_set,
+            should_stop=self._stopping,
             on_result=self._on_result,
             expected_labels=labels,
             owner_selectors=selectors,
+            before_evict=self._record if self._lease is not None else None,
+            earlier=self._records,
         )
         return executor.execute_wave(wave)
 
+    def _record(self, intent: EvictionIntent) -> None:
+        """Write the eviction into the Lease before it is sent (raises when that fails)."""
+        lease = self._lease
+        if lease is None:
+            return
+        e = intent.eviction
+        lease.record(
+            EvictionRecord(
+                namespace=e.namespace,
+                name=e.name,
+                uid=e.uid,
+                node=e.node,
+                workload=e.workload,
+                owner_kind=intent.owner_kind,
+                owner_name=intent.owner_name,
+                owner_uid=intent.owner_uid,
+                ready_before=intent.ready_before,
+                at=self._wall(),
+                run=self._run_id,
+            )
+        )
+
     def _on_result(self, result: EvictionResult) -> None:
+        lease = self._lease
+        if lease is not None and result.outcome is not Outcome.EVICTED:
+            lease.not_evicted(result.eviction.uid)
         create = self.cluster.create_event
         if create is None or self.settings.executor.server_dry_run:
             return
@@ -487,6 +629,13 @@ class Runner:
             if self.stop.wait(interval_seconds):
                 break
         return EXIT_OK
+
+
+def _in_scope(policy: Policy, namespace: str) -> bool:
+    """Whether the policy rebalances ``namespace`` (its namespaces.include / exclude)."""
+    if policy.namespaces_include:
+        return namespace in policy.namespaces_include
+    return namespace not in policy.namespaces_exclude
 
 
 def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:

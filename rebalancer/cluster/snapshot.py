@@ -31,7 +31,8 @@ from rebalancer.cluster.inputs import (
     read_bytes,
     yaml_documents,
 )
-from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
+from rebalancer.core.convert import SnapshotBuilder
+from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.checker import show
 from rebalancer.core.errors import InputError
 from rebalancer.core.gcpause import gc_paused
@@ -179,7 +180,9 @@ def load_objects(
     return parse_objects(read_bytes(path, max_bytes), str(path))
 
 
-def _stream_lines(first: bytes, lines: Iterable[bytes], source: str) -> Snapshot | None:
+def _stream_lines(
+    first: bytes, lines: Iterable[bytes], source: str, skip_invalid: bool
+) -> Loaded | None:
     """A Snapshot from the line-per-item layout, converting each item as it is read.
 
     None when the text strays from that layout (the caller then parses the whole text, which
@@ -206,20 +209,28 @@ def _stream_lines(first: bytes, lines: Iterable[bytes], source: str) -> Snapshot
             if not isinstance(item, dict) or "items" in item:
                 return None  # nested Lists and the like: the general path handles them
             builder.add(item)
-    return builder.build() if ended else None
+    if not ended:
+        return None
+    return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 
-def _load(fh: IO[bytes], source: str) -> Snapshot:
+Loaded = tuple[Snapshot, tuple[Rejected, ...]]
+"""A snapshot, and the objects left out with their namespaces (``skip_invalid`` only)."""
+
+
+def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
     """The snapshot in a seekable file: streamed when it has the line-per-item layout."""
     first = fh.readline()
     if first.startswith(_UTF8_BOM):
         first = first[len(_UTF8_BOM) :]
     if first.startswith(_LINES_HEAD):
-        streamed = _stream_lines(first, fh, source)
+        streamed = _stream_lines(first, fh, source, skip_invalid)
         if streamed is not None:
             return streamed
     fh.seek(0)
-    return snapshot_from_objects(parse_objects(fh.read(), source), source=source)
+    builder = SnapshotBuilder(source)
+    builder.add_all(parse_objects(fh.read(), source))
+    return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 
 def load_snapshot(
@@ -228,14 +239,25 @@ def load_snapshot(
     """Read a snapshot file (``-`` is standard input) into a :class:`Snapshot`; raises
     :class:`InputError` with every problem in the file and its objects, or when it holds more
     than ``max_bytes`` bytes."""
+    return load_snapshot_skipping(path, skip_invalid=False, max_bytes=max_bytes)[0]
+
+
+def load_snapshot_skipping(
+    path: str | os.PathLike[str],
+    *,
+    skip_invalid: bool,
+    max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
+) -> Loaded:
+    """:func:`load_snapshot`; with ``skip_invalid`` an object that cannot be converted leaves
+    its namespace out instead of failing the load (``plan --snapshot --skip-invalid``)."""
     source = str(path)
     if source == "-":
-        return _load(io.BytesIO(read_bytes(path, max_bytes)), source)
+        return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid)
     try:
         with Path(path).open("rb") as fh:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):  # a device or a pipe: read it capped
-                return _load(io.BytesIO(read_bytes(path, max_bytes)), source)
+                return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid)
             if info.st_size > max_bytes:
                 raise InputError(
                     source,
@@ -244,7 +266,7 @@ def load_snapshot(
                         "--max-input-bytes if this is right"
                     ],
                 )
-            return _load(fh, source)
+            return _load(fh, source, skip_invalid)
     except OSError as exc:
         raise InputError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
 

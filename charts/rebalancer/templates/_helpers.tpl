@@ -54,6 +54,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --metrics-bind-address
 - {{ printf "0.0.0.0:%d" (int .Values.deployment.metricsPort) | quote }}
 {{- end }}
+{{- if ne .Values.lease.name "rebalancer" }}
+- --lease-name
+- {{ .Values.lease.name | quote }}
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}
@@ -86,6 +90,10 @@ containers:
         valueFrom:
           fieldRef:
             fieldPath: metadata.name
+      - name: REBALANCER_LEASE_NAMESPACE  # the Lease lives where the Role grants it
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.namespace
     {{- if eq .Values.mode "deployment" }}
     ports:
       - name: metrics

@@ -7,6 +7,7 @@ process share no state; the single-object functions (``pod_from_api``...) use fr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
@@ -131,6 +132,19 @@ def deployment_from_api(obj: Mapping[str, Any]) -> Deployment:
 # --- snapshots ------------------------------------------------------------------------------
 
 
+_CLUSTER_SCOPED: Final = frozenset({"Node", "PriorityClass", "PersistentVolume"})
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A namespaced object that could not be converted, and why."""
+
+    kind: str
+    namespace: str
+    name: str
+    problems: tuple[str, ...]
+
+
 def _sort_key(kind: str, item: Any) -> tuple[str, ...]:
     """Cluster-scoped objects sort by name, namespaced ones by namespace/name (controllers
     by kind first)."""
@@ -159,6 +173,7 @@ class SnapshotBuilder:
         self._ignored: dict[str, int] = {}
         self._added = 0
         self._caches = Caches()
+        self._rejected: list[tuple[Rejected, int, int]] = []  # (object, its problems' span)
 
     @property
     def problems(self) -> tuple[str, ...]:
@@ -194,7 +209,14 @@ class SnapshotBuilder:
         before = len(self._problems)
         item = convert(obj, self._problems, self._caches)
         if len(self._problems) > before:
-            return  # build() raises; the half-converted object is of no use
+            # build() raises, unless told to leave the object's namespace out.
+            meta = obj.get("metadata")
+            meta = meta if isinstance(meta, Mapping) else {}
+            namespace, name = meta.get("namespace"), meta.get("name")
+            if kind not in _CLUSTER_SCOPED and isinstance(namespace, str) and namespace:
+                found = Rejected(kind, namespace, str(name), tuple(self._problems[before:]))
+                self._rejected.append((found, before, len(self._problems)))
+            return
         bucket = self._buckets[_BUCKETS[kind]]
         key = _sort_key(kind, item)
         if key in bucket:
@@ -208,13 +230,34 @@ class SnapshotBuilder:
             for obj in objects:
                 self.add(obj)
 
-    def build(self) -> Snapshot:
-        """The snapshot, sorted deterministically; raises :class:`InputError` with all problems."""
-        raise_if(self._problems, self.source)
+    @property
+    def rejected(self) -> tuple[Rejected, ...]:
+        """The namespaced objects that could not be converted (``build(skip_invalid=True)``
+        leaves their namespaces out)."""
+        return tuple(r for r, _, _ in self._rejected)
+
+    def build(self, *, skip_invalid: bool = False) -> Snapshot:
+        """The snapshot, sorted deterministically; raises :class:`InputError` with all problems.
+
+        ``skip_invalid``: a namespaced object that cannot be converted leaves its whole
+        namespace out of the snapshot (its pods, PDBs, claims, Services, controllers) instead
+        of failing it; :attr:`rejected` lists them. Other problems still raise.
+        """
+        skipped: set[str] = set()
+        problems = self._problems
+        if skip_invalid and self._rejected:
+            spans = {i for _, start, end in self._rejected for i in range(start, end)}
+            problems = [p for i, p in enumerate(self._problems) if i not in spans]
+            skipped = {r.namespace for r, _, _ in self._rejected}
+        raise_if(problems, self.source)
 
         def ordered(bucket_name: str) -> tuple[Any, ...]:
             bucket = self._buckets[bucket_name]
-            return tuple(bucket[key] for key in sorted(bucket))
+            return tuple(
+                bucket[key]
+                for key in sorted(bucket)
+                if getattr(bucket[key], "namespace", None) not in skipped
+            )
 
         return Snapshot(
             nodes=ordered("Node"),

@@ -1,0 +1,494 @@
+"""One rebalancer evicting at a time, and a record of its evictions that survives a crash.
+
+SPEC §5: a run that evicts holds a ``coordination.k8s.io/v1`` Lease (default
+``rebalancer/rebalancer``). It is taken before the first eviction, renewed by a thread every
+``renew_seconds`` while the run lasts, and given back at the end (``holderIdentity`` cleared;
+the Lease is never deleted). A run that finds it held by someone else, and not expired
+(``renewTime + leaseDurationSeconds`` still ahead of this machine's clock), evicts nothing. An
+expired Lease is taken over. Every write is a PUT carrying the ``resourceVersion`` last seen,
+so of two runs racing for the same Lease exactly one succeeds; the other gets 409 and knows it
+lost.
+
+The record: the Lease's annotation ``rebalancer/evictions`` holds the evictions of the last
+``cooldown`` (JSON, at most ``max_records`` entries, newest kept). Each eviction is written
+there *before* its request is sent (the write also proves the Lease is still ours), so a run
+killed with ``kill -9`` between the two leaves a record of an eviction that may or may not have
+happened; the next run checks (a pod with that uid still there and not terminating was not
+evicted) and, for the others, counts them against the policy's limits and waits for their
+replacements before touching their workloads again. A write that fails ends the run's
+evictions: nothing is evicted without its record.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol
+
+from rebalancer.cluster import errors, logs
+from rebalancer.core.plan import Eviction
+
+RECORD_ANNOTATION: Final = "rebalancer/evictions"
+DEFAULT_NAMESPACE: Final = "rebalancer"
+DEFAULT_NAME: Final = "rebalancer"
+DEFAULT_DURATION: Final = 60
+DEFAULT_RENEW: Final = 20.0
+DEFAULT_COOLDOWN: Final = 600.0
+DEFAULT_MAX_RECORDS: Final = 500
+"""About 200 bytes each: 100 KB at most, well under the 256 KiB the API allows annotations."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    """Which Lease, and how it is held."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    """Namespace of the Lease (``--lease-namespace``); deploy/ grants leases there only."""
+    name: str = DEFAULT_NAME
+    """Name of the Lease (``--lease-name``)."""
+    duration_seconds: int = DEFAULT_DURATION
+    """``leaseDurationSeconds``: a holder silent this long is taken over."""
+    renew_seconds: float = DEFAULT_RENEW
+    """How often the holder renews."""
+    cooldown_seconds: float = DEFAULT_COOLDOWN
+    """Evictions this recent count against the policy's limits (``--cooldown``)."""
+    max_records: int = DEFAULT_MAX_RECORDS
+    """Most evictions kept in the record (the newest)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRecord:
+    """One eviction as the Lease remembers it."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    workload: str  # Kind/name, as in the plan ("" for none)
+    owner_kind: str  # the pod's controller (a ReplicaSet under a Deployment)
+    owner_name: str
+    owner_uid: str
+    ready_before: int  # Ready pods of that controller just before the eviction, the pod included
+    at: float  # seconds since the epoch, when the eviction was about to be sent
+    run: str  # run id
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ns": self.namespace,
+            "pod": self.name,
+            "uid": self.uid,
+            "node": self.node,
+            "wl": self.workload,
+            "ok": self.owner_kind,
+            "on": self.owner_name,
+            "ou": self.owner_uid,
+            "rb": self.ready_before,
+            "at": round(self.at, 3),
+            "run": self.run,
+        }
+
+    @staticmethod
+    def from_json(item: Any) -> EvictionRecord | None:
+        """A record, or None for anything malformed (a record never stops a run)."""
+        if not isinstance(item, dict):
+            return None
+        text = ("ns", "pod", "uid", "node", "wl", "ok", "on", "ou", "run")
+        if not all(isinstance(item.get(k), str) for k in text):
+            return None
+        rb, at = item.get("rb"), item.get("at")
+        if type(rb) is not int or not isinstance(at, int | float) or isinstance(at, bool):
+            return None
+        return EvictionRecord(
+            item["ns"],
+            item["pod"],
+            item["uid"],
+            item["node"],
+            item["wl"],
+            item["ok"],
+            item["on"],
+            item["ou"],
+            rb,
+            float(at),
+            item["run"],
+        )
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def workload_key(self) -> str:
+        """The executor's key for the workload: ``namespace/Kind/name``."""
+        return f"{self.namespace}/{self.workload}" if self.workload else f"pod:{self.key}"
+
+    def as_eviction(self) -> Eviction:
+        """The record as a past eviction, for the planner's limits (``evicted_before``)."""
+        return Eviction(
+            namespace=self.namespace,
+            name=self.name,
+            uid=self.uid,
+            node=self.node,
+            priority=0,
+            reason=f"evicted by run {self.run}",
+            wave=0,
+            workload=self.workload,
+            domain="",
+            topology_key="",
+            target_node=None,
+            grace_period_seconds=None,
+        )
+
+
+def parse_records(annotations: Mapping[str, Any] | None) -> tuple[EvictionRecord, ...]:
+    """The records in a Lease's annotations; malformed ones are left out."""
+    raw = (annotations or {}).get(RECORD_ANNOTATION)
+    if not isinstance(raw, str):
+        return ()
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return ()
+    if not isinstance(items, list):
+        return ()
+    return tuple(r for r in map(EvictionRecord.from_json, items) if r is not None)
+
+
+def dump_records(records: Iterable[EvictionRecord]) -> str:
+    return json.dumps([r.to_json() for r in records], separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds the Lease, as read from it."""
+
+    identity: str
+    acquired: str  # acquireTime as written, "" if unset
+    renewed: str  # renewTime as written, "" if unset
+    expires_in: float  # seconds from now, by this machine's clock
+
+
+class LeaseApi(Protocol):
+    """The three Lease calls; :class:`~rebalancer.cluster.kubeclient.Kube` has them."""
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def update_lease(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
+
+
+def micro_time(seconds: float) -> str:
+    """A ``metav1.MicroTime``: RFC 3339 with microseconds, UTC."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def holder_of(obj: Mapping[str, Any], now: float) -> Holder | None:
+    """The live holder of a Lease object, or None when it is free or expired."""
+    spec = _spec(obj)
+    identity = spec.get("holderIdentity")
+    if not isinstance(identity, str) or not identity:
+        return None
+    renewed = _parse_time(spec.get("renewTime")) or _parse_time(spec.get("acquireTime"))
+    duration = spec.get("leaseDurationSeconds")
+    if renewed is None or type(duration) is not int:
+        return None  # nothing says until when: treat as expired
+    expires_in = renewed + duration - now
+    if expires_in <= 0:
+        return None
+    return Holder(
+        identity,
+        str(spec.get("acquireTime") or ""),
+        str(spec.get("renewTime") or ""),
+        expires_in,
+    )
+
+
+class Lease:
+    """The Lease as one run holds it: acquire, record, renew (in a thread), release."""
+
+    def __init__(
+        self,
+        api: LeaseApi,
+        settings: LeaseSettings,
+        identity: str,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.identity = identity
+        self._wall = wall_clock
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._obj: dict[str, Any] | None = None
+        self._records: list[EvictionRecord] = []
+        self._not_evicted: set[str] = set()
+        self._last_write = 0.0
+        self.earlier: tuple[EvictionRecord, ...] = ()
+        """Evictions within the cooldown recorded before this run took the Lease."""
+        self.lost = threading.Event()
+        self.lost_reason = ""
+        self._on_lost: Callable[[], None] | None = None
+        self._stop_renewing = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._log = logs.get_logger("rebalancer.lease")
+
+    @property
+    def where(self) -> str:
+        return f"{self.settings.namespace}/{self.settings.name}"
+
+    @property
+    def held(self) -> bool:
+        return self._obj is not None and not self.lost.is_set()
+
+    # -- acquire -----------------------------------------------------------------------------
+
+    def acquire(self) -> Holder | None:
+        """Take the Lease; None when taken, else who holds it (nothing is written then).
+
+        Raises :class:`errors.ClusterError` when the API fails (RBAC, namespace missing, ...).
+        """
+        s = self.settings
+        now = self._wall()
+        current = self.api.get_lease(s.namespace, s.name)
+        if current is None:
+            body = self._body({}, now, transitions=0)
+            try:
+                written = self.api.create_lease(s.namespace, body)
+            except errors.NotFound as exc:
+                raise errors.LeaseError(
+                    f"cannot create the Lease {self.where}: namespace {s.namespace} does not "
+                    "exist (create it, or pass --lease-namespace)"
+                ) from exc
+            except errors.Conflict:  # created by someone else since our GET
+                current = self.api.get_lease(s.namespace, s.name)
+                return self._holder_or_unknown(current)
+            self._took(written, ())
+            return None
+        holder = holder_of(current, now)
+        if holder is not None and holder.identity != self.identity:
+            return holder
+        spec = _spec(current)
+        transitions = spec.get("leaseTransitions")
+        transitions = transitions if type(transitions) is int else 0
+        if spec.get("holderIdentity") != self.identity:
+            transitions += 1
+        body = self._body(current, now, transitions=transitions)
+        try:
+            written = self.api.update_lease(s.namespace, s.name, body)
+        except errors.Conflict:  # someone else wrote it since our GET: they won
+            return self._holder_or_unknown(self.api.get_lease(s.namespace, s.name))
+        meta = current.get("metadata")
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        self._took(written, parse_records(annotations))
+        return None
+
+    def _holder_or_unknown(self, obj: Mapping[str, Any] | None) -> Holder:
+        holder = holder_of(obj, self._wall()) if obj is not None else None
+        if holder is not None:
+            return holder
+        return Holder(
+            "(another rebalancer, just now)", "", "", float(self.settings.duration_seconds)
+        )
+
+    def _took(self, written: dict[str, Any], records: tuple[EvictionRecord, ...]) -> None:
+        now = self._wall()
+        horizon = now - self.settings.cooldown_seconds
+        self._obj = written
+        self._last_write = self._clock()
+        self._records = [r for r in records if r.at >= horizon]
+        self.earlier = tuple(self._records)
+        spec = _spec(written)
+        self._log.info(
+            logs.LEASE_ACQUIRED,
+            lease=self.where,
+            holder=self.identity,
+            duration_seconds=self.settings.duration_seconds,
+            transitions=spec.get("leaseTransitions"),
+            earlier_evictions=len(self.earlier),
+        )
+
+    def _body(self, base: Mapping[str, Any], now: float, *, transitions: int) -> dict[str, Any]:
+        """``base`` (the Lease as read, or {}) held by us from ``now``."""
+        s = self.settings
+        body = copy.deepcopy(dict(base))
+        body["apiVersion"] = "coordination.k8s.io/v1"
+        body["kind"] = "Lease"
+        meta = body.setdefault("metadata", {})
+        meta["name"] = s.name
+        meta["namespace"] = s.namespace
+        meta.pop("managedFields", None)
+        spec = body.setdefault("spec", {})
+        spec["holderIdentity"] = self.identity
+        spec["leaseDurationSeconds"] = s.duration_seconds
+        spec["acquireTime"] = micro_time(now)
+        spec["renewTime"] = micro_time(now)
+        spec["leaseTransitions"] = transitions
+        return body
+
+    # -- writes while held --------------------------------------------------------------------
+
+    def _write(self, change: Callable[[dict[str, Any], float], None], what: str) -> None:
+        """PUT the Lease changed by ``change(body, now)``; raise :class:`errors.LeaseLost` if
+        it is no longer ours. One 409 is looked into: if the Lease is still ours (our previous
+        write landed but its answer was lost), the write is made again on the new version."""
+        s = self.settings
+        with self._lock:
+            if self.lost.is_set():
+                raise errors.LeaseLost(self.lost_reason)
+            if self._obj is None:
+                raise errors.LeaseLost(f"Lease {self.where} is not held")
+            if self._clock() - self._last_write > s.duration_seconds:
+                self._lose(
+                    f"not renewed for over {s.duration_seconds}s: it may have been taken over"
+                )
+            base = self._obj
+            for attempt in range(2):
+                now = self._wall()
+                body = copy.deepcopy(base)
+                body.get("metadata", {}).pop("managedFields", None)
+                change(body, now)
+                try:
+                    self._obj = self.api.update_lease(s.namespace, s.name, body)
+                except errors.Conflict:
+                    current = self.api.get_lease(s.namespace, s.name)
+                    theirs = _spec(current).get("holderIdentity") if current else None
+                    if current is None or theirs != self.identity or attempt == 1:
+                        self._lose(f"{what}: the Lease is now held by {theirs or 'nobody'}")
+                    base = current or {}
+                    continue
+                self._last_write = self._clock()
+                return
+
+    def _lose(self, reason: str) -> None:
+        """Mark the Lease lost (no eviction from now on) and raise :class:`errors.LeaseLost`."""
+        message = f"Lease {self.where} lost: {reason}"
+        if not self.lost.is_set():
+            self.lost_reason = message
+            self.lost.set()
+            self._log.error(logs.LEASE_LOST, lease=self.where, reason=reason)
+            if self._on_lost is not None:
+                self._on_lost()
+        raise errors.LeaseLost(message)
+
+    def _set_records(self, body: dict[str, Any], now: float) -> None:
+        horizon = now - self.settings.cooldown_seconds
+        kept = [r for r in self._records if r.at >= horizon and r.uid not in self._not_evicted][
+            -self.settings.max_records :
+        ]
+        meta = body.setdefault("metadata", {})
+        annotations = meta.get("annotations")
+        if not isinstance(annotations, dict):
+            annotations = meta["annotations"] = {}
+        annotations[RECORD_ANNOTATION] = dump_records(kept)
+
+    def record(self, entry: EvictionRecord) -> None:
+        """Write ``entry`` into the Lease before its eviction is sent (raises LeaseLost)."""
+
+        def change(body: dict[str, Any], now: float) -> None:
+            _spec_of(body)["renewTime"] = micro_time(now)
+            self._set_records(body, now)
+
+        with self._lock:
+            self._records.append(entry)
+            try:
+                self._write(change, f"recording the eviction of {entry.key}")
+            except errors.ClusterError:
+                self._records.pop()
+                raise
+
+    def not_evicted(self, uid: str) -> None:
+        """The recorded eviction of ``uid`` did not happen: dropped at the next write."""
+        with self._lock:
+            self._not_evicted.add(uid)
+
+    def renew(self) -> None:
+        """Move renewTime to now (raises LeaseLost, or a ClusterError when unreachable)."""
+
+        def change(body: dict[str, Any], now: float) -> None:
+            _spec_of(body)["renewTime"] = micro_time(now)
+            self._set_records(body, now)
+
+        self._write(change, "renewing")
+
+    def release(self) -> None:
+        """Give the Lease back (holder cleared, the record kept); never raises."""
+        self.stop_renewing()
+        if self._obj is None or self.lost.is_set():
+            return
+
+        def change(body: dict[str, Any], now: float) -> None:
+            spec = _spec_of(body)
+            spec.pop("holderIdentity", None)
+            spec["renewTime"] = micro_time(now)
+            self._set_records(body, now)
+
+        try:
+            self._write(change, "releasing")
+        except errors.ClusterError as exc:
+            # It expires on its own after leaseDurationSeconds.
+            self._log.warning(logs.LEASE_RENEW_FAILED, lease=self.where, error=str(exc))
+            return
+        finally:
+            self._obj = None
+        self._log.info(logs.LEASE_RELEASED, lease=self.where, recorded=len(self._records))
+
+    # -- the renewing thread ------------------------------------------------------------------
+
+    def start_renewing(self, on_lost: Callable[[], None] | None = None) -> None:
+        """Renew every ``renew_seconds`` in a daemon thread until :meth:`stop_renewing`."""
+        self._on_lost = on_lost
+        self._stop_renewing.clear()
+        self._renewer = threading.Thread(
+            target=self._renew_loop, name="rebalancer-lease", daemon=True
+        )
+        self._renewer.start()
+
+    def stop_renewing(self) -> None:
+        self._stop_renewing.set()
+        thread, self._renewer = self._renewer, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+    def _renew_loop(self) -> None:
+        while not self._stop_renewing.wait(self.settings.renew_seconds):
+            try:
+                self.renew()
+            except errors.LeaseLost:
+                return
+            except errors.ClusterError as exc:
+                self._log.warning(logs.LEASE_RENEW_FAILED, lease=self.where, error=str(exc))
+                if self._clock() - self._last_write > self.settings.duration_seconds:
+                    try:
+                        self._lose(f"not renewed for over {self.settings.duration_seconds}s")
+                    except errors.LeaseLost:
+                        return
+
+
+def _spec_of(body: dict[str, Any]) -> dict[str, Any]:
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        spec = body["spec"] = {}
+    return spec
