@@ -8,7 +8,7 @@ YAML contract), and what the plan must contain. See tests/data/planner_cases.yam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from rebalancer.core.model import (
     HARD,
@@ -39,6 +39,195 @@ from rebalancer.core.model import (
 
 KEY_ALIASES = {"zone": ZONE_KEY, "hostname": HOSTNAME_KEY}
 GIB = 1024**3
+
+# The keys each part of a case may hold: anything else is a typo that would silently test
+# nothing, so check_case reports it.
+_SELECTOR = frozenset({"matchLabels", "matchExpressions"})
+_EXPRESSION = frozenset({"key", "operator", "values"})
+_TOLERATION = frozenset({"key", "operator", "value", "effect"})
+_TERM = frozenset({"matchExpressions", "matchFields"})
+_POD_FIELDS = frozenset(
+    {
+        "app",
+        "labels",
+        "namespace",
+        "constraints",
+        "owner",
+        "node",
+        "created",
+        "phase",
+        "terminating",
+        "priority",
+        "priorityClassName",
+        "nodeSelector",
+        "affinity",
+        "tolerations",
+        "cpu",
+        "pvcs",
+        "emptyDir",
+        "mirror",
+        "ready",
+        "disruptionTarget",
+        "resourceClaims",
+    }
+)
+CASE_KEYS: Final = {
+    "case": frozenset(
+        {
+            "name",
+            "zones",
+            "nodeDefaults",
+            "nodes",
+            "constraints",
+            "workloads",
+            "pods",
+            "pdbs",
+            "priorityClasses",
+            "pvs",
+            "pvcs",
+            "controllers",
+            "deployments",
+            "policy",
+            "expect",
+        }
+    ),
+    "node": frozenset(
+        {"name", "zone", "labels", "cpu", "pods", "taints", "unschedulable", "ready"}
+    ),
+    "constraint": frozenset(
+        {
+            "topologyKey",
+            "maxSkew",
+            "whenUnsatisfiable",
+            "minDomains",
+            "nodeAffinityPolicy",
+            "nodeTaintsPolicy",
+            "labelSelector",
+            "matchLabelKeys",
+        }
+    ),
+    "workload": _POD_FIELDS - {"node"} | {"place"},
+    "pod": _POD_FIELDS | {"name"},
+    "pdb": frozenset(
+        {
+            "name",
+            "namespace",
+            "app",
+            "selector",
+            "allowed",
+            "currentHealthy",
+            "desiredHealthy",
+            "generation",
+            "observedGeneration",
+            "unhealthyPodEvictionPolicy",
+        }
+    ),
+    "priorityClass": frozenset({"name", "value", "globalDefault"}),
+    "pv": frozenset({"name", "affinity"}),
+    "pvc": frozenset({"name", "namespace", "volume"}),
+    "controller": frozenset(
+        {
+            "kind",
+            "name",
+            "namespace",
+            "selector",
+            "owner",
+            "revision",
+            "currentRevision",
+            "updateRevision",
+        }
+    ),
+    "deployment": frozenset(
+        {
+            "name",
+            "namespace",
+            "revision",
+            "generation",
+            "observedGeneration",
+            "paused",
+            "progressing",
+        }
+    ),
+    "expect": frozenset(
+        {
+            "evictions",
+            "evicted",
+            "notEvicted",
+            "skipped",
+            "within",
+            "after",
+            "lowerBound",
+            "minimal",
+            "waves",
+            "waveSizes",
+            "grace",
+            "reasonContains",
+            "priorities",
+        }
+    ),
+}
+
+
+def _unknown(value: object, allowed: frozenset[str], where: str) -> list[str]:
+    if not isinstance(value, Mapping):
+        return [f"{where}: must be a mapping, got {value!r}"]
+    return [f"{where}.{key}: unknown key" for key in value if key not in allowed]
+
+
+def _selector_problems(value: object, where: str) -> list[str]:
+    if value is None:
+        return []
+    found = _unknown(value, _SELECTOR, where)
+    if isinstance(value, Mapping):
+        for i, expr in enumerate(value.get("matchExpressions", [])):
+            found += _unknown(expr, _EXPRESSION, f"{where}.matchExpressions[{i}]")
+    return found
+
+
+def _pod_problems(spec: Mapping[str, Any], where: str) -> list[str]:
+    found: list[str] = []
+    for i, toleration in enumerate(spec.get("tolerations", [])):
+        found += _unknown(toleration, _TOLERATION, f"{where}.tolerations[{i}]")
+    for i, term in enumerate(spec.get("affinity") or []):
+        found += _unknown(term, _TERM, f"{where}.affinity[{i}]")
+        for key in ("matchExpressions", "matchFields"):
+            for j, expr in enumerate(term.get(key, []) if isinstance(term, Mapping) else []):
+                found += _unknown(expr, _EXPRESSION, f"{where}.affinity[{i}].{key}[{j}]")
+    return found
+
+
+def check_case(case: Mapping[str, Any]) -> list[str]:
+    """Every key of ``case`` that the DSL does not read, at any depth it defines."""
+    name = case.get("name", "?")
+    found = _unknown(case, CASE_KEYS["case"], name)
+    found += _unknown(case.get("nodeDefaults", {}), CASE_KEYS["node"], f"{name}.nodeDefaults")
+    for template, spec in (case.get("constraints") or {}).items():
+        where = f"{name}.constraints.{template}"
+        found += _unknown(spec, CASE_KEYS["constraint"], where)
+        found += _selector_problems(spec.get("labelSelector"), f"{where}.labelSelector")
+    sections = (
+        ("nodes", "node"),
+        ("workloads", "workload"),
+        ("pods", "pod"),
+        ("pdbs", "pdb"),
+        ("priorityClasses", "priorityClass"),
+        ("pvs", "pv"),
+        ("pvcs", "pvc"),
+        ("controllers", "controller"),
+        ("deployments", "deployment"),
+    )
+    for section, kind in sections:
+        for i, item in enumerate(case.get(section, [])):
+            where = f"{name}.{section}[{i}]"
+            found += _unknown(item, CASE_KEYS[kind], where)
+            if kind in ("workload", "pod"):
+                found += _pod_problems(item, where)
+            if kind in ("pdb", "controller"):
+                found += _selector_problems(item.get("selector"), f"{where}.selector")
+            if kind == "pv":
+                found += _pod_problems({"affinity": item.get("affinity")}, where)
+    found += _unknown(case.get("expect"), CASE_KEYS["expect"], f"{name}.expect")
+    return found
 
 
 def _taint(text: str) -> Taint:
@@ -107,7 +296,7 @@ def _constraint(spec: Mapping[str, Any], app: str, labels: Mapping[str, str]) ->
     )
 
 
-def _affinity(spec: Mapping[str, Any] | None) -> NodeSelector | None:
+def _affinity(spec: list[Mapping[str, Any]] | None) -> NodeSelector | None:
     if spec is None:
         return None
     terms = []

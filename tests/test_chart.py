@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from rebalancer.cli.main import build_parser
-from rebalancer.core.policy import Policy, PriorityThreshold, load_policy
+from rebalancer.cluster.policyfile import load_policy
+from rebalancer.core.policy import Policy, PriorityThreshold
 from tests.packaging_tools import ROOT, run, tool
 
 CHART = ROOT / "charts" / "rebalancer"

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import random
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rebalancer.cli.render import render_plan
+from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.snapshot import load_snapshot
 from rebalancer.core.convert import (
     SnapshotBuilder,
     controller_from_api,
@@ -39,74 +45,18 @@ from rebalancer.core.model import (
     Toleration,
     shared_key,
 )
+from rebalancer.core.planner import plan
+from tests.builders import constraint, containers, node_obj, pod_obj
 
 GI = 1024**3
+ROOT = Path(__file__).resolve().parent.parent
 MI = 1024**2
-
-
-def pod_obj(
-    name: str = "web-1",
-    *,
-    namespace: str = "default",
-    labels: dict[str, Any] | None = None,
-    spec: dict[str, Any] | None = None,
-    meta: dict[str, Any] | None = None,
-    status: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A minimal valid Pod, with extra spec/metadata/status fields merged in."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{name}",
-            "labels": {"app": "web"} if labels is None else labels,
-            **(meta or {}),
-        },
-        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "x"}], **(spec or {})},
-        "status": {"phase": "Running", **(status or {})},
-    }
-
-
-def node_obj(name: str = "node-a", **extra: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-    for key, value in extra.items():
-        obj[key].update(value)
-    return obj
 
 
 def problems_of(obj: dict[str, Any]) -> tuple[str, ...]:
     with pytest.raises(InputError) as info:
         snapshot_from_objects([obj])
     return info.value.problems
-
-
-def constraint(**fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "maxSkew": 1,
-        "topologyKey": "topology.kubernetes.io/zone",
-        "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"app": "web"}},
-    }
-    base.update(fields)
-    return {k: v for k, v in base.items() if v is not None}
-
-
-def containers(*requests: dict[str, str], **extra: Any) -> list[dict[str, Any]]:
-    return [
-        {"name": f"c{i}", "image": "x", "resources": {"requests": r}, **extra}
-        for i, r in enumerate(requests)
-    ]
 
 
 # --- quantities -----------------------------------------------------------------------------
@@ -918,7 +868,7 @@ def test_taint_validation() -> None:
 
 
 def test_pdb() -> None:
-    """PDBs keep selector, budgets as strings and status counts (defaults 0)."""
+    """PDBs keep their selector and status.disruptionsAllowed (default 0)."""
     pdb = pdb_from_api(
         {
             "kind": "PodDisruptionBudget",
@@ -929,13 +879,11 @@ def test_pdb() -> None:
     )
     assert (pdb.namespace, pdb.name) == ("shop", "web")
     assert pdb.selector == LabelSelector((("app", "web"),))
-    assert (pdb.min_available, pdb.max_unavailable) == ("50%", None)
-    assert (pdb.disruptions_allowed, pdb.current_healthy, pdb.desired_healthy) == (2, 6, 4)
-    assert pdb.expected_pods == 0
+    assert pdb.disruptions_allowed == 2
     bare = pdb_from_api(
         {"kind": "PodDisruptionBudget", "metadata": {"name": "x"}, "spec": {"maxUnavailable": 1}}
     )
-    assert (bare.selector, bare.max_unavailable, bare.disruptions_allowed) == (None, "1", 0)
+    assert (bare.selector, bare.disruptions_allowed) == (None, 0)
 
 
 def test_priority_class() -> None:
@@ -1193,3 +1141,28 @@ def test_hand_built_pods_share_nothing() -> None:
     assert hand.label_set == hand.template == NOT_SHARED
     assert {shared_key(hand.template, i) for i in range(3)} == {-1, -2, -3}
     assert shared_key(7, 0) == shared_key(7, 5) == 7
+
+
+@pytest.mark.parametrize(
+    "policy_text",
+    [
+        "",
+        "constraints: [DoNotSchedule, ScheduleAnyway]\n"
+        "defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone}]\n",
+    ],
+)
+def test_template_keys_change_no_plan(policy_text: str) -> None:
+    """The numbers only let caches share work: the example cluster plans the same with them as
+    with every pod's numbers removed (no sharing at all)."""
+    snapshot = load_snapshot(ROOT / "examples" / "skewed-cluster.yaml")
+    assert len({p.template for p in snapshot.pods}) < len(snapshot.pods)  # sharing happens
+    header = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
+    policy = load_policy(header + policy_text, "policy")
+    unshared = replace(
+        snapshot,
+        pods=tuple(replace(p, label_set=NOT_SHARED, template=NOT_SHARED) for p in snapshot.pods),
+    )
+    shared_plan = render_plan(plan(snapshot, policy, 2_000_000_000.0), "json")
+    unshared_plan = render_plan(plan(unshared, policy, 2_000_000_000.0), "json")
+    assert shared_plan == unshared_plan
+    assert json.loads(shared_plan)["evictions"]  # the example does need evictions

@@ -21,7 +21,7 @@ from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.slim import slim
 from rebalancer.core.spread import analyze
-from tests.test_convert import constraint, node_obj, pod_obj
+from tests.builders import constraint, node_obj, pod_obj
 
 ZONE = "topology.kubernetes.io/zone"
 REVISION = "deployment.kubernetes.io/revision"

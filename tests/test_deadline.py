@@ -3,12 +3,10 @@ silent, a slow but honest one (issue 11 §3)."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -18,73 +16,7 @@ from kubernetes import client
 from rebalancer.cluster import errors
 from rebalancer.cluster.deadline import Watchdog
 from rebalancer.cluster.kubeclient import Kube
-
-HANG_GUARD = 30.0
-"""Far above every deadline below: reaching it means the request hung."""
-
-Behaviour = Callable[[socket.socket, threading.Event], None]
-
-
-@contextmanager
-def server(behaviour: Behaviour) -> Iterator[int]:
-    """A TCP server on 127.0.0.1 running ``behaviour(conn, stop)`` for each connection."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.1)
-    stop = threading.Event()
-    conns: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conns.append(conn)
-            threading.Thread(target=guarded, args=(conn,), daemon=True).start()
-
-    def guarded(conn: socket.socket) -> None:
-        with contextlib.suppress(OSError):  # the socket closed under it at the end of a test
-            behaviour(conn, stop)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
-        for conn in conns:
-            conn.close()
-
-
-def trickle(conn: socket.socket, stop: threading.Event) -> None:
-    """Send a never-ending response one byte every 50 ms."""
-    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"a" * 10_000
-    for byte in data:
-        if stop.wait(0.05):
-            return
-        try:
-            conn.sendall(bytes([byte]))
-        except OSError:
-            return
-
-
-def silence(conn: socket.socket, stop: threading.Event) -> None:
-    """Accept, read the request, never answer."""
-    conn.settimeout(0.1)
-    while not stop.is_set():
-        try:
-            if not conn.recv(65536):
-                return
-        except TimeoutError:
-            continue
-        except OSError:
-            return
+from tests.fakes import HANG_GUARD, Behaviour, server, silence, trickle
 
 
 def answer_after(seconds: float) -> Behaviour:

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from rebalancer.cli.main import build_parser
-from rebalancer.core.policy import load_policy
+from rebalancer.cluster.policyfile import load_policy
+from tests.fakes import find_kubectl
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -264,18 +265,8 @@ def test_deployment_overlay_runs_an_interval_loop_with_metrics() -> None:
     assert parsed.dry_run is True
 
 
-def _kubectl() -> str | None:
-    found = shutil.which("kubectl")
-    if found:
-        return found
-    cache = Path.home() / ".cache" / "rebalancer-e2e"
-    for candidate in sorted(cache.glob("*/bin/kubectl")):
-        return str(candidate)
-    return None
-
-
 def _rendered(path: Path) -> Iterator[dict[str, Any]]:
-    kubectl = _kubectl()
+    kubectl = find_kubectl()
     if kubectl is None:
         pytest.skip("kubectl not found: kustomize rendering not checked")
     out = subprocess.run(

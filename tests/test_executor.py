@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -16,72 +14,8 @@ from rebalancer.cluster.outcome import EvictionResult, Outcome
 from rebalancer.core.errors import EXIT_CLUSTER, InputError
 from rebalancer.core.model import ZONE_KEY
 from rebalancer.core.plan import Eviction
-
-NS = "shop"
-PDB_429 = {
-    "kind": "Status",
-    "code": 429,
-    "reason": "TooManyRequests",
-    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
-    "details": {
-        "causes": [
-            {
-                "reason": "DisruptionBudget",
-                "message": "The disruption budget web needs 3 healthy pods and has 3 currently",
-            }
-        ]
-    },
-}
-MULTI_PDB_500 = {
-    "kind": "Status",
-    "code": 500,
-    "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource "
-    "does not support.",
-}
-
-
-# -- API objects ----------------------------------------------------------------------------
-
-
-def api_pod(
-    name: str,
-    *,
-    uid: str | None = None,
-    node: str = "n1",
-    app: str = "web",
-    owner_uid: str = "rs-web",
-    ready: bool = True,
-    terminating: bool = False,
-    labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": NS,
-        "uid": uid or f"uid-{name}",
-        "labels": dict(labels) if labels is not None else {"app": app},
-        "ownerReferences": [
-            {"kind": "ReplicaSet", "name": app, "uid": owner_uid, "controller": True}
-        ],
-    }
-    if terminating:
-        meta["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {"nodeName": node},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
-
-
-def api_node(name: str, *, ready: str = "True", taints: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "spec": {"taints": [{"key": k, "effect": "NoExecute"} for k in taints or []]},
-        "status": {"conditions": [{"type": "Ready", "status": ready}]},
-    }
+from tests.builders import NS, api_node, api_pod
+from tests.fakes import MULTI_PDB_500, PDB_429, FakeApi, FakeClock, RecordingApiClient
 
 
 def evict(
@@ -106,125 +40,6 @@ def evict(
         target_node="n3",
         grace_period_seconds=grace,
     )
-
-
-# -- fakes ----------------------------------------------------------------------------------
-
-
-@dataclass
-class FakeClock:
-    """Monotonic time that only moves when someone sleeps (or a fake call takes time)."""
-
-    now: float = 0.0
-    sleeps: list[float] = field(default_factory=list)
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-Answer = tuple[int, dict[str, Any]] | Exception
-
-
-class FakeApi:
-    """A recording fake of the executor's transport; any DELETE-like call fails the test.
-
-    ``answers`` scripts the eviction answers per pod (the last one repeats); by default 201.
-    After a real (not dry-run) 2xx the pod disappears and, if ``replace_after`` polls is not
-    None, a Ready replacement of the same owner shows up after that many pod LISTs.
-    """
-
-    def __init__(
-        self,
-        pods: list[dict[str, Any]],
-        *,
-        nodes: list[dict[str, Any]] | None = None,
-        answers: Mapping[str, list[Answer]] | None = None,
-        replace_after: int | None = 0,
-        clock: FakeClock | None = None,
-        post_seconds: float = 0.0,
-    ) -> None:
-        self.pods = {p["metadata"]["name"]: p for p in pods}
-        default_nodes = [api_node("n1"), api_node("n2")]
-        self.nodes = {n["metadata"]["name"]: n for n in (default_nodes if nodes is None else nodes)}
-        self.answers = {k: list(v) for k, v in (answers or {}).items()}
-        self.replace_after = replace_after
-        self.clock = clock
-        self.post_seconds = post_seconds
-        self.calls: list[tuple[str, ...]] = []
-        self.bodies: list[Mapping[str, Any]] = []
-        self._waiting: list[tuple[dict[str, Any], int]] = []  # replacement, polls left
-        self._ids = itertools.count(1)
-
-    def __getattr__(self, name: str) -> Any:
-        if "delete" in name.lower():
-            pytest.fail(f"the executor called {name}: pods must never be deleted")
-        raise AttributeError(name)
-
-    def post_eviction(
-        self, namespace: str, name: str, body: Mapping[str, Any]
-    ) -> tuple[int, dict[str, Any]]:
-        self.calls.append(("POST", name))
-        self.bodies.append(body)
-        assert body["apiVersion"] == "policy/v1"
-        assert body["kind"] == "Eviction"
-        assert body["metadata"] == {"name": name, "namespace": namespace}
-        uid = body["deleteOptions"]["preconditions"]["uid"]
-        assert uid, "every eviction carries the uid precondition"
-        grace = body["deleteOptions"].get("gracePeriodSeconds")
-        assert grace is None or grace >= 1, "never grace 0"
-        if self.clock is not None:
-            self.clock.now += self.post_seconds
-        script = self.answers.get(name, [])
-        answer: Answer = script.pop(0) if len(script) > 1 else (script[0] if script else (201, {}))
-        if isinstance(answer, Exception):
-            raise answer
-        status, payload = answer
-        dry = body["deleteOptions"].get("dryRun") == ["All"]
-        if status in (200, 201) and not dry:
-            old = self.pods.pop(name)
-            if self.replace_after is not None:
-                new = api_pod(
-                    f"{name}-r{next(self._ids)}",
-                    node="n2",
-                    owner_uid=old["metadata"]["ownerReferences"][0]["uid"],
-                    # The API server may add labels at binding (topology labels since 1.33):
-                    # a replacement's labels are not the evicted pod's.
-                    labels={**old["metadata"]["labels"], ZONE_KEY: "zone-b"},
-                )
-                self._waiting.append((new, self.replace_after))
-        return status, payload
-
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.calls.append(("GET pod", name))
-        return self.pods.get(name)
-
-    def get_node(self, name: str) -> dict[str, Any] | None:
-        self.calls.append(("GET node", name))
-        return self.nodes.get(name)
-
-    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
-        self.calls.append(("LIST pods", label_selector))
-        still: list[tuple[dict[str, Any], int]] = []
-        for pod, polls in self._waiting:
-            if polls <= 0:
-                self.pods[pod["metadata"]["name"]] = pod
-            else:
-                still.append((pod, polls - 1))
-        self._waiting = still
-        wanted = dict(p.split("=", 1) for p in label_selector.split(",") if p)
-        return [
-            p
-            for p in self.pods.values()
-            if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
-        ]
-
-    def posts(self) -> list[str]:
-        return [c[1] for c in self.calls if c[0] == "POST"]
 
 
 def executor(
@@ -646,54 +461,6 @@ def test_on_result_sees_every_result() -> None:
 
 
 # -- the HTTP layer itself ------------------------------------------------------------------
-
-
-@dataclass
-class _Raw:
-    status: int
-    body: bytes
-
-    def read(self) -> bytes:
-        return self.body
-
-    def getheaders(self) -> dict[str, str]:
-        return {}
-
-
-class RecordingApiClient:
-    """Stands in for kubernetes.client.ApiClient; records what Kube would send."""
-
-    def __init__(self, status: int = 201, body: bytes = b"{}") -> None:
-        self.status = status
-        self.body = body
-        self.sent: list[tuple[str, str, Any]] = []
-        self.configuration = type("C", (), {"host": "https://127.0.0.1:6443"})()
-
-    def param_serialize(
-        self,
-        method: str,
-        path: str,
-        query_params: list[tuple[str, str]] | None = None,
-        header_params: dict[str, str] | None = None,
-        auth_settings: list[str] | None = None,
-    ) -> tuple[str, str, dict[str, str], None, None]:
-        query = "&".join(f"{k}={v}" for k, v in query_params or [])
-        url = self.configuration.host + path + (f"?{query}" if query else "")
-        return method, url, header_params or {}, None, None
-
-    def call_api(
-        self,
-        method: str,
-        url: str,
-        header_params: dict[str, str] | None = None,
-        body: Any = None,
-        _request_timeout: Any = None,
-    ) -> _Raw:
-        self.sent.append((method, url, body))
-        return _Raw(self.status, self.body)
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH"])

@@ -21,7 +21,8 @@ from rebalancer.cluster.runner import Cluster, Runner, RunSettings
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy
-from tests.test_runner import NOW, FakeCluster, api_node, api_pod
+from tests.builders import web_pod, zone_node
+from tests.fakes import NOW, FakeCluster
 
 
 def in_namespace(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
@@ -38,9 +39,9 @@ def bad(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def objects() -> list[dict[str, Any]]:
-    nodes = [api_node("node-a", "a"), api_node("node-b", "b")]
-    good = [in_namespace(api_pod(f"g{i}", "node-a", f"ug{i}"), "good") for i in range(3)]
-    broken = [in_namespace(api_pod(f"b{i}", "node-a", f"ub{i}"), "broken") for i in range(3)]
+    nodes = [zone_node("node-a", "a"), zone_node("node-b", "b")]
+    good = [in_namespace(web_pod(f"g{i}", "node-a", f"ug{i}"), "good") for i in range(3)]
+    broken = [in_namespace(web_pod(f"b{i}", "node-a", f"ub{i}"), "broken") for i in range(3)]
     broken[1] = bad(broken[1])
     pdb = {
         "apiVersion": "policy/v1",
@@ -71,7 +72,7 @@ def test_the_builder_leaves_the_bad_objects_namespace_out_only_when_asked() -> N
 
 def test_a_bad_cluster_scoped_object_still_fails() -> None:
     """A Node cannot be left out by namespace: still an error with skip_invalid."""
-    node = api_node("node-c", "c")
+    node = zone_node("node-c", "c")
     node["status"]["allocatable"]["cpu"] = "lots"
     builder = SnapshotBuilder("t")
     builder.add_all([*objects(), node])

@@ -27,8 +27,8 @@ from rebalancer.cluster.outcome import Outcome, RunEnd
 from rebalancer.cluster.runner import Cluster, Runner, RunSettings
 from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
 from rebalancer.core.policy import Limits, Policy
-from tests.test_executor import FakeClock
-from tests.test_runner import NOW, NS, FakeCluster
+from tests.builders import NS
+from tests.fakes import NOW, FakeClock, FakeCluster
 
 NAMESPACE = "rebalancer"
 NAME = "rebalancer"

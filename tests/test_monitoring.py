@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from rebalancer.cli.metrics import Metrics
+from tests.fakes import find_kubectl
 from tests.packaging_tools import ROOT, run, tool
 
 MONITORING = ROOT / "deploy" / "monitoring"
@@ -181,9 +182,7 @@ def test_dashboard_queries_parse() -> None:
 def test_monitoring_kustomization_renders() -> None:
     """`kubectl kustomize deploy/monitoring`: the PrometheusRule, the PodMonitor of the
     rebalancer pod's metrics port, and the dashboard ConfigMap for Grafana's sidecar."""
-    from tests.test_deploy import _kubectl  # noqa: PLC0415  # the kubectl lookup of deploy tests
-
-    kubectl = _kubectl()
+    kubectl = find_kubectl()
     if kubectl is None:
         pytest.skip("kubectl not found: kustomize rendering not checked")
     out = subprocess.run(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.cluster.policyfile import load_policy, load_policy_file
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import LabelSelector, Requirement
 from rebalancer.core.policy import (
@@ -17,7 +17,6 @@ from rebalancer.core.policy import (
     Policy,
     PriorityThreshold,
     format_duration,
-    load_policy,
     parse_duration,
     policy_to_dict,
     restrict_to_namespace,
@@ -35,6 +34,19 @@ POLICY_FILES = sorted(POLICIES.rglob("*.yaml"))
 def _text(case: dict[str, Any]) -> str:
     text: str = case["text"] if "text" in case else HEADER + case["body"]
     return text
+
+
+CASE_KEYS = frozenset({"name", "body", "text", "problems", "effective"})
+
+
+def test_case_file_has_no_unknown_keys() -> None:
+    """Every case has a name, one input (body or text) and one expectation (problems or
+    effective), and no other key: a typo must not make a case test nothing."""
+    assert set(CASES) == {"cases", "durations", "badDurations"}
+    for case in CASES["cases"]:
+        assert set(case) <= CASE_KEYS, case["name"]
+        assert len(set(case) & {"body", "text"}) == 1, case["name"]
+        assert len(set(case) & {"problems", "effective"}) == 1, case["name"]
 
 
 @pytest.mark.parametrize("case", CASES["cases"], ids=[c["name"] for c in CASES["cases"]])
@@ -172,7 +184,7 @@ def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         load_policy_file(path)
     assert info.value.source == str(path)
-    assert "cannot read the policy file" in info.value.problems[0]
+    assert "cannot read the file" in info.value.problems[0]
 
 
 def test_non_utf8_file_is_an_input_error(tmp_path: Path) -> None:

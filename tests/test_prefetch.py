@@ -20,7 +20,8 @@ from rebalancer.cluster.reader import (
     read_cluster,
 )
 from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
-from tests.test_reader import FakeLister, cluster_items
+from tests.builders import cluster_items
+from tests.fakes import FakeLister
 
 PODS = RESOURCES_BY_NAME["pods"]
 NODES = RESOURCES_BY_NAME["nodes"]

@@ -7,163 +7,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import yaml
 
 from rebalancer.cluster import errors
 from rebalancer.cluster.kubeclient import Kube
 from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.resources import RESOURCES
 from rebalancer.core.errors import EXIT_CLUSTER
-from tests.test_executor import RecordingApiClient
-
-ZONE = "topology.kubernetes.io/zone"
-
-
-def _node(name: str, zone: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "labels": {"kubernetes.io/hostname": name, ZONE: zone},
-            "managedFields": [{"manager": "kubelet", "operation": "Update"}],
-        },
-        "status": {
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def _pod(name: str, node: str, namespace: str = "shop", app: str = "web") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{namespace}-{name}",
-            "creationTimestamp": "2024-05-01T10:00:00Z",
-            "labels": {"app": app},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": f"{app}-rs",
-                    "uid": f"uid-{app}-rs",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
-            "topologySpreadConstraints": [
-                {
-                    "maxSkew": 1,
-                    "topologyKey": ZONE,
-                    "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"app": app}},
-                }
-            ],
-        },
-        "status": {"phase": "Running"},
-    }
-
-
-def cluster_items() -> dict[str, list[dict[str, Any]]]:
-    """List items per resource, as the API server returns them (no kind, no apiVersion)."""
-    pods = [_pod(f"web-{i}", "node-a1" if i < 5 else "node-b1") for i in range(7)]
-    pods += [_pod("db-0", "node-b1", namespace="data", app="db")]
-    return {
-        "nodes": [_node("node-a1", "a"), _node("node-b1", "b"), _node("node-c1", "c")],
-        "pods": pods,
-        "poddisruptionbudgets": [
-            {
-                "metadata": {"name": "web", "namespace": "shop"},
-                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
-                "status": {
-                    "disruptionsAllowed": 1,
-                    "currentHealthy": 7,
-                    "desiredHealthy": 2,
-                    "expectedPods": 7,
-                },
-            }
-        ],
-        "priorityclasses": [{"metadata": {"name": "high"}, "value": 1000}],
-        "persistentvolumeclaims": [
-            {"metadata": {"name": "data-db-0", "namespace": "data"}, "spec": {"volumeName": "pv-1"}}
-        ],
-        "persistentvolumes": [{"metadata": {"name": "pv-1"}, "spec": {}}],
-        "services": [
-            {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"selector": {"app": "web"}}}
-        ],
-        "replicasets": [
-            {
-                "metadata": {"name": "web-rs", "namespace": "shop", "uid": "uid-web-rs"},
-                "spec": {"selector": {"matchLabels": {"app": "web"}}},
-            },
-            {
-                "metadata": {"name": "db-rs", "namespace": "data", "uid": "uid-db-rs"},
-                "spec": {"selector": {"matchLabels": {"app": "db"}}},
-            },
-        ],
-        "statefulsets": [
-            {
-                "metadata": {"name": "cache", "namespace": "shop"},
-                "spec": {"selector": {"matchLabels": {"app": "cache"}}},
-            }
-        ],
-        "deployments": [
-            {
-                "metadata": {
-                    "name": "web",
-                    "namespace": "shop",
-                    "generation": 2,
-                    "annotations": {"deployment.kubernetes.io/revision": "3"},
-                },
-                "spec": {"selector": {"matchLabels": {"app": "web"}}},
-                "status": {"observedGeneration": 2},
-            }
-        ],
-        "replicationcontrollers": [
-            {"metadata": {"name": "legacy", "namespace": "shop"}, "spec": {"selector": {"a": "b"}}}
-        ],
-    }
-
-
-class FakeLister:
-    """Serves LIST pages like the API server, records every call, can expire a token once."""
-
-    def __init__(
-        self, items: Mapping[str, list[dict[str, Any]]], *, expire_once: str | None = None
-    ) -> None:
-        self.items = items
-        self.calls: list[tuple[str, str | None, int, str | None]] = []
-        self.expire_once = expire_once
-
-    def __call__(
-        self, resource: str, namespace: str | None, limit: int, token: str | None
-    ) -> bytes:
-        self.calls.append((resource, namespace, limit, token))
-        if token is not None and token == self.expire_once:
-            self.expire_once = None
-            raise errors.Gone(410, "the provided continue parameter is too old", verb="list")
-        selected = [
-            copy.deepcopy(i)
-            for i in self.items.get(resource, [])
-            if namespace is None or i["metadata"].get("namespace") == namespace
-        ]
-        start = int(token.rpartition("-")[2]) if token else 0
-        page = selected[start : start + limit]
-        more = start + limit < len(selected)
-        metadata: dict[str, Any] = {"resourceVersion": "42"}
-        if more:
-            metadata["continue"] = f"{resource}-{start + limit}"
-        api_version = RESOURCES_BY_NAME[resource].api_version
-        kind = RESOURCES_BY_NAME[resource].kind + "List"
-        return orjson.dumps(
-            {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page}
-        )
+from tests.builders import cluster_items
+from tests.fakes import FakeLister, RecordingApiClient
 
 
 def snapshot_file(tmp_path: Path, items: Mapping[str, list[dict[str, Any]]]) -> Path:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
-import itertools
 import json
 import os
 import signal
 import threading
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,132 +35,12 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import Snapshot
-from rebalancer.core.plan import Eviction, Plan, ViewReport
+from rebalancer.core.plan import Plan
 from rebalancer.core.policy import Limits, Policy
-from tests.test_executor import PDB_429, FakeClock
+from tests.fakes import NOW, PDB_429, FakeClock, FakeCluster, ScriptedPlanner
 
 ZONE = "topology.kubernetes.io/zone"
 NS = "shop"
-NOW = 1_750_000_000.0
-
-
-def api_node(name: str, zone: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, ZONE: zone}},
-        "status": {
-            "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def api_pod(name: str, node: str, uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "uid": uid,
-            "creationTimestamp": "2025-01-01T00:00:00Z",
-            "labels": {"app": "web"},
-            "ownerReferences": [
-                {"kind": "ReplicaSet", "name": "web-rs", "uid": "uid-rs", "controller": True}
-            ],
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
-            "topologySpreadConstraints": [
-                {
-                    "maxSkew": 1,
-                    "topologyKey": ZONE,
-                    "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"app": "web"}},
-                }
-            ],
-        },
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-class FakeCluster:
-    """A tiny cluster: evictions remove the pod; a 'scheduler' places a Ready replacement.
-
-    The scheduler puts the replacement in the zone with the fewest web pods (ties: node name).
-    ``answers`` scripts eviction statuses per pod name (default 201); ``on_post`` runs after
-    each eviction request, e.g. to send SIGTERM mid-wave.
-    """
-
-    def __init__(self, zones: dict[str, int], *, answers: dict[str, tuple[int, Any]] | None = None):
-        self.nodes = {f"node-{z}": api_node(f"node-{z}", z) for z in zones}
-        self.pods: dict[str, dict[str, Any]] = {}
-        self._ids = itertools.count(1)
-        for zone, count in zones.items():
-            for _ in range(count):
-                self._add(f"node-{zone}")
-        self.answers = answers or {}
-        self.reads = 0
-        self.posts: list[tuple[str, dict[str, Any]]] = []
-        self.events: list[dict[str, Any]] = []
-        self.on_post: Callable[[], None] = lambda: None
-        self.stubborn = False  # True: every replacement lands back on the evicted pod's node
-
-    def _add(self, node: str) -> str:
-        n = next(self._ids)
-        name = f"web-{n}"
-        self.pods[name] = api_pod(name, node, f"uid-{n}")
-        return name
-
-    def zone_counts(self) -> dict[str, int]:
-        counts = {n["metadata"]["labels"][ZONE]: 0 for n in self.nodes.values()}
-        for p in self.pods.values():
-            counts[self.nodes[p["spec"]["nodeName"]]["metadata"]["labels"][ZONE]] += 1
-        return counts
-
-    # Cluster.read
-    def read(self) -> Snapshot:
-        self.reads += 1
-        return snapshot_from_objects([*self.nodes.values(), *self.pods.values()])
-
-    # Transport
-    def __getattr__(self, name: str) -> Any:
-        if "delete" in name.lower():
-            pytest.fail(f"the runner called {name}: pods must never be deleted")
-        raise AttributeError(name)
-
-    def post_eviction(
-        self, namespace: str, name: str, body: Mapping[str, Any]
-    ) -> tuple[int, dict[str, Any]]:
-        self.posts.append((name, dict(body)))
-        assert body["deleteOptions"]["preconditions"]["uid"] == self.pods[name]["metadata"]["uid"]
-        status, answer = self.answers.get(name, (201, {}))
-        if status == 201 and "dryRun" not in body["deleteOptions"]:
-            node = self.pods.pop(name)["spec"]["nodeName"]
-            counts = self.zone_counts()
-            zone = min(sorted(counts), key=lambda z: counts[z])
-            self._add(node if self.stubborn else f"node-{zone}")
-        self.on_post()
-        return status, answer
-
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.pods.get(name)
-
-    def get_node(self, name: str) -> dict[str, Any] | None:
-        return self.nodes.get(name)
-
-    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
-        return list(self.pods.values())
-
-    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
-        self.events.append(dict(body))
-
-    def as_cluster(self, *, events: bool = True) -> Cluster:
-        return Cluster(
-            read=self.read, transport=self, create_event=self.create_event if events else None
-        )
 
 
 def runner(
@@ -186,63 +63,6 @@ def runner(
         wall_clock=lambda: NOW,
         sleep=clock.sleep,
     )
-
-
-def _eviction(pod: dict[str, Any], wave: int) -> Eviction:
-    meta = pod["metadata"]
-    return Eviction(
-        namespace=NS,
-        name=meta["name"],
-        uid=meta["uid"],
-        node=pod["spec"]["nodeName"],
-        priority=0,
-        reason="scripted",
-        wave=wave,
-        workload="ReplicaSet/web-rs",
-        domain="a",
-        topology_key=ZONE,
-        target_node="node-c",
-        grace_period_seconds=None,
-    )
-
-
-VIEW = ViewReport(
-    namespace=NS,
-    topology_key=ZONE,
-    max_skew=1,
-    when_unsatisfiable="DoNotSchedule",
-    selector="app=web",
-    min_domains=1,
-    domains=(("a", 3),),
-    global_min=0,
-    skew=3,
-)
-
-
-class ScriptedPlanner:
-    """Plans by script: evicts the first pod in zone a in two waves; records evicted_before."""
-
-    def __init__(self, fake: FakeCluster, sizes: Sequence[int]) -> None:
-        self.fake = fake
-        self.sizes = list(sizes)
-        self.calls: list[tuple[str, ...]] = []
-
-    def __call__(
-        self,
-        snapshot: Snapshot,
-        policy: Policy,
-        now: float,
-        *,
-        evicted_before: Sequence[Eviction] = (),
-    ) -> Plan:
-        self.calls.append(tuple(e.name for e in evicted_before))
-        size = self.sizes.pop(0) if self.sizes else 0
-        in_a = [p for p in self.fake.pods.values() if p["spec"]["nodeName"] == "node-a"]
-        evictions = tuple(_eviction(p, wave=1 + i) for i, p in enumerate(in_a[:size]))
-        # The view's counts follow the fake cluster, as a real plan's do.
-        spread = Counter(p["spec"]["nodeName"] for p in self.fake.pods.values())
-        view = dataclasses.replace(VIEW, domains=tuple(sorted(spread.items())))
-        return Plan(evictions, (), (view,) if size else (), (), size)
 
 
 def test_each_wave_is_replanned_with_the_evictions_so_far() -> None:

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.test_deadline import HANG_GUARD, server, silence, trickle
+from tests.fakes import HANG_GUARD, server, silence, trickle
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,8 +28,7 @@ from rebalancer.cluster.runner import (
 from rebalancer.core.model import Snapshot
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import Schedule, Window
-from tests.test_executor import FakeClock
-from tests.test_runner import FakeCluster, ScriptedPlanner
+from tests.fakes import FakeClock, FakeCluster, ScriptedPlanner
 
 SNAPSHOT = Path(__file__).parent / "data" / "cli_snapshot.yaml"
 # Monday 24 November 2025, 15:10 UTC

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
+from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, restrict_to_namespace
 
 if TYPE_CHECKING:
@@ -31,7 +33,8 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = T
         "--policy",
         metavar="FILE",
         default=os.environ.get(POLICY_ENV) or None,
-        help=f"policy file (default: ${POLICY_ENV}, else the built-in defaults, "
+        help=f"policy file, - for standard input (default: ${POLICY_ENV}, else the built-in "
+        "defaults, "
         "as in policies/default.yaml)",
     )
     if namespace:
@@ -74,10 +77,22 @@ def table_style(args: argparse.Namespace) -> TableStyle:
     )
 
 
+def max_input_bytes(args: argparse.Namespace, default: int) -> int:
+    """``--max-input-bytes`` when given, else ``default`` (which differs per kind of input)."""
+    given: int | None = getattr(args, "max_input_bytes", None)
+    return default if given is None else given
+
+
 def resolve_policy(args: argparse.Namespace) -> Policy:
-    """The policy from ``--policy``/$REBALANCER_POLICY (or the defaults), narrowed by ``-n``."""
+    """The policy from ``--policy``/$REBALANCER_POLICY (or the defaults), narrowed by ``-n``.
+
+    ``--policy -`` reads standard input.
+    """
     path: str | None = getattr(args, "policy", None)
-    policy = load_policy_file(path) if path else Policy()
+    if path == STDIN and getattr(args, "snapshot", None) == STDIN:
+        raise InputError("--policy", ["- and --snapshot - cannot both read standard input"])
+    limit = max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES)
+    policy = load_policy_file(path, limit) if path else Policy()
     namespace: str | None = getattr(args, "namespace", None)
     return restrict_to_namespace(policy, namespace) if namespace else policy
 

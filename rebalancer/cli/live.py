@@ -601,12 +601,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _mode(args: argparse.Namespace) -> str:
-    if args.dry_run:
-        return "dry-run"
-    return "server-dry-run" if args.server_dry_run else "evict"
-
-
 def _loop(runner: Any, checked: RunArgs) -> int:
     on_report = None
     on_error = None

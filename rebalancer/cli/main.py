@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from typing import TYPE_CHECKING, Final
 
 import yaml
@@ -30,6 +31,7 @@ from rebalancer.cli.common import (
     LivePlanHandler,
     add_output_argument,
     add_policy_arguments,
+    max_input_bytes,
     resolve_policy,
     table_style,
     write,
@@ -37,11 +39,13 @@ from rebalancer.cli.common import (
 )
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
+from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
+    EXIT_INTERNAL,
     EXIT_OK,
     InputError,
     RebalancerError,
@@ -49,6 +53,8 @@ from rebalancer.core.errors import (
 from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
+    from rebalancer.cluster.snapshot import Loaded
+
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
@@ -58,6 +64,7 @@ exit codes:
   {EXIT_EVICTIONS_FAILED}  some evictions failed (run)
   {EXIT_BAD_INPUT}  bad input: policy, snapshot or arguments (nothing was written)
   {EXIT_CLUSTER}  cluster error: unreachable, or RBAC denied a request
+  {EXIT_INTERNAL}  unexpected error (a bug): one line; --debug prints the traceback
 
 environment:
   {POLICY_ENV}  policy file used when --policy is not given
@@ -78,10 +85,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 ["--snapshot FILE is required: live-cluster support is not available"],
             )
         return live(args, policy)
-    from rebalancer.cluster.snapshot import load_snapshot_skipping  # noqa: PLC0415  # same
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
-    snapshot, rejected = load_snapshot_skipping(args.snapshot, skip_invalid=args.skip_invalid)
+    snapshot, rejected = _load_snapshot(args)
     for r in rejected:
         problems = "; ".join(r.problems)
         print(
@@ -94,21 +100,38 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # same
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
 
     policy = resolve_policy(args)
-    snapshot = load_snapshot(args.snapshot)
+    snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
     expl = explain(snapshot, policy, namespace, name)
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
 
+def _load_snapshot(args: argparse.Namespace) -> Loaded:
+    """The ``--snapshot`` file and the objects left out (``--skip-invalid``); one without nodes
+    is an error (a failed ``kubectl get`` piped in must not look like a balanced cluster)."""
+    from rebalancer.cluster.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
+
+    source: str = args.snapshot
+    loaded = load_snapshot_skipping(
+        source,
+        skip_invalid=getattr(args, "skip_invalid", False),
+        max_bytes=max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES),
+    )
+    if not loaded[0].nodes:
+        shown = "standard input" if source == STDIN else source
+        raise InputError(shown, ["no nodes in the snapshot"])
+    return loaded
+
+
 def _cmd_policy_check(args: argparse.Namespace) -> int:
-    policy = load_policy_file(args.file)
+    policy = load_policy_file(args.file, max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES))
     effective = yaml.safe_dump(policy_to_dict(policy), sort_keys=False)
-    write(f"{args.file}: ok\n# effective policy:\n{effective}")
+    shown = "standard input" if args.file == STDIN else args.file
+    write(f"{shown}: ok\n# effective policy:\n{effective}")
     return EXIT_OK
 
 
@@ -174,8 +197,8 @@ def _add_policy(subparsers: Subparsers) -> None:
     check = commands.add_parser(
         "check",
         help="validate a policy file and print the effective policy",
-        description="Validate FILE. Prints 'FILE: ok' and the effective policy (every key, "
-        "defaults filled in), or every problem found (exit 2).",
+        description="Validate FILE (- reads standard input). Prints 'FILE: ok' and the "
+        "effective policy (every key, defaults filled in), or every problem found (exit 2).",
     )
     check.add_argument("file", metavar="FILE")
     check.set_defaults(handler=_cmd_policy_check)
@@ -190,12 +213,58 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rebalancer {__version__}")
+    _add_global_arguments(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_plan(subparsers)
     _add_explain(subparsers)
     _add_policy(subparsers)
     add_live_commands(subparsers)
+    for sub in _all_subparsers(parser):
+        _add_global_arguments(sub)
     return parser
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number of bytes >= 1, got {text!r}")
+    return value
+
+
+def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` and ``--max-input-bytes``, accepted before or after the command.
+
+    Their default is SUPPRESS at every level, so a value given at one level is never reset
+    by another; readers use ``getattr`` with a fallback.
+    """
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the traceback of an unexpected error (exit 4)",
+    )
+    parser.add_argument(
+        "--max-input-bytes",
+        metavar="N",
+        type=_byte_count,
+        default=argparse.SUPPRESS,
+        help=f"largest snapshot or policy read, in bytes (default: {DEFAULT_MAX_SNAPSHOT_BYTES} "
+        f"for a snapshot, {DEFAULT_MAX_POLICY_BYTES} for a policy)",
+    )
+
+
+def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand parser under ``parser`` (``policy check`` too)."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:  # argparse keeps no public list of subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found.append(sub)
+                found.extend(_all_subparsers(sub))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,3 +300,20 @@ def _main(argv: list[str] | None) -> int:
         kind = "cluster error" if exc.exit_code == EXIT_CLUSTER else "error"
         print(f"rebalancer: {kind}: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # a bug: say so in one line, exit 4
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"rebalancer: unexpected error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _one_line(exc: BaseException) -> str:
+    """``TypeName: first line of the message`` (cut short), and how to see more."""
+    try:
+        message = str(exc)
+    except Exception:  # a message that cannot be printed is no message
+        message = ""
+    first = message.strip().split("\n", 1)[0][:200]
+    name = type(exc).__name__
+    hint = "(--debug prints the traceback)"
+    return f"{name}: {first} {hint}" if first else f"{name} {hint}"

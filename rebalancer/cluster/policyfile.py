@@ -1,21 +1,90 @@
-"""Reading a policy file: the only I/O around :mod:`rebalancer.core.policy`, which stays pure."""
+"""Reading a policy file: the I/O and the YAML around :mod:`rebalancer.core.policy`, which stays
+pure (it validates a decoded document).
+
+The YAML is read with a strict loader: only ``true``/``false`` are booleans (``yes``, ``on`` and
+``no`` stay strings, so ``nodeFit: yes`` is reported instead of silently accepted) and a key
+written twice in one mapping is an error. Aliases are bounded and the size is capped
+(:mod:`rebalancer.cluster.inputs`); ``-`` reads standard input.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+from typing import Any
 
+import yaml
+
+from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, read_bytes, yaml_documents
 from rebalancer.core.errors import InputError
-from rebalancer.core.policy import Policy, load_policy
+from rebalancer.core.policy import Policy, policy_from_document
+
+__all__ = ["load_policy", "load_policy_file"]
 
 
-def load_policy_file(path: str | os.PathLike[str]) -> Policy:
-    """Read and validate the policy at ``path``; raise :class:`InputError` naming the file."""
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans (only true/false) that records duplicate keys."""
+
+    duplicates: list[str]
+
+    def __init__(self, stream: str | bytes) -> None:
+        super().__init__(stream)
+        self.duplicates = []
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, str) and key in seen:
+            mark = key_node.start_mark
+            loader.duplicates.append(
+                f"line {mark.line + 1}, column {mark.column + 1}: duplicate key {key[:80]}"
+            )
+        if isinstance(key, str):
+            seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def load_policy(text: str, source: str) -> Policy:
+    """Parse and validate a policy document; raise :class:`InputError` listing every problem.
+
+    An empty document (or one holding only comments) is the default :class:`Policy`. Otherwise
+    ``apiVersion: rebalancer/v1alpha1`` and ``kind: RebalancerPolicy`` are required.
+    """
+    documents, loader = yaml_documents(text, source, _StrictLoader)
+    if len(documents) > 1:
+        raise InputError(source, ["the file must hold one YAML document, found several"])
+    document = documents[0] if documents else None
+    return policy_from_document(document, source, loader.duplicates)
+
+
+def load_policy_file(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_POLICY_BYTES
+) -> Policy:
+    """Read and validate the policy at ``path`` (``-`` is standard input); raise
+    :class:`InputError` naming the file."""
     source = os.fspath(path)
+    data = read_bytes(path, max_bytes)
+    if source == "-":
+        source = "standard input"
     try:
-        with open(source, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as exc:
-        raise InputError(source, [f"cannot read the policy file: {exc.strerror or exc}"]) from exc
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(source, [f"not UTF-8 text: {exc.reason} at byte {exc.start}"]) from exc
     return load_policy(text, source)

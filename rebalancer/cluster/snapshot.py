@@ -3,8 +3,10 @@
 Reads (a) a ``kind: List`` with ``items`` in YAML, (b) the same in JSON, (c) multi-document YAML
 of single objects and/or Lists, nested Lists included; typed lists (``PodList``, as the API
 returns them) lend their item kind to items that lack one. JSON is recognised by its first
-character and parsed with orjson; YAML with libyaml when available. Every problem is reported
-as one :class:`InputError` naming the file.
+character and parsed with orjson (text that starts like JSON but is not, such as flow-style
+YAML, is parsed as YAML); YAML with libyaml when available, aliases bounded
+(:mod:`rebalancer.cluster.inputs`). The input size is capped (``max_bytes``). Every problem is
+reported as one :class:`InputError` naming the file.
 
 ``rebalancer snapshot -o json`` writes a ``kind: List`` with one item per line (still plain
 JSON, see :func:`dump_objects`). :func:`load_snapshot` recognises that layout by its first line
@@ -15,9 +17,8 @@ once; any other JSON or YAML is parsed whole.
 from __future__ import annotations
 
 import io
-import json
 import os
-import sys
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final, Literal
@@ -25,8 +26,14 @@ from typing import IO, Any, Final, Literal
 import orjson
 import yaml
 
+from rebalancer.cluster.inputs import (
+    DEFAULT_MAX_SNAPSHOT_BYTES,
+    read_bytes,
+    yaml_documents,
+)
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
+from rebalancer.core.convert.checker import show
 from rebalancer.core.errors import InputError
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
@@ -42,16 +49,8 @@ _JSON_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z | orjson.OPT_NAIV
 # The line-per-item layout dump_objects writes (keys sorted: "items" comes before "kind").
 _LINES_HEAD: Final = b'{"apiVersion":"v1","items":['
 _LINES_TAIL: Final = b'],"kind":"List","metadata":{"resourceVersion":""}}'
-
-
-def _read(path: str | os.PathLike[str]) -> bytes:
-    """The file's bytes; ``-`` is standard input."""
-    try:
-        if str(path) == "-":
-            return sys.stdin.buffer.read()
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from exc
+MAX_LIST_DEPTH: Final = 32
+"""Lists inside Lists (kubectl never writes any) deeper than this are refused."""
 
 
 def _is_json(data: bytes) -> bool:
@@ -70,20 +69,34 @@ def _json_documents(data: bytes, source: str) -> list[Any]:
     return document if isinstance(document, list) else [document]
 
 
-def _yaml_error(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    if mark is None:
-        return f"invalid YAML: {exc}"
-    problem = getattr(exc, "problem", None) or str(exc)
-    return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {problem}"
-
-
 def _yaml_documents(data: bytes, source: str) -> list[Any]:
+    with gc_paused():
+        documents, _ = yaml_documents(data, source, _Loader)
+        return documents
+
+
+_YAML_FALLBACK_BYTES: Final = 16 * 1024**2
+"""Text that starts like JSON but is not is tried as YAML up to this size (flow-style YAML is
+written by hand; a large broken JSON file is reported at once)."""
+
+
+def _documents(data: bytes, source: str) -> tuple[list[Any], str | None]:
+    """The documents, and the JSON problem when text that starts like JSON was read as YAML.
+
+    Flow-style YAML (``{kind: List, ...}``) also starts with ``{``, so text that is not JSON is
+    tried as YAML before the JSON error is reported.
+    """
+    if not _is_json(data):
+        return _yaml_documents(data, source), None
     try:
-        with gc_paused():
-            return list(yaml.load_all(data, Loader=_Loader))
-    except yaml.YAMLError as exc:
-        raise InputError(source, [_yaml_error(exc)]) from exc
+        return _json_documents(data, source), None
+    except InputError as json_error:
+        if len(data) > _YAML_FALLBACK_BYTES:
+            raise
+        try:
+            return _yaml_documents(data, source), json_error.problems[0]
+        except InputError:
+            raise json_error from None
 
 
 def _type_name(value: object) -> str:
@@ -102,53 +115,69 @@ def _is_list(doc: Mapping[str, Any]) -> bool:
     return kind is None or (isinstance(kind, str) and kind.endswith("List"))
 
 
-def _flatten(doc: Any, where: str, item_kind: str | None, problems: list[str]) -> Iterator[Any]:
-    """The API objects in one document, Lists unrolled (nested ones too)."""
-    if not isinstance(doc, dict):
-        problems.append(
-            f"{where}: must be an object (an API object or a List), got {_type_name(doc)}"
-        )
-        return
-    if _is_list(doc):
-        kind = doc.get("kind") or ""
-        inner = kind[: -len("List")] if kind.endswith("List") and kind != "List" else None
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            problems.append(f"{where}: items must be a list, got {_type_name(items)}")
-            return
-        for i, item in enumerate(items):
-            yield from _flatten(item, f"{where}, items[{i}]", inner, problems)
-        return
-    kind = doc.get("kind")
-    if kind is None and item_kind is not None:
-        doc["kind"] = kind = item_kind  # the API leaves kind out of a typed list's items
-    if not isinstance(kind, str) or not kind:
-        problems.append(
-            f"{where}: kind must be a non-empty string, got {json.dumps(kind, default=str)}"
-        )
-        return
-    yield doc
+def _flatten(doc: Any, where: str, problems: list[str]) -> Iterator[Any]:
+    """The API objects in one document, Lists unrolled (nested ones too, up to
+    :data:`MAX_LIST_DEPTH` deep; a List that contains itself is a problem, not a hang)."""
+    # A stack of (value, where, item kind of the enclosing typed list, Lists enclosing it).
+    stack: list[tuple[Any, str, str | None, tuple[int, ...]]] = [(doc, where, None, ())]
+    while stack:
+        value, at, item_kind, enclosing = stack.pop()
+        if not isinstance(value, dict):
+            problems.append(
+                f"{at}: must be an object (an API object or a List), got {_type_name(value)}"
+            )
+            continue
+        if _is_list(value):
+            if id(value) in enclosing:
+                problems.append(f"{at}: a List that contains itself")
+                continue
+            if len(enclosing) >= MAX_LIST_DEPTH:
+                problems.append(f"{at}: Lists nested more than {MAX_LIST_DEPTH} deep")
+                continue
+            kind = value.get("kind") or ""
+            inner = kind[: -len("List")] if kind.endswith("List") and kind != "List" else None
+            items = value.get("items") or []
+            if not isinstance(items, list):
+                problems.append(f"{at}: items must be a list, got {_type_name(items)}")
+                continue
+            inside = (*enclosing, id(value))
+            stack.extend(
+                (item, f"{at}, items[{i}]", inner, inside)
+                for i, item in reversed(list(enumerate(items)))
+            )
+            continue
+        kind = value.get("kind")
+        if kind is None and item_kind is not None:
+            value["kind"] = kind = item_kind  # the API leaves kind out of a typed list's items
+        if not isinstance(kind, str) or not kind:
+            problems.append(f"{at}: kind must be a non-empty string, got {show(kind)}")
+            continue
+        yield value
 
 
 def parse_objects(data: bytes, source: str) -> list[dict[str, Any]]:
     """The API objects in the bytes of a snapshot file; ``source`` names it in problems."""
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
-    documents = _json_documents(data, source) if _is_json(data) else _yaml_documents(data, source)
+    documents, not_json = _documents(data, source)
     problems: list[str] = []
     objects: list[dict[str, Any]] = []
     for number, document in enumerate(documents, start=1):
         if document is None:  # an empty YAML document, e.g. after a trailing ---
             continue
-        objects.extend(_flatten(document, f"document {number}", None, problems))
+        objects.extend(_flatten(document, f"document {number}", problems))
+    if problems and not_json is not None:
+        problems.append(f"read as YAML since it is not JSON: {not_json}")
     if problems:
         raise InputError(source, problems)
     return objects
 
 
-def load_objects(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def load_objects(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
+) -> list[dict[str, Any]]:
     """The API objects in a snapshot file (``-`` reads standard input), Lists unrolled."""
-    return parse_objects(_read(path), str(path))
+    return parse_objects(read_bytes(path, max_bytes), str(path))
 
 
 def _stream_lines(
@@ -204,20 +233,39 @@ def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 
-def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
+def load_snapshot(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
+) -> Snapshot:
     """Read a snapshot file (``-`` is standard input) into a :class:`Snapshot`; raises
-    :class:`InputError` with every problem in the file and its objects."""
-    return load_snapshot_skipping(path, skip_invalid=False)[0]
+    :class:`InputError` with every problem in the file and its objects, or when it holds more
+    than ``max_bytes`` bytes."""
+    return load_snapshot_skipping(path, skip_invalid=False, max_bytes=max_bytes)[0]
 
 
-def load_snapshot_skipping(path: str | os.PathLike[str], *, skip_invalid: bool) -> Loaded:
+def load_snapshot_skipping(
+    path: str | os.PathLike[str],
+    *,
+    skip_invalid: bool,
+    max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
+) -> Loaded:
     """:func:`load_snapshot`; with ``skip_invalid`` an object that cannot be converted leaves
     its namespace out instead of failing the load (``plan --snapshot --skip-invalid``)."""
     source = str(path)
     if source == "-":
-        return _load(io.BytesIO(_read(path)), source, skip_invalid)
+        return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid)
     try:
         with Path(path).open("rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):  # a device or a pipe: read it capped
+                return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid)
+            if info.st_size > max_bytes:
+                raise InputError(
+                    source,
+                    [
+                        f"larger than {max_bytes} bytes; raise the limit with "
+                        "--max-input-bytes if this is right"
+                    ],
+                )
             return _load(fh, source, skip_invalid)
     except OSError as exc:
         raise InputError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc

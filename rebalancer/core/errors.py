@@ -11,6 +11,8 @@ EXIT_OK = 0
 EXIT_EVICTIONS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_CLUSTER = 3
+EXIT_INTERNAL = 4
+"""An unexpected error (a bug): one line on stderr, the traceback with ``--debug``."""
 
 
 class RebalancerError(Exception):

@@ -186,15 +186,16 @@ def shared_key(number: int, index: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class PodDisruptionBudget:
+    """The status the Eviction API judges by (disruptionsAllowed, the healthy counts, the
+    generations); minAvailable/maxUnavailable are folded into it by the disruption controller,
+    so the spec's budgets are not kept."""
+
     namespace: str
     name: str
     selector: LabelSelector | None  # None selects nothing; an empty selector selects all
     disruptions_allowed: int
-    min_available: str | None = None
-    max_unavailable: str | None = None
     current_healthy: int = 0
     desired_healthy: int = 0
-    expected_pods: int = 0
     generation: int = 0  # metadata.generation
     observed_generation: int = 0  # status.observedGeneration; behind generation: no budget
     unhealthy_pod_eviction_policy: str = IF_HEALTHY_BUDGET  # or ALWAYS_ALLOW

@@ -1,7 +1,8 @@
-"""The operator's policy: YAML in, a typed and frozen :class:`Policy` out.
+"""The operator's policy: a decoded document in, a typed and frozen :class:`Policy` out.
 
-Loading is pure (text in, :class:`Policy` or :class:`~rebalancer.core.errors.InputError` out;
-the file is read in :mod:`rebalancer.cluster.policyfile`). It never stops at the first mistake:
+Validation is pure (a document in, :class:`Policy` or :class:`~rebalancer.core.errors.InputError`
+out; the file is read and its YAML parsed in :mod:`rebalancer.cluster.policyfile`). It never
+stops at the first mistake:
 every problem is collected with its path and the offending value, so one
 ``rebalancer policy check`` shows them all::
 
@@ -9,25 +10,27 @@ every problem is collected with its path and the offending value, so one
     limits.perNode: must be an integer >= 0 or null, got -1
     gracePeriodSeconds: 0 would force-delete; use >= 1 or omit
 
-The YAML is read with a strict loader: only ``true``/``false`` are booleans (``yes``, ``on`` and
-``no`` stay strings, so ``nodeFit: yes`` is reported instead of silently accepted) and a key
-written twice in one mapping is an error.
+Problems are recorded by the converters' :class:`~rebalancer.core.convert.checker.Checker`
+and the label selector goes through their one selector parser (in strict mode).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar, cast
+from typing import Final, TypeVar
 
-import yaml
-
+from rebalancer.core.convert.checker import Checker, suggest
+from rebalancer.core.convert.selectors import (
+    DNS_SUBDOMAIN,
+    is_label_key,
+    label_selector,
+)
 from rebalancer.core.errors import InputError
-from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT, LabelSelector, Requirement, SelectorOp
+from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT, LabelSelector
 from rebalancer.core.schedule import Schedule, Window, cron_problem, time_zone_problem
 
 SYSTEM_CRITICAL = 2_000_000_000
@@ -155,93 +158,34 @@ def format_duration(seconds: float) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Strict YAML
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans (only true/false) that records duplicate keys."""
-
-    duplicates: list[str]
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.duplicates = []
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if isinstance(key, str) and key in seen:
-            mark = key_node.start_mark
-            loader.duplicates.append(
-                f"line {mark.line + 1}, column {mark.column + 1}: duplicate key {key}"
-            )
-        if isinstance(key, str):
-            seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
-
-
-def _parse_yaml(text: str) -> tuple[object, list[str]]:
-    """The single YAML document in ``text`` and the duplicate-key problems found in it."""
-    loader = _StrictLoader(text)
-    try:
-        if not loader.check_node():
-            return None, []
-        document = loader.construct_document(loader.get_node())
-        if loader.check_node():
-            return None, ["the file must hold one YAML document, found several"]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        return None, [f"YAML syntax: {where}{exc.problem or exc}"]
-    except yaml.YAMLError as exc:
-        return None, [f"YAML syntax: {exc}"]
-    finally:
-        loader.dispose()
-    return document, loader.duplicates
-
-
-# --------------------------------------------------------------------------------------------
 # Validation helpers. Each reads one value, records problems, and returns a usable fallback so
 # the walk goes on and every problem is reported at once.
 
 _DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
-_SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 _WHEN_UNSATISFIABLE: Final = (HARD, SOFT)
 _INCLUSION_POLICIES: Final = (HONOR, IGNORE)
 _INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
+_INT64_MAX: Final = 2**63 - 1
+_SHOWN: Final = 60  # characters of a bad string or number quoted in a problem
 
 
 def _show(value: object) -> str:
-    """A value as the problem message quotes it (YAML-ish: null, true, "text", 3)."""
+    """A value as the problem message quotes it (YAML-ish: null, true, "text", 3), cut short."""
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
+        text = json.dumps(value[: _SHOWN + 1])
+        return text if len(value) <= _SHOWN else text[:_SHOWN] + '..."'
+    if value is None or isinstance(value, bool):
         return json.dumps(value)
-    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"a {value.bit_length()}-bit integer"
+    text = str(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
 def _join(path: str, key: str | int) -> str:
@@ -250,21 +194,17 @@ def _join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _suggest(word: str, choices: tuple[str, ...]) -> str:
-    """``; did you mean X?`` for the closest choice (case-insensitive), or an empty string."""
-    lowered = {choice.lower(): choice for choice in choices}
-    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
-    return f"; did you mean {lowered[close[0]]}?" if close else ""
+class _Checker(Checker):
+    """The converters' checker with the readers of a hand-written document: each problem is
+    the path and a message quoting the value the YAML way (:func:`_show`)."""
 
-
-class _Checker:
-    """Collects problems, each prefixed with its path."""
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self.problems: list[str] = []
+        super().__init__("", [])
 
     def add(self, path: str, message: str) -> None:
-        self.problems.append(f"{path}: {message}" if path else message)
+        self.bad(path, message)
 
     def mapping(
         self, value: object, path: str, allowed: tuple[str, ...], *, nullable: bool = False
@@ -278,9 +218,9 @@ class _Checker:
         result: dict[str, object] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                self.add(_join(path, str(key)), "keys must be strings")
+                self.add(_join(path, str(key)[:_SHOWN]), "keys must be strings")
             elif key not in allowed:
-                self.add(_join(path, key), f"unknown key{_suggest(key, allowed)}")
+                self.add(_join(path, key), f"unknown key{suggest(key, allowed)}")
             else:
                 result[key] = item
         return result
@@ -291,13 +231,24 @@ class _Checker:
         self.add(path, f"must be true or false, got {_show(value)}")
         return default
 
-    def integer(
-        self, value: object, path: str, minimum: int, default: int | None, *, nullable: bool
+    def bounded_int(
+        self,
+        value: object,
+        path: str,
+        minimum: int,
+        default: int | None,
+        *,
+        nullable: bool,
+        maximum: int = _INT32_MAX,
     ) -> int | None:
+        """An integer in [minimum, maximum] (a 32-bit one unless told), or null if nullable."""
         if value is None and nullable:
             return None
         if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
-            return value
+            if value <= maximum:
+                return value
+            self.add(path, f"must be at most {maximum}, got {_show(value)}")
+            return default
         null = " or null" if nullable else ""
         self.add(path, f"must be an integer >= {minimum}{null}, got {_show(value)}")
         return default
@@ -311,7 +262,7 @@ class _Checker:
     def choice(self, value: object, path: str, choices: tuple[str, ...]) -> str | None:
         if isinstance(value, str) and value in choices:
             return value
-        hint = _suggest(value, choices) if isinstance(value, str) else ""
+        hint = suggest(value, choices) if isinstance(value, str) else ""
         self.add(path, f"must be one of {', '.join(choices)}, got {_show(value)}{hint}")
         return None
 
@@ -374,10 +325,8 @@ _LABEL_KEY_WHAT: Final = "a label key like app or example.com/tier"
 
 
 def _check_label_key(check: _Checker, value: object, path: str) -> str | None:
-    if isinstance(value, str):
-        prefix, slash, name = value.rpartition("/")
-        if (not slash or _DNS_SUBDOMAIN.match(prefix)) and _LABEL_NAME.match(name):
-            return value
+    if isinstance(value, str) and is_label_key(value):
+        return value
     check.add(path, f"must be {_LABEL_KEY_WHAT}, got {_show(value)}")
     return None
 
@@ -411,12 +360,14 @@ def _default_constraint(check: _Checker, value: object, path: str) -> DefaultCon
     missing = [key for key in ("maxSkew", "topologyKey") if key not in raw]
     for name in missing:
         check.add(_join(path, name), "required")
-    max_skew = check.integer(raw.get("maxSkew", 1), _join(path, "maxSkew"), 1, None, nullable=False)
+    max_skew = check.bounded_int(
+        raw.get("maxSkew", 1), _join(path, "maxSkew"), 1, None, nullable=False
+    )
     topology_key = _check_label_key(check, raw.get("topologyKey", "x"), _join(path, "topologyKey"))
     when = check.choice(
         raw.get("whenUnsatisfiable", HARD), _join(path, "whenUnsatisfiable"), _WHEN_UNSATISFIABLE
     )
-    min_domains = check.integer(
+    min_domains = check.bounded_int(
         raw.get("minDomains", 1), _join(path, "minDomains"), 1, None, nullable=False
     )
     if when == SOFT and min_domains not in (None, 1):
@@ -476,61 +427,9 @@ def _namespaces(
     return include, exclude
 
 
-def _requirement(check: _Checker, value: object, path: str) -> Requirement | None:
-    raw = check.mapping(value, path, ("key", "operator", "values"))
-    if not isinstance(value, dict):
-        return None
-    for required in ("key", "operator"):
-        if required not in raw:
-            check.add(_join(path, required), "required")
-    key = _check_label_key(check, raw["key"], _join(path, "key")) if "key" in raw else None
-    op = (
-        check.choice(raw["operator"], _join(path, "operator"), _SELECTOR_OPS)
-        if "operator" in raw
-        else None
-    )
-    values_path = _join(path, "values")
-    values = check.string_list(raw.get("values"), values_path, _LABEL_VALUE, "a label value")
-    if op in ("In", "NotIn") and not raw.get("values"):
-        check.add(values_path, f"must not be empty with operator {op}")
-    if op in ("Exists", "DoesNotExist") and raw.get("values"):
-        check.add(values_path, f"must be empty with operator {op}")
-    if key is None or op is None:
-        return None
-    return Requirement(key=key, operator=cast(SelectorOp, op), values=values)
-
-
 def _label_selector(check: _Checker, value: object, path: str) -> LabelSelector | None:
     """A ``metav1.LabelSelector`` (matchLabels sorted by key); None for null."""
-    if value is None:
-        return None
-    raw = check.mapping(value, path, ("matchLabels", "matchExpressions"))
-    labels = _match_labels(check, raw.get("matchLabels"), _join(path, "matchLabels"))
-    expressions_path = _join(path, "matchExpressions")
-    requirements = [
-        _requirement(check, item, _join(expressions_path, index))
-        for index, item in enumerate(check.items(raw.get("matchExpressions"), expressions_path))
-    ]
-    return LabelSelector(
-        match_labels=tuple(sorted(labels)),
-        match_expressions=tuple(r for r in requirements if r is not None),
-    )
-
-
-def _match_labels(check: _Checker, value: object, path: str) -> list[tuple[str, str]]:
-    if value is None:
-        return []
-    if not isinstance(value, dict):
-        check.add(path, f"must be a mapping, got {_show(value)}")
-        return []
-    labels: list[tuple[str, str]] = []
-    for key, label_value in value.items():
-        item_path = _join(path, str(key))
-        name = _check_label_key(check, key, item_path)
-        text = check.string(label_value, item_path, _LABEL_VALUE, "a label value (quote numbers)")
-        if name is not None and text is not None:
-            labels.append((name, text))
-    return labels
+    return label_selector(check, value, path, strict=True)
 
 
 def _priority_threshold(check: _Checker, value: object, path: str) -> PriorityThreshold:
@@ -543,9 +442,7 @@ def _priority_threshold(check: _Checker, value: object, path: str) -> PriorityTh
         check.add(path, "set value or name, not both")
         return PriorityThreshold()
     if has_name:
-        name = check.string(
-            raw["name"], _join(path, "name"), _DNS_SUBDOMAIN, "a PriorityClass name"
-        )
+        name = check.string(raw["name"], _join(path, "name"), DNS_SUBDOMAIN, "a PriorityClass name")
         return PriorityThreshold(value=None, name=name)
     if not has_value:
         check.add(path, "set value or name")
@@ -579,7 +476,7 @@ def _duration(check: _Checker, value: object, path: str) -> float:
 def _limits(check: _Checker, value: object, path: str) -> Limits:
     raw = check.mapping(value, path, _LIMIT_KEYS, nullable=True)
     found = {
-        key: check.integer(raw.get(key), _join(path, key), 0, None, nullable=True)
+        key: check.bounded_int(raw.get(key), _join(path, key), 0, None, nullable=True)
         for key in _LIMIT_KEYS
     }
     return Limits(
@@ -591,10 +488,11 @@ def _limits(check: _Checker, value: object, path: str) -> Limits:
 
 
 def _grace_period(check: _Checker, value: object, path: str) -> int | None:
+    """DeleteOptions.gracePeriodSeconds: an int64 >= 1."""
     if value == 0 and not isinstance(value, bool):
         check.add(path, "0 would force-delete; use >= 1 or omit")
         return None
-    return check.integer(value, path, 1, None, nullable=True)
+    return check.bounded_int(value, path, 1, None, nullable=True, maximum=_INT64_MAX)
 
 
 def _window(check: _Checker, value: object, path: str) -> Window | None:
@@ -655,15 +553,13 @@ def _schedule(check: _Checker, value: object, path: str) -> Schedule:
 # Public API
 
 
-def load_policy(text: str, source: str) -> Policy:
-    """Parse and validate a policy document; raise :class:`InputError` listing every problem.
+def policy_from_document(document: object, source: str, problems: Sequence[str] = ()) -> Policy:
+    """Validate a decoded policy document; raise :class:`InputError` listing every problem.
 
-    An empty document (or one holding only comments) is the default :class:`Policy`. Otherwise
-    ``apiVersion: rebalancer/v1alpha1`` and ``kind: RebalancerPolicy`` are required.
+    ``None`` (an empty document, or one holding only comments) is the default :class:`Policy`.
+    Otherwise ``apiVersion: rebalancer/v1alpha1`` and ``kind: RebalancerPolicy`` are required.
+    ``problems`` (found while decoding, such as duplicate keys) are reported first.
     """
-    document, problems = _parse_yaml(text)
-    if problems and document is None:
-        raise InputError(source, problems)
     if document is None:
         if problems:
             raise InputError(source, problems)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Final
 
 from rebalancer.core.model import (
     LabelSelector,
@@ -120,14 +121,30 @@ def _node_requirement_matches(req: NodeSelectorRequirement, value: str | None) -
         return value is not None
     if req.operator == "DoesNotExist":
         return value is None
-    # Gt / Lt: both sides must parse as integers, else no match.
+    # Gt / Lt: both sides must parse as Go's strconv.ParseInt(s, 10, 64) does, else no match.
     if value is None or len(req.values) != 1:
         return False
-    try:
-        have, want = int(value), int(req.values[0])
-    except ValueError:
+    have, want = _go_int64(value), _go_int64(req.values[0])
+    if have is None or want is None:
         return False
     return have > want if req.operator == "Gt" else have < want
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _go_int64(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``: an optional sign and ASCII digits, in int64 range.
+
+    Python's ``int`` is laxer (``" 5"``, ``"1_000"``): a label such as ``1_000`` must not
+    match ``Gt 5`` when kube-scheduler says it does not.
+    """
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 100:
+        return None
+    number = int(text)
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
 
 
 def term_matches(term: NodeSelectorTerm, node: Node) -> bool:

@@ -89,7 +89,7 @@ class Shared:
             (view.spec.namespace, view.spec.constraint.selector) for view in self.views
         )
         self._static: dict[tuple[object, ...], tuple[str, ...]] = {}
-        self._static_by_id: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._static_by_template: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._groups: dict[tuple[int, str], dict[str, list[str]]] = {}
         self._by_value: dict[str, dict[str, list[str]]] = {}
         self._selector_views: dict[int, list[int]] = {}
@@ -133,7 +133,7 @@ class Shared:
         """
         pod = self.analysis.pods[i]
         ident = (pod.namespace, pod.pvc_names, shared_key(pod.template, i))
-        found = self._static_by_id.get(ident)
+        found = self._static_by_template.get(ident)
         if found is None:
             pins = volume_pins(pod, self.pv_affinity, self.pvc_volume)
             key = (
@@ -148,7 +148,7 @@ class Shared:
                     n for n in self.node_names if static_reason(pod, self.nodes[n], pins) is None
                 )
                 self._static[key] = found
-            self._static_by_id[ident] = found
+            self._static_by_template[ident] = found
         return found
 
     def nodes_by_value(self, topology_key: str) -> dict[str, list[str]]:

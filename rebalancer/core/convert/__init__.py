@@ -11,9 +11,9 @@ only formatted when a problem is found, and quantities are parsed once per disti
 
 Modules, by concern: :mod:`.checker` (reading fields, recording problems; shared with the
 policy loader), :mod:`.quantities`, :mod:`.selectors` (the one selector parser), :mod:`.meta`
-(names, owners, timestamps), one module per object kind (:mod:`.pods`, :mod:`.nodes`,
-:mod:`.budgets`, :mod:`.workloads`), :mod:`.memo` (the caches of one snapshot) and
-:mod:`.builder` (snapshots; owns the caches).
+(names, owners, timestamps), one module per object kind (:mod:`.pods` with
+:mod:`.constraints` and :mod:`.requests`, :mod:`.nodes`, :mod:`.budgets`, :mod:`.workloads`),
+:mod:`.memo` (the caches of one snapshot) and :mod:`.builder` (snapshots; owns the caches).
 """
 
 from __future__ import annotations

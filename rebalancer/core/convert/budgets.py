@@ -15,16 +15,6 @@ from rebalancer.core.model import PodDisruptionBudget, PriorityClass
 __all__ = ["pdb", "priority_class"]
 
 
-def _int_or_string(chk: Checker, obj: Mapping[str, Any], key: str, path: str) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if type(value) is int or (type(value) is str and value):
-        return str(value)
-    chk.bad(f"{path}.{key}", "must be an integer or a percentage", value)
-    return None
-
-
 def _count(chk: Checker, obj: Mapping[str, Any], key: str, path: str) -> int:
     return chk.integer(obj, key, path) or 0
 
@@ -40,11 +30,8 @@ def pdb(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PodDisru
         name=name,
         selector=label_selector(chk, spec.get("selector"), "spec.selector"),
         disruptions_allowed=_count(chk, status, "disruptionsAllowed", "status"),
-        min_available=_int_or_string(chk, spec, "minAvailable", "spec"),
-        max_unavailable=_int_or_string(chk, spec, "maxUnavailable", "spec"),
         current_healthy=_count(chk, status, "currentHealthy", "status"),
         desired_healthy=_count(chk, status, "desiredHealthy", "status"),
-        expected_pods=_count(chk, status, "expectedPods", "status"),
         generation=generation,
         observed_generation=observed,
         unhealthy_pod_eviction_policy=unhealthy_pod_eviction_policy(chk, spec),

@@ -7,31 +7,100 @@ when a problem is recorded.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
 from rebalancer.core.errors import InputError
 
-__all__ = ["EMPTY", "NO_VALUE", "Checker", "at", "raise_if", "show"]
+__all__ = ["EMPTY", "NO_VALUE", "Checker", "at", "raise_if", "show", "suggest"]
 
 EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 NO_VALUE: Final = object()
 
 
+_SHOWN: Final = 80  # characters of a bad value quoted in a problem
+_SORTED_KEYS: Final = 256  # mappings up to this size are shown with their keys sorted
+
+
+class _Full(Exception):
+    """The text of :func:`show` reached its length: stop walking the value."""
+
+
 def show(value: object) -> str:
-    """A bad value as a person reads it in a problem: JSON, cut short."""
-    try:
-        text = json.dumps(value, sort_keys=True, default=str)
-    except ValueError:  # a circular structure; cannot come from a decoder
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """A bad value as a person reads it in a problem: JSON, cut short.
+
+    The cost is bounded by the length shown, not by the value: a huge or self-referential
+    value (YAML aliases) is walked only until the text is long enough.
+    """
+    parts: list[str] = []
+    room = [_SHOWN + 1]
+
+    def emit(text: str) -> None:
+        parts.append(text)
+        room[0] -= len(text)
+        if room[0] <= 0:
+            raise _Full
+
+    def walk(item: object) -> None:
+        if isinstance(item, Mapping):
+            emit("{")
+            pairs = list(itertools.islice(item.items(), _SORTED_KEYS + 1))
+            if len(pairs) <= _SORTED_KEYS:
+                pairs.sort(key=lambda pair: _key_text(pair[0]))
+            for n, (key, inner) in enumerate(pairs):
+                emit((", " if n else "") + json.dumps(_key_text(key)[: _SHOWN + 1]) + ": ")
+                walk(inner)
+            emit("}")
+        elif isinstance(item, list | tuple | set | frozenset):
+            emit("[")
+            for n, inner in enumerate(item):
+                if n:
+                    emit(", ")
+                walk(inner)
+            emit("]")
+        else:
+            emit(_scalar(item))
+
+    with contextlib.suppress(_Full):
+        walk(value)
+    text = "".join(parts)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _scalar(item: object) -> str:
+    if item is None or isinstance(item, bool | float):
+        return json.dumps(item)
+    if isinstance(item, int):
+        return str(item) if item.bit_length() <= 256 else f"<a {item.bit_length()}-bit integer>"
+    if isinstance(item, str):
+        return json.dumps(item[: _SHOWN + 1])
+    if isinstance(item, bytes | bytearray):
+        return json.dumps(repr(bytes(item[: _SHOWN + 1])))
+    return json.dumps(str(item)[: _SHOWN + 1])
+
+
+def _key_text(key: object) -> str:
+    """A mapping key as JSON spells it (keys are strings there)."""
+    if isinstance(key, str):
+        return key
+    return _scalar(key).strip('"')
 
 
 def at(path: str, key: str) -> str:
     """``path.key``, or ``key`` at the top."""
     return f"{path}.{key}" if path else key
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """``; did you mean X?`` for the closest choice (case-insensitive), or an empty string."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower()[:100], list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]}?" if close else ""
 
 
 def raise_if(problems: list[str], source: str) -> None:
@@ -54,7 +123,10 @@ class Checker:
         self.problems = problems
 
     def bad(self, path: str, rule: str, value: object = NO_VALUE) -> None:
-        text = f"{self.subject}: {path}: {rule}" if self.subject else f"{path}: {rule}"
+        """Record ``subject: path: rule, got value`` (each part only when given)."""
+        text = f"{path}: {rule}" if path else rule
+        if self.subject:
+            text = f"{self.subject}: {text}"
         if value is not NO_VALUE:
             text = f"{text}, got {show(value)}"
         self.problems.append(text)
@@ -136,6 +208,14 @@ class Checker:
                 self.bad(f"{at(path, key)}[{name}]", "must be a string", value)
                 del result[name]
         return result
+
+    def known_keys(self, obj: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
+        """Report every key of ``obj`` not in ``allowed`` (with the closest allowed key)."""
+        for key in obj:
+            if type(key) is not str:
+                self.bad(at(path, str(key)[:80]), "keys must be strings")
+            elif key not in allowed:
+                self.bad(at(path, key), f"unknown key{suggest(key, allowed)}")
 
     def strings(self, parent: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
         items = self.seq(parent, key, path)

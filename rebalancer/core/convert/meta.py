@@ -72,9 +72,11 @@ def controller_owner(
         only: dict[str, Any] = refs[0]  # the usual case: one reference, read without paths
         if only.get("controller") is not True:
             return None
-        found = owners.get((only.get("kind"), only.get("name"), only.get("uid") or ""))  # type: ignore[arg-type]
-        if found is not None:
-            return found
+        kind, name, uid = only.get("kind"), only.get("name"), only.get("uid") or ""
+        if type(kind) is str and type(name) is str and type(uid) is str:
+            found = owners.get((kind, name, uid))
+            if found is not None:
+                return found
     owner: OwnerRef | None = None
     for i, raw in enumerate(chk.seq(meta, "ownerReferences", "metadata")):
         ref = chk.as_obj(raw, f"metadata.ownerReferences[{i}]")

@@ -6,10 +6,11 @@ through it. Matching lives in :mod:`rebalancer.core.selectors`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
-from rebalancer.core.convert.checker import Checker, raise_if
+from rebalancer.core.convert.checker import Checker, raise_if, show, suggest
 from rebalancer.core.model import (
     LabelSelector,
     NodeSelector,
@@ -21,14 +22,50 @@ from rebalancer.core.model import (
 )
 
 __all__ = [
+    "LABEL_VALUE",
+    "is_label_key",
     "label_selector",
     "label_selector_from_api",
     "node_selector",
     "node_selector_from_api",
 ]
 
-SELECTOR_OPS: Final[frozenset[str]] = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
-NODE_SELECTOR_OPS: Final[frozenset[str]] = SELECTOR_OPS | {"Gt", "Lt"}
+SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
+NODE_SELECTOR_OPS: Final = (*SELECTOR_OPS, "Gt", "Lt")
+
+DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+LABEL_KEY_WHAT: Final = "a label key like app or example.com/tier"
+
+
+def is_label_key(value: object) -> bool:
+    """A qualified label key: ``name`` or ``prefix/name`` (prefix a DNS subdomain)."""
+    if type(value) is not str:
+        return False
+    prefix, slash, name = value.rpartition("/")
+    return (not slash or DNS_SUBDOMAIN.match(prefix) is not None) and bool(_LABEL_NAME.match(name))
+
+
+def _check_labels(chk: Checker, labels: Mapping[str, str], path: str) -> None:
+    """Strict mode: matchLabels keys and values as Kubernetes checks them."""
+    for key, value in labels.items():
+        where = f"{path}.matchLabels[{key}]"
+        if not is_label_key(key):
+            chk.bad(where, f"must be {LABEL_KEY_WHAT}", key)
+        elif not LABEL_VALUE.match(value):
+            chk.bad(where, "must be a label value", value)
+
+
+def _check_requirement(chk: Checker, key: str, values: tuple[str, ...], path: str) -> None:
+    """Strict mode: the key and values of one expression, and no value listed twice."""
+    if key and not is_label_key(key):
+        chk.bad(f"{path}.key", f"must be {LABEL_KEY_WHAT}", key)
+    for j, value in enumerate(values):
+        if not LABEL_VALUE.match(value):
+            chk.bad(f"{path}.values[{j}]", "must be a label value", value)
+        elif value in values[:j]:
+            chk.bad(f"{path}.values[{j}]", "is listed twice", value)
 
 
 def _requirement_values(
@@ -51,26 +88,46 @@ def _is_integer(text: str) -> bool:
     return digits.isascii() and digits.isdigit()
 
 
-def _label_requirement(chk: Checker, raw: object, path: str) -> Requirement | None:
+def _bad_operator(chk: Checker, path: str, op: object, allowed: tuple[str, ...]) -> None:
+    hint = suggest(op, allowed) if type(op) is str else ""
+    chk.bad(f"{path}.operator", f"must be one of {', '.join(allowed)}, got {show(op)}{hint}")
+
+
+def _label_requirement(chk: Checker, raw: object, path: str, strict: bool) -> Requirement | None:
     expr = chk.as_obj(raw, path)
+    if strict:
+        chk.known_keys(expr, path, ("key", "operator", "values"))
     key = chk.required_text(expr, "key", path)
     op = expr.get("operator")
     if op not in SELECTOR_OPS:
-        chk.bad(f"{path}.operator", "must be one of In, NotIn, Exists, DoesNotExist", op)
+        _bad_operator(chk, path, op, SELECTOR_OPS)
         return None
     values = _requirement_values(chk, expr, cast(str, op), path)
+    if strict:
+        _check_requirement(chk, key, values, path)
     return Requirement(key, cast(SelectorOp, op), values)
 
 
-def label_selector(chk: Checker, raw: object, path: str) -> LabelSelector | None:
-    """A label selector; ``None`` (absent) stays ``None``, which matches nothing."""
+def label_selector(
+    chk: Checker, raw: object, path: str, *, strict: bool = False
+) -> LabelSelector | None:
+    """A label selector; ``None`` (absent) stays ``None``, which matches nothing.
+
+    ``strict`` (a selector a person wrote, as in the policy): unknown keys, label key and
+    value syntax and repeated values are reported too; the API server has already checked
+    them in the objects of a snapshot.
+    """
     if raw is None:
         return None
     obj = chk.as_obj(raw, path)
+    if strict:
+        chk.known_keys(obj, path, ("matchLabels", "matchExpressions"))
     match_labels = chk.string_map(obj, "matchLabels", path)
+    if strict:
+        _check_labels(chk, match_labels, path)
     expressions: list[Requirement] = []
     for i, expr in enumerate(chk.seq(obj, "matchExpressions", path)):
-        requirement = _label_requirement(chk, expr, f"{path}.matchExpressions[{i}]")
+        requirement = _label_requirement(chk, expr, f"{path}.matchExpressions[{i}]", strict)
         if requirement is not None:
             expressions.append(requirement)
     return LabelSelector(tuple(sorted(match_labels.items())), tuple(expressions))
@@ -97,9 +154,9 @@ def _node_requirement(
     expr = chk.as_obj(raw, path)
     key = chk.required_text(expr, "key", path)
     op = expr.get("operator")
-    if op not in (("In", "NotIn") if field else NODE_SELECTOR_OPS):
-        allowed = "In, NotIn" if field else "In, NotIn, Exists, DoesNotExist, Gt, Lt"
-        chk.bad(f"{path}.operator", f"must be one of {allowed}", op)
+    allowed = ("In", "NotIn") if field else NODE_SELECTOR_OPS
+    if op not in allowed:
+        _bad_operator(chk, path, op, allowed)
         return None
     values = _requirement_values(chk, expr, cast(str, op), path)
     if field:

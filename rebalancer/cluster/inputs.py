@@ -1,0 +1,257 @@
+"""Reading input files safely: a size cap, standard input, and YAML whose aliases are bounded.
+
+A snapshot or policy is read whole, so its size is capped (``--max-input-bytes``): ``/dev/zero``
+or a runaway pipe ends with a clear error instead of filling memory. YAML aliases share the node
+they name, so a few hundred bytes can stand for billions of nodes ("billion laughs"); anything
+that walks the decoded value (a problem message, a cache key) would expand them. Each document
+is therefore measured before it is constructed: its size with every alias expanded must stay
+within a small multiple of the nodes actually written, and an alias may not refer to a node
+that contains it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, Final, TypeVar
+
+import yaml
+
+from rebalancer.core.errors import InputError
+
+__all__ = [
+    "DEFAULT_MAX_POLICY_BYTES",
+    "DEFAULT_MAX_SNAPSHOT_BYTES",
+    "STDIN",
+    "check_expansion",
+    "read_bytes",
+    "yaml_documents",
+    "yaml_problem",
+]
+
+_T = TypeVar("_T")
+
+STDIN: Final = "-"
+DEFAULT_MAX_SNAPSHOT_BYTES: Final = 1024**3
+"""A kubectl JSON dump of 150,000 pods is about 0.5 GB."""
+DEFAULT_MAX_POLICY_BYTES: Final = 1024**2
+_CHUNK: Final = 1 << 20
+EXPANSION_FLOOR: Final = 100_000
+"""Aliases may always expand a document to this many nodes..."""
+EXPANSION_RATIO: Final = 10
+"""...or to this many times the nodes written, whichever is more."""
+
+
+def _too_big(source: str, limit: int) -> InputError:
+    return InputError(
+        source,
+        [f"larger than {limit} bytes; raise the limit with --max-input-bytes if this is right"],
+    )
+
+
+def _read_capped(stream: IO[bytes], source: str, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = stream.read(min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _too_big(source, limit)
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of ``path`` (``-`` is standard input), at most ``limit`` of them.
+
+    Raises :class:`InputError` naming the file when it cannot be read, when standard input is
+    closed, or when it holds more than ``limit`` bytes.
+    """
+    source = os.fspath(path)
+    if source == STDIN:
+        stdin = sys.stdin
+        if stdin is None or getattr(stdin, "closed", False):
+            raise InputError("standard input", ["is closed; nothing to read"])
+        try:
+            return _read_capped(stdin.buffer, "standard input", limit)
+        except (OSError, ValueError) as exc:  # ValueError: closed under us
+            raise InputError("standard input", [f"cannot read it: {exc}"]) from exc
+    try:
+        with Path(source).open("rb") as stream:
+            return _read_capped(stream, source, limit)
+    except OSError as exc:
+        raise InputError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
+
+
+def check_expansion(node: yaml.Node, where: str) -> str | None:
+    """None when the document rooted at ``node`` has sane aliases, else the problem.
+
+    Iterative (deep nesting is no RecursionError) and linear in the nodes written: each node's
+    expanded size is computed once.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    distinct = 0
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        current, children_done = stack.pop()
+        ident = id(current)
+        if children_done:
+            on_path.discard(ident)
+            size = 1 + sum(sizes[id(child)] for child in _children(current))
+            sizes[ident] = size
+            continue
+        if ident in sizes:
+            continue
+        if ident in on_path:
+            mark = current.start_mark
+            return (
+                f"{where}line {mark.line + 1}, column {mark.column + 1}: "
+                "an alias refers to a node that contains it"
+            )
+        distinct += 1
+        on_path.add(ident)
+        stack.append((current, True))
+        for child in _children(current):
+            child_id = id(child)
+            if child_id in on_path:
+                mark = child.start_mark
+                return (
+                    f"{where}line {mark.line + 1}, column {mark.column + 1}: "
+                    "an alias refers to a node that contains it"
+                )
+            if child_id not in sizes:
+                stack.append((child, False))
+    total = sizes[id(node)]
+    allowed = max(EXPANSION_FLOOR, EXPANSION_RATIO * distinct)
+    if total > allowed:
+        return (
+            f"{where}aliases expand {distinct} YAML nodes to {total}, more than {allowed} "
+            f"({EXPANSION_RATIO} times the nodes written); write the repeated parts out"
+        )
+    return None
+
+
+MAX_FLOW_DEPTH: Final = 1000
+"""Flow collections (``[``, ``{``) nested deeper than this are refused before parsing: libyaml
+takes quadratic time on them."""
+_STACK_BYTES: Final = 512 * 1024**2
+"""The C stack of the thread that parses YAML: libyaml's composer recurses once per nesting
+level (block nesting such as ``- - - x`` is cheap to write), and the default stack overflows
+near 50,000 levels. Only the pages a parse touches are ever committed."""
+_ANCHOR: Final = re.compile(rb"(?:^|[\s\[{,])&[^\s\[\]{},]", re.MULTILINE)
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _flow_depth_problem(data: bytes) -> str | None:
+    """A problem when flow brackets may nest deeper than :data:`MAX_FLOW_DEPTH` (brackets in
+    quoted strings count too: an over-estimate, never an under-estimate)."""
+    brackets = data.translate(None, _NOT_BRACKETS)
+    if brackets.count(b"[") + brackets.count(b"{") <= MAX_FLOW_DEPTH:
+        return None
+    rounds = 0
+    while rounds < 16:  # drop empty pairs ("{}" of kubectl's YAML) a few levels deep
+        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        rounds += 1
+        if len(shorter) == len(brackets):
+            break
+        brackets = shorter
+    # Depth after k brackets: openers - closers = sum(2 if opener else 0) - k.
+    weights = brackets.translate(bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00"))
+    depth = max(map(operator.sub, itertools.accumulate(weights), itertools.count(1)), default=0)
+    if depth + rounds > MAX_FLOW_DEPTH:
+        return f"flow collections ([ or {{) nested more than {MAX_FLOW_DEPTH} deep"
+    return None
+
+
+def yaml_problem(exc: BaseException) -> str:
+    """A YAML parse failure as one line, with the line and column when known."""
+    if isinstance(exc, RecursionError | MemoryError):
+        return "invalid YAML: nested too deeply"
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return f"invalid YAML: {problem}"
+    return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {problem}"
+
+
+def _on_big_stack(work: Callable[[], _T]) -> _T:
+    """``work()`` in a thread with a large C stack; its exception is raised here."""
+    result: list[_T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    try:
+        previous = threading.stack_size(_STACK_BYTES)
+    except (ValueError, RuntimeError):  # a platform that cannot size thread stacks
+        return work()
+    try:
+        thread = threading.Thread(target=run, name="yaml-parse")
+        thread.start()
+    except RuntimeError:  # no thread to be had (limits): parse here, on the usual stack
+        return work()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+def yaml_documents(
+    data: bytes | str, source: str, make_loader: Callable[[bytes | str], Any]
+) -> tuple[list[Any], Any]:
+    """Every document the loader ``make_loader(data)`` (a PyYAML loader) finds, each checked
+    with :func:`check_expansion` before it is constructed, and the loader; raises
+    :class:`InputError`.
+
+    Flow nesting is bounded before parsing and the parse runs on a large stack, so no input
+    crashes the process or takes quadratic time.
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    deep = _flow_depth_problem(raw)
+    if deep is not None:
+        raise InputError(source, [deep])
+    anchored = _ANCHOR.search(raw) is not None
+
+    def parse() -> tuple[list[Any], Any]:
+        documents: list[Any] = []
+        loader = make_loader(data)  # the pure-Python reader checks characters here
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                if anchored:
+                    where = f"document {len(documents) + 1}: "
+                    problem = check_expansion(node, where)
+                    if problem is not None:
+                        raise InputError(source, [problem])
+                documents.append(loader.construct_document(node))
+        finally:
+            loader.dispose()
+        return documents, loader
+
+    try:
+        return _on_big_stack(parse)
+    except (yaml.YAMLError, ValueError, RecursionError, MemoryError) as exc:
+        # ValueError: an integer of more than 4300 digits, a bad timestamp, ...
+        raise InputError(source, [yaml_problem(exc)]) from exc
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []

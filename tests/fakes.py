@@ -1,0 +1,473 @@
+"""Test fakes shared by the test modules: a clock, the executor's recording API, the HTTP client
+under Kube, the paginated lister, a small cluster for the runner, a scripted planner, the API
+server's answers they replay, TCP servers that trickle or never answer, and where the tests
+find kubectl.
+
+Every fake records what it was asked; none fakes the code under test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import itertools
+import shutil
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from rebalancer.cluster import errors
+from rebalancer.cluster.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.runner import Cluster
+from rebalancer.core.convert import snapshot_from_objects
+from rebalancer.core.model import ZONE_KEY, Snapshot
+from rebalancer.core.plan import Eviction, Plan, ViewReport
+from rebalancer.core.policy import Policy
+from tests.builders import NS, api_node, api_pod, web_pod, zone_node
+
+NOW = 1_750_000_000.0
+"""The wall clock the runner tests give a run."""
+
+PDB_429 = {
+    "kind": "Status",
+    "code": 429,
+    "reason": "TooManyRequests",
+    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+    "details": {
+        "causes": [
+            {
+                "reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 3 healthy pods and has 3 currently",
+            }
+        ]
+    },
+}
+MULTI_PDB_500 = {
+    "kind": "Status",
+    "code": 500,
+    "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+    "does not support.",
+}
+
+
+@dataclass
+class FakeClock:
+    """Monotonic time that only moves when someone sleeps (or a fake call takes time)."""
+
+    now: float = 0.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+Answer = tuple[int, dict[str, Any]] | Exception
+
+
+class FakeApi:
+    """A recording fake of the executor's transport; any DELETE-like call fails the test.
+
+    ``answers`` scripts the eviction answers per pod (the last one repeats); by default 201.
+    After a real (not dry-run) 2xx the pod disappears and, if ``replace_after`` polls is not
+    None, a Ready replacement of the same owner shows up after that many pod LISTs.
+    """
+
+    def __init__(
+        self,
+        pods: list[dict[str, Any]],
+        *,
+        nodes: list[dict[str, Any]] | None = None,
+        answers: Mapping[str, list[Answer]] | None = None,
+        replace_after: int | None = 0,
+        clock: FakeClock | None = None,
+        post_seconds: float = 0.0,
+    ) -> None:
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        default_nodes = [api_node("n1"), api_node("n2")]
+        self.nodes = {n["metadata"]["name"]: n for n in (default_nodes if nodes is None else nodes)}
+        self.answers = {k: list(v) for k, v in (answers or {}).items()}
+        self.replace_after = replace_after
+        self.clock = clock
+        self.post_seconds = post_seconds
+        self.calls: list[tuple[str, ...]] = []
+        self.bodies: list[Mapping[str, Any]] = []
+        self._waiting: list[tuple[dict[str, Any], int]] = []  # replacement, polls left
+        self._ids = itertools.count(1)
+
+    def __getattr__(self, name: str) -> Any:
+        if "delete" in name.lower():
+            pytest.fail(f"the executor called {name}: pods must never be deleted")
+        raise AttributeError(name)
+
+    def post_eviction(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        self.calls.append(("POST", name))
+        self.bodies.append(body)
+        assert body["apiVersion"] == "policy/v1"
+        assert body["kind"] == "Eviction"
+        assert body["metadata"] == {"name": name, "namespace": namespace}
+        uid = body["deleteOptions"]["preconditions"]["uid"]
+        assert uid, "every eviction carries the uid precondition"
+        grace = body["deleteOptions"].get("gracePeriodSeconds")
+        assert grace is None or grace >= 1, "never grace 0"
+        if self.clock is not None:
+            self.clock.now += self.post_seconds
+        script = self.answers.get(name, [])
+        answer: Answer = script.pop(0) if len(script) > 1 else (script[0] if script else (201, {}))
+        if isinstance(answer, Exception):
+            raise answer
+        status, payload = answer
+        dry = body["deleteOptions"].get("dryRun") == ["All"]
+        if status in (200, 201) and not dry:
+            old = self.pods.pop(name)
+            if self.replace_after is not None:
+                new = api_pod(
+                    f"{name}-r{next(self._ids)}",
+                    node="n2",
+                    owner_uid=old["metadata"]["ownerReferences"][0]["uid"],
+                    # The API server may add labels at binding (topology labels since 1.33):
+                    # a replacement's labels are not the evicted pod's.
+                    labels={**old["metadata"]["labels"], ZONE_KEY: "zone-b"},
+                )
+                self._waiting.append((new, self.replace_after))
+        return status, payload
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("GET pod", name))
+        return self.pods.get(name)
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        self.calls.append(("GET node", name))
+        return self.nodes.get(name)
+
+    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        self.calls.append(("LIST pods", label_selector))
+        still: list[tuple[dict[str, Any], int]] = []
+        for pod, polls in self._waiting:
+            if polls <= 0:
+                self.pods[pod["metadata"]["name"]] = pod
+            else:
+                still.append((pod, polls - 1))
+        self._waiting = still
+        wanted = dict(p.split("=", 1) for p in label_selector.split(",") if p)
+        return [
+            p
+            for p in self.pods.values()
+            if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+        ]
+
+    def posts(self) -> list[str]:
+        return [c[1] for c in self.calls if c[0] == "POST"]
+
+
+@dataclass
+class _Raw:
+    status: int
+    body: bytes
+
+    def read(self) -> bytes:
+        return self.body
+
+    def getheaders(self) -> dict[str, str]:
+        return {}
+
+
+class RecordingApiClient:
+    """Stands in for kubernetes.client.ApiClient; records what Kube would send."""
+
+    def __init__(self, status: int = 201, body: bytes = b"{}") -> None:
+        self.status = status
+        self.body = body
+        self.sent: list[tuple[str, str, Any]] = []
+        self.configuration = type("C", (), {"host": "https://127.0.0.1:6443"})()
+
+    def param_serialize(
+        self,
+        method: str,
+        path: str,
+        query_params: list[tuple[str, str]] | None = None,
+        header_params: dict[str, str] | None = None,
+        auth_settings: list[str] | None = None,
+    ) -> tuple[str, str, dict[str, str], None, None]:
+        query = "&".join(f"{k}={v}" for k, v in query_params or [])
+        url = self.configuration.host + path + (f"?{query}" if query else "")
+        return method, url, header_params or {}, None, None
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: dict[str, str] | None = None,
+        body: Any = None,
+        _request_timeout: Any = None,
+    ) -> _Raw:
+        self.sent.append((method, url, body))
+        return _Raw(self.status, self.body)
+
+    def close(self) -> None:
+        pass
+
+
+class FakeLister:
+    """Serves LIST pages like the API server, records every call, can expire a token once."""
+
+    def __init__(
+        self, items: Mapping[str, list[dict[str, Any]]], *, expire_once: str | None = None
+    ) -> None:
+        self.items = items
+        self.calls: list[tuple[str, str | None, int, str | None]] = []
+        self.expire_once = expire_once
+
+    def __call__(
+        self, resource: str, namespace: str | None, limit: int, token: str | None
+    ) -> bytes:
+        self.calls.append((resource, namespace, limit, token))
+        if token is not None and token == self.expire_once:
+            self.expire_once = None
+            raise errors.Gone(410, "the provided continue parameter is too old", verb="list")
+        selected = [
+            copy.deepcopy(i)
+            for i in self.items.get(resource, [])
+            if namespace is None or i["metadata"].get("namespace") == namespace
+        ]
+        start = int(token.rpartition("-")[2]) if token else 0
+        page = selected[start : start + limit]
+        more = start + limit < len(selected)
+        metadata: dict[str, Any] = {"resourceVersion": "42"}
+        if more:
+            metadata["continue"] = f"{resource}-{start + limit}"
+        api_version = RESOURCES_BY_NAME[resource].api_version
+        kind = RESOURCES_BY_NAME[resource].kind + "List"
+        return orjson.dumps(
+            {"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": page}
+        )
+
+
+class FakeCluster:
+    """A tiny cluster: evictions remove the pod; a 'scheduler' places a Ready replacement.
+
+    The scheduler puts the replacement in the zone with the fewest web pods (ties: node name).
+    ``answers`` scripts eviction statuses per pod name (default 201); ``on_post`` runs after
+    each eviction request, e.g. to send SIGTERM mid-wave.
+    """
+
+    def __init__(self, zones: dict[str, int], *, answers: dict[str, tuple[int, Any]] | None = None):
+        self.nodes = {f"node-{z}": zone_node(f"node-{z}", z) for z in zones}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self._ids = itertools.count(1)
+        for zone, count in zones.items():
+            for _ in range(count):
+                self._add(f"node-{zone}")
+        self.answers = answers or {}
+        self.reads = 0
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[dict[str, Any]] = []
+        self.on_post: Callable[[], None] = lambda: None
+        self.stubborn = False  # True: every replacement lands back on the evicted pod's node
+
+    def _add(self, node: str) -> str:
+        n = next(self._ids)
+        name = f"web-{n}"
+        self.pods[name] = web_pod(name, node, f"uid-{n}")
+        return name
+
+    def zone_counts(self) -> dict[str, int]:
+        counts = {n["metadata"]["labels"][ZONE_KEY]: 0 for n in self.nodes.values()}
+        for p in self.pods.values():
+            counts[self.nodes[p["spec"]["nodeName"]]["metadata"]["labels"][ZONE_KEY]] += 1
+        return counts
+
+    # Cluster.read
+    def read(self) -> Snapshot:
+        self.reads += 1
+        return snapshot_from_objects([*self.nodes.values(), *self.pods.values()])
+
+    # Transport
+    def __getattr__(self, name: str) -> Any:
+        if "delete" in name.lower():
+            pytest.fail(f"the runner called {name}: pods must never be deleted")
+        raise AttributeError(name)
+
+    def post_eviction(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        self.posts.append((name, dict(body)))
+        assert body["deleteOptions"]["preconditions"]["uid"] == self.pods[name]["metadata"]["uid"]
+        status, answer = self.answers.get(name, (201, {}))
+        if status == 201 and "dryRun" not in body["deleteOptions"]:
+            node = self.pods.pop(name)["spec"]["nodeName"]
+            counts = self.zone_counts()
+            zone = min(sorted(counts), key=lambda z: counts[z])
+            self._add(node if self.stubborn else f"node-{zone}")
+        self.on_post()
+        return status, answer
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.pods.get(name)
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        return self.nodes.get(name)
+
+    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        return list(self.pods.values())
+
+    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        self.events.append(dict(body))
+
+    def as_cluster(self, *, events: bool = True) -> Cluster:
+        return Cluster(
+            read=self.read, transport=self, create_event=self.create_event if events else None
+        )
+
+
+def scripted_eviction(pod: dict[str, Any], wave: int) -> Eviction:
+    meta = pod["metadata"]
+    return Eviction(
+        namespace=NS,
+        name=meta["name"],
+        uid=meta["uid"],
+        node=pod["spec"]["nodeName"],
+        priority=0,
+        reason="scripted",
+        wave=wave,
+        workload="ReplicaSet/web-rs",
+        domain="a",
+        topology_key=ZONE_KEY,
+        target_node="node-c",
+        grace_period_seconds=None,
+    )
+
+
+VIEW = ViewReport(
+    namespace=NS,
+    topology_key=ZONE_KEY,
+    max_skew=1,
+    when_unsatisfiable="DoNotSchedule",
+    selector="app=web",
+    min_domains=1,
+    domains=(("a", 3),),
+    global_min=0,
+    skew=3,
+)
+
+
+class ScriptedPlanner:
+    """Plans by script: evicts the first pod in zone a in two waves; records evicted_before."""
+
+    def __init__(self, fake: FakeCluster, sizes: Sequence[int]) -> None:
+        self.fake = fake
+        self.sizes = list(sizes)
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(
+        self,
+        snapshot: Snapshot,
+        policy: Policy,
+        now: float,
+        *,
+        evicted_before: Sequence[Eviction] = (),
+    ) -> Plan:
+        self.calls.append(tuple(e.name for e in evicted_before))
+        size = self.sizes.pop(0) if self.sizes else 0
+        in_a = [p for p in self.fake.pods.values() if p["spec"]["nodeName"] == "node-a"]
+        evictions = tuple(scripted_eviction(p, wave=1 + i) for i, p in enumerate(in_a[:size]))
+        # The view's counts follow the fake cluster, as a real plan's do.
+        spread = Counter(p["spec"]["nodeName"] for p in self.fake.pods.values())
+        view = dataclasses.replace(VIEW, domains=tuple(sorted(spread.items())))
+        return Plan(evictions, (), (view,) if size else (), (), size)
+
+
+def find_kubectl() -> str | None:
+    """kubectl from PATH, else the one the e2e build cached; None when there is none."""
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    cache = Path.home() / ".cache" / "rebalancer-e2e"
+    for candidate in sorted(cache.glob("*/bin/kubectl")):
+        return str(candidate)
+    return None
+
+
+# --- local test servers (127.0.0.1) ---------------------------------------------------------
+
+HANG_GUARD = 30.0
+"""Far above every deadline below: reaching it means the request hung."""
+
+Behaviour = Callable[[socket.socket, threading.Event], None]
+
+
+@contextmanager
+def server(behaviour: Behaviour) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 running ``behaviour(conn, stop)`` for each connection."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.1)
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conns.append(conn)
+            threading.Thread(target=guarded, args=(conn,), daemon=True).start()
+
+    def guarded(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # the socket closed under it at the end of a test
+            behaviour(conn, stop)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+        for conn in conns:
+            conn.close()
+
+
+def trickle(conn: socket.socket, stop: threading.Event) -> None:
+    """Send a never-ending response one byte every 50 ms."""
+    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"a" * 10_000
+    for byte in data:
+        if stop.wait(0.05):
+            return
+        try:
+            conn.sendall(bytes([byte]))
+        except OSError:
+            return
+
+
+def silence(conn: socket.socket, stop: threading.Event) -> None:
+    """Accept, read the request, never answer."""
+    conn.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            if not conn.recv(65536):
+                return
+        except TimeoutError:
+            continue
+        except OSError:
+            return
