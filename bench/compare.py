@@ -221,7 +221,7 @@ class Bench:
         """Wait until exactly total pods, none terminating, all bound + Running (+ owned)."""
 
         def probe() -> list[Any] | None:
-            items = self.cp.pods(ns, f"app={sc.slug}")
+            items: list[Any] = self.cp.pods(ns, f"app={sc.slug}")
             if any(p["metadata"].get("deletionTimestamp") for p in items):
                 return None
             if len(items) != sc.total:
@@ -235,7 +235,10 @@ class Bench:
                     return None
             return items
 
-        return self.cp.wait_for(f"{sc.slug} pods settled in {ns}", probe, timeout=timeout)
+        settled: list[Any] = self.cp.wait_for(
+            f"{sc.slug} pods settled in {ns}", probe, timeout=timeout
+        )
+        return settled
 
     def domain_of(self, sc: Scenario, node: str) -> tuple[str, ...]:
         d = self.node_domains[sc.slug][node]

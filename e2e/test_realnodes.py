@@ -72,6 +72,9 @@ def real() -> Iterator[RealNodeCluster]:
     c.start()
     print(f"\nrebalancer-e2e: real-node cluster up in {c.startup_seconds}s {c.startup_phases}")
     try:
+        # rebalancer run holds a Lease in this namespace while it evicts (deploy/ creates it).
+        if c.kubectl("get", "namespace", "rebalancer", check=False).returncode != 0:
+            c.kubectl("create", "namespace", "rebalancer")
         yield c
     finally:
         c.stop()

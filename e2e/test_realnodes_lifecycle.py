@@ -9,6 +9,7 @@ user-defined iptables chain, link, lo address or cgroup may be left.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -56,6 +57,13 @@ def diff(before: dict[str, set[str]], after: dict[str, set[str]]) -> dict[str, A
     return out
 
 
+def _all_running(c: RealNodeCluster, names: list[str]) -> bool:
+    return all(
+        c.get_json("pod", name, "-n", "default")["status"].get("phase") == "Running"
+        for name in names
+    )
+
+
 def test_teardown_leaves_nothing_behind_and_a_second_cluster_starts() -> None:
     reason = host_support()
     if reason:
@@ -72,10 +80,7 @@ def test_teardown_leaves_nothing_behind_and_a_second_cluster_starts() -> None:
             c.apply([pod_on(n.name, name) for n, name in zip(c.real_nodes, names, strict=True)])
             c.wait_for(
                 "a running pod on every real node",
-                lambda c=c, names=names: all(
-                    c.get_json("pod", name, "-n", "default")["status"].get("phase") == "Running"
-                    for name in names
-                ),
+                partial(_all_running, c, names),
                 timeout=90,
             )
             during = host_state([str(nodes_bin), str(run_dir)])

@@ -14,7 +14,7 @@ phase() { printf '\n=== %s (t+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 phase "lint"
 "$BIN/ruff" check .
 "$BIN/ruff" format --check .
-"$BIN/mypy" --strict rebalancer
+"$BIN/mypy" --strict rebalancer tests e2e bench scripts
 "$BIN/lint-imports"
 
 if [ "${REBALANCER_SKIP_TOOLS:-0}" = "1" ]; then

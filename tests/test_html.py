@@ -19,7 +19,7 @@ import pytest
 from rebalancer.cli.htmlreport import CHART_ENDS, chart_bars, plan_html, run_html
 from rebalancer.cli.main import main
 from rebalancer.cli.render import render_plan, render_run
-from rebalancer.cluster.outcome import EvictionResult, Outcome
+from rebalancer.cluster.outcome import EvictionResult, Outcome, RunEnd
 from rebalancer.cluster.runner import RunReport, Wave
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 from tests.pngpixels import read_png
@@ -103,7 +103,7 @@ def _run() -> RunReport:
         first_plan=plan,
         waves=(Wave(1, plan, results),),
         final_plan=None,
-        end="nothing-evicted",
+        end=RunEnd.NOTHING_EVICTED,
         skews=(),
         duration_seconds=1.5,
     )

@@ -195,7 +195,7 @@ def test_dump_is_deterministic_and_sorted() -> None:
     a = [{"kind": "Node", "metadata": {"name": "n", "labels": {"b": "1", "a": "2"}}}]
     b = [{"metadata": {"labels": {"a": "2", "b": "1"}, "name": "n"}, "kind": "Node"}]
     for fmt in ("yaml", "json"):
-        assert dump_objects(a, fmt) == dump_objects(b, fmt)  # type: ignore[arg-type]
+        assert dump_objects(a, fmt) == dump_objects(b, fmt)
     assert dump_objects(a, "yaml").startswith(b"apiVersion: v1\nitems:\n- kind: Node\n")
     document = orjson.loads(dump_objects(a, "json"))
     assert (document["kind"], document["apiVersion"]) == ("List", "v1")

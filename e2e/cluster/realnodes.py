@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -299,7 +300,7 @@ CNI_CACHE = Path("/var/lib/cni/results")
 
 def _our_cni_cache() -> dict[Path, str]:
     """CNI result cache files of our pods (network ``rbe-*`` or cgroup ``/rbe-*``) -> netns."""
-    out = {}
+    out: dict[Path, str] = {}
     if not CNI_CACHE.is_dir():
         return out
     for f in CNI_CACHE.iterdir():
@@ -552,7 +553,7 @@ class RealNodeCluster(ControlPlane):
         for node in self.real_nodes:
             self._wait(
                 f"containerd of {node.name}",
-                lambda n=node: self._ctr(n, "version", check=False).returncode == 0,
+                partial(self._containerd_up, node),
             )
             self._ctr(node, "images", "import", str(images))
         for node in self.real_nodes:
@@ -776,6 +777,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             "--iptables-localhost-nodeports=false",
             "--nodeport-addresses=primary",
         ]
+
+    def _containerd_up(self, node: RealNode) -> bool:
+        return self._ctr(node, "version", check=False).returncode == 0
 
     def _ctr(
         self, node: RealNode, *args: str, check: bool = True
