@@ -394,7 +394,9 @@ def test_graceful_termination_on_a_real_node(
     node_of = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in live_pods(real, ns)}
     mark2 = audit_mark(real)
     policy = write_policy(tmp_path, "five", gracePeriodSeconds=5, **one)
-    ran = rebalancer(real, "run", "-n", ns, "--policy", str(policy), *RUN_FLAGS)
+    # --cooldown 0s: the first run's eviction (same namespace, minutes ago) must not count
+    # against this run's limits.total.
+    ran = rebalancer(real, "run", "-n", ns, "--policy", str(policy), "--cooldown", "0s", *RUN_FLAGS)
     assert ran.returncode == 0, explain(ran)
     evicted, events, final, timeline = _one_eviction_timeline(real, ns, mark2)
     print("\neviction timeline, policy grace 5, SIGTERM ignored:\n  " + "\n  ".join(timeline))
