@@ -78,17 +78,20 @@ class Budget:
         self.namespace: Counter[str] = Counter(e.namespace for e in before)
         self.workload: Counter[str] = Counter(f"{e.namespace}/{e.workload}" for e in before)
 
-    def allows(self, node: str, namespace: str, workload: str) -> str | None:
+    def allows(self, node: str, namespace: str, workload: str) -> SkipReason | None:
+        """None when the limits allow one more eviction; else the limit reached (``limit``)."""
         lim = self.limits
         if lim.total is not None and self.total >= lim.total:
-            return f"limits.total ({lim.total}) reached"
+            return SkipReason("limit", f"limits.total ({lim.total}) reached")
         if lim.per_node is not None and self.node[node] >= lim.per_node:
-            return f"limits.perNode ({lim.per_node}) reached on {node}"
+            return SkipReason("limit", f"limits.perNode ({lim.per_node}) reached on {node}")
         if lim.per_namespace is not None and self.namespace[namespace] >= lim.per_namespace:
-            return f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
+            detail = f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
+            return SkipReason("limit", detail)
         wl = f"{namespace}/{workload}"
         if lim.per_workload is not None and self.workload[wl] >= lim.per_workload:
-            return f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
+            detail = f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
+            return SkipReason("limit", detail)
         return None
 
     def spend(self, node: str, namespace: str, workload: str) -> None:
@@ -372,12 +375,12 @@ class Planner:
     def limited(self, i: int) -> bool:
         """Whether a policy limit forbids evicting pod i now (the limit is noted)."""
         pod = self.analysis.pods[i]
-        note = self.budget.allows(
+        reached = self.budget.allows(
             self.state.placement[i], pod.namespace, workload_of(pod, self.owners)
         )
-        if note is not None:
-            self.limit_notes.add(note)
-        return note is not None
+        if reached is not None:
+            self.limit_notes.add(reached.detail)
+        return reached is not None
 
     def planned_move(self, v: int) -> Move | None:
         """The next of the victims chosen up front for view v, in the order chosen with
