@@ -26,6 +26,7 @@ from typing import IO, Any, Final, Literal
 import orjson
 import yaml
 
+from rebalancer.cluster import fastdecode
 from rebalancer.cluster.inputs import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     read_bytes,
@@ -223,13 +224,24 @@ def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
     first = fh.readline()
     if first.startswith(_UTF8_BOM):
         first = first[len(_UTF8_BOM) :]
-    if first.startswith(_LINES_HEAD):
-        streamed = _stream_lines(first, fh, source, skip_invalid)
+    if first.rstrip(b"\r\n") == _LINES_HEAD:
+        # Typed decoding first; the general path when the text strays from the layout.
+        typed = fastdecode.load_lines(fh, source, _LINES_TAIL)
+        if typed is not None:
+            return typed.build(skip_invalid=skip_invalid), typed.rejected
+        fh.seek(0)
+        first = fh.readline()
+        streamed = _stream_lines(first.removeprefix(_UTF8_BOM), fh, source, skip_invalid)
         if streamed is not None:
             return streamed
     fh.seek(0)
-    builder = SnapshotBuilder(source)
-    builder.add_all(parse_objects(fh.read(), source))
+    data = fh.read()
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    builder = fastdecode.load_list(data, source) if _is_json(data) else None
+    if builder is None:
+        builder = SnapshotBuilder(source)
+        builder.add_all(parse_objects(data, source))
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 

@@ -217,6 +217,22 @@ class SnapshotBuilder:
                 found = Rejected(kind, namespace, str(name), tuple(self._problems[before:]))
                 self._rejected.append((found, before, len(self._problems)))
             return
+        self._put(kind, item)
+
+    @property
+    def caches(self) -> Caches:
+        """The caches of this builder's conversion (for a converter that feeds
+        :meth:`add_converted`, so that shared fragments get the same numbers)."""
+        return self._caches
+
+    def add_converted(self, kind: str, item: Any) -> None:
+        """Add an object another converter made from an API object of ``kind``, exactly as
+        :meth:`add` would have made it (``rebalancer.cluster.fastdecode``)."""
+        self._added += 1
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        self._put(kind, item)
+
+    def _put(self, kind: str, item: Any) -> None:
         bucket = self._buckets[_BUCKETS[kind]]
         key = _sort_key(kind, item)
         if key in bucket:

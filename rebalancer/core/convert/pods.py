@@ -26,7 +26,13 @@ from rebalancer.core.model import (
     Toleration,
 )
 
-__all__ = ["LAST_APPLIED_ANNOTATION", "MIRROR_ANNOTATION", "pod"]
+__all__ = [
+    "LAST_APPLIED_ANNOTATION",
+    "MIRROR_ANNOTATION",
+    "pod",
+    "required_node_affinity",
+    "tolerations",
+]
 
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
@@ -164,3 +170,9 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
             (selector_number, affinity_number, tolerations_number, constraints_number)
         ),
     )
+
+
+# The fragment conversions, for the typed decoder (rebalancer.cluster.fastdecode), which reads
+# each distinct fragment once and converts it with these same functions.
+tolerations = _tolerations
+required_node_affinity = _required_node_affinity

@@ -1,0 +1,528 @@
+"""Typed decoding of API objects straight into the model (msgspec), with the converter as
+the authority.
+
+A pod is decoded by :mod:`msgspec` into small Structs that declare only the fields the planner
+reads: everything else (managedFields, env, probes, images, container statuses...) is skipped
+at C speed and never becomes a Python object. The fragments a workload's pods share (labels,
+annotations, owner references, node selector, affinity, tolerations, spread constraints,
+containers) stay raw JSON bytes: each distinct fragment is decoded and converted once, by the
+very functions of :mod:`rebalancer.core.convert`, and its bytes are the memo key from then on.
+
+The converter stays the authority on what is valid and on every problem's wording: an object
+the typed path cannot take exactly as the converter would (a field of an unexpected type, any
+problem at all, a kind other than Pod) is parsed with orjson and given to
+:meth:`SnapshotBuilder.add`, which converts it or names its problems with their paths. Any
+doubt about the document's shape (not a List, nested Lists, invalid JSON) returns ``None`` and
+the caller takes the general path. tests/test_fastdecode.py checks both paths give equal
+snapshots.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import msgspec
+import orjson
+from msgspec import Raw, Struct
+
+from rebalancer.core.convert import SnapshotBuilder
+from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.constraints import spread_constraints
+from rebalancer.core.convert.disruption import resource_claims
+from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
+from rebalancer.core.convert.meta import controller_owner, epoch
+from rebalancer.core.convert.pods import (
+    LAST_APPLIED_ANNOTATION,
+    MIRROR_ANNOTATION,
+    required_node_affinity,
+    tolerations,
+)
+from rebalancer.core.convert.requests import pod_requests
+from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.model import Pod
+
+__all__ = ["FastBuilder", "load_lines", "load_list"]
+
+_ABSENT: Final = Raw()
+_NULL: Final = Raw(b"null")
+_INT_MIN: Final = -(2**63)
+_INT_END: Final = 2**64  # orjson reads larger integers as floats, which the converter rejects
+_MEMO_LIMIT: Final = 16384
+_RESIZE: Final = "PodResizePending"
+_MISSING: Final = object()
+_NO_VOLUMES: Final[tuple[tuple[str, ...], bool]] = ((), False)
+
+
+# --- the shapes read (field names are the API's) ---------------------------------------------
+
+
+class _Meta(Struct):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    creationTimestamp: str | None = None
+    deletionTimestamp: Raw = _ABSENT
+    labels: Raw = _ABSENT
+    annotations: Raw = _ABSENT
+    ownerReferences: Raw = _ABSENT
+
+
+class _Volume(Struct):
+    name: str | None = None
+    emptyDir: Raw = _ABSENT
+    persistentVolumeClaim: Raw = _ABSENT
+    ephemeral: Raw = _ABSENT
+
+
+class _Spec(Struct):
+    nodeName: str | None = None
+    nodeSelector: Raw = _ABSENT
+    affinity: Raw = _ABSENT
+    tolerations: Raw = _ABSENT
+    topologySpreadConstraints: Raw = _ABSENT
+    priority: int | None = None
+    priorityClassName: str | None = None
+    terminationGracePeriodSeconds: int | None = None
+    containers: Raw = _ABSENT
+    initContainers: Raw = _ABSENT
+    overhead: Raw = _ABSENT
+    resources: Raw = _ABSENT
+    resourceClaims: Raw = _ABSENT
+    volumes: list[_Volume] | None = None
+
+
+class _Condition(Struct):
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+
+
+class _ContainerStatus(Struct):
+    name: str | None = None
+    resources: Raw = _ABSENT
+    allocatedResources: Raw = _ABSENT
+
+
+class _Status(Struct):
+    phase: str | None = None
+    conditions: list[_Condition] | None = None
+    containerStatuses: list[_ContainerStatus] | None = None
+    initContainerStatuses: list[_ContainerStatus] | None = None
+
+
+class _Item(Struct):
+    kind: str | None = None
+    metadata: _Meta | None = None
+    spec: _Spec | None = None
+    status: _Status | None = None
+    items: Raw = _ABSENT  # a nested List: the general path unrolls it
+
+
+class _List(Struct):
+    kind: str | None = None
+    items: list[Raw] | None = None
+
+
+_EMPTY_META: Final = _Meta()
+_EMPTY_SPEC: Final = _Spec()
+_EMPTY_STATUS: Final = _Status()
+_ITEM: Final = msgspec.json.Decoder(_Item)
+_LIST: Final = msgspec.json.Decoder(_List)
+
+
+def _given(raw: Raw) -> bool:
+    """The field is present and not ``null``."""
+    return len(raw) > 0 and raw != _NULL
+
+
+def _key(raw: Raw) -> bytes:
+    return bytes(raw)
+
+
+class _Fallback(Exception):  # control flow, never escapes this module
+    """The typed path cannot take this object exactly as the converter would."""
+
+
+class _Memo:
+    """Converted fragments keyed by their raw bytes (bounded: cleared when full). An absent
+    (``b""``) or ``null`` fragment maps to the converter's value for an absent field."""
+
+    __slots__ = ("absent", "data")
+
+    def __init__(self, absent: Any = None) -> None:
+        self.absent = absent
+        self.data: dict[Any, Any] = {b"": absent, b"null": absent}
+
+    def put(self, key: Any, value: Any) -> Any:
+        if len(self.data) >= _MEMO_LIMIT:
+            self.data = {b"": self.absent, b"null": self.absent}
+        self.data[key] = value
+        return value
+
+
+def _loads(key: bytes) -> Any:
+    """A fragment as the general path would have parsed it (orjson)."""
+    try:
+        return orjson.loads(key)
+    except orjson.JSONDecodeError as exc:
+        raise _Fallback from exc
+
+
+class FastBuilder:
+    """Feeds a :class:`SnapshotBuilder`: pods through the typed path, everything else (and any
+    pod the typed path cannot take) through :meth:`SnapshotBuilder.add`."""
+
+    def __init__(self, builder: SnapshotBuilder) -> None:
+        self.builder = builder
+        self.caches: Caches = builder.caches
+        self._problems: list[str] = []
+        self._chk = Checker("", self._problems)
+        no_map: tuple[dict[str, str], int] = ({}, EMPTY_NUMBER)
+        self._labels = _Memo(no_map)
+        self._annotations = _Memo(no_map)
+        self._owners = _Memo(None)
+        self._node_selectors = _Memo(no_map)
+        self._affinity = _Memo((None, EMPTY_NUMBER))
+        self._tolerations = _Memo(((), EMPTY_NUMBER))
+        self._constraints = _Memo()
+        self._constraint_docs = _Memo()
+        self._requests = _Memo()
+        self._claims = _Memo(())
+        self._volume_claims = _Memo()
+        self._times: dict[str, float] = {}
+
+    # --- one item ---------------------------------------------------------------------------
+
+    def add_raw(self, raw: bytes | Raw, kind: str | None = None) -> bool:
+        """Add one item from its JSON bytes; ``kind`` is the item kind of a typed list (the
+        API leaves it out of list items). False when the document must take the general path
+        (the item is not an object, has no kind, or is itself a List)."""
+        try:
+            item = _ITEM.decode(raw)
+        except msgspec.ValidationError:
+            return self._add_general(raw, kind)
+        except msgspec.DecodeError:
+            return False
+        item_kind = item.kind if item.kind is not None else kind
+        if not item_kind or len(item.items) > 0:
+            return self._add_general(raw, kind)
+        if item_kind != "Pod":
+            if item_kind in _KINDS:
+                return self._add_general(raw, kind)
+            self.builder.add({"kind": item_kind})  # counted as ignored
+            return True
+        try:
+            converted = self._pod(item)
+        except _Fallback:
+            self._problems.clear()
+            return self._add_general(raw, kind)
+        self.builder.add_converted("Pod", converted)
+        return True
+
+    def _add_general(self, raw: bytes | Raw, kind: str | None) -> bool:
+        try:
+            obj = orjson.loads(bytes(raw))
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(obj, dict) or "items" in obj:
+            return False
+        if obj.get("kind") is None and kind is not None:
+            obj["kind"] = kind
+        item_kind = obj.get("kind")
+        if type(item_kind) is not str or not item_kind:
+            return False
+        self.builder.add(obj)
+        return True
+
+    # --- pods -------------------------------------------------------------------------------
+
+    def _shared(self, memo: _Memo, raw: Raw, convert: Callable[[Any], Any]) -> Any:
+        """The converted fragment for ``raw``: looked up by its bytes, else converted."""
+        key = bytes(raw)
+        found = memo.data.get(key, _MISSING)
+        if found is _MISSING:
+            found = convert(_loads(key))
+            if self._problems:
+                raise _Fallback
+            memo.put(key, found)
+        return found
+
+    # Conversions of one distinct fragment each, by the converter's own functions.
+    def _labels_of(self, value: Any) -> Any:
+        return self.caches.labels.get(self._chk, {"labels": value}, "labels", "metadata")
+
+    def _annotations_of(self, value: Any) -> Any:
+        return self.caches.annotations.get(
+            self._chk,
+            {"annotations": value},
+            "annotations",
+            "metadata",
+            drop=LAST_APPLIED_ANNOTATION,
+        )
+
+    def _owner_of(self, value: Any) -> Any:
+        return controller_owner(self._chk, {"ownerReferences": value}, self.caches.owners)
+
+    def _node_selector_of(self, value: Any) -> Any:
+        return self.caches.node_selectors.get(
+            self._chk, {"nodeSelector": value}, "nodeSelector", "spec"
+        )
+
+    def _affinity_of(self, value: Any) -> Any:
+        return required_node_affinity(self._chk, {"affinity": value}, self.caches)
+
+    def _tolerations_of(self, value: Any) -> Any:
+        return tolerations(self._chk, {"tolerations": value}, self.caches)
+
+    def _claims_of(self, value: Any) -> Any:
+        return resource_claims(self._chk, {"resourceClaims": value})
+
+    def _pod(self, item: _Item) -> Pod:
+        meta = item.metadata or _EMPTY_META
+        spec = item.spec or _EMPTY_SPEC
+        status = item.status or _EMPTY_STATUS
+        name = meta.name
+        if not name:
+            raise _Fallback
+        shared = self._shared
+        labels, label_set = shared(self._labels, meta.labels, self._labels_of)
+        annotations, _ = shared(self._annotations, meta.annotations, self._annotations_of)
+        pvc_names, local_storage = (
+            self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
+        )
+        priority = spec.priority
+        if priority is not None and not _INT_MIN <= priority < _INT_END:
+            raise _Fallback
+        grace = spec.terminationGracePeriodSeconds
+        if grace is not None and not _INT_MIN <= grace < _INT_END:
+            raise _Fallback
+        node_selector, selector_number = shared(
+            self._node_selectors, spec.nodeSelector, self._node_selector_of
+        )
+        affinity, affinity_number = shared(self._affinity, spec.affinity, self._affinity_of)
+        tolerations_, tolerations_number = shared(
+            self._tolerations, spec.tolerations, self._tolerations_of
+        )
+        constraints, constraints_number = self._constraints_of(
+            spec.topologySpreadConstraints, labels, label_set
+        )
+        ready = disruption_target = False
+        for condition in status.conditions or ():
+            if condition.type == "Ready":
+                ready = condition.status == "True"
+            elif condition.type == "DisruptionTarget":
+                disruption_target = condition.status == "True"
+        # Positional, in the order of the model's fields (the fastest way to build it).
+        return Pod(
+            sys.intern(meta.namespace or "default"),
+            name,
+            meta.uid or "",
+            labels,
+            sys.intern(spec.nodeName or "") or None,
+            self._epoch(meta.creationTimestamp),
+            status.phase or "Pending",
+            _given(meta.deletionTimestamp),
+            priority,
+            spec.priorityClassName or None,
+            shared(self._owners, meta.ownerReferences, self._owner_of),
+            node_selector,
+            affinity,
+            tolerations_,
+            constraints,
+            self._requests_of(spec, status),
+            pvc_names,
+            local_storage,
+            MIRROR_ANNOTATION in annotations,
+            grace,
+            annotations,
+            ready,
+            disruption_target,
+            shared(self._claims, spec.resourceClaims, self._claims_of),
+            label_set,
+            self.caches.template(
+                (selector_number, affinity_number, tolerations_number, constraints_number)
+            ),
+        )
+
+    def _epoch(self, value: str | None) -> float:
+        if value is None:
+            return 0.0
+        found = self._times.get(value)
+        if found is None:
+            found = epoch(self._chk, value, "metadata.creationTimestamp")
+            if self._problems:
+                raise _Fallback
+            if len(self._times) >= _MEMO_LIMIT:
+                self._times.clear()
+            self._times[value] = found
+        return found
+
+    def _volumes(self, volumes: list[_Volume], pod_name: str) -> tuple[tuple[str, ...], bool]:
+        """As :func:`rebalancer.core.convert.pods._volumes` reads them."""
+        claims: list[str] = []
+        local = False
+        for volume in volumes:
+            if _given(volume.emptyDir):
+                local = True
+            if _given(volume.persistentVolumeClaim):
+                claims.append(self._claim_name(volume.persistentVolumeClaim))
+            elif _given(volume.ephemeral):
+                if not volume.name:
+                    raise _Fallback
+                claims.append(f"{pod_name}-{volume.name}")
+        return tuple(claims), local
+
+    def _claim_name(self, raw: Raw) -> str:
+        key = bytes(raw)
+        found: str | None = self._volume_claims.data.get(key)
+        if found is None:
+            claim = _loads(key)
+            name = claim.get("claimName") if type(claim) is dict else None
+            if type(name) is not str or not name:
+                raise _Fallback
+            found = self._volume_claims.put(key, name)
+        return found
+
+    def _constraints_of(self, raw: Raw, labels: Mapping[str, str], label_set: int) -> Any:
+        if not _given(raw):
+            return (), EMPTY_NUMBER
+        doc_key = bytes(raw)
+        key = (doc_key, label_set)
+        found = self._constraints.data.get(key)
+        if found is None:
+            doc = self._constraint_docs.data.get(doc_key)
+            if doc is None:
+                doc = self._constraint_docs.put(doc_key, _loads(doc_key))
+            found = spread_constraints(
+                self._chk, {"topologySpreadConstraints": doc}, labels, self.caches
+            )
+            if self._problems:
+                raise _Fallback
+            self._constraints.put(key, found)
+        return found
+
+    def _requests_of(self, spec: _Spec, status: _Status) -> Any:
+        resized = (_resized(status.containerStatuses), _resized(status.initContainerStatuses))
+        reasons: tuple[str | None, ...] = ()
+        if resized[0] or resized[1]:
+            reasons = tuple(c.reason for c in status.conditions or () if c.type == _RESIZE)
+        key = (
+            _key(spec.containers),
+            _key(spec.initContainers),
+            _key(spec.overhead),
+            _key(spec.resources),
+            resized,
+            reasons,
+        )
+        found = self._requests.data.get(key)
+        if found is None:
+            spec_doc: dict[str, Any] = {}
+            for field, raw in (
+                ("containers", spec.containers),
+                ("initContainers", spec.initContainers),
+                ("overhead", spec.overhead),
+                ("resources", spec.resources),
+            ):
+                if len(raw) > 0:
+                    spec_doc[field] = _loads(bytes(raw))
+            status_doc: dict[str, Any] = {}
+            for field, statuses in (
+                ("containerStatuses", resized[0]),
+                ("initContainerStatuses", resized[1]),
+            ):
+                if statuses:
+                    status_doc[field] = [
+                        {
+                            "name": name,
+                            "resources": _loads(resources),
+                            "allocatedResources": _loads(allocated) if allocated else None,
+                        }
+                        for name, resources, allocated in statuses
+                    ]
+            if reasons:
+                status_doc["conditions"] = [{"type": _RESIZE, "reason": r} for r in reasons]
+            found = pod_requests(self._chk, spec_doc, status_doc, self.caches)
+            if self._problems:
+                raise _Fallback
+            self._requests.put(key, found)
+        return found
+
+
+def _resized(
+    statuses: list[_ContainerStatus] | None,
+) -> tuple[tuple[str | None, bytes, bytes], ...]:
+    """The container statuses that report resources (in-place resize), as memo key parts."""
+    if not statuses:
+        return ()
+    return tuple(
+        (cs.name, bytes(cs.resources), bytes(cs.allocatedResources))
+        for cs in statuses
+        if _given(cs.resources)
+    )
+
+
+_KINDS: Final = frozenset(
+    {
+        "Node",
+        "PodDisruptionBudget",
+        "PriorityClass",
+        "PersistentVolumeClaim",
+        "PersistentVolume",
+        "Service",
+        "ReplicaSet",
+        "StatefulSet",
+        "ReplicationController",
+        "Deployment",
+    }
+)
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
+    """The objects of a JSON ``kind: List`` (or a typed list such as ``PodList``) in a
+    builder; None when the document is anything else or strays from plain API objects (the
+    general path then parses it whole and names every problem)."""
+    try:
+        document = _LIST.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    kind = document.kind
+    if document.items is None or (kind is not None and not kind.endswith("List")):
+        return None
+    inner = kind[: -len("List")] if kind is not None and kind != "List" else None
+    builder = SnapshotBuilder(source)
+    fast = FastBuilder(builder)
+    add = fast.add_raw
+    with gc_paused():
+        for raw in document.items:
+            if not add(raw, inner):
+                return None
+        del document
+    return builder
+
+
+def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuilder | None:
+    """The objects of the line-per-item layout after its first line (see
+    :func:`rebalancer.cluster.snapshot.dump_objects`) in a builder; None when the text strays
+    from it."""
+    builder = SnapshotBuilder(source)
+    fast = FastBuilder(builder)
+    add = fast.add_raw
+    ended = False
+    with gc_paused():
+        for raw in lines:
+            line = raw.rstrip(b"\r\n")
+            if ended:
+                if line.strip(b" \t\r\n"):
+                    return None  # text after the closing line
+                continue
+            if line == tail:
+                ended = True
+                continue
+            if not add(line[:-1] if line.endswith(b",") else line):
+                return None
+    return builder if ended else None
