@@ -14,7 +14,7 @@ from rebalancer.cluster import errors
 from rebalancer.cluster.kubeclient import Kube
 from rebalancer.cluster.reader import read_cluster
 from rebalancer.cluster.resources import RESOURCES
-from rebalancer.core.errors import EXIT_CLUSTER
+from rebalancer.core.errors import EXIT_CLUSTER, InputError
 from tests.builders import cluster_items
 from tests.fakes import FakeLister, RecordingApiClient
 
@@ -142,3 +142,54 @@ def test_kube_list_forbidden_names_verb_and_resource() -> None:
     assert caught.value.exit_code == EXIT_CLUSTER
     with pytest.raises(errors.Gone):
         Kube(RecordingApiClient(410, b"{}"), source="test").list_page("pods", None, 1, "t")
+
+
+class _GeneralBuilder:
+    """The converter's builder behind another type: the reader takes its general path."""
+
+    def __init__(self) -> None:
+        from rebalancer.core.convert import SnapshotBuilder  # noqa: PLC0415
+
+        self.inner = SnapshotBuilder("cluster")
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.inner.add(obj)
+
+    def build(self, *, skip_invalid: bool = False) -> Any:
+        return self.inner.build(skip_invalid=skip_invalid)
+
+    @property
+    def rejected(self) -> Any:
+        return self.inner.rejected
+
+
+def test_typed_pages_give_the_snapshot_of_the_general_path() -> None:
+    """Pages decoded by the typed decoder (the default) against orjson + the converter, on
+    a generated cluster with whole objects (managedFields, env, probes, statuses)."""
+    from bench.gen import generate  # noqa: PLC0415
+
+    by_kind = {r.kind: r.name for r in RESOURCES}
+    items: dict[str, list[dict[str, Any]]] = {}
+    for obj in generate(20, 600, 4):
+        resource = by_kind.get(obj["kind"])
+        if resource is not None:
+            item = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+            items.setdefault(resource, []).append(item)
+    items["pods"][3]["spec"]["priority"] = "high"  # one bad pod: the same problem both ways
+    typed_error = general_error = None
+    try:
+        read_cluster(FakeLister(items), page_size=70, prefetch=0)
+    except InputError as exc:
+        typed_error = str(exc)
+    try:
+        read_cluster(FakeLister(items), page_size=70, prefetch=0, builder_factory=_GeneralBuilder)
+    except InputError as exc:
+        general_error = str(exc)
+    assert typed_error is not None and "spec.priority: must be an integer" in typed_error
+    assert typed_error == general_error
+    del items["pods"][3]["spec"]["priority"]
+    typed = read_cluster(FakeLister(items), page_size=70)
+    general = read_cluster(FakeLister(items), page_size=70, builder_factory=_GeneralBuilder)
+    assert typed.snapshot == general.snapshot
+    assert len(typed.snapshot.pods) == 600
+    assert typed.counts == general.counts and typed.pages == general.pages

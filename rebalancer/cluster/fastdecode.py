@@ -125,11 +125,21 @@ class _List(Struct):
     items: list[Raw] | None = None
 
 
+class _PageMeta(Struct):
+    continue_: str | None = msgspec.field(default=None, name="continue")
+
+
+class _Page(Struct):
+    metadata: _PageMeta | None = None
+    items: list[Raw] = msgspec.field(default_factory=list)
+
+
 _EMPTY_META: Final = _Meta()
 _EMPTY_SPEC: Final = _Spec()
 _EMPTY_STATUS: Final = _Status()
 _ITEM: Final = msgspec.json.Decoder(_Item)
 _LIST: Final = msgspec.json.Decoder(_List)
+_PAGE: Final = msgspec.json.Decoder(_Page)
 
 
 def _given(raw: Raw) -> bool:
@@ -196,43 +206,63 @@ class FastBuilder:
     # --- one item ---------------------------------------------------------------------------
 
     def add_raw(self, raw: bytes | Raw, kind: str | None = None) -> bool:
-        """Add one item from its JSON bytes; ``kind`` is the item kind of a typed list (the
-        API leaves it out of list items). False when the document must take the general path
-        (the item is not an object, has no kind, or is itself a List)."""
+        """Add one item of a file from its JSON bytes; ``kind`` is the item kind of a typed
+        list (the API leaves it out of list items). False when the document must take the
+        general path (the item is not an object, has no kind, or is itself a List)."""
         try:
             item = _ITEM.decode(raw)
         except msgspec.ValidationError:
-            return self._add_general(raw, kind)
+            return self._add_general(raw, kind, listed=False)
         except msgspec.DecodeError:
             return False
         item_kind = item.kind if item.kind is not None else kind
         if not item_kind or len(item.items) > 0:
-            return self._add_general(raw, kind)
-        if item_kind != "Pod":
-            if item_kind in _KINDS:
-                return self._add_general(raw, kind)
-            self.builder.add({"kind": item_kind})  # counted as ignored
+            return self._add_general(raw, kind, listed=False)
+        return self._add_item(item, item_kind, raw, listed=False)
+
+    def add_listed(self, raw: bytes | Raw, kind: str) -> bool:
+        """Add one item of a LIST page of ``kind`` (which the item itself leaves out); False
+        when it is not an object."""
+        try:
+            item = _ITEM.decode(raw)
+        except msgspec.ValidationError:
+            return self._add_general(raw, kind, listed=True)
+        except msgspec.DecodeError:
+            return False
+        return self._add_item(item, kind, raw, listed=True)
+
+    def _add_item(self, item: _Item, kind: str, raw: bytes | Raw, listed: bool) -> bool:
+        if kind != "Pod":
+            if kind in _KINDS:
+                return self._add_general(raw, kind, listed)
+            self.builder.add({"kind": kind})  # counted as ignored
             return True
         try:
             converted = self._pod(item)
         except _Fallback:
             self._problems.clear()
-            return self._add_general(raw, kind)
+            return self._add_general(raw, kind, listed)
         self.builder.add_converted("Pod", converted)
         return True
 
-    def _add_general(self, raw: bytes | Raw, kind: str | None) -> bool:
+    def _add_general(self, raw: bytes | Raw, kind: str | None, listed: bool) -> bool:
+        """The item through orjson and :meth:`SnapshotBuilder.add`, as the general path does."""
         try:
             obj = orjson.loads(bytes(raw))
         except orjson.JSONDecodeError:
             return False
-        if not isinstance(obj, dict) or "items" in obj:
+        if not isinstance(obj, dict):
             return False
-        if obj.get("kind") is None and kind is not None:
+        if listed:
             obj["kind"] = kind
-        item_kind = obj.get("kind")
-        if type(item_kind) is not str or not item_kind:
-            return False
+        else:
+            if "items" in obj:
+                return False
+            if obj.get("kind") is None and kind is not None:
+                obj["kind"] = kind
+            item_kind = obj.get("kind")
+            if type(item_kind) is not str or not item_kind:
+                return False
         self.builder.add(obj)
         return True
 
@@ -526,3 +556,15 @@ def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuil
             if not add(line[:-1] if line.endswith(b",") else line):
                 return None
     return builder if ended else None
+
+
+def page_items(raw: bytes) -> tuple[list[Raw], str | None] | None:
+    """A LIST page's items (raw) and its continue token (None on the last page); None when
+    the page is not a plain list (the reader then parses it with its general path, which
+    names what is wrong)."""
+    try:
+        page = _PAGE.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    token = page.metadata.continue_ if page.metadata is not None else None
+    return page.items, token or None

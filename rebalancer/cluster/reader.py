@@ -23,7 +23,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from rebalancer.cluster import errors
+from rebalancer.cluster import errors, fastdecode
+from rebalancer.cluster.fastdecode import FastBuilder
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
@@ -175,9 +176,25 @@ def _read_once(
     pages = 0
     plan = [(r, namespace if r.namespaced else None) for r in resources]
     fetcher = PageFetcher(list_page, plan, page_size, prefetch)
+    # Pods decoded straight into the model, unless the raw objects are kept or the builder
+    # is not the converter's.
+    fast = FastBuilder(builder) if kept is None and isinstance(builder, SnapshotBuilder) else None
     with fetcher:
         for resource, raw, token in fetcher:
             pages += 1
+            listed = fastdecode.page_items(raw) if fast is not None else None
+            if fast is not None and listed is not None:
+                raw_items, page_token = listed
+                if page_token != token:  # pragma: no cover - continue_token misread the page
+                    raise errors.ClusterError(f"LIST {resource.name}: inconsistent continue token")
+                del raw, listed
+                for raw_item in raw_items:
+                    if not fast.add_listed(raw_item, resource.kind):
+                        raise errors.ClusterError(f"LIST {resource.name}: an item is not an object")
+                counts[resource.name] += len(raw_items)
+                del raw_items
+                check(sum(counts.values()))
+                continue
             page = _parse_page(raw, resource)
             if _token_of(page) != token:  # pragma: no cover - continue_token misread the page
                 raise errors.ClusterError(f"LIST {resource.name}: inconsistent continue token")
