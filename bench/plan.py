@@ -142,8 +142,30 @@ def rebalancer_bin() -> str:
     return str(exe) if exe.exists() else "rebalancer"
 
 
-def phases(path: str) -> dict[str, Any]:
+DECODERS = ("typed", "general")
+
+
+def use_general_path() -> None:
+    """Turn the typed decoder off in this process: snapshot files then take the general path
+    (orjson + the converter), as before it existed. For side-by-side figures only."""
+    from rebalancer.cluster import fastdecode  # noqa: PLC0415
+
+    fastdecode.load_lines = lambda *args, **kwargs: None  # type: ignore[assignment]
+    fastdecode.load_list = lambda *args, **kwargs: None  # type: ignore[assignment]
+
+
+def general_plan(argv: list[str]) -> int:
+    """``rebalancer ARGV`` with the typed decoder off (``--general-plan``)."""
+    use_general_path()
+    from rebalancer.cli.main import main as cli_main  # noqa: PLC0415
+
+    return cli_main(argv)
+
+
+def phases(path: str, decoder: str = "typed") -> dict[str, Any]:
     """Phase timings in this (fresh) process. Printed as JSON by ``--phases``."""
+    if decoder == "general":
+        use_general_path()
     from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415
     from rebalancer.core.planner import plan  # noqa: PLC0415
     from rebalancer.core.policy import Policy  # noqa: PLC0415
@@ -192,17 +214,19 @@ def phases(path: str) -> dict[str, Any]:
 FORMS = ("kubectl", "snapshot")
 
 
-def measure(size: str, form: str, seed: int, repeat: int) -> dict[str, Any]:
+def measure(size: str, form: str, seed: int, repeat: int, decoder: str) -> dict[str, Any]:
     path = snapshot_path(size, seed) if form == "kubectl" else trimmed_path(size, seed)
     row: dict[str, Any] = {"size": size, "form": form, "file": str(path.relative_to(ROOT))}
+    row["decoder"] = decoder
+    command = [rebalancer_bin()]
+    if decoder == "general":
+        command = [sys.executable, "-m", "bench.plan", "--general-plan"]
     row["file_mb"] = round(path.stat().st_size / 1e6, 1)
     walls, rsss = [], []
     out_file = OUT_DIR / f"plan-{size}-{form}.json"
     for _ in range(repeat):
         with out_file.open("wb") as fh:
-            wall, rss, rc = run_child(
-                [rebalancer_bin(), "plan", "--snapshot", str(path), "-o", "json"], fh
-            )
+            wall, rss, rc = run_child([*command, "plan", "--snapshot", str(path), "-o", "json"], fh)
         if rc != 0:
             row["error"] = f"rebalancer plan exited {rc}"
             return row
@@ -219,7 +243,7 @@ def measure(size: str, form: str, seed: int, repeat: int) -> dict[str, Any]:
     best: dict[str, Any] | None = None
     for _ in range(repeat):
         proc = subprocess.run(
-            [sys.executable, "-m", "bench.plan", "--phases", str(path)],
+            [sys.executable, "-m", "bench.plan", "--phases", str(path), "--decoder", decoder],
             check=True,
             capture_output=True,
             cwd=ROOT,
@@ -236,18 +260,19 @@ def measure(size: str, form: str, seed: int, repeat: int) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"{'size':<7} {'form':<9} {'nodes':>6} {'pods':>7} {'MB':>6} {'orjson':>7} "
+        f"{'size':<7} {'form':<9} {'decoder':<8} {'nodes':>6} {'pods':>7} {'MB':>6} {'orjson':>7} "
         f"{'(no gc)':>7} {'load':>7} {'analysis':>8} {'planning':>8} {'e2e wall':>8} "
         f"{'/orjson':>7} {'(no gc)':>7} {'peak RSS':>9} {'evictions':>9}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
-            lines.append(f"{r['size']:<7} {r['form']:<9} ERROR {r['error']}")
+            lines.append(f"{r['size']:<7} {r['form']:<9} {r['decoder']:<8} ERROR {r['error']}")
             continue
         p = r["phases"]
         lines.append(
-            f"{r['size']:<7} {r['form']:<9} {p['nodes']:>6} {p['pods']:>7} {r['file_mb']:>6.1f} "
+            f"{r['size']:<7} {r['form']:<9} {r['decoder']:<8} {p['nodes']:>6} {p['pods']:>7} "
+            f"{r['file_mb']:>6.1f} "
             f"{p['orjson_loads_s']:>6.2f}s {p['orjson_loads_nogc_s']:>6.2f}s {p['load_s']:>6.2f}s "
             f"{p['analysis_s']:>7.2f}s {p['planning_s']:>7.2f}s {r['wall_s']:>7.2f}s "
             f"{r['wall_over_orjson']:>6.2f}x {r['wall_over_orjson_nogc']:>6.2f}x "
@@ -263,11 +288,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1, help="runs per size; the fastest is kept")
     ap.add_argument("--out", default=str(RESULTS / "plan.json"))
+    ap.add_argument(
+        "--decoders",
+        default="typed",
+        help="typed (msgspec, the default path), general (orjson + the converter) or both",
+    )
     ap.add_argument("--phases", metavar="FILE", help=argparse.SUPPRESS)
+    ap.add_argument("--decoder", default="typed", choices=DECODERS, help=argparse.SUPPRESS)
+    ap.add_argument("--general-plan", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.general_plan is not None:
+        return general_plan(args.general_plan)
     if args.phases:
-        sys.stdout.buffer.write(orjson.dumps(phases(args.phases)))
+        sys.stdout.buffer.write(orjson.dumps(phases(args.phases, args.decoder)))
         return 0
+    decoders = [d.strip() for d in args.decoders.split(",") if d.strip()]
+    if sorted(set(decoders) - set(DECODERS)):
+        ap.error(f"--decoders: use {' or '.join(DECODERS)}")
     rows = []
     forms = [f.strip() for f in args.forms.split(",") if f.strip()]
     unknown = sorted(set(forms) - set(FORMS))
@@ -275,8 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--forms: unknown {', '.join(unknown)}; use {' or '.join(FORMS)}")
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         for form in forms:
-            print(f"measuring {size} {form} ...", file=sys.stderr, flush=True)
-            rows.append(measure(size, form, args.seed, max(1, args.repeat)))
+            for decoder in decoders:
+                print(f"measuring {size} {form} {decoder} ...", file=sys.stderr, flush=True)
+                rows.append(measure(size, form, args.seed, max(1, args.repeat), decoder))
     print(table(rows))
     for r in rows:
         j = r.get("phases", {}).get("joint")

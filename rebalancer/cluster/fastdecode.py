@@ -200,6 +200,7 @@ class FastBuilder:
         self._constraint_docs = _Memo()
         self._requests = _Memo()
         self._claims = _Memo(())
+        self._templates = _Memo()
         self._volume_claims = _Memo()
         self._times: dict[str, float] = {}
 
@@ -309,25 +310,10 @@ class FastBuilder:
     def _claims_of(self, value: Any) -> Any:
         return resource_claims(self._chk, {"resourceClaims": value})
 
-    def _pod(self, item: _Item) -> Pod:
-        meta = item.metadata or _EMPTY_META
-        spec = item.spec or _EMPTY_SPEC
-        status = item.status or _EMPTY_STATUS
-        name = meta.name
-        if not name:
-            raise _Fallback
+    def _template(self, meta: _Meta, spec: _Spec, resized: Any, reasons: Any) -> tuple[Any, ...]:
+        """What a workload's pods share, each fragment through its own memo."""
         shared = self._shared
         labels, label_set = shared(self._labels, meta.labels, self._labels_of)
-        annotations, _ = shared(self._annotations, meta.annotations, self._annotations_of)
-        pvc_names, local_storage = (
-            self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
-        )
-        priority = spec.priority
-        if priority is not None and not _INT_MIN <= priority < _INT_END:
-            raise _Fallback
-        grace = spec.terminationGracePeriodSeconds
-        if grace is not None and not _INT_MIN <= grace < _INT_END:
-            raise _Fallback
         node_selector, selector_number = shared(
             self._node_selectors, spec.nodeSelector, self._node_selector_of
         )
@@ -338,6 +324,77 @@ class FastBuilder:
         constraints, constraints_number = self._constraints_of(
             spec.topologySpreadConstraints, labels, label_set
         )
+        return (
+            labels,
+            label_set,
+            shared(self._owners, meta.ownerReferences, self._owner_of),
+            node_selector,
+            affinity,
+            tolerations_,
+            constraints,
+            self._requests_of(spec, resized, reasons),
+            shared(self._claims, spec.resourceClaims, self._claims_of),
+            self.caches.template(
+                (selector_number, affinity_number, tolerations_number, constraints_number)
+            ),
+        )
+
+    def _pod(self, item: _Item) -> Pod:
+        meta = item.metadata or _EMPTY_META
+        spec = item.spec or _EMPTY_SPEC
+        status = item.status or _EMPTY_STATUS
+        name = meta.name
+        if not name:
+            raise _Fallback
+        resized: Any = ()
+        reasons: Any = ()
+        if status.containerStatuses or status.initContainerStatuses:
+            resized = (_resized(status.containerStatuses), _resized(status.initContainerStatuses))
+            if resized[0] or resized[1]:
+                reasons = tuple(c.reason for c in status.conditions or () if c.type == _RESIZE)
+            else:
+                resized = ()
+        # One lookup for everything a workload's pods share, by the bytes of its fragments.
+        key = (
+            bytes(meta.labels),
+            bytes(meta.ownerReferences),
+            bytes(spec.nodeSelector),
+            bytes(spec.affinity),
+            bytes(spec.tolerations),
+            bytes(spec.topologySpreadConstraints),
+            bytes(spec.containers),
+            bytes(spec.initContainers),
+            bytes(spec.overhead),
+            bytes(spec.resources),
+            bytes(spec.resourceClaims),
+            resized,
+            reasons,
+        )
+        template = self._templates.data.get(key)
+        if template is None:
+            template = self._templates.put(key, self._template(meta, spec, resized, reasons))
+        (
+            labels,
+            label_set,
+            owner,
+            node_selector,
+            affinity,
+            tolerations_,
+            constraints,
+            requests,
+            claims,
+            template_number,
+        ) = template
+        annotations, _ = self._shared(self._annotations, meta.annotations, self._annotations_of)
+        pvc_names, local_storage = (
+            self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
+        )
+        priority = spec.priority
+        if priority is not None and not _INT_MIN <= priority < _INT_END:
+            raise _Fallback
+        grace = spec.terminationGracePeriodSeconds
+        if grace is not None and not _INT_MIN <= grace < _INT_END:
+            raise _Fallback
         ready = disruption_target = False
         for condition in status.conditions or ():
             if condition.type == "Ready":
@@ -356,12 +413,12 @@ class FastBuilder:
             _given(meta.deletionTimestamp),
             priority,
             spec.priorityClassName or None,
-            shared(self._owners, meta.ownerReferences, self._owner_of),
+            owner,
             node_selector,
             affinity,
             tolerations_,
             constraints,
-            self._requests_of(spec, status),
+            requests,
             pvc_names,
             local_storage,
             MIRROR_ANNOTATION in annotations,
@@ -369,11 +426,9 @@ class FastBuilder:
             annotations,
             ready,
             disruption_target,
-            shared(self._claims, spec.resourceClaims, self._claims_of),
+            claims,
             label_set,
-            self.caches.template(
-                (selector_number, affinity_number, tolerations_number, constraints_number)
-            ),
+            template_number,
         )
 
     def _epoch(self, value: str | None) -> float:
@@ -433,11 +488,9 @@ class FastBuilder:
             self._constraints.put(key, found)
         return found
 
-    def _requests_of(self, spec: _Spec, status: _Status) -> Any:
-        resized = (_resized(status.containerStatuses), _resized(status.initContainerStatuses))
-        reasons: tuple[str | None, ...] = ()
-        if resized[0] or resized[1]:
-            reasons = tuple(c.reason for c in status.conditions or () if c.type == _RESIZE)
+    def _requests_of(self, spec: _Spec, resized: Any, reasons: Any) -> Any:
+        if not resized:
+            resized = ((), ())
         key = (
             _key(spec.containers),
             _key(spec.initContainers),

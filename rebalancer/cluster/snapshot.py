@@ -50,6 +50,7 @@ _JSON_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z | orjson.OPT_NAIV
 # The line-per-item layout dump_objects writes (keys sorted: "items" comes before "kind").
 _LINES_HEAD: Final = b'{"apiVersion":"v1","items":['
 _LINES_TAIL: Final = b'],"kind":"List","metadata":{"resourceVersion":""}}'
+_FIRST_LINE_MAX: Final = len(_UTF8_BOM) + len(_LINES_HEAD) + 2  # + "\r\n"
 MAX_LIST_DEPTH: Final = 32
 """Lists inside Lists (kubectl never writes any) deeper than this are refused."""
 
@@ -221,7 +222,8 @@ Loaded = tuple[Snapshot, tuple[Rejected, ...]]
 
 def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
     """The snapshot in a seekable file: streamed when it has the line-per-item layout."""
-    first = fh.readline()
+    # At most the layout's first line: a document on one long line is not read twice.
+    first = fh.readline(_FIRST_LINE_MAX)
     if first.startswith(_UTF8_BOM):
         first = first[len(_UTF8_BOM) :]
     if first.rstrip(b"\r\n") == _LINES_HEAD:
@@ -230,7 +232,7 @@ def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
         if typed is not None:
             return typed.build(skip_invalid=skip_invalid), typed.rejected
         fh.seek(0)
-        first = fh.readline()
+        first = fh.readline(_FIRST_LINE_MAX)
         streamed = _stream_lines(first.removeprefix(_UTF8_BOM), fh, source, skip_invalid)
         if streamed is not None:
             return streamed
