@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 import orjson
@@ -127,6 +127,7 @@ class _List(Struct):
 
 class _PageMeta(Struct):
     continue_: str | None = msgspec.field(default=None, name="continue")
+    resourceVersion: str | None = None
 
 
 class _Page(Struct):
@@ -180,11 +181,22 @@ def _loads(key: bytes) -> Any:
         raise _Fallback from exc
 
 
-class FastBuilder:
-    """Feeds a :class:`SnapshotBuilder`: pods through the typed path, everything else (and any
-    pod the typed path cannot take) through :meth:`SnapshotBuilder.add`."""
+class Sink(Protocol):
+    """Where converted objects go: a :class:`SnapshotBuilder`, or a watch store."""
 
-    def __init__(self, builder: SnapshotBuilder) -> None:
+    @property
+    def caches(self) -> Caches: ...
+
+    def add(self, obj: Mapping[str, Any]) -> None: ...
+
+    def add_converted(self, kind: str, item: Any) -> None: ...
+
+
+class FastBuilder:
+    """Feeds a :class:`SnapshotBuilder` (or any :class:`Sink`): pods through the typed path,
+    everything else (and any pod the typed path cannot take) through its ``add``."""
+
+    def __init__(self, builder: Sink) -> None:
         self.builder = builder
         self.caches: Caches = builder.caches
         self._problems: list[str] = []
@@ -617,13 +629,20 @@ def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuil
     return builder if ended else None
 
 
-def page_items(raw: bytes) -> tuple[list[Raw], str | None] | None:
-    """A LIST page's items (raw) and its continue token (None on the last page); None when
-    the page is not a plain list (the reader then parses it with its general path, which
-    names what is wrong)."""
+def page_parts(raw: bytes) -> tuple[list[Raw], str | None, str | None] | None:
+    """A LIST page's items (raw), continue token (None on the last page) and
+    resourceVersion; None when the page is not a plain list (the reader then parses it with
+    its general path, which names what is wrong)."""
     try:
         page = _PAGE.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    token = page.metadata.continue_ if page.metadata is not None else None
-    return page.items, token or None
+    if page.metadata is None:
+        return page.items, None, None
+    return page.items, page.metadata.continue_ or None, page.metadata.resourceVersion
+
+
+def page_items(raw: bytes) -> tuple[list[Raw], str | None] | None:
+    """A LIST page's items (raw) and its continue token; None as for :func:`page_parts`."""
+    parts = page_parts(raw)
+    return None if parts is None else (parts[0], parts[1])

@@ -21,7 +21,7 @@ import http.client
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -355,6 +355,78 @@ class Kube:
             namespace=scoped,
             query=query,
         ).body
+
+    def watch_lines(
+        self,
+        resource: str,
+        namespace: str | None,
+        resource_version: str,
+        timeout_seconds: int,
+    ) -> Iterator[bytes]:
+        """A WATCH from ``resource_version``: its events as they arrive, one JSON line each.
+
+        Bookmarks are asked for. The server ends the watch after ``timeout_seconds``; an error
+        status raises an :class:`errors.ApiError` subclass (410: :class:`errors.Gone`) before
+        the first line, a broken connection :class:`errors.Unreachable` while reading.
+        """
+        spec = RESOURCES_BY_NAME[resource]
+        scoped = namespace if spec.namespaced else None
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        path = spec.path(scoped)
+        try:
+            _, url, headers, _, _ = self._api.param_serialize(
+                "GET",
+                path,
+                query_params=query,
+                header_params={"Accept": JSON},
+                auth_settings=["BearerToken"],
+            )
+            raw = self._api.call_api(
+                "GET",
+                url,
+                header_params=headers,
+                _request_timeout=(self.timeout[0], timeout_seconds + self.timeout[1]),
+            )
+        except ApiException as exc:
+            raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            cause = getattr(exc, "reason", None) or exc
+            raise errors.Unreachable(f"cannot reach {self.server} (WATCH {path}): {cause}") from exc
+        if int(raw.status) >= 400:
+            body = Response(int(raw.status), raw.read() or b"").json()
+            raise api_error(
+                int(raw.status), body, verb="watch", resource=spec.rbac_name, namespace=scoped
+            )
+        return self._lines(raw.response, path)
+
+    def _lines(self, response: Any, path: str) -> Iterator[bytes]:
+        """The lines of a streamed answer; the connection is released at the end."""
+        pending = b""
+        finished = False
+        try:
+            for chunk in response.stream(65536, decode_content=True):
+                pending += chunk
+                if b"\n" not in chunk:
+                    continue
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield line
+            if pending.strip():
+                yield pending
+            finished = True
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            raise errors.Unreachable(f"WATCH {path} broke off: {exc}") from exc
+        finally:
+            if finished:
+                response.release_conn()
+            else:  # left early: the rest of the stream must not reach the next request
+                response.close()
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod as JSON, or None when it does not exist."""

@@ -36,6 +36,7 @@ __all__ = [
     "KINDS",
     "SnapshotBuilder",
     "controller_from_api",
+    "convert_one",
     "deployment_from_api",
     "node_from_api",
     "pdb_from_api",
@@ -286,6 +287,19 @@ class SnapshotBuilder:
             controllers=ordered("controllers"),
             deployments=ordered("Deployment"),
         )
+
+
+def convert_one(obj: Mapping[str, Any], caches: Caches) -> tuple[Any, list[str]]:
+    """One object of a kind in :data:`KINDS`, converted with ``caches`` (kept by the caller
+    across conversions, so shared fragments keep their numbers): (the model object or None,
+    its problems). For a store kept current by watch events (``rebalancer.cluster.watch``)."""
+    kind = obj.get("kind")
+    convert = _CONVERTERS.get(kind) if type(kind) is str else None
+    if convert is None:
+        return None, [f"kind must be one of {', '.join(sorted(KINDS))}, got {show(kind)}"]
+    problems: list[str] = []
+    item = convert(obj, problems, caches)
+    return (None if problems else item), problems
 
 
 def snapshot_from_objects(

@@ -1,0 +1,408 @@
+"""Loop mode (``run --interval``): the cluster kept current by LIST + WATCH between passes.
+
+One thread per resource: a paginated LIST (typed decoding, as the reader does), then a WATCH
+from the list's resourceVersion with bookmarks; each event updates that resource's store of
+model objects. The API server ends a watch after ``timeoutSeconds`` (a random 5 to 10 minutes,
+as client-go's reflector asks); it is resumed from the last resourceVersion seen (an event's
+or a bookmark's). A 410 Gone (that version left the API server's window) lists again; any other
+failure is retried after a bounded exponential backoff with jitter. A pass
+(:meth:`ClusterWatch.snapshot`) builds its Snapshot from the stores without any request.
+
+The stores lag the API server by the watch's delivery time (milliseconds): the executor's
+re-read of each pod and its node right before the eviction stays the guard, and the
+Eviction API enforces the PodDisruptionBudgets itself.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+from msgspec import Raw, Struct
+
+from rebalancer.cluster import errors
+from rebalancer.cluster.fastdecode import FastBuilder, page_parts
+from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, MAX_RESTARTS, drop_managed_fields
+from rebalancer.cluster.resources import RESOURCES, Resource
+from rebalancer.core.convert import SnapshotBuilder, convert_one
+from rebalancer.core.convert.memo import Caches
+from rebalancer.core.errors import InputError
+from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.model import Snapshot
+
+__all__ = ["ClusterWatch", "ListPage", "WatchLines", "WatchSettings"]
+
+ListPage = Callable[[str, str | None, int, str | None], bytes]
+WatchLines = Callable[[str, str | None, str, int], Iterator[bytes]]
+"""``watch_lines(resource, namespace, resource_version, timeout_seconds)``: the event lines."""
+
+_Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    page_size: int = DEFAULT_PAGE_SIZE
+    min_timeout_seconds: int = 300  # each watch asks for 1x to 2x this (client-go: 5-10 min)
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    sync_timeout: float = 900.0  # the first LIST of every resource, at most
+    stale_after: float = 120.0  # a resource whose watch has failed this long fails the pass
+
+
+class _Event(Struct):
+    type: str = ""
+    object: Raw = Raw()
+
+
+class _IdentMeta(Struct):
+    name: str | None = None
+    namespace: str | None = None
+    resourceVersion: str | None = None
+
+
+class _Ident(Struct):
+    metadata: _IdentMeta | None = None
+
+
+class _Status(Struct):
+    code: int | None = None
+    message: str | None = None
+    reason: str | None = None
+
+
+_EVENT: Final = msgspec.json.Decoder(_Event)
+_IDENT: Final = msgspec.json.Decoder(_Ident)
+_STATUS: Final = msgspec.json.Decoder(_Status)
+_NO_META: Final = _IdentMeta()
+
+
+class _ResourceWatch:
+    """One resource: its store, the thread that keeps it current, and what it did."""
+
+    def __init__(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None,
+        list_page: ListPage,
+        watch_lines: WatchLines,
+        settings: WatchSettings,
+        caches: Caches,
+        lock: threading.Lock,
+        stop: threading.Event,
+        clock: Callable[[], float],
+        rng: random.Random,
+    ) -> None:
+        self.resource = resource
+        self.namespace = namespace if resource.namespaced else None
+        self._list_page = list_page
+        self._watch_lines = watch_lines
+        self._settings = settings
+        self._caches = caches
+        self._lock = lock
+        self._stop = stop
+        self._clock = clock
+        self._rng = rng
+        self._fast = FastBuilder(self)
+        self._converted: tuple[Any, list[str]] = (None, [])
+        self.items: dict[_Key, Any] = {}
+        self.problems: dict[_Key, list[str]] = {}
+        self.version: str | None = None
+        self.synced = threading.Event()
+        self.error: errors.ClusterError | None = None
+        self.failing_since: float | None = None
+        self.counts: dict[str, int] = dict.fromkeys(
+            ("lists", "list_pages", "watches", "events", "bookmarks", "gone", "failures"), 0
+        )
+        self.thread: threading.Thread | None = None
+
+    # --- the sink FastBuilder writes to ------------------------------------------------------
+
+    @property
+    def caches(self) -> Caches:
+        return self._caches
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        self._converted = convert_one(obj, self._caches)
+
+    def add_converted(self, kind: str, item: Any) -> None:
+        self._converted = (item, [])
+
+    # --- applying objects ----------------------------------------------------------------
+
+    def _key(self, meta: _IdentMeta) -> _Key:
+        """The store key as the model has it: a namespaced object without one is "default"."""
+        if not self.resource.namespaced:
+            return "", meta.name or ""
+        return meta.namespace or "default", meta.name or ""
+
+    def _apply(self, items: dict[_Key, Any], problems: dict[_Key, list[str]], raw: Raw) -> None:
+        """Convert one object (under the lock) into ``items``, or its problems."""
+        self._converted = (None, [])
+        if not self._fast.add_listed(raw, self.resource.kind):
+            raise errors.ClusterError(f"LIST {self.resource.name}: an item is not an object")
+        item, found = self._converted
+        if item is not None:
+            key: _Key = (getattr(item, "namespace", ""), item.name)
+            items[key] = item
+            problems.pop(key, None)
+            return
+        try:
+            meta = _IDENT.decode(raw).metadata or _NO_META
+        except msgspec.DecodeError:
+            meta = _NO_META
+        key = self._key(meta)
+        problems[key] = found
+        items.pop(key, None)
+
+    # --- LIST ----------------------------------------------------------------------------
+
+    def _relist(self) -> None:
+        for attempt in range(MAX_RESTARTS + 1):
+            try:
+                self._list_once()
+                return
+            except errors.Gone:
+                if attempt == MAX_RESTARTS:
+                    raise
+
+    def _list_once(self) -> None:
+        items: dict[_Key, Any] = {}
+        problems: dict[_Key, list[str]] = {}
+        token: str | None = None
+        version: str | None = None
+        name = self.resource.name
+        while True:
+            raw = self._list_page(name, self.namespace, self._settings.page_size, token)
+            parts = page_parts(drop_managed_fields(raw))
+            del raw
+            if parts is None:
+                raise errors.ClusterError(f"LIST {name}: the answer is not a list")
+            page, token, page_version = parts
+            version = version or page_version
+            self.counts["list_pages"] += 1
+            with self._lock, gc_paused():
+                for item in page:
+                    self._apply(items, problems, item)
+            del page, parts
+            if token is None:
+                break
+        if not version:
+            raise errors.ClusterError(f"LIST {name}: the answer has no resourceVersion")
+        with self._lock:
+            self.items, self.problems, self.version = items, problems, version
+        self.counts["lists"] += 1
+        self.synced.set()
+
+    # --- WATCH ---------------------------------------------------------------------------
+
+    def _watch(self) -> bool:
+        """One watch, until the server ends it (or stop); raises on errors. False when it
+        ended at once without a line (then the next one waits, as after a failure)."""
+        assert self.version is not None
+        minimum = self._settings.min_timeout_seconds
+        timeout = minimum + self._rng.randrange(max(1, minimum))
+        lines = self._watch_lines(self.resource.name, self.namespace, self.version, timeout)
+        self.counts["watches"] += 1
+        self.error = None
+        self.failing_since = None
+        started = self._clock()
+        seen = False
+        try:
+            for line in lines:
+                if self._stop.is_set():
+                    return True
+                seen = True
+                self._event(line)
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+        return seen or self._clock() - started >= 1.0
+
+    def _event(self, line: bytes) -> None:
+        name = self.resource.name
+        try:
+            event = _EVENT.decode(line)
+        except msgspec.DecodeError as exc:
+            raise errors.ClusterError(f"WATCH {name}: an event is not JSON: {exc}") from exc
+        if event.type == "ERROR":
+            try:
+                status = _STATUS.decode(event.object)
+            except msgspec.DecodeError:
+                status = _Status()
+            message = status.message or "the watch ended with an error"
+            if status.code == 410:
+                raise errors.Gone(410, message, verb="watch", resource=self.resource.rbac_name)
+            raise errors.ClusterError(f"WATCH {name}: {message}")
+        try:
+            meta = _IDENT.decode(event.object).metadata or _NO_META
+        except msgspec.DecodeError as exc:
+            raise errors.ClusterError(f"WATCH {name}: an event's object is not JSON") from exc
+        if event.type == "BOOKMARK":
+            self.counts["bookmarks"] += 1
+        elif event.type in ("ADDED", "MODIFIED"):
+            with self._lock:
+                self._apply(self.items, self.problems, event.object)
+            self.counts["events"] += 1
+        elif event.type == "DELETED":
+            key = self._key(meta)
+            with self._lock:
+                self.items.pop(key, None)
+                self.problems.pop(key, None)
+            self.counts["events"] += 1
+        if meta.resourceVersion:
+            self.version = meta.resourceVersion
+
+    # --- the thread ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        delay = self._settings.backoff_initial
+        gone_before = False
+        while not self._stop.is_set():
+            try:
+                if self.version is None:
+                    self._relist()
+                if self._watch():
+                    delay = self._settings.backoff_initial
+                else:  # a watch that ends at once, again and again, must not spin
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, self._settings.backoff_max)
+                gone_before = False
+            except errors.Gone:
+                self.version = None  # list again
+                self.counts["gone"] += 1
+                if gone_before:  # twice in a row: do not hammer the API server
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, self._settings.backoff_max)
+                gone_before = True
+            except Exception as exc:  # any failure: retried, reported to passes
+                self.counts["failures"] += 1
+                self.error = (
+                    exc
+                    if isinstance(exc, errors.ClusterError)
+                    else errors.ClusterError(f"watching {self.resource.name}: {exc!r}")
+                )
+                if self.failing_since is None:
+                    self.failing_since = self._clock()
+                self._stop.wait(delay * (0.5 + self._rng.random() / 2))
+                delay = min(delay * 2, self._settings.backoff_max)
+
+
+class ClusterWatch:
+    """The cluster's objects, kept current by one LIST + WATCH per resource.
+
+    :meth:`snapshot` is the loop's ``read``: the first call starts the watches and waits for
+    every first LIST; every call builds a Snapshot from the stores, without a request.
+    """
+
+    def __init__(
+        self,
+        list_page: ListPage,
+        watch_lines: WatchLines,
+        *,
+        namespace: str | None = None,
+        resources: Sequence[Resource] = RESOURCES,
+        settings: WatchSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        seed: int | None = None,
+    ) -> None:
+        self.settings = settings or WatchSettings()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._clock = clock
+        caches = Caches()  # one for every resource: shared fragments keep their numbers
+        rng = random.Random(seed)
+        self._watches = [
+            _ResourceWatch(
+                resource,
+                namespace=namespace,
+                list_page=list_page,
+                watch_lines=watch_lines,
+                settings=self.settings,
+                caches=caches,
+                lock=self._lock,
+                stop=self._stop,
+                clock=clock,
+                rng=random.Random(rng.random()),
+            )
+            for resource in resources
+        ]
+        self._started = False
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for watch in self._watches:
+            watch.thread = threading.Thread(
+                target=watch.run, name=f"rebalancer-watch-{watch.resource.name}", daemon=True
+            )
+            watch.thread.start()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the threads (a watch blocked in a read ends with its connection)."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for watch in self._watches:
+            if watch.thread is not None:
+                watch.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> ClusterWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per resource: lists, list pages, watches, events, bookmarks, 410s, failures."""
+        return {w.resource.name: dict(w.counts) for w in self._watches}
+
+    def _wait_synced(self) -> None:
+        deadline = self._clock() + self.settings.sync_timeout
+        for watch in self._watches:
+            while not watch.synced.wait(0.05):
+                if watch.error is not None:
+                    raise watch.error
+                if self._stop.is_set():
+                    raise errors.ClusterError("the cluster watch was stopped")
+                if self._clock() > deadline:
+                    raise errors.ClusterError(
+                        f"LIST {watch.resource.name}: not done after "
+                        f"{self.settings.sync_timeout:g} s"
+                    )
+
+    def snapshot(self) -> Snapshot:
+        """The cluster as the watches have it now; raises the error of a resource whose watch
+        has been failing for longer than ``stale_after``, and :class:`InputError` for objects
+        the converter rejects (as a fresh read would)."""
+        self.start()
+        self._wait_synced()
+        now = self._clock()
+        for watch in self._watches:
+            since = watch.failing_since
+            stale = since is not None and now - since > self.settings.stale_after
+            if stale and watch.error is not None:
+                raise watch.error
+        builder = SnapshotBuilder("cluster")
+        with self._lock, gc_paused():
+            problems = [
+                problem
+                for watch in self._watches
+                for key in sorted(watch.problems)
+                for problem in watch.problems[key]
+            ]
+            if problems:
+                raise InputError("cluster", problems)
+            for watch in self._watches:
+                kind = watch.resource.kind
+                add = builder.add_converted
+                for item in watch.items.values():
+                    add(kind, item)
+        return builder.build()

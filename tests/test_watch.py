@@ -1,0 +1,328 @@
+"""Loop mode's LIST + WATCH (rebalancer.cluster.watch) against a fake API server.
+
+The fake keeps objects per resource with a global resourceVersion, serves paginated LISTs and
+watch streams (events after a version, bookmarks, 410 for versions it has compacted, broken
+connections). The oracle for every snapshot is the converter on the fake's current objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+from rebalancer.cluster import errors
+from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.watch import ClusterWatch, WatchSettings
+from rebalancer.core.convert import snapshot_from_objects
+from rebalancer.core.errors import InputError
+from rebalancer.core.model import Snapshot
+from tests.test_reader import cluster_items
+
+FAST = WatchSettings(page_size=3, backoff_initial=0.01, backoff_max=0.05, sync_timeout=10)
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+class FakeApi:
+    """Objects per resource, one resourceVersion counter, an event log per resource."""
+
+    def __init__(self, items: dict[str, list[dict[str, Any]]]) -> None:
+        self.lock = threading.Condition()
+        self.version = 100
+        self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+        # (version, line, is an ERROR event): ERROR events reach only the watches open then
+        self.log: dict[str, list[tuple[int, bytes, bool]]] = {r.name: [] for r in RESOURCES}
+        self.compacted = 0  # versions at or below this answer 410
+        self.list_calls: list[tuple[str, str | None]] = []
+        self.watch_calls: list[tuple[str, str]] = []
+        self.break_next: dict[str, int] = {}  # resource -> watch opens to refuse
+        self.closed = False
+        for resource in RESOURCES:
+            store = self.objects.setdefault(resource.name, {})
+            for item in items.get(resource.name, []):
+                obj = copy.deepcopy(item)
+                self.version += 1
+                obj["metadata"]["resourceVersion"] = str(self.version)
+                store[self._key(obj)] = obj
+
+    @staticmethod
+    def _key(obj: dict[str, Any]) -> tuple[str, str]:
+        meta = obj["metadata"]
+        return meta.get("namespace", ""), meta["name"]
+
+    # --- the cluster changing ----------------------------------------------------------
+
+    def put(self, resource: str, obj: dict[str, Any]) -> None:
+        with self.lock:
+            obj = copy.deepcopy(obj)
+            self.version += 1
+            obj["metadata"]["resourceVersion"] = str(self.version)
+            key = self._key(obj)
+            kind = "MODIFIED" if key in self.objects[resource] else "ADDED"
+            self.objects[resource][key] = obj
+            self._emit(resource, kind, obj)
+
+    def delete(self, resource: str, namespace: str, name: str) -> None:
+        with self.lock:
+            obj = self.objects[resource].pop((namespace, name))
+            self.version += 1
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["resourceVersion"] = str(self.version)
+            self._emit(resource, "DELETED", obj)
+
+    def bookmark(self, resource: str) -> None:
+        with self.lock:
+            self.version += 1
+            meta = {"resourceVersion": str(self.version)}
+            self._emit(resource, "BOOKMARK", {"metadata": meta})
+
+    def error_event(self, resource: str, code: int) -> None:
+        with self.lock:
+            status = {"kind": "Status", "code": code, "message": f"fake {code}"}
+            self._emit(resource, "ERROR", status)
+
+    def _emit(self, resource: str, kind: str, obj: dict[str, Any]) -> None:
+        spec = RESOURCES_BY_NAME[resource]
+        body = dict(obj)
+        if kind not in {"ERROR", "BOOKMARK"}:
+            body = {"kind": spec.kind, "apiVersion": spec.api_version, **obj}
+        line = orjson.dumps({"type": kind, "object": body})
+        if kind == "ERROR":
+            self.version += 1
+        self.log[resource].append((self.version, line, kind == "ERROR"))
+        self.lock.notify_all()
+
+    def expected(self) -> Snapshot:
+        objects = []
+        for resource in RESOURCES:
+            for obj in self.objects[resource.name].values():
+                objects.append({"kind": resource.kind, **copy.deepcopy(obj)})
+        return snapshot_from_objects(objects, source="cluster")
+
+    # --- the transport the watch uses ----------------------------------------------------
+
+    def list_page(
+        self, resource: str, namespace: str | None, limit: int, token: str | None
+    ) -> bytes:
+        with self.lock:
+            if token is None:
+                self.list_calls.append((resource, namespace))
+            selected = sorted(self.objects[resource].items())
+            start = int(token) if token else 0
+            page = [o for _, o in selected[start : start + limit]]
+            meta: dict[str, Any] = {"resourceVersion": str(self.version)}
+            if start + limit < len(selected):
+                meta["continue"] = str(start + limit)
+            return orjson.dumps({"kind": "List", "metadata": meta, "items": page})
+
+    def watch_lines(
+        self, resource: str, namespace: str | None, version: str, timeout: int
+    ) -> Iterator[bytes]:
+        with self.lock:
+            self.watch_calls.append((resource, version))
+            if self.break_next.get(resource):
+                self.break_next[resource] -= 1
+                raise errors.Unreachable("fake: connection refused")
+            if int(version) <= self.compacted:
+                raise errors.Gone(410, "too old resource version", verb="watch", resource=resource)
+            opened = len(self.log[resource])
+        return self._stream(resource, int(version), opened)
+
+    def _stream(self, resource: str, version: int, opened: int) -> Iterator[bytes]:
+        sent = version
+
+        def pending() -> list[tuple[int, bytes, bool]]:
+            return [
+                entry
+                for i, entry in enumerate(self.log[resource])
+                if entry[0] > sent and (not entry[2] or i >= opened)
+            ]
+
+        while True:
+            with self.lock:
+                found = pending()
+                if not found and not self.closed:
+                    self.lock.wait(0.05)
+                    found = pending()
+                if self.closed:
+                    return
+            for v, line, is_error in found:
+                sent = max(sent, v)
+                yield line
+                if is_error:
+                    return  # the server ends a watch after an ERROR event
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.lock.notify_all()
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApi]:
+    fake = FakeApi(cluster_items())
+    yield fake
+    fake.close()
+
+
+@contextlib.contextmanager
+def watching(api: FakeApi, **kwargs: Any) -> Iterator[ClusterWatch]:
+    watch = ClusterWatch(api.list_page, api.watch_lines, settings=FAST, seed=1, **kwargs)
+    try:
+        yield watch
+    finally:
+        api.close()  # ends the fake's streams, so the threads see the stop at once
+        watch.close()
+
+
+def settled(watch: ClusterWatch, api: FakeApi) -> bool:
+    """The watch's snapshot equals the fake's objects now (a rejected object: not yet)."""
+    try:
+        return watch.snapshot() == api.expected()
+    except InputError:
+        return False
+
+
+def _pod(name: str, node: str, app: str = "web") -> dict[str, Any]:
+    from tests.test_reader import _pod as make  # noqa: PLC0415
+
+    return make(name, node, app=app)
+
+
+def test_first_snapshot_is_the_list_and_later_ones_follow_the_events(api: FakeApi) -> None:
+    with watching(api) as watch:
+        first = watch.snapshot()
+        assert first == api.expected()
+        assert len(first.pods) == 8
+        lists = len(api.list_calls)
+        assert lists == len(RESOURCES)  # one LIST per resource
+        api.put("pods", _pod("web-new", "node-c1"))
+        moved = _pod("web-0", "node-c1")
+        api.put("pods", moved)
+        api.delete("pods", "data", "db-0")
+        api.put("nodes", {"metadata": {"name": "node-d1", "labels": {"z": "d"}}})
+        eventually(lambda: settled(watch, api))
+        second = watch.snapshot()
+        assert {p.name for p in second.pods} == {f"web-{i}" for i in range(7)} | {"web-new"}
+        assert next(p for p in second.pods if p.name == "web-0").node_name == "node-c1"
+        assert len(api.list_calls) == lists  # no LIST after the first
+        assert watch.counts["pods"]["events"] == 3
+
+
+def test_a_watch_resumes_from_the_last_version_seen_bookmarks_included(api: FakeApi) -> None:
+    with watching(api) as watch:
+        watch.snapshot()
+        api.bookmark("nodes")
+        eventually(lambda: watch.counts["nodes"]["bookmarks"] == 1)
+        mark = str(api.version)
+        api.break_next["nodes"] = 2
+        api.error_event("nodes", 500)  # ends the watch; it is opened again from the bookmark
+        eventually(lambda: watch.counts["nodes"]["watches"] >= 2)
+        resumed = [v for r, v in api.watch_calls if r == "nodes"][1:]
+        assert resumed and set(resumed) == {mark}
+        assert watch.counts["nodes"]["lists"] == 1  # resumed, never listed again
+        api.put("nodes", {"metadata": {"name": "node-e1"}})
+        eventually(lambda: settled(watch, api))
+
+
+def test_gone_lists_again_then_watches_from_the_new_list(api: FakeApi) -> None:
+    with watching(api) as watch:
+        watch.snapshot()
+        with api.lock:
+            api.compacted = api.version  # every version so far has left the window
+        api.put("pods", _pod("web-9", "node-a1"))
+        api.error_event("pods", 410)
+        eventually(lambda: watch.counts["pods"]["lists"] == 2)
+        eventually(lambda: settled(watch, api))
+        assert watch.counts["pods"]["gone"] >= 1
+        assert [r for r, _ in api.list_calls].count("pods") == 2
+        assert [r for r, _ in api.list_calls].count("nodes") == 1
+
+
+def test_a_refused_watch_is_retried_with_backoff_then_resumes(api: FakeApi) -> None:
+    with watching(api) as watch:
+        watch.snapshot()
+        api.break_next["services"] = 3
+        api.error_event("services", 500)
+        eventually(lambda: watch.counts["services"]["failures"] >= 4)
+        api.put("services", {"metadata": {"name": "new", "namespace": "shop"}, "spec": {}})
+        eventually(lambda: settled(watch, api))
+        assert watch.counts["services"]["lists"] == 1
+
+
+def test_a_watch_failing_too_long_fails_the_pass(api: FakeApi) -> None:
+    now = [0.0]
+    settings = WatchSettings(page_size=50, backoff_initial=0.01, backoff_max=0.02, stale_after=60)
+    watch = ClusterWatch(
+        api.list_page, api.watch_lines, settings=settings, clock=lambda: now[0], seed=1
+    )
+    try:
+        watch.snapshot()
+        api.break_next["pods"] = 10**6
+        api.error_event("pods", 500)
+        eventually(lambda: watch.counts["pods"]["failures"] >= 2)
+        watch.snapshot()  # failing, but not for long: the stores are still served
+        now[0] = 61.0
+        with pytest.raises(errors.Unreachable, match="connection refused"):
+            watch.snapshot()
+        api.break_next["pods"] = 0
+        eventually(lambda: watch.counts["pods"]["watches"] >= 2)
+        assert watch.snapshot() == api.expected()
+    finally:
+        api.close()
+        watch.close()
+
+
+def test_an_object_the_converter_rejects_fails_the_pass_until_it_is_gone(api: FakeApi) -> None:
+    with watching(api) as watch:
+        watch.snapshot()
+        bad = _pod("web-bad", "node-a1")
+        bad["spec"]["priority"] = "high"
+        api.put("pods", bad)
+
+        def rejected() -> bool:
+            try:
+                watch.snapshot()
+            except InputError as exc:
+                return exc.problems == (
+                    'Pod shop/web-bad: spec.priority: must be an integer, got "high"',
+                )
+            return False
+
+        eventually(rejected)
+        api.delete("pods", "shop", "web-bad")
+        eventually(lambda: settled(watch, api))
+
+
+def test_a_namespace_scopes_the_namespaced_resources(api: FakeApi) -> None:
+    with watching(api, namespace="shop") as watch:
+        watch.snapshot()
+        scopes = dict(api.list_calls)
+        assert scopes["pods"] == "shop" and scopes["nodes"] is None
+
+
+def test_a_forbidden_first_list_is_the_pass_error() -> None:
+    def list_page(resource: str, namespace: str | None, limit: int, token: str | None) -> bytes:
+        raise errors.Forbidden(403, "no", verb="list", resource=resource)
+
+    def watch_lines(resource: str, namespace: str | None, version: str, t: int) -> Iterator[bytes]:
+        raise AssertionError("never watched before a LIST")
+
+    with (
+        ClusterWatch(list_page, watch_lines, settings=FAST) as watch,
+        pytest.raises(errors.Forbidden),
+    ):
+        watch.snapshot()
