@@ -277,7 +277,7 @@ def test_no_rule_can_delete_or_escalate(values: list[str]) -> None:
         assert "*" not in rule["apiGroups"] and "*" not in rule["resources"], where
         for resource in rule["resources"]:
             if resource == "pods":
-                assert set(rule["verbs"]) <= {"get", "list"}, where
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, where
             elif resource.startswith("pods/"):
                 assert (resource, rule["verbs"]) == ("pods/eviction", ["create"]), where
 

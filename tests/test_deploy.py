@@ -57,7 +57,7 @@ def rules() -> dict[tuple[str, str], set[str]]:
 
 def test_clusterrole_has_exactly_the_verbs_rebalancer_needs() -> None:
     """The ClusterRole grants get/list on what is read, create on evictions and events only."""
-    read = {"get", "list"}
+    read = {"get", "list", "watch"}  # watch: loop mode keeps the cluster current
     assert rules() == {
         ("", "nodes"): read,
         ("", "pods"): read,
@@ -82,7 +82,7 @@ def test_clusterrole_never_allows_deleting_pods() -> None:
     for (group, resource), verbs in granted.items():
         assert "*" not in verbs and group != "*" and resource != "*"
         if resource.startswith("pods") and resource != "pods/eviction":
-            assert verbs <= {"get", "list"}, resource
+            assert verbs <= {"get", "list", "watch"}, resource
         assert "delete" not in verbs and "deletecollection" not in verbs
 
 

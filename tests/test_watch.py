@@ -326,3 +326,23 @@ def test_a_forbidden_first_list_is_the_pass_error() -> None:
         pytest.raises(errors.Forbidden),
     ):
         watch.snapshot()
+
+
+def test_skip_invalid_leaves_the_namespace_out_as_a_fresh_read_does(api: FakeApi) -> None:
+    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415
+
+    with watching(api) as watch:
+        watch.snapshot()
+        bad = _pod("web-bad", "node-a1")
+        bad["spec"]["priority"] = "high"
+        api.put("pods", bad)
+
+        def skipped() -> bool:
+            return bool(watch.snapshot(skip_invalid=True) and watch.rejected)
+
+        eventually(skipped)
+        fresh = read_cluster(api.list_page, skip_invalid=True, prefetch=0)
+        assert watch.snapshot(skip_invalid=True) == fresh.snapshot
+        assert watch.rejected == fresh.rejected
+        assert [(r.namespace, r.name) for r in watch.rejected] == [("shop", "web-bad")]
+        assert {p.namespace for p in fresh.snapshot.pods} == {"data"}

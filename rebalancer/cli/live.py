@@ -191,6 +191,12 @@ def add_live_commands(subparsers: Subparsers) -> None:
         "$REBALANCER_INTERVAL)",
     )
     run.add_argument(
+        "--relist",
+        action="store_true",
+        help="with --interval: LIST the whole cluster every run instead of keeping it "
+        "current with WATCH between runs (the default; needs the watch verb)",
+    )
+    run.add_argument(
         "--max-waves",
         type=int,
         default=DEFAULT_MAX_WAVES,
@@ -307,6 +313,32 @@ def _reader(kube: Kube, namespace: str | None, timeouts: Timeouts) -> _Reader:
     return _Reader(kube, namespace, timeouts)
 
 
+class _WatchReader:
+    """Loop mode's read: the cluster kept current by LIST + WATCH between runs
+    (:mod:`rebalancer.cluster.watch`); the first read LISTs, later ones send no request."""
+
+    def __init__(self, kube: Kube, namespace: str | None, timeouts: Timeouts) -> None:
+        from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
+
+        settings = WatchSettings(sync_timeout=max(WatchSettings().sync_timeout, timeouts.read))
+        self._watch = ClusterWatch(
+            kube.list_page, kube.watch_lines, namespace=namespace, settings=settings
+        )
+        self.rejected: tuple[Any, ...] = ()
+
+    def __call__(self) -> Any:
+        snapshot = self._watch.snapshot(skip_invalid=True)
+        self.rejected = self._watch.rejected
+        _warn_rejected(self.rejected, "its namespace is left out of this run")
+        return snapshot
+
+    def get_rejected(self) -> tuple[Any, ...]:
+        return self.rejected
+
+    def close(self) -> None:
+        self._watch.close()
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     """One RBAC permission a run needs, as a SelfSubjectAccessReview asks it."""
@@ -338,6 +370,9 @@ RUN_CHECKS: Final = (
     Check("get", "poddisruptionbudgets", group="policy", required=False),
 )
 """What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
+
+WATCH_CHECKS: Final = (Check("watch", "pods"), Check("watch", "nodes"))
+"""Loop mode keeps a WATCH on every resource it reads (a denied one fails the run named)."""
 
 LEASE_CHECKS: Final = tuple(
     Check(
@@ -569,6 +604,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         if not args.dry_run:
             checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
+            if checked.interval is not None and not args.relist:
+                checks = (*checks, *WATCH_CHECKS)
             preflight(
                 kube,
                 args.namespace,
@@ -576,7 +613,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 lease_namespace=lease.namespace,
                 lease_name=lease.name,
             )
-        reader = _reader(kube, args.namespace, checked.timeouts)
+        watching = checked.interval is not None and not args.relist
+        reader: _Reader | _WatchReader = (
+            _WatchReader(kube, args.namespace, checked.timeouts)
+            if watching
+            else _reader(kube, args.namespace, checked.timeouts)
+        )
         cluster = Cluster(
             read=reader,
             transport=kube,
@@ -594,6 +636,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             report = runner.run_once()
         finally:
             undo()
+            if isinstance(reader, _WatchReader):
+                reader.close()
     finally:
         kube.close()
     fmt: Format = args.output

@@ -30,6 +30,7 @@ from rebalancer.cluster.fastdecode import FastBuilder, page_parts
 from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, MAX_RESTARTS, drop_managed_fields
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder, convert_one
+from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.errors import InputError
 from rebalancer.core.gcpause import gc_paused
@@ -288,7 +289,9 @@ class _ResourceWatch:
                     if isinstance(exc, errors.ClusterError)
                     else errors.ClusterError(f"watching {self.resource.name}: {exc!r}")
                 )
-                if self.failing_since is None:
+                if isinstance(exc, errors.Forbidden | errors.Unauthorized):
+                    self.failing_since = float("-inf")  # no point serving old data: fail now
+                elif self.failing_since is None:
                     self.failing_since = self._clock()
                 self._stop.wait(delay * (0.5 + self._rng.random() / 2))
                 delay = min(delay * 2, self._settings.backoff_max)
@@ -334,6 +337,8 @@ class ClusterWatch:
             for resource in resources
         ]
         self._started = False
+        self.rejected: tuple[Rejected, ...] = ()
+        """The objects the last :meth:`snapshot` left out with their namespaces."""
 
     def start(self) -> None:
         if self._started:
@@ -378,10 +383,12 @@ class ClusterWatch:
                         f"{self.settings.sync_timeout:g} s"
                     )
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, skip_invalid: bool = False) -> Snapshot:
         """The cluster as the watches have it now; raises the error of a resource whose watch
         has been failing for longer than ``stale_after``, and :class:`InputError` for objects
-        the converter rejects (as a fresh read would)."""
+        the converter rejects (as a fresh read would). ``skip_invalid``: a namespaced object
+        the converter rejects leaves its namespace out instead (:attr:`rejected` lists them),
+        as :func:`rebalancer.cluster.reader.read_cluster` does."""
         self.start()
         self._wait_synced()
         now = self._clock()
@@ -391,18 +398,28 @@ class ClusterWatch:
             if stale and watch.error is not None:
                 raise watch.error
         builder = SnapshotBuilder("cluster")
+        rejected: list[Rejected] = []
         with self._lock, gc_paused():
-            problems = [
-                problem
-                for watch in self._watches
-                for key in sorted(watch.problems)
-                for problem in watch.problems[key]
-            ]
+            problems: list[str] = []
+            for watch in self._watches:
+                for key in sorted(watch.problems):
+                    found = watch.problems[key]
+                    if skip_invalid and watch.resource.namespaced:
+                        rejected.append(Rejected(watch.resource.kind, *key, tuple(found)))
+                    else:
+                        problems.extend(found)
             if problems:
                 raise InputError("cluster", problems)
+            skipped = {r.namespace for r in rejected}
             for watch in self._watches:
                 kind = watch.resource.kind
                 add = builder.add_converted
-                for item in watch.items.values():
-                    add(kind, item)
+                if skipped and watch.resource.namespaced:
+                    for (namespace, _), item in watch.items.items():
+                        if namespace not in skipped:
+                            add(kind, item)
+                else:
+                    for item in watch.items.values():
+                        add(kind, item)
+        self.rejected = tuple(rejected)
         return builder.build()
