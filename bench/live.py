@@ -47,6 +47,124 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 
 
+def apiserver_pid(kubeconfig: str) -> int | None:
+    """The local kube-apiserver serving ``kubeconfig`` (found by its --secure-port)."""
+    import yaml  # noqa: PLC0415
+
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    server = doc["clusters"][0]["cluster"]["server"]
+    port = server.rsplit(":", 1)[-1].strip("/")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            argv
+            and argv[0].endswith(b"kube-apiserver")
+            and f"--secure-port={port}".encode() in argv
+        ):
+            return int(entry.name)
+    return None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of ``pid`` so far (/proc/PID/stat); 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    """The current resident set size of ``pid`` (/proc/PID/status VmRSS)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class ApiserverCpu:
+    """kube-apiserver's CPU seconds spent during a ``with`` block (``.seconds``)."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        self.seconds = 0.0
+
+    def __enter__(self) -> ApiserverCpu:
+        self._start = cpu_seconds(self.pid)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = cpu_seconds(self.pid) - self._start
+
+
+def loop_passes(kubeconfig: str, passes: int, pid: int | None, relist: bool) -> dict[str, Any]:
+    """``rebalancer run --dry-run --interval 1s`` for ``passes`` runs: each run's duration
+    (read + plan, from its run.summary line), the process's RSS when it ends, and
+    kube-apiserver's CPU seconds per run (the first, then the mean of the others, which for
+    the watch include the idle interval)."""
+    argv = [rebalancer_bin(), "run", "--dry-run", "--interval", "1s", "--kubeconfig", kubeconfig]
+    if relist:
+        argv.append("--relist")
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    runs: list[dict[str, Any]] = []
+    last_cpu = cpu_seconds(pid)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(event, dict) or event.get("event") != "run.summary":
+                continue
+            now_cpu = cpu_seconds(pid)
+            runs.append(
+                {
+                    "duration_s": event.get("duration_seconds"),
+                    "rss_bytes": rss_bytes(proc.pid),
+                    "apiserver_cpu_s": now_cpu - last_cpu,
+                    "planned": event.get("planned"),
+                }
+            )
+            last_cpu = now_cpu
+            if len(runs) >= passes:
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    later = runs[1:]
+    return {
+        "mode": "relist" if relist else "watch",
+        "passes": len(runs),
+        "first_s": runs[0]["duration_s"] if runs else None,
+        "later_best_s": min((r["duration_s"] for r in later), default=None),
+        "later_median_s": sorted(r["duration_s"] for r in later)[len(later) // 2]
+        if later
+        else None,
+        "apiserver_cpu_first_s": runs[0]["apiserver_cpu_s"] if runs else None,
+        "apiserver_cpu_later_mean_s": sum(r["apiserver_cpu_s"] for r in later) / len(later)
+        if later
+        else None,
+        "rss_first_bytes": runs[0]["rss_bytes"] if runs else None,
+        "rss_last_bytes": runs[-1]["rss_bytes"] if runs else None,
+        "runs": runs,
+    }
+
+
 def floor(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
     """Every page of every resource rebalancer reads, orjson-parsed, nothing else.
 
@@ -154,19 +272,29 @@ def measure(
     descheduler: Path | None = None,
     *,
     floor_gc: bool = False,
+    loop: int = 0,
 ) -> dict[str, Any]:
-    """``repeat`` rounds of floor, (floor with the GC on,) plan, (descheduler); best of each."""
+    """``repeat`` rounds of floor, (floor with the GC on,) plan, (descheduler); best of each.
+    Each is measured with kube-apiserver's CPU seconds. ``loop``: then that many loop-mode
+    runs with the watch, and as many with --relist (:func:`loop_passes`)."""
     floors: list[dict[str, Any]] = []
     floors_gc: list[dict[str, Any]] = []
     plans: list[dict[str, Any]] = []
     desched: list[dict[str, Any]] = []
+    pid = apiserver_pid(kubeconfig)
     for i in range(repeat):
-        floors.append(floor_child(kubeconfig))
+        with ApiserverCpu(pid) as cpu:
+            floors.append(floor_child(kubeconfig))
+        floors[-1]["apiserver_cpu_s"] = cpu.seconds
         if floor_gc:
             floors_gc.append(floor_child(kubeconfig, gc_on=True))
-        plans.append(plan_child(kubeconfig))
+        with ApiserverCpu(pid) as cpu:
+            plans.append(plan_child(kubeconfig))
+        plans[-1]["apiserver_cpu_s"] = cpu.seconds
         if descheduler is not None:
-            desched.append(descheduler_pass(descheduler, kubeconfig))
+            with ApiserverCpu(pid) as cpu:
+                desched.append(descheduler_pass(descheduler, kubeconfig))
+            desched[-1]["apiserver_cpu_s"] = cpu.seconds
         print(
             f"  round {i + 1}: floor {floors[-1]['wall_s']:.2f}s "
             f"(LIST+parse {floors[-1].get('list_s', 0):.2f}s)"
@@ -182,7 +310,13 @@ def measure(
 
     best_floor, best_plan = best(floors), best(plans)
     assert best_floor is not None and best_plan is not None
+    loops = []
+    for relist in (False, True) if loop else ():
+        print(f"  loop mode ({'relist' if relist else 'watch'}), {loop} runs", file=sys.stderr)
+        loops.append(loop_passes(kubeconfig, loop, pid, relist))
     return {
+        "loops": loops,
+        "apiserver_pid_found": pid is not None,
         "floor": best_floor,
         "floor_gc": best(floors_gc),
         "plan": best_plan,
@@ -204,6 +338,7 @@ def serve(
     repeat: int,
     descheduler: Path | None,
     floor_gc: bool = False,
+    loop: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Start a control plane and load it; measure it, or with ``hold`` keep it up that long."""
     from bench.load import load_cluster  # noqa: PLC0415
@@ -224,7 +359,9 @@ def serve(
             print(f"serving: --kubeconfig {cp.kubeconfig} for {hold:.0f}s", file=sys.stderr)
             stop.wait(hold)
             return None
-        return load, measure(str(cp.kubeconfig), max(1, repeat), descheduler, floor_gc=floor_gc)
+        return load, measure(
+            str(cp.kubeconfig), max(1, repeat), descheduler, floor_gc=floor_gc, loop=loop
+        )
     finally:
         cp.stop()
 
@@ -258,6 +395,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the floor with the GC on (as bench.live measured it before)",
     )
+    ap.add_argument(
+        "--loop",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N loop-mode runs (run --dry-run --interval 1s) with the watch, and N with "
+        "--relist: time per run, RSS per run, kube-apiserver CPU per run",
+    )
     ap.add_argument("--floor", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.floor:
@@ -270,7 +415,13 @@ def main(argv: list[str] | None = None) -> int:
         descheduler = build_descheduler()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.kubeconfig:
-        result = measure(args.kubeconfig, max(1, args.repeat), descheduler, floor_gc=args.floor_gc)
+        result = measure(
+            args.kubeconfig,
+            max(1, args.repeat),
+            descheduler,
+            floor_gc=args.floor_gc,
+            loop=args.loop,
+        )
         counts = result["floor"].get("counts") or {}
         load = {"nodes": counts.get("nodes", 0), "pods": counts.get("pods", 0), "existing": True}
     else:
@@ -282,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
             repeat=args.repeat,
             descheduler=descheduler,
             floor_gc=args.floor_gc,
+            loop=args.loop,
         )
         if loaded is None:
             return 0
@@ -305,11 +457,29 @@ def main(argv: list[str] | None = None) -> int:
             f"floor with the GC on: {fg['wall_s']:.2f}s (LIST+parse {fg.get('list_s', 0):.2f}s, "
             f"parse {fg.get('parse_s', 0):.2f}s); plan / that: {p['wall_s'] / fg['wall_s']:.2f}x"
         )
+    lines.append(
+        f"kube-apiserver CPU per pass: floor {f.get('apiserver_cpu_s', 0):.2f}s, "
+        f"plan {p.get('apiserver_cpu_s', 0):.2f}s"
+        + ("" if result.get("apiserver_pid_found") else " (kube-apiserver not found: 0)")
+    )
     d = result.get("descheduler")
     if d:
         lines.append(
             f"descheduler v0.36.0 --dry-run pass (topology spread only): {d['wall_s']:.2f}s, "
-            f"peak RSS {d['peak_rss_bytes'] / 2**20:.0f}MiB, exit {d['exit']}"
+            f"peak RSS {d['peak_rss_bytes'] / 2**20:.0f}MiB, exit {d['exit']}, "
+            f"kube-apiserver CPU {d.get('apiserver_cpu_s', 0):.2f}s"
+        )
+    for lp in result.get("loops") or ():
+        if not lp["passes"]:
+            lines.append(f"loop mode ({lp['mode']}): no run finished")
+            continue
+        rss = [r["rss_bytes"] / 2**20 for r in lp["runs"]]
+        lines.append(
+            f"loop mode ({lp['mode']}), {lp['passes']} runs: first {lp['first_s']:.2f}s, later "
+            f"best {lp['later_best_s'] or 0:.2f}s median {lp['later_median_s'] or 0:.2f}s; "
+            f"kube-apiserver CPU first {lp['apiserver_cpu_first_s']:.2f}s, later "
+            f"{lp['apiserver_cpu_later_mean_s'] or 0:.3f}s per run (interval included); "
+            f"RSS per run {', '.join(f'{x:.0f}' for x in rss)} MiB"
         )
     print("\n".join(lines))
     print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")
