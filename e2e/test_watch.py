@@ -44,6 +44,7 @@ def setup(cluster: Cluster, namespace: str) -> Iterator[Imbalance]:
 def test_k_loop_mode_watches_instead_of_listing_again(cluster: Cluster, setup: Imbalance) -> None:
     control = need_own_control_plane(cluster)
     cluster.assert_own_cluster(cluster.kubeconfig)
+    start = audit_mark(cluster)
     proc = subprocess.Popen(
         [sys.executable, "-m", "rebalancer", "run", "--dry-run", "--interval", "2s",
          "-n", setup.ns, "--kubeconfig", str(cluster.kubeconfig)],
@@ -70,6 +71,8 @@ def test_k_loop_mode_watches_instead_of_listing_again(cluster: Cluster, setup: I
         assert summaries[0]["planned"] == 2, summaries[0]
         time.sleep(3)  # the audit backend flushes in batches: the first run's LISTs land
         mark = audit_mark(cluster)
+        first = [e for e in rebalancer_requests(control, start, setup.ns) if e["verb"] == "list"]
+        assert first, "the first run's LISTs show in the audit log"
         zone_a = next(
             n["metadata"]["name"]
             for n in cluster.get_json("nodes", "-l", f"{POOL}={setup.ns},{ZONE}=zone-a")["items"]
