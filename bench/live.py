@@ -254,12 +254,14 @@ def floor_child(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
     return {"wall_s": wall, "peak_rss_bytes": rss, **inner}
 
 
-def plan_child(kubeconfig: str) -> dict[str, Any]:
-    """One ``rebalancer plan -o json`` pass against the live cluster, in a subprocess."""
+def plan_child(kubeconfig: str, decoder: str = "typed") -> dict[str, Any]:
+    """One ``rebalancer plan -o json`` pass against the live cluster, in a subprocess;
+    ``decoder`` "general": with the typed decoder turned off (see bench.plan)."""
+    command = [rebalancer_bin()]
+    if decoder == "general":
+        command = [sys.executable, "-m", "bench.plan", "--general-plan"]
     with (OUT / "live-plan.json").open("wb") as fh:
-        wall, rss, rc = run_child(
-            [rebalancer_bin(), "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh
-        )
+        wall, rss, rc = run_child([*command, "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh)
     summary = None
     if rc == 0:
         summary = orjson.loads((OUT / "live-plan.json").read_bytes()).get("summary")
@@ -273,13 +275,16 @@ def measure(
     *,
     floor_gc: bool = False,
     loop: int = 0,
+    general: bool = False,
 ) -> dict[str, Any]:
     """``repeat`` rounds of floor, (floor with the GC on,) plan, (descheduler); best of each.
     Each is measured with kube-apiserver's CPU seconds. ``loop``: then that many loop-mode
-    runs with the watch, and as many with --relist (:func:`loop_passes`)."""
+    runs with the watch, and as many with --relist (:func:`loop_passes`). ``general``: each
+    round also a plan with the typed decoder turned off."""
     floors: list[dict[str, Any]] = []
     floors_gc: list[dict[str, Any]] = []
     plans: list[dict[str, Any]] = []
+    generals: list[dict[str, Any]] = []
     desched: list[dict[str, Any]] = []
     pid = apiserver_pid(kubeconfig)
     for i in range(repeat):
@@ -291,6 +296,10 @@ def measure(
         with ApiserverCpu(pid) as cpu:
             plans.append(plan_child(kubeconfig))
         plans[-1]["apiserver_cpu_s"] = cpu.seconds
+        if general:
+            with ApiserverCpu(pid) as cpu:
+                generals.append(plan_child(kubeconfig, "general"))
+            generals[-1]["apiserver_cpu_s"] = cpu.seconds
         if descheduler is not None:
             with ApiserverCpu(pid) as cpu:
                 desched.append(descheduler_pass(descheduler, kubeconfig))
@@ -300,6 +309,7 @@ def measure(
             f"(LIST+parse {floors[-1].get('list_s', 0):.2f}s)"
             + (f", floor with GC {floors_gc[-1]['wall_s']:.2f}s" if floors_gc else "")
             + f", plan {plans[-1]['wall_s']:.2f}s exit {plans[-1]['exit']}"
+            + (f", plan (general decoder) {generals[-1]['wall_s']:.2f}s" if generals else "")
             + (f", descheduler {desched[-1]['wall_s']:.2f}s" if desched else ""),
             file=sys.stderr,
             flush=True,
@@ -320,6 +330,8 @@ def measure(
         "floor": best_floor,
         "floor_gc": best(floors_gc),
         "plan": best_plan,
+        "plan_general": best(generals),
+        "plan_general_all": generals,
         "descheduler": best(desched),
         "descheduler_all": desched,
         "floor_all": floors,
@@ -339,6 +351,7 @@ def serve(
     descheduler: Path | None,
     floor_gc: bool = False,
     loop: int = 0,
+    general: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Start a control plane and load it; measure it, or with ``hold`` keep it up that long."""
     from bench.load import load_cluster  # noqa: PLC0415
@@ -360,10 +373,70 @@ def serve(
             stop.wait(hold)
             return None
         return load, measure(
-            str(cp.kubeconfig), max(1, repeat), descheduler, floor_gc=floor_gc, loop=loop
+            str(cp.kubeconfig),
+            max(1, repeat),
+            descheduler,
+            floor_gc=floor_gc,
+            loop=loop,
+            general=general,
         )
     finally:
         cp.stop()
+
+
+def report_lines(size: str, load: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """The printed figures."""
+    f, p = result["floor"], result["plan"]
+    lines = [
+        f"{'size':<7} {'nodes':>6} {'pods':>7} {'LIST MB':>7} {'pages':>5} "
+        f"{'floor wall':>10} {'(LIST+parse)':>12} {'floor RSS':>9} "
+        f"{'plan wall':>9} {'plan RSS':>8} {'ratio':>6}",
+    ]
+    lines.append("-" * len(lines[0]))
+    lines.append(
+        f"{size:<7} {load['nodes']:>6} {load['pods']:>7} {f.get('mb', 0):>7} "
+        f"{f.get('pages', 0):>5} {f['wall_s']:>9.2f}s {f.get('list_s', 0):>11.2f}s "
+        f"{f['peak_rss_bytes'] / 2**20:>6.0f}MiB {p['wall_s']:>8.2f}s "
+        f"{p['peak_rss_bytes'] / 2**20:>5.0f}MiB {result['ratio']:>5.2f}x"
+    )
+    fg = result.get("floor_gc")
+    if fg:
+        lines.append(
+            f"floor with the GC on: {fg['wall_s']:.2f}s (LIST+parse {fg.get('list_s', 0):.2f}s, "
+            f"parse {fg.get('parse_s', 0):.2f}s); plan / that: {p['wall_s'] / fg['wall_s']:.2f}x"
+        )
+    pg = result.get("plan_general")
+    if pg:
+        lines.append(
+            f"plan with the general decoder: {pg['wall_s']:.2f}s, peak RSS "
+            f"{pg['peak_rss_bytes'] / 2**20:.0f}MiB, kube-apiserver CPU "
+            f"{pg.get('apiserver_cpu_s', 0):.2f}s"
+        )
+    lines.append(
+        f"kube-apiserver CPU per pass: floor {f.get('apiserver_cpu_s', 0):.2f}s, "
+        f"plan {p.get('apiserver_cpu_s', 0):.2f}s"
+        + ("" if result.get("apiserver_pid_found") else " (kube-apiserver not found: 0)")
+    )
+    d = result.get("descheduler")
+    if d:
+        lines.append(
+            f"descheduler v0.36.0 --dry-run pass (topology spread only): {d['wall_s']:.2f}s, "
+            f"peak RSS {d['peak_rss_bytes'] / 2**20:.0f}MiB, exit {d['exit']}, "
+            f"kube-apiserver CPU {d.get('apiserver_cpu_s', 0):.2f}s"
+        )
+    for lp in result.get("loops") or ():
+        if not lp["passes"]:
+            lines.append(f"loop mode ({lp['mode']}): no run finished")
+            continue
+        rss = [r["rss_bytes"] / 2**20 for r in lp["runs"]]
+        lines.append(
+            f"loop mode ({lp['mode']}), {lp['passes']} runs: first {lp['first_s']:.2f}s, later "
+            f"best {lp['later_best_s'] or 0:.2f}s median {lp['later_median_s'] or 0:.2f}s; "
+            f"kube-apiserver CPU first {lp['apiserver_cpu_first_s']:.2f}s, later "
+            f"{lp['apiserver_cpu_later_mean_s'] or 0:.3f}s per run (interval included); "
+            f"RSS per run {', '.join(f'{x:.0f}' for x in rss)} MiB"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -403,6 +476,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also N loop-mode runs (run --dry-run --interval 1s) with the watch, and N with "
         "--relist: time per run, RSS per run, kube-apiserver CPU per run",
     )
+    ap.add_argument(
+        "--general",
+        action="store_true",
+        help="each round also a plan with the typed decoder off (orjson + the converter)",
+    )
     ap.add_argument("--floor", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.floor:
@@ -421,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
             descheduler,
             floor_gc=args.floor_gc,
             loop=args.loop,
+            general=args.general,
         )
         counts = result["floor"].get("counts") or {}
         load = {"nodes": counts.get("nodes", 0), "pods": counts.get("pods", 0), "existing": True}
@@ -434,53 +513,12 @@ def main(argv: list[str] | None = None) -> int:
             descheduler=descheduler,
             floor_gc=args.floor_gc,
             loop=args.loop,
+            general=args.general,
         )
         if loaded is None:
             return 0
         load, result = loaded
-    f, p = result["floor"], result["plan"]
-    lines = [
-        f"{'size':<7} {'nodes':>6} {'pods':>7} {'LIST MB':>7} {'pages':>5} "
-        f"{'floor wall':>10} {'(LIST+parse)':>12} {'floor RSS':>9} "
-        f"{'plan wall':>9} {'plan RSS':>8} {'ratio':>6}",
-    ]
-    lines.append("-" * len(lines[0]))
-    lines.append(
-        f"{args.size:<7} {load['nodes']:>6} {load['pods']:>7} {f.get('mb', 0):>7} "
-        f"{f.get('pages', 0):>5} {f['wall_s']:>9.2f}s {f.get('list_s', 0):>11.2f}s "
-        f"{f['peak_rss_bytes'] / 2**20:>6.0f}MiB {p['wall_s']:>8.2f}s "
-        f"{p['peak_rss_bytes'] / 2**20:>5.0f}MiB {result['ratio']:>5.2f}x"
-    )
-    fg = result.get("floor_gc")
-    if fg:
-        lines.append(
-            f"floor with the GC on: {fg['wall_s']:.2f}s (LIST+parse {fg.get('list_s', 0):.2f}s, "
-            f"parse {fg.get('parse_s', 0):.2f}s); plan / that: {p['wall_s'] / fg['wall_s']:.2f}x"
-        )
-    lines.append(
-        f"kube-apiserver CPU per pass: floor {f.get('apiserver_cpu_s', 0):.2f}s, "
-        f"plan {p.get('apiserver_cpu_s', 0):.2f}s"
-        + ("" if result.get("apiserver_pid_found") else " (kube-apiserver not found: 0)")
-    )
-    d = result.get("descheduler")
-    if d:
-        lines.append(
-            f"descheduler v0.36.0 --dry-run pass (topology spread only): {d['wall_s']:.2f}s, "
-            f"peak RSS {d['peak_rss_bytes'] / 2**20:.0f}MiB, exit {d['exit']}, "
-            f"kube-apiserver CPU {d.get('apiserver_cpu_s', 0):.2f}s"
-        )
-    for lp in result.get("loops") or ():
-        if not lp["passes"]:
-            lines.append(f"loop mode ({lp['mode']}): no run finished")
-            continue
-        rss = [r["rss_bytes"] / 2**20 for r in lp["runs"]]
-        lines.append(
-            f"loop mode ({lp['mode']}), {lp['passes']} runs: first {lp['first_s']:.2f}s, later "
-            f"best {lp['later_best_s'] or 0:.2f}s median {lp['later_median_s'] or 0:.2f}s; "
-            f"kube-apiserver CPU first {lp['apiserver_cpu_first_s']:.2f}s, later "
-            f"{lp['apiserver_cpu_later_mean_s'] or 0:.3f}s per run (interval included); "
-            f"RSS per run {', '.join(f'{x:.0f}' for x in rss)} MiB"
-        )
+    lines = report_lines(args.size, load, result)
     print("\n".join(lines))
     print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")
     out = Path(args.out)

@@ -146,12 +146,14 @@ DECODERS = ("typed", "general")
 
 
 def use_general_path() -> None:
-    """Turn the typed decoder off in this process: snapshot files then take the general path
-    (orjson + the converter), as before it existed. For side-by-side figures only."""
+    """Turn the typed decoder off in this process: snapshot files and live LIST pages then
+    take the general path (orjson + the converter), as before it existed. For side-by-side
+    figures only."""
     from rebalancer.cluster import fastdecode  # noqa: PLC0415
 
     fastdecode.load_lines = lambda *args, **kwargs: None  # type: ignore[assignment]
     fastdecode.load_list = lambda *args, **kwargs: None  # type: ignore[assignment]
+    fastdecode.page_items = lambda *args, **kwargs: None  # type: ignore[assignment]  # LISTs
 
 
 def general_plan(argv: list[str]) -> int:
