@@ -95,6 +95,7 @@ class _ResourceWatch:
         settings: WatchSettings,
         caches: Caches,
         lock: threading.Lock,
+        list_gate: threading.Lock,
         stop: threading.Event,
         clock: Callable[[], float],
         rng: random.Random,
@@ -106,6 +107,7 @@ class _ResourceWatch:
         self._settings = settings
         self._caches = caches
         self._lock = lock
+        self._list_gate = list_gate
         self._stop = stop
         self._clock = clock
         self._rng = rng
@@ -164,13 +166,15 @@ class _ResourceWatch:
     # --- LIST ----------------------------------------------------------------------------
 
     def _relist(self) -> None:
-        for attempt in range(MAX_RESTARTS + 1):
-            try:
-                self._list_once()
-                return
-            except errors.Gone:
-                if attempt == MAX_RESTARTS:
-                    raise
+        # One LIST at a time: eleven at once only compete for the API server and the GIL.
+        with self._list_gate:
+            for attempt in range(MAX_RESTARTS + 1):
+                try:
+                    self._list_once()
+                    return
+                except errors.Gone:
+                    if attempt == MAX_RESTARTS:
+                        raise
 
     def _list_once(self) -> None:
         items: dict[_Key, Any] = {}
@@ -320,6 +324,7 @@ class ClusterWatch:
         self._lock = threading.Lock()
         self._clock = clock
         caches = Caches()  # one for every resource: shared fragments keep their numbers
+        list_gate = threading.Lock()
         rng = random.Random(seed)
         self._watches = [
             _ResourceWatch(
@@ -330,6 +335,7 @@ class ClusterWatch:
                 settings=self.settings,
                 caches=caches,
                 lock=self._lock,
+                list_gate=list_gate,
                 stop=self._stop,
                 clock=clock,
                 rng=random.Random(rng.random()),
