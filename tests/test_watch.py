@@ -23,7 +23,7 @@ from rebalancer.cluster.watch import ClusterWatch, WatchSettings
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
-from tests.test_reader import cluster_items
+from tests.builders import cluster_items
 
 FAST = WatchSettings(page_size=3, backoff_initial=0.01, backoff_max=0.05, sync_timeout=10)
 
@@ -197,7 +197,7 @@ def settled(watch: ClusterWatch, api: FakeApi) -> bool:
 
 
 def _pod(name: str, node: str, app: str = "web") -> dict[str, Any]:
-    from tests.test_reader import _pod as make  # noqa: PLC0415
+    from tests.builders import list_pod as make  # noqa: PLC0415
 
     return make(name, node, app=app)
 
@@ -329,7 +329,7 @@ def test_a_forbidden_first_list_is_the_pass_error() -> None:
 
 
 def test_skip_invalid_leaves_the_namespace_out_as_a_fresh_read_does(api: FakeApi) -> None:
-    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415
+    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # the oracle
 
     with watching(api) as watch:
         watch.snapshot()
