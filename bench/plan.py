@@ -151,9 +151,9 @@ def use_general_path() -> None:
     figures only."""
     from rebalancer.cluster import fastdecode  # noqa: PLC0415
 
-    fastdecode.load_lines = lambda *args, **kwargs: None  # type: ignore[assignment]
-    fastdecode.load_list = lambda *args, **kwargs: None  # type: ignore[assignment]
-    fastdecode.page_items = lambda *args, **kwargs: None  # type: ignore[assignment]  # LISTs
+    fastdecode.load_lines = lambda *args, **kwargs: None
+    fastdecode.load_list = lambda *args, **kwargs: None
+    fastdecode.page_items = lambda *args, **kwargs: None  # the reader's LIST pages
 
 
 def general_plan(argv: list[str]) -> int:

@@ -126,9 +126,9 @@ def test_typed_list_lends_its_kind_and_pods_take_the_typed_path(tmp_path: Path) 
     general_calls = []
     original = fast._add_general
 
-    def counting(raw: Any, kind: str | None) -> bool:
+    def counting(raw: Any, kind: str | None, listed: bool) -> bool:
         general_calls.append(kind)
-        return original(raw, kind)
+        return original(raw, kind, listed)
 
     fast._add_general = counting  # type: ignore[method-assign]
     for pod in pods:
