@@ -27,7 +27,7 @@ from msgspec import Raw, Struct
 
 from rebalancer.cluster import errors
 from rebalancer.cluster.fastdecode import FastBuilder, page_parts
-from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, MAX_RESTARTS, drop_managed_fields
+from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, MAX_RESTARTS, PageFetcher
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder, convert_one
 from rebalancer.core.convert.builder import Rejected
@@ -179,24 +179,25 @@ class _ResourceWatch:
     def _list_once(self) -> None:
         items: dict[_Key, Any] = {}
         problems: dict[_Key, list[str]] = {}
-        token: str | None = None
         version: str | None = None
         name = self.resource.name
-        while True:
-            raw = self._list_page(name, self.namespace, self._settings.page_size, token)
-            parts = page_parts(drop_managed_fields(raw))
-            del raw
-            if parts is None:
-                raise errors.ClusterError(f"LIST {name}: the answer is not a list")
-            page, token, page_version = parts
-            version = version or page_version
-            self.counts["list_pages"] += 1
-            with self._lock, gc_paused():
-                for item in page:
-                    self._apply(items, problems, item)
-            del page, parts
-            if token is None:
-                break
+        # The reader's fetcher: the next pages are requested while this one is converted.
+        fetcher = PageFetcher(
+            self._list_page, [(self.resource, self.namespace)], self._settings.page_size
+        )
+        with fetcher:
+            for _, raw, _token in fetcher:
+                parts = page_parts(raw)
+                del raw
+                if parts is None:
+                    raise errors.ClusterError(f"LIST {name}: the answer is not a list")
+                page, _, page_version = parts
+                version = version or page_version
+                self.counts["list_pages"] += 1
+                with self._lock, gc_paused():
+                    for item in page:
+                        self._apply(items, problems, item)
+                del page, parts
         if not version:
             raise errors.ClusterError(f"LIST {name}: the answer has no resourceVersion")
         with self._lock:
