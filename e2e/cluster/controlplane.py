@@ -66,10 +66,14 @@ class KubectlError(subprocess.CalledProcessError):
 # --------------------------------------------------------------------------- build
 
 
-def build(*, quiet: bool = False, timeout: float = 3 * 3600) -> Path:
-    """Run build.sh (a no-op when the cache is warm) and return the bin dir."""
+def run_build_script(
+    script: Path, marker: str, *, quiet: bool = False, timeout: float = 3 * 3600
+) -> Path:
+    """Run a cached build script (a no-op when its cache is warm) and return the directory it
+    names on its last ``MARKER=<dir>`` line; its output is shown on failure (always unless
+    ``quiet``)."""
     proc = subprocess.run(
-        ["bash", str(BUILD_SH)],
+        ["bash", str(script)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -79,11 +83,16 @@ def build(*, quiet: bool = False, timeout: float = 3 * 3600) -> Path:
     if not quiet or proc.returncode != 0:
         sys.stderr.write(proc.stdout)
     if proc.returncode != 0:
-        raise ControlPlaneError(f"build.sh failed (exit {proc.returncode}); output above")
+        raise ControlPlaneError(f"{script.name} failed (exit {proc.returncode}); output above")
     for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("BIN_DIR="):
+        if line.startswith(f"{marker}="):
             return Path(line.split("=", 1)[1])
-    raise ControlPlaneError("build.sh printed no BIN_DIR= line")
+    raise ControlPlaneError(f"{script.name} printed no {marker}= line")
+
+
+def build(*, quiet: bool = False, timeout: float = 3 * 3600) -> Path:
+    """Run build.sh (a no-op when the cache is warm) and return the bin dir."""
+    return run_build_script(BUILD_SH, "BIN_DIR", quiet=quiet, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -50,6 +50,7 @@ from .controlplane import (
     _b64,
     free_ports,
     kubeconfig_dict,
+    run_build_script,
     wait_for,
     write_json,
 )
@@ -93,22 +94,7 @@ CNI_BIN_DIR = "/usr/lib/cni"
 
 def build_nodes(*, quiet: bool = False, timeout: float = 3 * 3600) -> Path:
     """Run build-nodes.sh (a no-op when cached) and return the nodes' bin dir."""
-    proc = subprocess.run(
-        ["bash", str(BUILD_NODES_SH)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if not quiet or proc.returncode != 0:
-        sys.stderr.write(proc.stdout)
-    if proc.returncode != 0:
-        raise ControlPlaneError(f"build-nodes.sh failed (exit {proc.returncode}); output above")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("NODES_BIN_DIR="):
-            return Path(line.split("=", 1)[1])
-    raise ControlPlaneError("build-nodes.sh printed no NODES_BIN_DIR= line")
+    return run_build_script(BUILD_NODES_SH, "NODES_BIN_DIR", quiet=quiet, timeout=timeout)
 
 
 def build_rebalancer_image(*, timeout: float = 1800) -> tuple[str, Path]:
