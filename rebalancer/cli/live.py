@@ -286,6 +286,7 @@ class _Reader:
             namespace=self._namespace,
             deadline=_read_deadline(self._timeouts),
             skip_invalid=True,
+            list_page_proto=self._kube.list_page_proto,  # pods as protobuf, when served so
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")

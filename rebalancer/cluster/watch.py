@@ -187,6 +187,7 @@ class _ResourceWatch:
         )
         with fetcher:
             for _, raw, _token in fetcher:
+                assert isinstance(raw, bytes)  # JSON: no protobuf transport given
                 parts = page_parts(raw)
                 del raw
                 if parts is None:
