@@ -176,7 +176,9 @@ def encode_pod(obj: Mapping[str, Any]) -> pb.Pod:
     if meta.get("deletionTimestamp") is not None:
         m.deletionTimestamp.CopyFrom(_seconds(meta["deletionTimestamp"]))
     m.labels.extend(_entries(meta.get("labels")))
-    m.annotations.extend(_entries(meta.get("annotations")))
+    m.annotations.extend(
+        pb.StringEntry(key=k, value=v) for k, v in sorted((meta.get("annotations") or {}).items())
+    )
     m.ownerReferences.extend(_owner(r) for r in meta.get("ownerReferences") or ())
     s = pod.spec
     s.volumes.extend(_volume(v) for v in spec.get("volumes") or ())

@@ -28,7 +28,7 @@ from rebalancer.cluster.fastdecode import FastBuilder, Sink
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.memo import EMPTY_NUMBER
-from rebalancer.core.convert.pods import MIRROR_ANNOTATION
+from rebalancer.core.convert.pods import LAST_APPLIED_ANNOTATION, MIRROR_ANNOTATION
 from rebalancer.core.convert.requests import pod_requests
 from rebalancer.core.model import Pod
 
@@ -292,7 +292,6 @@ class ProtoBuilder(FastBuilder):
         super().__init__(builder)
         no_map: tuple[dict[str, str], int] = ({}, EMPTY_NUMBER)
         self._p_labels = _Memo(no_map)
-        self._p_annotations = _Memo(no_map)
         self._p_owners = _Memo(None)
         self._p_node_selectors = _Memo(no_map)
         self._p_affinity = _Memo((None, EMPTY_NUMBER))
@@ -442,19 +441,7 @@ class ProtoBuilder(FastBuilder):
                 resized = ()
         pod_level = spec.resources if spec.HasField("resources") else None
         # One lookup for everything a workload's pods share, by the bytes of its fragments.
-        parts = (
-            tuple(meta.labels),
-            tuple(meta.ownerReferences),
-            tuple(spec.nodeSelector),
-            spec.affinity,
-            tuple(spec.tolerations),
-            tuple(spec.topologySpreadConstraints),
-            tuple(spec.containers),
-            tuple(spec.initContainers),
-            tuple(spec.overhead),
-            pod_level,
-            tuple(spec.resourceClaims),
-        )
+        parts = _parts(meta, spec, pod_level)
         key = (parts, resized, reasons)
         template = self._p_templates.data.get(key)
         if template is None:
@@ -473,25 +460,9 @@ class ProtoBuilder(FastBuilder):
             claims,
             template_number,
         ) = template
-        annotations, _ = self._p_shared(
-            self._p_annotations, tuple(meta.annotations), _string_map, self._annotations_of
-        )
+        annotations = _annotations(meta.annotations)
         pvc_names, local_storage = _volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
-        if meta.HasField("deletionTimestamp"):
-            deleted = meta.deletionTimestamp
-            # An empty Time is the zero time (JSON: null, not terminating) or the epoch.
-            if not deleted.seconds and not deleted.nanos:
-                raise _Fallback
-            terminating = True
-        else:
-            terminating = False
-        ready = disruption_target = False
-        for condition in status.conditions:
-            kind = condition.type
-            if kind == "Ready":
-                ready = condition.status == "True"
-            elif kind == "DisruptionTarget":
-                disruption_target = condition.status == "True"
+        ready, disruption_target = _conditions(status.conditions)
         # Positional, in the order of the model's fields (as fastdecode builds it).
         return Pod(
             sys.intern(meta.namespace or "default"),
@@ -502,7 +473,7 @@ class ProtoBuilder(FastBuilder):
             # JSON writes seconds only; an empty Time (zero time, or the epoch) reads as 0.0.
             float(meta.creationTimestamp.seconds),
             status.phase or "Pending",
-            terminating,
+            _terminating(meta),
             spec.priority if spec.HasField("priority") else None,
             spec.priorityClassName or None,
             owner,
@@ -526,6 +497,72 @@ class ProtoBuilder(FastBuilder):
             label_set,
             template_number,
         )
+
+
+def _parts(meta: pb.ObjectMeta, spec: pb.PodSpec, pod_level: bytes | None) -> tuple[Any, ...]:
+    """The encoded fragments of a pod's template (most are empty in most pods: no tuple is
+    made for those)."""
+    x: Sequence[bytes] = meta.labels
+    labels_key = tuple(x) if x else ()
+    x = meta.ownerReferences
+    owners_key = tuple(x) if x else ()
+    x = spec.nodeSelector
+    selector_key = tuple(x) if x else ()
+    x = spec.tolerations
+    tolerations_key = tuple(x) if x else ()
+    x = spec.topologySpreadConstraints
+    constraints_key = tuple(x) if x else ()
+    x = spec.initContainers
+    init_key = tuple(x) if x else ()
+    x = spec.overhead
+    overhead_key = tuple(x) if x else ()
+    x = spec.resourceClaims
+    claims_key = tuple(x) if x else ()
+    return (
+        labels_key,
+        owners_key,
+        selector_key,
+        spec.affinity,
+        tolerations_key,
+        constraints_key,
+        tuple(spec.containers),
+        init_key,
+        overhead_key,
+        pod_level,
+        claims_key,
+    )
+
+
+def _terminating(meta: pb.ObjectMeta) -> bool:
+    if not meta.HasField("deletionTimestamp"):
+        return False
+    deleted = meta.deletionTimestamp
+    # An empty Time is the zero time (JSON: null, not terminating) or the epoch: ambiguous.
+    if not deleted.seconds and not deleted.nanos:
+        raise _Fallback
+    return True
+
+
+def _conditions(conditions: Iterable[pb.PodCondition]) -> tuple[bool, bool]:
+    """(Ready, DisruptionTarget), as :func:`rebalancer.core.convert.disruption.pod_conditions`."""
+    ready = disruption_target = False
+    for condition in conditions:
+        kind = condition.type
+        if kind == "Ready":
+            ready = condition.status == "True"
+        elif kind == "DisruptionTarget":
+            disruption_target = condition.status == "True"
+    return ready, disruption_target
+
+
+def _annotations(entries: Sequence[pb.StringEntry]) -> dict[str, str]:
+    """As the converter has them: the last-applied annotation (a copy of the whole spec) left
+    out, for memory only."""
+    if not entries:
+        return {}
+    annotations = {entry.key: entry.value for entry in entries}
+    annotations.pop(LAST_APPLIED_ANNOTATION, None)
+    return annotations
 
 
 def _resized(

@@ -87,9 +87,9 @@ class ObjectMeta(_message.Message):
     creationTimestamp: Time
     deletionTimestamp: Time
     labels: _containers.RepeatedScalarFieldContainer[bytes]
-    annotations: _containers.RepeatedScalarFieldContainer[bytes]
+    annotations: _containers.RepeatedCompositeFieldContainer[StringEntry]
     ownerReferences: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[bytes]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PodSpec(_message.Message):
     __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources")
