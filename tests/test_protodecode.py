@@ -37,6 +37,7 @@ from rebalancer.cluster.protodecode import (
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.cluster.reader import read_cluster
 from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.watch import ClusterWatch
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
@@ -761,3 +762,73 @@ def test_kube_reads_a_protobuf_error_answer() -> None:
 def test_is_protobuf_is_the_magic() -> None:
     assert is_protobuf(pod_page([])) and not is_protobuf(b'{"kind":"PodList"}')
     assert RESOURCES_BY_NAME["pods"].kind == "Pod"
+
+
+# --- loop mode: the watch's LIST ----------------------------------------------------------------
+
+
+def _proto_transport(api: Any, calls: list[str | None], decline: bool = False) -> Any:
+    """The fake's pod LIST pages in protobuf (``decline``: with a pod the converter rejects)."""
+
+    def list_page_proto(
+        resource: str, namespace: str | None, limit: int, token: str | None
+    ) -> bytes:
+        raw = api.list_page(resource, namespace, limit, token)
+        if resource != "pods":
+            return bytes(raw)
+        calls.append(token)
+        page = orjson.loads(raw)
+        items = page["items"]
+        if decline:
+            items = [*items, dict(items[0], metadata={"name": "zz-bad"}, spec={"priority": 0,
+                     "tolerations": [{"operator": "Sometimes"}]})]  # fmt: skip
+        meta = page["metadata"]
+        return pod_page(items, meta.get("continue", ""), meta["resourceVersion"])
+
+    return list_page_proto
+
+
+def test_loop_mode_lists_pods_as_protobuf_and_then_follows_json_events() -> None:
+    from tests.builders import cluster_items as watch_items  # noqa: PLC0415
+    from tests.test_watch import FAST, FakeApi, _pod, eventually, settled  # noqa: PLC0415
+
+    api = FakeApi(watch_items())
+    calls: list[str | None] = []
+    watch = ClusterWatch(
+        api.list_page,
+        api.watch_lines,
+        settings=FAST,
+        seed=1,
+        list_page_proto=_proto_transport(api, calls),
+    )
+    try:
+        assert watch.snapshot() == api.expected()
+        assert calls[0] is None and calls[1:] == ["3", "6"]  # the pods' LIST as protobuf
+        api.put("pods", _pod("web-new", "node-c1"))
+        eventually(lambda: settled(watch, api))
+        assert "web-new" in {p.name for p in watch.snapshot().pods}
+    finally:
+        api.close()
+        watch.close()
+
+
+def test_loop_mode_reads_a_declined_first_page_again_as_json() -> None:
+    from tests.builders import cluster_items as watch_items  # noqa: PLC0415
+    from tests.test_watch import FAST, FakeApi  # noqa: PLC0415
+
+    api = FakeApi(watch_items())
+    calls: list[str | None] = []
+    watch = ClusterWatch(
+        api.list_page,
+        api.watch_lines,
+        settings=FAST,
+        seed=1,
+        list_page_proto=_proto_transport(api, calls, decline=True),
+    )
+    try:
+        # The JSON read has no such pod: the protobuf page was declined, not taken.
+        assert watch.snapshot() == api.expected()
+        assert calls[0] is None
+    finally:
+        api.close()
+        watch.close()

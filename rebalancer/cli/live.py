@@ -323,7 +323,11 @@ class _WatchReader:
 
         settings = WatchSettings(sync_timeout=max(WatchSettings().sync_timeout, timeouts.read))
         self._watch = ClusterWatch(
-            kube.list_page, kube.watch_lines, namespace=namespace, settings=settings
+            kube.list_page,
+            kube.watch_lines,
+            namespace=namespace,
+            settings=settings,
+            list_page_proto=kube.list_page_proto,  # the pods' LISTs as protobuf, when served so
         )
         self.rejected: tuple[Any, ...] = ()
 
