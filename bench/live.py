@@ -15,7 +15,10 @@ objects of a ``bench.gen`` snapshot (default: medium, 1,000 nodes / 30,000 pods;
   same page size, one request after the other) and parsed with ``orjson.loads``, nothing else,
   the cyclic GC paused as the reader pauses it; with ``--floor-gc`` also once with the GC on
   (how this benchmark measured the floor before);
-* ``rebalancer plan --kubeconfig KUBECONFIG -o json`` in a subprocess;
+* ``rebalancer plan --kubeconfig KUBECONFIG -o json`` in a subprocess (pod pages asked for as
+  protobuf); with ``--decoders`` also the same pass reading other ways, side by side: ``typed``
+  (all pages JSON, msgspec's typed decoder), ``general`` (all JSON, orjson + the converter);
+  each with its wall, client CPU (the child's user + system), peak RSS and kube-apiserver CPU;
 * unless ``--no-descheduler``: one ``descheduler --dry-run --descheduling-interval 0`` pass with
   only RemovePodsViolatingTopologySpreadConstraint (see :mod:`bench.compare`), wall + peak RSS.
 
@@ -41,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from bench.plan import RESULTS, machine, rebalancer_bin, run_child, snapshot_path
+from bench.plan import RESULTS, machine, rebalancer_bin, run_child, snapshot_path, use_json_lists
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -254,18 +257,43 @@ def floor_child(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
     return {"wall_s": wall, "peak_rss_bytes": rss, **inner}
 
 
-def plan_child(kubeconfig: str, decoder: str = "typed") -> dict[str, Any]:
-    """One ``rebalancer plan -o json`` pass against the live cluster, in a subprocess;
-    ``decoder`` "general": with the typed decoder turned off (see bench.plan)."""
-    command = [rebalancer_bin()]
-    if decoder == "general":
-        command = [sys.executable, "-m", "bench.plan", "--general-plan"]
+DECODERS = ("proto", "typed", "general")
+"""How a plan pass reads: pod pages as protobuf (the default), or all JSON with msgspec's typed
+decoder (as before protobuf), or all JSON with orjson + the converter (as before that)."""
+
+
+def plan_child(kubeconfig: str, decoder: str = "proto") -> dict[str, Any]:
+    """One ``rebalancer plan -o json`` pass against the live cluster, in a subprocess, reading
+    as ``decoder`` says (:data:`DECODERS`)."""
+    command = {
+        "proto": [rebalancer_bin()],
+        "typed": [sys.executable, "-m", "bench.live", "--json-plan"],
+        "general": [sys.executable, "-m", "bench.plan", "--general-plan"],
+    }[decoder]
+    cpu: dict[str, float] = {}
     with (OUT / "live-plan.json").open("wb") as fh:
-        wall, rss, rc = run_child([*command, "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh)
+        wall, rss, rc = run_child(
+            [*command, "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh, cpu=cpu
+        )
     summary = None
     if rc == 0:
         summary = orjson.loads((OUT / "live-plan.json").read_bytes()).get("summary")
-    return {"wall_s": wall, "peak_rss_bytes": rss, "exit": rc, "summary": summary}
+    return {
+        "decoder": decoder,
+        "wall_s": wall,
+        "client_cpu_s": cpu.get("cpu_s"),
+        "peak_rss_bytes": rss,
+        "exit": rc,
+        "summary": summary,
+    }
+
+
+def json_plan(argv: list[str]) -> int:
+    """``rebalancer ARGV`` asking for JSON only (``--json-plan``: the ``typed`` decoder)."""
+    use_json_lists()
+    from rebalancer.cli.main import main as cli_main  # noqa: PLC0415
+
+    return cli_main(argv)
 
 
 def measure(
@@ -276,11 +304,15 @@ def measure(
     floor_gc: bool = False,
     loop: int = 0,
     general: bool = False,
+    decoders: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """``repeat`` rounds of floor, (floor with the GC on,) plan, (descheduler); best of each.
     Each is measured with kube-apiserver's CPU seconds. ``loop``: then that many loop-mode
     runs with the watch, and as many with --relist (:func:`loop_passes`). ``general``: each
-    round also a plan with the typed decoder turned off."""
+    round also a plan with the typed decoder turned off. ``decoders``: each round also a plan
+    reading each of those ways (:data:`DECODERS`; "proto" is the plan pass itself)."""
+    others = [d for d in decoders if d != "proto"]
+    by_decoder: dict[str, list[dict[str, Any]]] = {d: [] for d in others}
     floors: list[dict[str, Any]] = []
     floors_gc: list[dict[str, Any]] = []
     plans: list[dict[str, Any]] = []
@@ -300,6 +332,10 @@ def measure(
             with ApiserverCpu(pid) as cpu:
                 generals.append(plan_child(kubeconfig, "general"))
             generals[-1]["apiserver_cpu_s"] = cpu.seconds
+        for decoder in others:
+            with ApiserverCpu(pid) as cpu:
+                by_decoder[decoder].append(plan_child(kubeconfig, decoder))
+            by_decoder[decoder][-1]["apiserver_cpu_s"] = cpu.seconds
         if descheduler is not None:
             with ApiserverCpu(pid) as cpu:
                 desched.append(descheduler_pass(descheduler, kubeconfig))
@@ -310,6 +346,7 @@ def measure(
             + (f", floor with GC {floors_gc[-1]['wall_s']:.2f}s" if floors_gc else "")
             + f", plan {plans[-1]['wall_s']:.2f}s exit {plans[-1]['exit']}"
             + (f", plan (general decoder) {generals[-1]['wall_s']:.2f}s" if generals else "")
+            + "".join(f", plan ({d}) {runs[-1]['wall_s']:.2f}s" for d, runs in by_decoder.items())
             + (f", descheduler {desched[-1]['wall_s']:.2f}s" if desched else ""),
             file=sys.stderr,
             flush=True,
@@ -332,6 +369,8 @@ def measure(
         "plan": best_plan,
         "plan_general": best(generals),
         "plan_general_all": generals,
+        "plan_decoders": {"proto": best_plan} | {d: best(runs) for d, runs in by_decoder.items()},
+        "plan_decoders_all": by_decoder,
         "descheduler": best(desched),
         "descheduler_all": desched,
         "floor_all": floors,
@@ -352,6 +391,7 @@ def serve(
     floor_gc: bool = False,
     loop: int = 0,
     general: bool = False,
+    decoders: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Start a control plane and load it; measure it, or with ``hold`` keep it up that long."""
     from bench.load import load_cluster  # noqa: PLC0415
@@ -379,6 +419,7 @@ def serve(
             floor_gc=floor_gc,
             loop=loop,
             general=general,
+            decoders=decoders,
         )
     finally:
         cp.stop()
@@ -405,6 +446,20 @@ def report_lines(size: str, load: dict[str, Any], result: dict[str, Any]) -> lis
             f"floor with the GC on: {fg['wall_s']:.2f}s (LIST+parse {fg.get('list_s', 0):.2f}s, "
             f"parse {fg.get('parse_s', 0):.2f}s); plan / that: {p['wall_s'] / fg['wall_s']:.2f}x"
         )
+    decoded = result.get("plan_decoders") or {}
+    if len(decoded) > 1:
+        lines.append(
+            "plan pass by decoder (best wall of the rounds): wall, client CPU, peak RSS, "
+            "kube-apiserver CPU"
+        )
+        for name, run in decoded.items():
+            if run is None:
+                continue
+            lines.append(
+                f"  {name:<8} {run['wall_s']:>6.2f}s {run.get('client_cpu_s') or 0:>6.2f}s "
+                f"{run['peak_rss_bytes'] / 2**20:>6.0f}MiB {run.get('apiserver_cpu_s', 0):>6.2f}s"
+                f"  exit {run['exit']}"
+            )
     pg = result.get("plan_general")
     if pg:
         lines.append(
@@ -481,8 +536,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="each round also a plan with the typed decoder off (orjson + the converter)",
     )
+    ap.add_argument(
+        "--decoders",
+        default="proto",
+        help="comma-separated: each round a plan pass reading each way, side by side: proto "
+        "(pod pages as protobuf, the default path), typed (all JSON, msgspec), general (all "
+        "JSON, orjson + the converter); e.g. proto,typed",
+    )
     ap.add_argument("--floor", metavar="KUBECONFIG", help=argparse.SUPPRESS)
+    ap.add_argument("--json-plan", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.json_plan is not None:
+        return json_plan(args.json_plan)
+    decoders = tuple(d.strip() for d in args.decoders.split(",") if d.strip())
+    unknown = [d for d in decoders if d not in DECODERS]
+    if unknown:
+        ap.error(f"--decoders: unknown {', '.join(unknown)} (known: {', '.join(DECODERS)})")
     if args.floor:
         sys.stdout.buffer.write(orjson.dumps(floor(args.floor, gc_on=args.floor_gc)))
         return 0
@@ -500,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
             floor_gc=args.floor_gc,
             loop=args.loop,
             general=args.general,
+            decoders=decoders,
         )
         counts = result["floor"].get("counts") or {}
         load = {"nodes": counts.get("nodes", 0), "pods": counts.get("pods", 0), "existing": True}
@@ -514,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
             floor_gc=args.floor_gc,
             loop=args.loop,
             general=args.general,
+            decoders=decoders,
         )
         if loaded is None:
             return 0

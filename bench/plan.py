@@ -110,8 +110,11 @@ def snapshot_path(size: str, seed: int) -> Path:
 TIME_BIN = "/usr/bin/time"
 
 
-def run_child(argv: list[str], stdout: Any, stderr: Any = None) -> tuple[float, int, int]:
+def run_child(
+    argv: list[str], stdout: Any, stderr: Any = None, cpu: dict[str, float] | None = None
+) -> tuple[float, int, int]:
     """Run argv; return (wall seconds, peak RSS in bytes, exit code) of that child alone.
+    ``cpu``, when given, receives ``cpu_s``: the child's user + system CPU seconds.
 
     The peak RSS comes from ``/usr/bin/time -f %M`` when it exists: Linux carries a process's
     RSS high-water mark across fork + exec, so ``wait4``'s ru_maxrss of a child forked from a
@@ -128,6 +131,8 @@ def run_child(argv: list[str], stdout: Any, stderr: Any = None) -> tuple[float, 
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     rc = os.waitstatus_to_exitcode(status)
+    if cpu is not None:
+        cpu["cpu_s"] = usage.ru_utime + usage.ru_stime
     rss = usage.ru_maxrss * 1024
     if rss_file is not None:
         text = Path(rss_file).read_text().split()
@@ -154,6 +159,15 @@ def use_general_path() -> None:
     fastdecode.load_lines = lambda *args, **kwargs: None
     fastdecode.load_list = lambda *args, **kwargs: None
     fastdecode.page_items = lambda *args, **kwargs: None  # the reader's LIST pages
+    use_json_lists()
+
+
+def use_json_lists() -> None:
+    """Ask for JSON only in this process: the live reader's pod pages then come as JSON, as
+    before protobuf was asked for. For side-by-side figures only."""
+    from rebalancer.cluster import reader  # noqa: PLC0415
+
+    setattr(reader, "PROTOBUF_RESOURCES", frozenset())  # noqa: B010  # a Final, patched here
 
 
 def general_plan(argv: list[str]) -> int:

@@ -106,6 +106,7 @@ def test_live_commands_warn_about_each_object_left_out() -> None:
 
     class Kube:
         list_page = staticmethod(list_page)
+        list_page_proto = staticmethod(list_page)  # a server that answers JSON whatever asked
 
     reader = _Reader(Kube(), None, Timeouts(5, 60, 120))  # type: ignore[arg-type]
     with structlog.testing.capture_logs() as logged:

@@ -286,6 +286,7 @@ class _Reader:
             namespace=self._namespace,
             deadline=_read_deadline(self._timeouts),
             skip_invalid=True,
+            list_page_proto=self._kube.list_page_proto,  # pods as protobuf, when served so
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
@@ -322,7 +323,11 @@ class _WatchReader:
 
         settings = WatchSettings(sync_timeout=max(WatchSettings().sync_timeout, timeouts.read))
         self._watch = ClusterWatch(
-            kube.list_page, kube.watch_lines, namespace=namespace, settings=settings
+            kube.list_page,
+            kube.watch_lines,
+            namespace=namespace,
+            settings=settings,
+            list_page_proto=kube.list_page_proto,  # the pods' LISTs as protobuf, when served so
         )
         self.rejected: tuple[Any, ...] = ()
 

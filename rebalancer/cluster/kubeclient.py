@@ -36,7 +36,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
-from rebalancer.cluster import deadline, errors, logs
+from rebalancer.cluster import deadline, errors, logs, protodecode
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT"})
@@ -213,6 +213,7 @@ class Kube:
         *,
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
+        accept: str = JSON,
     ) -> Response:
         """Send one request; returns any HTTP status, raises only when there is no answer.
 
@@ -221,7 +222,7 @@ class Kube:
         """
         attempt = 0
         while True:
-            response = self._request_once(method, path, query=query, body=body)
+            response = self._request_once(method, path, query=query, body=body, accept=accept)
             if (
                 method != "GET"
                 or response.status not in RETRY_STATUSES
@@ -247,11 +248,12 @@ class Kube:
         *,
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
+        accept: str = JSON,
     ) -> Response:
         if method not in ALLOWED_METHODS or (method == "PUT" and not LEASE_PATH.match(path)):
             # Not an assert: this must hold with python -O too.
             raise ValueError(f"rebalancer never sends {method} {path}")
-        headers = {"Accept": JSON}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = JSON
         request_timeout = self.timeout[1]
@@ -320,12 +322,15 @@ class Kube:
         namespace: str | None = None,
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
+        accept: str = JSON,
     ) -> Response:
-        response = self.request(method, path, query=query, body=body)
+        response = self.request(method, path, query=query, body=body, accept=accept)
         if response.status >= 400:
             raise api_error(
                 response.status,
-                response.json(),
+                protodecode.status_body(response.body)
+                if protodecode.is_protobuf(response.body)
+                else response.json(),
                 verb=verb,
                 resource=resource,
                 namespace=namespace,
@@ -355,6 +360,42 @@ class Kube:
             namespace=scoped,
             query=query,
         ).body
+
+    def list_page_proto(
+        self,
+        resource: str,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+    ) -> bytes:
+        """One page of a LIST, asking for protobuf (kube-apiserver encodes it for a fifth of
+        the CPU JSON costs): the body as sent, protobuf (it starts with
+        :data:`~rebalancer.cluster.protodecode.MAGIC`) when the answer's Content-Type says so,
+        otherwise JSON (a server or proxy may answer JSON whatever was asked)."""
+        spec = RESOURCES_BY_NAME[resource]
+        query = [("limit", str(limit))]
+        if continue_token:
+            query.append(("continue", continue_token))
+        scoped = namespace if spec.namespaced else None
+        response = self._checked(
+            "GET",
+            spec.path(scoped),
+            verb="list",
+            resource=spec.rbac_name,
+            namespace=scoped,
+            query=query,
+            accept=protodecode.ACCEPT,
+        )
+        content_type = next(
+            (v for k, v in response.headers.items() if k.lower() == "content-type"), ""
+        )
+        is_protobuf = content_type.split(";")[0].strip() == protodecode.PROTOBUF
+        if is_protobuf != protodecode.is_protobuf(response.body):
+            raise errors.ClusterError(
+                f"LIST {spec.rbac_name}: the answer's body does not match its Content-Type "
+                f"{content_type or '(none)'}"
+            )
+        return response.body
 
     def watch_lines(
         self,

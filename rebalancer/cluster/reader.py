@@ -8,6 +8,9 @@ loading that file converts into exactly the same :class:`~rebalancer.core.model.
 
 The transport is a plain function, ``list_page(resource, namespace, limit, continue_token) ->
 bytes``; :meth:`rebalancer.cluster.kubeclient.Kube.list_page` is the real one, tests pass their own.
+A second one may ask for the protobuf encoding (:meth:`~rebalancer.cluster.kubeclient.Kube.
+list_page_proto`): pod pages then come as protobuf when the server answers so, and are decoded
+by :mod:`rebalancer.cluster.protodecode` (a page it cannot take exactly is read again as JSON).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from rebalancer.cluster import errors, fastdecode
-from rebalancer.cluster.fastdecode import FastBuilder
+from rebalancer.cluster import errors, fastdecode, protodecode
+from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
@@ -41,6 +44,12 @@ PREFETCH: Final = 2
 """Pages a background thread fetches ahead of the one being converted (0: no thread)."""
 SWITCH_INTERVAL: Final = 0.001
 """The GIL switch interval while a fetch thread runs (seconds; Python's default is 0.005)."""
+PROTOBUF_RESOURCES: Final = frozenset({"pods"})
+"""The resources read as protobuf when a protobuf transport is given (the rest stay JSON)."""
+
+
+class _JsonRestart(Exception):  # control flow inside this module
+    """The first protobuf page of a resource could not be taken: read again, all JSON."""
 
 
 class Builder(Protocol):
@@ -106,6 +115,7 @@ def read_cluster(
     deadline: ReadDeadline | None = None,
     clock: Callable[[], float] = time.monotonic,
     skip_invalid: bool = False,
+    list_page_proto: ListPage | None = None,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
 
@@ -123,6 +133,12 @@ def read_cluster(
     starts the whole read again, at most :data:`MAX_RESTARTS` times, so the result is never a
     mix of two list versions.
 
+    ``list_page_proto``: the transport asking for protobuf, used for the pages of
+    :data:`PROTOBUF_RESOURCES` when the raw objects are not kept and the builder is the
+    converter's. A page :mod:`~rebalancer.cluster.protodecode` cannot take exactly is read
+    again as JSON with the same continue token (the same list snapshot); when that is the
+    first page of a resource, the whole read starts again in JSON.
+
     With ``prefetch`` > 0 a :class:`PageFetcher` thread requests the pages, in the same order
     and with the same arguments, up to ``prefetch`` pages ahead of the one being converted: the
     API server encodes the next page while this one is parsed and converted.
@@ -137,7 +153,8 @@ def read_cluster(
         if deadline is not None:
             deadline.check(clock() - started, objects)
 
-    for attempt in range(MAX_RESTARTS + 1):
+    attempt = 0
+    while True:
         try:
             with gc_paused():
                 return _read_once(
@@ -151,11 +168,14 @@ def read_cluster(
                     prefetch=prefetch,
                     check=check,
                     skip_invalid=skip_invalid,
+                    list_page_proto=list_page_proto,
                 )
         except errors.Gone:
             if attempt == MAX_RESTARTS:
                 raise
-    raise AssertionError("unreachable")  # pragma: no cover
+            attempt += 1
+        except _JsonRestart:
+            list_page_proto = None
 
 
 def _read_once(
@@ -170,18 +190,35 @@ def _read_once(
     prefetch: int,
     check: Callable[[int], None],
     skip_invalid: bool,
+    list_page_proto: ListPage | None = None,
 ) -> ReadResult:
     kept: list[dict[str, Any]] | None = [] if keep_objects else None
     counts = dict.fromkeys((r.name for r in resources), 0)
     pages = 0
     plan = [(r, namespace if r.namespaced else None) for r in resources]
-    fetcher = PageFetcher(list_page, plan, page_size, prefetch)
     # Pods decoded straight into the model, unless the raw objects are kept or the builder
     # is not the converter's.
-    fast = FastBuilder(builder) if kept is None and isinstance(builder, SnapshotBuilder) else None
+    fast = ProtoBuilder(builder) if kept is None and isinstance(builder, SnapshotBuilder) else None
+    fetcher = PageFetcher(
+        list_page, plan, page_size, prefetch, list_page_proto if fast is not None else None
+    )
     with fetcher:
-        for resource, raw, token in fetcher:
+        for resource, fetched, token in fetcher:
             pages += 1
+            if isinstance(fetched, ProtoPage):
+                assert fast is not None  # only asked for with a builder of the converter's
+                added = fast.add_page(fetched)
+                if added is not None:
+                    counts[resource.name] += added
+                    check(sum(counts.values()))
+                    continue
+                pages += 1
+                raw = _again_as_json(
+                    list_page, fetched, resource, namespace=namespace, size=page_size, token=token
+                )
+            else:
+                raw = fetched
+            del fetched
             listed = fastdecode.page_items(raw) if fast is not None else None
             if fast is not None and listed is not None:
                 raw_items, page_token = listed
@@ -216,6 +253,27 @@ def _read_once(
     snapshot = builder.build(skip_invalid=skip_invalid)
     rejected = builder.rejected if skip_invalid else ()
     return ReadResult(snapshot, objects, tuple(counts.items()), pages, rejected)
+
+
+def _again_as_json(
+    list_page: ListPage,
+    page: ProtoPage,
+    resource: Resource,
+    *,
+    namespace: str | None,
+    size: int,
+    token: str | None,
+) -> bytes:
+    """A protobuf page the decoder could not take exactly, read again as JSON from the same
+    list snapshot (its continue token); a first page has no snapshot yet: all again, in JSON."""
+    if page.requested is None:
+        raise _JsonRestart
+    raw = list_page(resource.name, namespace if resource.namespaced else None, size, page.requested)
+    if continue_token(raw, resource) != token:
+        raise errors.ClusterError(
+            f"LIST {resource.name}: the page read again as JSON ends elsewhere"
+        )
+    return drop_managed_fields(raw)
 
 
 def _parse_page(raw: bytes, resource: Resource) -> dict[str, Any]:
@@ -318,8 +376,9 @@ def _complete(item: Any, resource: Resource) -> dict[str, Any]:
     return {"apiVersion": item.pop("apiVersion"), "kind": item.pop("kind"), **item}
 
 
-Fetched = tuple[Resource, bytes, str | None]
-"""One page: its resource, its raw JSON, and the continue token read from it (None: last)."""
+Fetched = tuple[Resource, bytes | ProtoPage, str | None]
+"""One page: its resource, its raw JSON (or a decoded protobuf page of pods, when a protobuf
+transport is given), and the continue token read from it (None: last)."""
 
 _DONE: Final = object()
 
@@ -348,8 +407,10 @@ class PageFetcher:
         plan: Sequence[tuple[Resource, str | None]],
         page_size: int,
         depth: int = PREFETCH,
+        list_page_proto: ListPage | None = None,
     ) -> None:
         self._list_page = list_page
+        self._list_page_proto = list_page_proto
         self._plan = tuple(plan)
         self._page_size = page_size
         self._depth = depth
@@ -421,7 +482,19 @@ class PageFetcher:
 
     def _fetch(self, resource: Resource, namespace: str | None, token: list[str | None]) -> Fetched:
         """Request the page after ``token[0]``; set ``token[0]`` to the page's own token."""
-        raw = self._list_page(resource.name, namespace, self._page_size, token[0])
+        requested = token[0]
+        if self._list_page_proto is not None and resource.name in PROTOBUF_RESOURCES:
+            raw = self._list_page_proto(resource.name, namespace, self._page_size, requested)
+            if protodecode.is_protobuf(raw):
+                page = protodecode.parse_page(raw, requested)
+                del raw
+                if page is not None:
+                    token[0] = page.continue_token
+                    return resource, page, token[0]
+                # Not a page of pods as the schema has it: the same page as JSON.
+                raw = self._list_page(resource.name, namespace, self._page_size, requested)
+        else:
+            raw = self._list_page(resource.name, namespace, self._page_size, requested)
         token[0] = continue_token(raw, resource)
         return resource, drop_managed_fields(raw), token[0]
 

@@ -1,6 +1,7 @@
 """Loop mode (``run --interval``): the cluster kept current by LIST + WATCH between passes.
 
-One thread per resource: a paginated LIST (typed decoding, as the reader does), then a WATCH
+One thread per resource: a paginated LIST (typed decoding, pods asked for as protobuf when a
+protobuf transport is given, as the reader does), then a WATCH
 from the list's resourceVersion with bookmarks; each event updates that resource's store of
 model objects. The API server ends a watch after ``timeoutSeconds`` (a random 5 to 10 minutes,
 as client-go's reflector asks); it is resumed from the last resourceVersion seen (an event's
@@ -26,8 +27,9 @@ import msgspec
 from msgspec import Raw, Struct
 
 from rebalancer.cluster import errors
-from rebalancer.cluster.fastdecode import FastBuilder, page_parts
-from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, MAX_RESTARTS, PageFetcher
+from rebalancer.cluster.fastdecode import page_parts
+from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
+from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, MAX_RESTARTS, PageFetcher, continue_token
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder, convert_one
 from rebalancer.core.convert.builder import Rejected
@@ -94,6 +96,7 @@ class _ResourceWatch:
         watch_lines: WatchLines,
         settings: WatchSettings,
         caches: Caches,
+        list_page_proto: ListPage | None = None,
         lock: threading.Lock,
         list_gate: threading.Lock,
         stop: threading.Event,
@@ -103,6 +106,7 @@ class _ResourceWatch:
         self.resource = resource
         self.namespace = namespace if resource.namespaced else None
         self._list_page = list_page
+        self._list_page_proto = list_page_proto
         self._watch_lines = watch_lines
         self._settings = settings
         self._caches = caches
@@ -111,7 +115,7 @@ class _ResourceWatch:
         self._stop = stop
         self._clock = clock
         self._rng = rng
-        self._fast = FastBuilder(self)
+        self._fast = ProtoBuilder(self)
         self._converted: tuple[Any, list[str]] = (None, [])
         self.items: dict[_Key, Any] = {}
         self.problems: dict[_Key, list[str]] = {}
@@ -165,6 +169,22 @@ class _ResourceWatch:
 
     # --- LIST ----------------------------------------------------------------------------
 
+    def _add_proto_page(
+        self, items: dict[_Key, Any], problems: dict[_Key, list[str]], page: ProtoPage
+    ) -> bool:
+        """A LIST page of pods in protobuf into ``items``; False when the decoder declines it
+        (then it is read again as JSON, whose path names each problem)."""
+        with self._lock, gc_paused():
+            pods = self._fast.convert_page(page)
+            if pods is None:
+                return False
+            for pod in pods:
+                key: _Key = (pod.namespace, pod.name)
+                items[key] = pod
+                problems.pop(key, None)
+        self.counts["list_pages"] += 1
+        return True
+
     def _relist(self) -> None:
         # One LIST at a time: eleven at once only compete for the API server and the GIL.
         with self._list_gate:
@@ -183,10 +203,31 @@ class _ResourceWatch:
         name = self.resource.name
         # The reader's fetcher: the next pages are requested while this one is converted.
         fetcher = PageFetcher(
-            self._list_page, [(self.resource, self.namespace)], self._settings.page_size
+            self._list_page,
+            [(self.resource, self.namespace)],
+            self._settings.page_size,
+            list_page_proto=self._list_page_proto,
         )
         with fetcher:
-            for _, raw, _token in fetcher:
+            for _, fetched, token in fetcher:
+                if isinstance(fetched, ProtoPage):
+                    if self._add_proto_page(items, problems, fetched):
+                        version = version or fetched.resource_version
+                        continue
+                    if fetched.requested is None:  # no list snapshot yet: all again, in JSON
+                        self._list_page_proto = None
+                        self._list_once()
+                        return
+                    raw = self._list_page(
+                        name, self.namespace, self._settings.page_size, fetched.requested
+                    )
+                    if continue_token(raw, self.resource) != token:
+                        raise errors.ClusterError(
+                            f"LIST {name}: the page read again as JSON ends elsewhere"
+                        )
+                else:
+                    raw = fetched
+                del fetched
                 parts = page_parts(raw)
                 del raw
                 if parts is None:
@@ -319,7 +360,10 @@ class ClusterWatch:
         settings: WatchSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
         seed: int | None = None,
+        list_page_proto: ListPage | None = None,
     ) -> None:
+        """``list_page_proto``: the LIST transport asking for protobuf, for the pods' LISTs
+        (as :func:`rebalancer.cluster.reader.read_cluster` uses it); the WATCH stays JSON."""
         self.settings = settings or WatchSettings()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -332,6 +376,7 @@ class ClusterWatch:
                 resource,
                 namespace=namespace,
                 list_page=list_page,
+                list_page_proto=list_page_proto,
                 watch_lines=watch_lines,
                 settings=self.settings,
                 caches=caches,
