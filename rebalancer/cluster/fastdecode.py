@@ -375,23 +375,23 @@ class FastBuilder:
         name = meta.name
         if not name:
             raise _Fallback
-        # One lookup for everything a workload's pods share, by the bytes of its fragments:
-        # joined by NUL, which JSON text never holds unescaped, so distinct fragments give
-        # distinct keys (an absent field is empty, a null one "null").
-        key: Any = _JOIN(
-            (
-                meta.labels,
-                meta.ownerReferences,
-                spec.nodeSelector,
-                spec.affinity,
-                spec.tolerations,
-                spec.topologySpreadConstraints,
-                spec.containers,
-                spec.initContainers,
-                spec.overhead,
-                spec.resources,
-                spec.resourceClaims,
-            )
+        # One lookup for everything a workload's pods share, by the bytes of its fragments,
+        # joined by NUL (which JSON text never holds unescaped, so distinct fragments give
+        # distinct keys; an absent field is empty, a null one "null"). Three short parts, not
+        # one long key: bytes past 512 come from malloc, not Python's small-object pools, and
+        # one such key per pod raised the peak RSS of a 150,000-pod plan by 20 MiB.
+        key: Any = (
+            _JOIN((meta.labels, meta.ownerReferences, spec.nodeSelector, spec.affinity)),
+            _JOIN((spec.tolerations, spec.topologySpreadConstraints)),
+            _JOIN(
+                (
+                    spec.containers,
+                    spec.initContainers,
+                    spec.overhead,
+                    spec.resources,
+                    spec.resourceClaims,
+                )
+            ),
         )
         resized: Any = ()
         reasons: Any = ()
@@ -399,7 +399,7 @@ class FastBuilder:
             resized = (_resized(status.containerStatuses), _resized(status.initContainerStatuses))
             if resized[0] or resized[1]:
                 reasons = tuple(c.reason for c in status.conditions or () if c.type == _RESIZE)
-                key = (key, resized, reasons)
+                key = (*key, resized, reasons)
             else:
                 resized = ()
         template = self._templates.data.get(key)
