@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,10 @@ from bench.gen import generate
 from rebalancer.cluster import fastdecode
 from rebalancer.cluster.snapshot import dump_objects, load_objects, load_snapshot, parse_objects
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
+from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.meta import epoch
 from rebalancer.core.errors import InputError
-from rebalancer.core.model import Pod, Snapshot
+from rebalancer.core.model import Pod, Snapshot, new_pod
 from rebalancer.core.slim import slim
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -309,7 +312,17 @@ container_statuses = st.lists(
     max_size=2,
 )
 timestamps = st.sampled_from(
-    [None, "2024-05-01T12:00:00Z", "2024-05-01T12:00:00.5+02:00", "yesterday", 5]
+    [
+        None,
+        "2024-05-01T12:00:00Z",
+        "2024-05-01T12:00:59Z",
+        "2024-05-01T12:00:60Z",  # no leap seconds
+        "2024-02-30T12:00:07Z",  # the API's shape, not a date
+        "1970-01-01T00:00:00Z",  # 0.0
+        "2024-05-01T12:00:00.5+02:00",
+        "yesterday",
+        5,
+    ]
 )
 owner_refs = st.lists(
     st.fixed_dictionaries(
@@ -540,3 +553,68 @@ def test_a_pod_with_every_field_read_takes_the_typed_path() -> None:
     (converted,) = typed.pods
     assert converted.pvc_names == ("data-web-0", "web-0-scratch")
     assert converted.terminating and converted.mirror and converted.disruption_target
+
+
+API_TIMES = [
+    "2024-05-01T12:00:00Z",
+    "2024-05-01T12:00:07Z",
+    "2024-05-01T12:00:59Z",
+    "2024-05-01T12:59:59Z",
+    "2024-12-31T23:59:59Z",
+    "2024-02-29T00:00:01Z",
+    "1970-01-01T00:00:00Z",
+    "1969-12-31T23:59:59Z",
+    "0001-01-01T00:00:01Z",
+    "9999-12-31T23:59:59Z",
+    "2023-02-29T00:00:01Z",  # not a leap year
+    "2024-05-01T12:00:60Z",
+    "2024-05-01T24:00:00Z",
+    "2024-05-01T12:60:00Z",
+    "2024-13-01T12:00:00Z",
+    "2024-05-01T12:00:0\u0661Z",  # a non-ASCII digit
+    "2024-05-01t12:00:00Z",
+    "2024-05-01T12:00:00z",
+    "2024-05-01 12:00:00Z",
+    "2024-05-01T12:00:00+02:00",
+    "2024-05-01T12:00:00.25Z",
+    "2024-05-01T12:00Z",
+    "2024-05-01",
+    "",
+]
+
+
+@pytest.mark.parametrize("value", API_TIMES)
+def test_timestamps_read_as_the_converter_reads_them(value: str) -> None:
+    """The typed path reads a timestamp of the API's shape as its minute plus its seconds:
+    the converter's number, or its problem (then the pod takes the general path)."""
+    problems: list[str] = []
+    expected = epoch(Checker("", problems), value, "metadata.creationTimestamp")
+    fast = fastdecode.FastBuilder(SnapshotBuilder("t"))
+    for _ in range(2):  # converted, then remembered
+        if problems:
+            with pytest.raises(fastdecode._Fallback):
+                fast._epoch(value)
+        else:
+            assert fast._epoch(value) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(moment=st.datetimes(timezones=st.just(UTC)))
+def test_every_whole_second_reads_the_same(moment: datetime) -> None:
+    value = f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
+    assert len(value) == 20
+    expected = epoch(Checker("", []), value, "metadata.creationTimestamp")
+    assert fastdecode.FastBuilder(SnapshotBuilder("t"))._epoch(value) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.booleans(), st.integers(), st.text()), max_size=26))
+def test_new_pod_builds_what_pod_builds(values: list[Any]) -> None:
+    """new_pod (the typed path's constructor) gives the very object Pod(...) gives."""
+    values = (values + [None] * 26)[:26]
+    built, expected = new_pod(*values), Pod(*values)
+    assert type(built) is Pod
+    assert built == expected
+    assert [getattr(built, f.name) for f in dataclasses.fields(Pod)] == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.name = "other"  # type: ignore[misc]
