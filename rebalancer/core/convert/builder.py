@@ -284,6 +284,8 @@ class SnapshotBuilder:
 
         def ordered(bucket_name: str) -> tuple[Any, ...]:
             bucket = self._buckets[bucket_name]
+            if not skipped:
+                return tuple(map(bucket.__getitem__, sorted(bucket)))
             return tuple(
                 bucket[key]
                 for key in sorted(bucket)
