@@ -715,3 +715,24 @@ def test_repository_snapshots_with_a_worker(path: Path, tmp_path: Path, forks: l
         target = tmp_path / name
         target.write_bytes(data)
         assert numbered(loaded(target)) == one_process(target)
+
+
+def test_when_no_worker_can_start_one_process_reads_it_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fork() -> int:
+        raise OSError("no more processes")
+
+    objects = list(generate(10, 200, 3))
+    for name, data in (
+        ("list.json", json_list(objects)),
+        ("lines.json", dump_objects(objects, "json")),
+    ):
+        path = tmp_path / name
+        path.write_bytes(data)
+        expected = one_process(path)
+        with monkeypatch.context() as patch:
+            patch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
+            patch.setattr(fastdecode, "_can_fork", lambda: True)
+            patch.setattr(fastdecode.os, "fork", no_fork)
+            assert numbered(loaded(path)) == expected

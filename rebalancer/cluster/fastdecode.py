@@ -725,14 +725,19 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
         mine = len(items)
         worker = None
         if len(data) >= SPLIT_MIN_BYTES and _can_fork():
-            mine = int(len(items) * (1 - _WORKER_SHARE))
-            worker = _fork(fast, lambda: _item_digests(fast, enumerate(items[mine:], mine), inner))
+            split = int(len(items) * (1 - _WORKER_SHARE))
+            worker = _fork(
+                fast, lambda: _item_digests(fast, enumerate(items[split:], split), inner)
+            )
+            mine = split if worker is not None else mine
         try:
             for raw in items[:mine]:
                 if not add(raw, inner):
                     return None
             if worker is not None and not _replay(fast, worker, inner, items.__getitem__):
                 return None
+        except _Stray:  # an item the worker could not decode
+            return None
         finally:
             if worker is not None:
                 worker.close()
@@ -777,6 +782,8 @@ def load_file_lines(fh: IO[bytes], source: str, tail: bytes) -> SnapshotBuilder 
     with gc_paused():
         worker = _fork(fast, later)
         other.close()
+        if worker is None:
+            return load_lines(fh, source, tail)
         try:
             for _, body in _line_bodies(_until(fh, start, stop), tail, start, whole=False):
                 if not add(body):
@@ -948,11 +955,30 @@ class _Worker:
         self.spool.close()
 
 
-def _fork(fast: FastBuilder, answers: Callable[[], Iterator[object]]) -> _Worker:
-    """Start a worker computing ``answers()`` (in a copy of this process) and sending them."""
-    spool = tempfile.TemporaryFile()  # noqa: SIM115  # closed by _Worker.close
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
+def _spool() -> IO[bytes]:
+    """An anonymous file for the worker's frames: in memory where the system allows."""
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None:
+        with contextlib.suppress(OSError):
+            return open(memfd("rebalancer-digests", os.MFD_CLOEXEC), "w+b")
+    return tempfile.TemporaryFile()  # closed by _Worker.close
+
+
+def _fork(fast: FastBuilder, answers: Callable[[], Iterator[object]]) -> _Worker | None:
+    """Start a worker computing ``answers()`` (in a copy of this process) and sending them;
+    None when it cannot be started (one process then converts everything)."""
+    try:
+        spool = _spool()
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        spool.close()
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
     if pid:
         os.close(write_fd)
         return _Worker(pid, spool, read_fd)
