@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -734,5 +735,5 @@ def test_when_no_worker_can_start_one_process_reads_it_all(
         with monkeypatch.context() as patch:
             patch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
             patch.setattr(fastdecode, "_can_fork", lambda: True)
-            patch.setattr(fastdecode.os, "fork", no_fork)
+            patch.setattr(os, "fork", no_fork)
             assert numbered(loaded(path)) == expected
