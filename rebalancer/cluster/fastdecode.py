@@ -530,6 +530,8 @@ class FastBuilder:
             template_number,
         ) = template
         # Positional, in the order of the model's fields (new_pod: the fastest way to build it).
+        # The strings many pods hold alike are interned: one object each, not one per pod
+        # (150,000 pods: about 16 MiB less for the phase and the priority class alone).
         return new_pod(
             _intern(namespace),
             name,
@@ -537,10 +539,10 @@ class FastBuilder:
             labels,
             _intern(node) if node else None,
             created,
-            phase,
+            _intern(phase),
             terminating,
             priority,
-            priority_class_name,
+            _intern(priority_class_name) if priority_class_name else None,
             owner,
             node_selector,
             affinity,
