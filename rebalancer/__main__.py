@@ -1,5 +1,3 @@
-import sys
+from rebalancer.cli.main import run
 
-from rebalancer.cli.main import main
-
-sys.exit(main())
+run()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,10 @@ from bench.gen import generate
 from rebalancer.cluster import fastdecode
 from rebalancer.cluster.snapshot import dump_objects, load_objects, load_snapshot, parse_objects
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
+from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.meta import epoch
 from rebalancer.core.errors import InputError
-from rebalancer.core.model import Pod, Snapshot
+from rebalancer.core.model import Pod, Snapshot, new_pod
 from rebalancer.core.slim import slim
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -309,7 +313,17 @@ container_statuses = st.lists(
     max_size=2,
 )
 timestamps = st.sampled_from(
-    [None, "2024-05-01T12:00:00Z", "2024-05-01T12:00:00.5+02:00", "yesterday", 5]
+    [
+        None,
+        "2024-05-01T12:00:00Z",
+        "2024-05-01T12:00:59Z",
+        "2024-05-01T12:00:60Z",  # no leap seconds
+        "2024-02-30T12:00:07Z",  # the API's shape, not a date
+        "1970-01-01T00:00:00Z",  # 0.0
+        "2024-05-01T12:00:00.5+02:00",
+        "yesterday",
+        5,
+    ]
 )
 owner_refs = st.lists(
     st.fixed_dictionaries(
@@ -540,3 +554,186 @@ def test_a_pod_with_every_field_read_takes_the_typed_path() -> None:
     (converted,) = typed.pods
     assert converted.pvc_names == ("data-web-0", "web-0-scratch")
     assert converted.terminating and converted.mirror and converted.disruption_target
+
+
+API_TIMES = [
+    "2024-05-01T12:00:00Z",
+    "2024-05-01T12:00:07Z",
+    "2024-05-01T12:00:59Z",
+    "2024-05-01T12:59:59Z",
+    "2024-12-31T23:59:59Z",
+    "2024-02-29T00:00:01Z",
+    "1970-01-01T00:00:00Z",
+    "1969-12-31T23:59:59Z",
+    "0001-01-01T00:00:01Z",
+    "9999-12-31T23:59:59Z",
+    "2023-02-29T00:00:01Z",  # not a leap year
+    "2024-05-01T12:00:60Z",
+    "2024-05-01T24:00:00Z",
+    "2024-05-01T12:60:00Z",
+    "2024-13-01T12:00:00Z",
+    "2024-05-01T12:00:0\u0661Z",  # a non-ASCII digit
+    "2024-05-01t12:00:00Z",
+    "2024-05-01T12:00:00z",
+    "2024-05-01 12:00:00Z",
+    "2024-05-01T12:00:00+02:00",
+    "2024-05-01T12:00:00.25Z",
+    "2024-05-01T12:00Z",
+    "2024-05-01",
+    "",
+]
+
+
+@pytest.mark.parametrize("value", API_TIMES)
+def test_timestamps_read_as_the_converter_reads_them(value: str) -> None:
+    """The typed path reads a timestamp of the API's shape as its minute plus its seconds:
+    the converter's number, or its problem (then the pod takes the general path)."""
+    problems: list[str] = []
+    expected = epoch(Checker("", problems), value, "metadata.creationTimestamp")
+    fast = fastdecode.FastBuilder(SnapshotBuilder("t"))
+    for _ in range(2):  # converted, then remembered
+        if problems:
+            with pytest.raises(fastdecode._Fallback):
+                fast._epoch(value)
+        else:
+            assert fast._epoch(value) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(moment=st.datetimes(timezones=st.just(UTC)))
+def test_every_whole_second_reads_the_same(moment: datetime) -> None:
+    value = f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
+    assert len(value) == 20
+    expected = epoch(Checker("", []), value, "metadata.creationTimestamp")
+    assert fastdecode.FastBuilder(SnapshotBuilder("t"))._epoch(value) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.booleans(), st.integers(), st.text()), max_size=26))
+def test_new_pod_builds_what_pod_builds(values: list[Any]) -> None:
+    """new_pod (the typed path's constructor) gives the very object Pod(...) gives."""
+    values = (values + [None] * 26)[:26]
+    built, expected = new_pod(*values), Pod(*values)
+    assert type(built) is Pod
+    assert built == expected
+    assert [getattr(built, f.name) for f in dataclasses.fields(Pod)] == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.name = "other"  # type: ignore[misc]
+
+
+# --- two processes --------------------------------------------------------------------------
+
+
+def numbered(result: Snapshot | tuple[str, ...]) -> object:
+    """A load's result with the pods' sharing numbers (== leaves them out)."""
+    if isinstance(result, Snapshot):
+        return result, [(p.label_set, p.template) for p in result.pods]
+    return result
+
+
+@pytest.fixture
+def forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every document is split with a worker process, whatever its size; counts the forks."""
+    started: list[int] = []
+    original = fastdecode._fork
+
+    def counting(fast: Any, answers: Any) -> Any:
+        started.append(1)
+        return original(fast, answers)
+
+    monkeypatch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(fastdecode, "_can_fork", lambda: True)
+    monkeypatch.setattr(fastdecode, "_fork", counting)
+    return started
+
+
+def one_process(path: Path) -> object:
+    saved = fastdecode.SPLIT_MIN_BYTES
+    fastdecode.SPLIT_MIN_BYTES = 1 << 62
+    try:
+        return numbered(loaded(path))
+    finally:
+        fastdecode.SPLIT_MIN_BYTES = saved
+
+
+def broken_cluster() -> list[dict[str, Any]]:
+    """A generated cluster whose later pods include one with a CPU request the converter
+    rejects (its template fails: the worker's digest is finished by this process, which
+    then takes the general path with the item's bytes) and one that is no object."""
+    objects = list(generate(20, 400, 7))
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    pods[-3]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    return objects
+
+
+def test_a_worker_process_gives_what_one_process_gives(tmp_path: Path, forks: list[int]) -> None:
+    """Both forms of a generated cluster, valid and broken: equal snapshots (sharing numbers
+    included) or equal problems, with a worker and without."""
+    cases = {
+        "valid": list(generate(30, 900, 3)),
+        "broken": broken_cluster(),
+    }
+    for name, objects in cases.items():
+        for form, data in (
+            ("kubectl", json_list(objects)),
+            ("lines", dump_objects([slim(o) for o in objects], "json")),
+            ("full-lines", dump_objects(objects, "json")),
+        ):
+            path = tmp_path / f"{name}-{form}.json"
+            path.write_bytes(data)
+            before = len(forks)
+            assert numbered(loaded(path)) == one_process(path), path.name
+            assert len(forks) == before + 1, path.name  # the split did happen
+    problems = loaded(tmp_path / "broken-lines.json")
+    assert isinstance(problems, tuple) and "lots" in " ".join(problems)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda text: text + b"not json\n", id="text-after-the-closing-line"),
+        pytest.param(lambda text: text.replace(b"\n]", b"\n{]"), id="bad-json-in-the-worker"),
+        pytest.param(lambda text: text[: text.rindex(b"\n]")] + b"\n", id="no-closing-line"),
+    ],
+)
+def test_a_worker_that_strays_leaves_it_to_the_general_path(
+    change: Any, tmp_path: Path, forks: list[int]
+) -> None:
+    objects = list(generate(10, 200, 3))
+    path = tmp_path / "lines.json"
+    path.write_bytes(change(dump_objects(objects, "json")))
+    assert numbered(loaded(path)) == one_process(path)
+    assert forks
+
+
+@pytest.mark.parametrize("path", FILES[:6], ids=lambda p: p.name)
+def test_repository_snapshots_with_a_worker(path: Path, tmp_path: Path, forks: list[int]) -> None:
+    objects = load_objects(path)
+    for name, data in (
+        ("list.json", json_list(objects)),
+        ("lines.json", dump_objects(objects, "json")),
+    ):
+        target = tmp_path / name
+        target.write_bytes(data)
+        assert numbered(loaded(target)) == one_process(target)
+
+
+def test_when_no_worker_can_start_one_process_reads_it_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fork() -> int:
+        raise OSError("no more processes")
+
+    objects = list(generate(10, 200, 3))
+    for name, data in (
+        ("list.json", json_list(objects)),
+        ("lines.json", dump_objects(objects, "json")),
+    ):
+        path = tmp_path / name
+        path.write_bytes(data)
+        expected = one_process(path)
+        with monkeypatch.context() as patch:
+            patch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
+            patch.setattr(fastdecode, "_can_fork", lambda: True)
+            patch.setattr(os, "fork", no_fork)
+            assert numbered(loaded(path)) == expected

@@ -19,12 +19,12 @@ import argparse
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli import shutdown
+from rebalancer.cli import oneshot, shutdown
 from rebalancer.cli.common import (
     POLICY_ENV,
     Handler,
@@ -116,11 +116,13 @@ def _load_snapshot(args: argparse.Namespace) -> Loaded:
     from rebalancer.cluster.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
 
     source: str = args.snapshot
+    oneshot.loading()
     loaded = load_snapshot_skipping(
         source,
         skip_invalid=getattr(args, "skip_invalid", False),
         max_bytes=max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES),
     )
+    oneshot.keep(loaded)
     if not loaded[0].nodes:
         shown = "standard input" if source == STDIN else source
         raise InputError(shown, ["no nodes in the snapshot"])
@@ -281,6 +283,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     finally:
         undo()
+
+
+def run() -> NoReturn:
+    """The console script (and ``python -m rebalancer``): :func:`main` on ``sys.argv``, in a
+    process that ends with the command (:mod:`rebalancer.cli.oneshot`)."""
+    oneshot.start()
+    oneshot.finish(main())
 
 
 def _main(argv: list[str] | None) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
+import orjson
 import yaml
 
 from rebalancer.cluster.outcome import RunEnd
@@ -129,9 +130,36 @@ def explanation_data(expl: Explanation) -> Data:
     }
 
 
-def _dump(data: object, fmt: Format) -> str:
+_JSON_OPTIONS: Final = (
+    orjson.OPT_INDENT_2
+    | orjson.OPT_APPEND_NEWLINE
+    | orjson.OPT_PASSTHROUGH_DATACLASS  # json refuses these: so does the fallback
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+
+
+def _json(data: object, *, floats: bool) -> str:
+    """``json.dumps(data, indent=2, ensure_ascii=False)`` and a newline.
+
+    Without ``floats`` (the data holds strings, integers, booleans, None, lists and
+    string-keyed dicts only, as a plan's does) orjson writes the same bytes in C: the same
+    indentation, separators and escapes (tests/test_render_json.py). It writes some floats
+    differently (``1e-5``, not ``1e-05``; NaN as null), so data that may hold one takes
+    :mod:`json`, as does anything orjson refuses (an integer wider than 64 bits, a key that is
+    not a string).
+    """
+    if not floats:
+        try:
+            return orjson.dumps(data, option=_JSON_OPTIONS).decode()
+        except orjson.JSONEncodeError:
+            pass
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _dump(data: object, fmt: Format, *, floats: bool = True) -> str:
+    """``data`` as JSON or YAML; ``floats=False`` promises it holds no float."""
     if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        return _json(data, floats=floats)
     if fmt == "yaml":
         return yaml.safe_dump(
             data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=_NO_WRAP
@@ -593,7 +621,7 @@ def render_plan(plan: Plan, fmt: Format, style: TableStyle | None = None) -> str
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
 
         return plan_html(plan)
-    return _dump(plan_data(plan), fmt)
+    return _dump(plan_data(plan), fmt, floats=False)
 
 
 def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) -> str:
@@ -611,11 +639,11 @@ def render_explanation(expl: Explanation, fmt: Format, style: TableStyle | None 
     """``expl`` as a table for people, or as the JSON/YAML contract."""
     if fmt == "table":
         return _explanation_table(expl, style or TableStyle())
-    return _dump(explanation_data(expl), fmt)
+    return _dump(explanation_data(expl), fmt, floats=False)
 
 
 def render_views(views: Sequence[ViewReport], fmt: Format, style: TableStyle | None = None) -> str:
     """Spread views (e.g. a cluster's current state) as a table, or ``{"views": [...]}``."""
     if fmt == "table":
         return _views_table(views, style or TableStyle())
-    return _dump({"views": [view_data(v) for v in views]}, fmt)
+    return _dump({"views": [view_data(v) for v in views]}, fmt, floats=False)

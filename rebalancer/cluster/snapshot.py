@@ -228,7 +228,7 @@ def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
         first = first[len(_UTF8_BOM) :]
     if first.rstrip(b"\r\n") == _LINES_HEAD:
         # Typed decoding first; the general path when the text strays from the layout.
-        typed = fastdecode.load_lines(fh, source, _LINES_TAIL)
+        typed = fastdecode.load_file_lines(fh, source, _LINES_TAIL)
         if typed is not None:
             return typed.build(skip_invalid=skip_invalid), typed.rejected
         fh.seek(0)

@@ -12,9 +12,9 @@ compared by value and never hashed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Final, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Literal, TypeVar, cast
 
 HARD: Final = "DoNotSchedule"
 SOFT: Final = "ScheduleAnyway"
@@ -172,6 +172,39 @@ class Pod:
     def leaving(self) -> bool:
         """Terminating, or marked for disruption (DisruptionTarget): not counted, not evicted."""
         return self.terminating or self.disruption_target
+
+
+_T = TypeVar("_T")
+
+
+def _positional(cls: type[_T]) -> Callable[..., _T]:
+    """A constructor of ``cls`` (a frozen, slotted dataclass) taking every field in order.
+
+    The dataclass's own ``__init__`` must go through ``object.__setattr__`` once per field (the
+    class forbids plain assignment): about 3 µs for a Pod's 26 fields. This one assigns them
+    to an instance of an unfrozen twin with the very same slots, then makes the instance a
+    ``cls``: the same object, built in a fifth of the time (150,000 pods are built per load).
+    Only for classes whose ``__init__`` does nothing but assign (no ``__post_init__``, every
+    field in ``__init__``): checked here.
+    """
+    names = [f.name for f in fields(cast(Any, cls))]
+    slots = tuple(getattr(cls, "__slots__", ()))
+    if (
+        tuple(names) != slots
+        or hasattr(cls, "__post_init__")
+        or not all(f.init for f in fields(cast(Any, cls)))
+    ):
+        raise TypeError(f"{cls.__name__}: not a plain frozen, slotted dataclass")
+    body = "".join(f"    self.{name} = {name}\n" for name in names)
+    source = f"def __init__(self, {', '.join(names)}):\n{body}    self.__class__ = cls\n"
+    scope: dict[str, Any] = {"cls": cls}
+    exec(source, scope)  # as dataclasses writes __init__: one assignment per field
+    twin = type(f"_Building{cls.__name__}", (), {"__slots__": slots, "__init__": scope["__init__"]})
+    return cast(Callable[..., _T], twin)
+
+
+new_pod: Final = _positional(Pod)
+"""``Pod(*values)`` with all 26 fields given in order, faster (the typed decoder's)."""
 
 
 IF_HEALTHY_BUDGET: Final = "IfHealthyBudget"

@@ -102,12 +102,14 @@ def _splits(caps: Sequence[int], extra: int, limit: int) -> list[list[int]] | No
             return True
         for take in range(min(caps[d], left), -1, -1):
             current[d] = take
-            if not walk(d + 1, left - take):
+            if not walk(d + 1, left - take):  # noqa: F821  # bound until the del below
                 return False
         current[d] = 0
         return True
 
-    return out if walk(0, extra) else None
+    complete = walk(0, extra)
+    del walk  # it refers to itself: a cycle that only the collector would free (it is off)
+    return out if complete else None
 
 
 class _TooMany(Exception):
@@ -204,7 +206,7 @@ def _order_search(
             for t in targets:
                 moved = list(after)
                 moved[t] += 1
-                found = go(tuple(moved), tuple(rest))
+                found = go(tuple(moved), tuple(rest))  # noqa: F821  # bound until the del below
                 if found is not None and (best is None or found[0] + cost < best[0]):
                     best = (found[0] + cost, [d, *found[1]])
                     if best[0] == least:
@@ -212,7 +214,10 @@ def _order_search(
         memo[key] = best
         return best
 
-    return go(tuple(sizes), tuple(removals))
+    try:
+        return go(tuple(sizes), tuple(removals))
+    finally:
+        del go  # as in _splits: it refers to itself
 
 
 def _fullest_first(
