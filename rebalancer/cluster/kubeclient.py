@@ -477,7 +477,10 @@ class Kube:
                 finished = True
                 return None
             except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
-                if watch.fired:
+                # The socket's read timeout (the same seconds, per recv) may beat the watchdog.
+                if watch.fired or isinstance(
+                    exc, urllib3.exceptions.ReadTimeoutError | TimeoutError
+                ):
                     raise self._stream_stalled(path) from None
                 cause = getattr(exc, "reason", None) or exc
                 raise errors.Unreachable(
