@@ -610,3 +610,32 @@ def test_an_extended_watch_fires_only_after_its_last_progress() -> None:
     finally:
         left.close()
         right.close()
+
+
+def test_loop_mode_relists_pods_in_one_stream_after_a_410() -> None:
+    from tests.builders import cluster_items as watch_items  # noqa: PLC0415
+    from tests.test_watch import FAST, FakeApi, _pod, eventually, settled  # noqa: PLC0415
+
+    api = FakeApi(watch_items())
+    streams: list[str | None] = []
+    watch = ClusterWatch(
+        api.list_page,
+        api.watch_lines,
+        settings=FAST,
+        seed=1,
+        list_stream=_stream_of(api, streams, declined=False),
+    )
+    try:
+        watch.snapshot()
+        with api.lock:
+            api.compacted = api.version  # every version so far has left the window
+        api.put("pods", _pod("web-9", "node-a1"))
+        api.error_event("pods", 410)
+        eventually(lambda: watch.counts["pods"]["lists"] == 2)
+        eventually(lambda: settled(watch, api))
+        assert "web-9" in {p.name for p in watch.snapshot().pods}
+        assert streams == [None, None]  # the relist streamed too, no page of pods
+        assert watch.counts["pods"]["list_pages"] == 2
+    finally:
+        api.close()
+        watch.close()
