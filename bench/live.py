@@ -15,9 +15,10 @@ objects of a ``bench.gen`` snapshot (default: medium, 1,000 nodes / 30,000 pods;
   same page size, one request after the other) and parsed with ``orjson.loads``, nothing else,
   the cyclic GC paused as the reader pauses it; with ``--floor-gc`` also once with the GC on
   (how this benchmark measured the floor before);
-* ``rebalancer plan --kubeconfig KUBECONFIG -o json`` in a subprocess (pod pages asked for as
-  protobuf); with ``--decoders`` also the same pass reading other ways, side by side: ``typed``
-  (all pages JSON, msgspec's typed decoder), ``general`` (all JSON, orjson + the converter);
+* ``rebalancer plan --kubeconfig KUBECONFIG -o json`` in a subprocess (pods in one protobuf
+  LIST read as a stream); with ``--decoders`` also the same pass reading other ways, side by
+  side: ``paged`` (pod pages as protobuf, ``--paged-lists``), ``typed`` (all pages JSON,
+  msgspec's typed decoder), ``general`` (all JSON, orjson + the converter);
   each with its wall, client CPU (the child's user + system), peak RSS and kube-apiserver CPU;
 * unless ``--no-descheduler``: one ``descheduler --dry-run --descheduling-interval 0`` pass with
   only RemovePodsViolatingTopologySpreadConstraint (see :mod:`bench.compare`), wall + peak RSS.
@@ -257,8 +258,9 @@ def floor_child(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
     return {"wall_s": wall, "peak_rss_bytes": rss, **inner}
 
 
-DECODERS = ("proto", "typed", "general")
-"""How a plan pass reads: pod pages as protobuf (the default), or all JSON with msgspec's typed
+DECODERS = ("proto", "paged", "typed", "general")
+"""How a plan pass reads: pods in one protobuf LIST read as a stream (the default), or pod
+pages as protobuf (``--paged-lists``: as before the stream), or all JSON with msgspec's typed
 decoder (as before protobuf), or all JSON with orjson + the converter (as before that)."""
 
 
@@ -267,13 +269,15 @@ def plan_child(kubeconfig: str, decoder: str = "proto") -> dict[str, Any]:
     as ``decoder`` says (:data:`DECODERS`)."""
     command = {
         "proto": [rebalancer_bin()],
+        "paged": [rebalancer_bin()],
         "typed": [sys.executable, "-m", "bench.live", "--json-plan"],
         "general": [sys.executable, "-m", "bench.plan", "--general-plan"],
     }[decoder]
+    extra = ["--paged-lists"] if decoder == "paged" else []
     cpu: dict[str, float] = {}
     with (OUT / "live-plan.json").open("wb") as fh:
         wall, rss, rc = run_child(
-            [*command, "plan", "--kubeconfig", kubeconfig, "-o", "json"], fh, cpu=cpu
+            [*command, "plan", "--kubeconfig", kubeconfig, "-o", "json", *extra], fh, cpu=cpu
         )
     summary = None
     if rc == 0:
@@ -540,8 +544,9 @@ def main(argv: list[str] | None = None) -> int:
         "--decoders",
         default="proto",
         help="comma-separated: each round a plan pass reading each way, side by side: proto "
-        "(pod pages as protobuf, the default path), typed (all JSON, msgspec), general (all "
-        "JSON, orjson + the converter); e.g. proto,typed",
+        "(pods in one protobuf LIST read as a stream, the default path), paged (pod pages as "
+        "protobuf, --paged-lists), typed (all JSON, msgspec), general (all JSON, orjson + the "
+        "converter); e.g. proto,paged,typed",
     )
     ap.add_argument("--floor", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     ap.add_argument("--json-plan", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)

@@ -6,13 +6,16 @@ emptyDir and ephemeral volumes, tolerations, required node affinity, spread cons
 matchLabelKeys, a PriorityClass, a terminating pod held by a finalizer, a resize reported in
 the status) is read twice by the reader, once asking for protobuf and once JSON only: the
 snapshots are equal, the pods came as protobuf (no page declined), and ``rebalancer plan``
-prints byte-identical plans both ways.
+prints byte-identical plans both ways. The pods read in one unpaginated LIST, streamed (the
+default path), equal the JSON read too, and the audit log shows that ``rebalancer plan`` made
+exactly one LIST of pods, without ``limit`` or resourceVersion.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from typing import Any
 import pytest
 
 from e2e.cluster.controlplane import Cluster
-from e2e.test_live import explain, rebalancer
+from e2e.test_live import audit_mark, explain, rebalancer, rebalancer_requests
 from rebalancer.cluster.kubeclient import connect
 from rebalancer.cluster.protodecode import is_protobuf
 from rebalancer.cluster.reader import ReadResult, read_cluster
@@ -252,3 +255,65 @@ def test_protobuf_read_gives_the_json_snapshot_and_plan(cluster: Cluster, varied
     assert live.returncode == 0, explain(live)
     assert json_only.returncode == 0, explain(json_only)
     assert live.stdout == json_only.stdout
+
+
+def _read_streamed(kubeconfig: Path, ns: str) -> tuple[ReadResult, int, int]:
+    """One read of ``ns`` with the pods in one streamed LIST; (result, streams opened, pod
+    pages read: a declined stream reads them paginated)."""
+    kube = connect(str(kubeconfig))
+    streams = pod_pages = 0
+
+    def list_page(resource: str, namespace: str | None, limit: int, token: str | None) -> bytes:
+        nonlocal pod_pages
+        pod_pages += resource == "pods"
+        return kube.list_page(resource, namespace, limit, token)
+
+    def list_page_proto(
+        resource: str, namespace: str | None, limit: int, token: str | None
+    ) -> bytes:
+        nonlocal pod_pages
+        pod_pages += resource == "pods"
+        return kube.list_page_proto(resource, namespace, limit, token)
+
+    def list_stream(resource: str, namespace: str | None) -> Iterator[bytes]:
+        nonlocal streams
+        streams += 1
+        return kube.list_stream(resource, namespace)
+
+    try:
+        result = read_cluster(
+            list_page,
+            namespace=ns,
+            list_page_proto=list_page_proto,
+            list_stream=list_stream,
+        )
+    finally:
+        kube.close()
+    return result, streams, pod_pages
+
+
+def test_the_streamed_list_gives_the_json_snapshot_in_one_request(
+    cluster: Cluster, varied: str
+) -> None:
+    ns = varied
+    for _ in range(5):  # kwok may still be updating statuses between the two reads
+        streamed, streams, pod_pages = _read_streamed(cluster.kubeconfig, ns)
+        via_json, _, _ = _read(cluster.kubeconfig, ns, proto=False)
+        if streamed.snapshot == via_json.snapshot:
+            break
+    assert streamed.snapshot == via_json.snapshot
+    assert len(streamed.snapshot.pods) >= 7
+    assert (streams, pod_pages) == (1, 0)  # the stream was taken, nothing read again
+
+    if cluster.audit_log is None:
+        return
+    mark = audit_mark(cluster)
+    live = rebalancer(cluster, "plan", "-n", ns, "-o", "json")
+    assert live.returncode == 0, explain(live)
+    time.sleep(2)  # the audit backend writes in batches
+    lists = [
+        ev["requestURI"]
+        for ev in rebalancer_requests(cluster, mark, ns)
+        if ev["verb"] == "list" and ev.get("objectRef", {}).get("resource") == "pods"
+    ]
+    assert lists == [f"/api/v1/namespaces/{ns}/pods"], lists  # one LIST, no limit, no RV

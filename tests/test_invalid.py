@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import structlog
 from rebalancer.cli.live import Timeouts, _Reader
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics
+from rebalancer.cluster.protodecode.stream import StreamDeclined
 from rebalancer.cluster.reader import read_cluster
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
 from rebalancer.cluster.runner import Cluster, Runner, RunSettings
@@ -107,6 +109,10 @@ def test_live_commands_warn_about_each_object_left_out() -> None:
     class Kube:
         list_page = staticmethod(list_page)
         list_page_proto = staticmethod(list_page)  # a server that answers JSON whatever asked
+
+        @staticmethod
+        def list_stream(resource: str, namespace: str | None) -> Iterator[bytes]:
+            raise StreamDeclined("LIST pods: answered application/json")  # as Kube does
 
     reader = _Reader(Kube(), None, Timeouts(5, 60, 120))  # type: ignore[arg-type]
     with structlog.testing.capture_logs() as logged:

@@ -11,6 +11,10 @@ not whatever the cut socket raised.
 The same thread calls ``on_slow`` while a request is still waiting after ``warn_after`` seconds,
 then after twice that, and so on, so a person watching the logs knows why nothing happens.
 
+A streamed answer (a LIST read in chunks) calls :meth:`Watchdog.extend` after each chunk: its
+deadline then bounds the wait for the next chunk, not the whole answer (a stream that keeps
+making progress is never cut; one that stalls is).
+
 No HTTP library is imported here: tests drive it with plain sockets.
 """
 
@@ -128,6 +132,18 @@ class Watchdog:
                 self._active.discard(w)
             w.detach_all()
 
+    def extend(self, w: Watch, seconds: float) -> None:
+        """Progress on ``w`` (a chunk of a streamed answer arrived): its deadline is now
+        ``seconds`` from now, and the slow-warnings count from now too."""
+        with self._cond:
+            if w.fired or w not in self._active:
+                return
+            w.started = self._clock()
+            w.seconds = seconds
+            w.deadline = w.started + seconds
+            heapq.heappush(self._heap, (w.deadline, next(self._seq), "fire", w))
+            self._cond.notify()
+
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(
@@ -148,10 +164,17 @@ class Watchdog:
                     now = self._clock()
                     if when <= now:
                         _, _, kind, w = heapq.heappop(self._heap)
+                        if kind == "fire" and when < w.deadline:
+                            continue  # extended since this entry was queued
                         break
                     self._cond.wait(when - now)
                 waited = now - w.started
                 if kind == "warn":
+                    if waited < self.warn_after:  # progress since (extended): not slow
+                        heapq.heappush(
+                            self._heap, (w.started + self.warn_after, next(self._seq), kind, w)
+                        )
+                        continue
                     heapq.heappush(self._heap, (w.started + 2 * waited, next(self._seq), kind, w))
             if kind == "fire":
                 w.fire()

@@ -21,7 +21,7 @@ import http.client
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -37,6 +37,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
 from rebalancer.cluster import deadline, errors, logs, protodecode
+from rebalancer.cluster.protodecode.stream import StreamDeclined
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT"})
@@ -47,6 +48,8 @@ DEFAULT_REQUEST_TIMEOUT: Final = 60.0
 DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
 """(connect, whole request) seconds."""
 JSON: Final = "application/json"
+STREAM_CHUNK: Final = 1 << 20
+"""Bytes read at a time from a streamed LIST (:meth:`Kube.list_stream`)."""
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 GET_RETRIES: Final = 3
 MAX_RETRY_AFTER: Final = 10.0
@@ -396,6 +399,121 @@ class Kube:
                 f"{content_type or '(none)'}"
             )
         return response.body
+
+    def list_stream(self, resource: str, namespace: str | None) -> Iterator[bytes]:
+        """One LIST without ``limit`` (and without resourceVersion: a consistent read, served
+        from kube-apiserver's watch cache), asking for protobuf; the body as it arrives, in
+        chunks of :data:`STREAM_CHUNK` bytes (never held whole).
+
+        Deadline: per chunk, not per answer. The answer's headers must come within the request
+        deadline (``--request-timeout``) as for any request, and then each chunk within that
+        deadline from the previous one (:meth:`.deadline.Watchdog.extend`): a stream that keeps
+        coming is never cut, however long (150,000 pods are about 485 MB), one that stalls or
+        trickles is cut within the deadline (:class:`errors.DeadlineExceeded`). The read
+        deadline of the whole read (:class:`~rebalancer.cluster.reader.ReadDeadline`, growing
+        with the objects read) is checked by the reader after each batch of pods.
+
+        An answer that is not protobuf (a server or proxy answering JSON) raises
+        :class:`~rebalancer.cluster.protodecode.stream.StreamDeclined` before its body is read;
+        429 and 5xx are retried as :meth:`request` does, other error statuses raise their
+        :class:`errors.ApiError`. The connection is closed when the stream is left early."""
+        spec = RESOURCES_BY_NAME[resource]
+        scoped = namespace if spec.namespaced else None
+        attempt = 0
+        while True:
+            retry = yield from self._stream_once(
+                spec.path(scoped), spec.rbac_name, scoped, retryable=attempt < self.get_retries
+            )
+            if retry is None:
+                return
+            status, headers = retry
+            delay = retry_after(headers)
+            delay = min(delay if delay is not None else 0.5 * 2**attempt, MAX_RETRY_AFTER)
+            attempt += 1
+            self._log.warning(
+                logs.REQUEST_RETRY,
+                request=f"GET {spec.path(scoped)}",
+                status=status,
+                attempt=attempt,
+                sleep_seconds=delay,
+            )
+            self._sleep(delay)
+
+    def _stream_once(
+        self, path: str, rbac_name: str, namespace: str | None, *, retryable: bool
+    ) -> Generator[bytes, None, tuple[int, dict[str, str]] | None]:
+        """One try of :meth:`list_stream`: yields the chunks and returns None, or returns the
+        status and headers of an answer to retry (429 or 5xx, when ``retryable``)."""
+        limit = self.timeout[1]
+        with self._watchdog.watch(f"GET {path} (stream)", limit) as watch:
+            response = None
+            finished = False
+            try:
+                response = self._open(path)
+                status = int(response.status)
+                if status in RETRY_STATUSES and retryable:
+                    return status, {str(k): str(v) for k, v in response.headers.items()}
+                if status >= 400:
+                    body = response.read()
+                    raise api_error(
+                        status,
+                        protodecode.status_body(body)
+                        if protodecode.is_protobuf(body)
+                        else Response(status, body).json(),
+                        verb="list",
+                        resource=rbac_name,
+                        namespace=namespace,
+                    )
+                content_type = str(response.headers.get("Content-Type", ""))
+                if content_type.split(";", maxsplit=1)[0].strip() != protodecode.PROTOBUF:
+                    raise StreamDeclined(f"LIST {rbac_name}: answered {content_type or '(none)'}")
+                while chunk := response.read(STREAM_CHUNK):
+                    if watch.fired:
+                        break
+                    self._watchdog.extend(watch, limit)
+                    yield chunk
+                if watch.fired:  # a cut socket reads as the end of the body
+                    raise self._stream_stalled(path)
+                finished = True
+                return None
+            except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+                # The socket's read timeout (the same seconds, per recv) may beat the watchdog.
+                if watch.fired or isinstance(
+                    exc, urllib3.exceptions.ReadTimeoutError | TimeoutError
+                ):
+                    raise self._stream_stalled(path) from None
+                cause = getattr(exc, "reason", None) or exc
+                raise errors.Unreachable(
+                    f"cannot reach {self.server} (LIST {path}): {cause}"
+                ) from exc
+            finally:
+                if response is not None:
+                    if finished:
+                        response.release_conn()
+                    else:  # left early: the rest must not reach the next request
+                        response.close()
+
+    def _stream_stalled(self, path: str) -> errors.DeadlineExceeded:
+        return errors.DeadlineExceeded(
+            f"the answer from {self.server} to GET {path} stalled: no {STREAM_CHUNK >> 20} MiB "
+            f"within {self.timeout[1]:g}s (--request-timeout)"
+        )
+
+    def _open(self, path: str) -> Any:
+        """Send a GET of ``path`` asking for protobuf; the urllib3 response, body not read."""
+        try:
+            _, url, headers, _, _ = self._api.param_serialize(
+                "GET",
+                path,
+                header_params={"Accept": protodecode.ACCEPT},
+                auth_settings=["BearerToken"],
+            )
+            raw = self._api.call_api(
+                "GET", url, header_params=headers, _request_timeout=self.timeout
+            )
+        except ApiException as exc:
+            raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
+        return raw.response
 
     def watch_lines(
         self,

@@ -11,6 +11,10 @@ bytes``; :meth:`rebalancer.cluster.kubeclient.Kube.list_page` is the real one, t
 A second one may ask for the protobuf encoding (:meth:`~rebalancer.cluster.kubeclient.Kube.
 list_page_proto`): pod pages then come as protobuf when the server answers so, and are decoded
 by :mod:`rebalancer.cluster.protodecode` (a page it cannot take exactly is read again as JSON).
+A third, ``list_stream(resource, namespace) -> chunks`` (:meth:`~rebalancer.cluster.kubeclient.
+Kube.list_stream`), reads all pods in ONE unpaginated protobuf LIST, consumed as a stream
+(:mod:`rebalancer.cluster.protodecode.stream`): kube-apiserver serves it from its watch cache,
+where the continue pages of a paginated LIST go to etcd.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Protocol
@@ -28,6 +32,7 @@ import orjson
 
 from rebalancer.cluster import errors, fastdecode, protodecode
 from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
+from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined, pod_batches
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
@@ -37,6 +42,9 @@ from rebalancer.core.slim import slim
 
 ListPage = Callable[[str, str | None, int, str | None], bytes]
 """``list_page(resource, namespace, limit, continue_token) -> bytes`` (one LIST page as JSON)."""
+ListStream = Callable[[str, str | None], Iterable[bytes]]
+"""``list_stream(resource, namespace) -> chunks``: one unpaginated LIST in protobuf, its body in
+chunks; raises :class:`StreamDeclined` when the answer is not protobuf."""
 
 DEFAULT_PAGE_SIZE: Final = 2000
 MAX_RESTARTS: Final = 3  # a read starts again when a continue token expires (410 Gone)
@@ -50,6 +58,10 @@ PROTOBUF_RESOURCES: Final = frozenset({"pods"})
 
 class _JsonRestart(Exception):  # control flow inside this module
     """The first protobuf page of a resource could not be taken: read again, all JSON."""
+
+
+class _PagedRestart(Exception):  # control flow inside this module
+    """A batch of the streamed pods could not be taken: read again, pods paginated."""
 
 
 class Builder(Protocol):
@@ -116,6 +128,7 @@ def read_cluster(
     clock: Callable[[], float] = time.monotonic,
     skip_invalid: bool = False,
     list_page_proto: ListPage | None = None,
+    list_stream: ListStream | None = None,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
 
@@ -138,6 +151,13 @@ def read_cluster(
     converter's. A page :mod:`~rebalancer.cluster.protodecode` cannot take exactly is read
     again as JSON with the same continue token (the same list snapshot); when that is the
     first page of a resource, the whole read starts again in JSON.
+
+    ``list_stream``: the transport of one unpaginated protobuf LIST, used instead of pages for
+    :data:`PROTOBUF_RESOURCES` under the same conditions. Its body is split and converted in
+    batches as it arrives. An answer that is not protobuf, bytes that do not parse, a batch the
+    decoder cannot take exactly: the whole read starts again with a fresh builder, the pods
+    read paginated (``list_page_proto``'s pages, else JSON), so no half-read list is left.
+    The ``deadline`` is checked after each batch (the transport bounds each chunk's wait).
 
     With ``prefetch`` > 0 a :class:`PageFetcher` thread requests the pages, in the same order
     and with the same arguments, up to ``prefetch`` pages ahead of the one being converted: the
@@ -169,13 +189,16 @@ def read_cluster(
                     check=check,
                     skip_invalid=skip_invalid,
                     list_page_proto=list_page_proto,
+                    list_stream=list_stream,
                 )
         except errors.Gone:
             if attempt == MAX_RESTARTS:
                 raise
             attempt += 1
         except _JsonRestart:
-            list_page_proto = None
+            list_page_proto = list_stream = None
+        except (_PagedRestart, StreamDeclined):
+            list_stream = None
 
 
 def _read_once(
@@ -191,6 +214,7 @@ def _read_once(
     check: Callable[[int], None],
     skip_invalid: bool,
     list_page_proto: ListPage | None = None,
+    list_stream: ListStream | None = None,
 ) -> ReadResult:
     kept: list[dict[str, Any]] | None = [] if keep_objects else None
     counts = dict.fromkeys((r.name for r in resources), 0)
@@ -200,10 +224,19 @@ def _read_once(
     # is not the converter's.
     fast = ProtoBuilder(builder) if kept is None and isinstance(builder, SnapshotBuilder) else None
     fetcher = PageFetcher(
-        list_page, plan, page_size, prefetch, list_page_proto if fast is not None else None
+        list_page,
+        plan,
+        page_size,
+        prefetch,
+        list_page_proto if fast is not None else None,
+        list_stream=list_stream if fast is not None else None,
     )
     with fetcher:
         for resource, fetched, token in fetcher:
+            if isinstance(fetched, PodBatch):  # a batch of the one streamed LIST of pods
+                pages += _add_batch(fast, fetched, counts, resource.name)
+                check(sum(counts.values()))
+                continue
             pages += 1
             if isinstance(fetched, ProtoPage):
                 assert fast is not None  # only asked for with a builder of the converter's
@@ -225,10 +258,7 @@ def _read_once(
                 if page_token != token:  # pragma: no cover - continue_token misread the page
                     raise errors.ClusterError(f"LIST {resource.name}: inconsistent continue token")
                 del raw, listed
-                for raw_item in raw_items:
-                    if not fast.add_listed(raw_item, resource.kind):
-                        raise errors.ClusterError(f"LIST {resource.name}: an item is not an object")
-                counts[resource.name] += len(raw_items)
+                counts[resource.name] += _add_listed(fast, raw_items, resource)
                 del raw_items
                 check(sum(counts.values()))
                 continue
@@ -237,22 +267,44 @@ def _read_once(
                 raise errors.ClusterError(f"LIST {resource.name}: inconsistent continue token")
             items = page.get("items") or ()
             del page, raw  # only the items are needed from here on
-            add = builder.add
             if kept is None:
                 for item in items:
-                    add(_typed(item, resource))
+                    builder.add(_typed(item, resource))
             else:
                 for item in items:
                     obj = _complete(item, resource)
-                    add(obj)
+                    builder.add(obj)
                     kept.append(slim(obj) if trim else obj)
             counts[resource.name] += len(items)
             del items  # converted: let the page go before the next one is parsed
             check(sum(counts.values()))
-    objects = tuple(kept) if kept is not None else None
     snapshot = builder.build(skip_invalid=skip_invalid)
-    rejected = builder.rejected if skip_invalid else ()
-    return ReadResult(snapshot, objects, tuple(counts.items()), pages, rejected)
+    objects = tuple(kept) if kept is not None else None
+    return ReadResult(
+        snapshot, objects, tuple(counts.items()), pages, builder.rejected if skip_invalid else ()
+    )
+
+
+def _add_batch(
+    fast: ProtoBuilder | None, batch: PodBatch, counts: dict[str, int], resource: str
+) -> int:
+    """A batch of streamed pods into the builder, counted; the LIST requests it completes (1
+    for the last batch). A batch the decoder cannot take exactly: the read starts again, pods
+    paginated (their path names each problem)."""
+    assert fast is not None  # only asked for with a builder of the converter's
+    added = fast.add_items(batch.items)
+    if added is None:
+        raise _PagedRestart
+    counts[resource] += added
+    return int(batch.last)
+
+
+def _add_listed(fast: ProtoBuilder, raw_items: Sequence[Any], resource: Resource) -> int:
+    """A JSON page's items (typed decoding) into the builder; how many."""
+    for raw_item in raw_items:
+        if not fast.add_listed(raw_item, resource.kind):
+            raise errors.ClusterError(f"LIST {resource.name}: an item is not an object")
+    return len(raw_items)
 
 
 def _again_as_json(
@@ -376,9 +428,10 @@ def _complete(item: Any, resource: Resource) -> dict[str, Any]:
     return {"apiVersion": item.pop("apiVersion"), "kind": item.pop("kind"), **item}
 
 
-Fetched = tuple[Resource, bytes | ProtoPage, str | None]
+Fetched = tuple[Resource, bytes | ProtoPage | PodBatch, str | None]
 """One page: its resource, its raw JSON (or a decoded protobuf page of pods, when a protobuf
-transport is given), and the continue token read from it (None: last)."""
+transport is given; or a batch of the streamed list of pods, when a stream transport is), and
+the continue token read from it (None: last, and always for a batch)."""
 
 _DONE: Final = object()
 
@@ -408,8 +461,11 @@ class PageFetcher:
         page_size: int,
         depth: int = PREFETCH,
         list_page_proto: ListPage | None = None,
+        *,
+        list_stream: ListStream | None = None,
     ) -> None:
         self._list_page = list_page
+        self._list_stream = list_stream
         self._list_page_proto = list_page_proto
         self._plan = tuple(plan)
         self._page_size = page_size
@@ -471,14 +527,32 @@ class PageFetcher:
                 raise item
             yield item  # type: ignore[misc]  # a Fetched: the only other thing queued
 
-    def _pages(self) -> Iterator[Fetched]:
+    def _pages(self) -> Generator[Fetched, None, None]:
         for resource, namespace in self._plan:
+            if self._list_stream is not None and resource.name in PROTOBUF_RESOURCES:
+                yield from self._streamed(self._list_stream, resource, namespace)
+                continue
             token: list[str | None] = [None]
             while True:
                 # No local keeps the page: it is freed as soon as its consumer drops it.
                 yield self._fetch(resource, namespace, token)
                 if token[0] is None:
                     break
+
+    @staticmethod
+    def _streamed(
+        list_stream: ListStream, resource: Resource, namespace: str | None
+    ) -> Iterator[Fetched]:
+        """The batches of one unpaginated LIST (the connection closed however it ends)."""
+        chunks = list_stream(resource.name, namespace)
+        try:
+            for batch in pod_batches(chunks):
+                yield resource, batch, None
+                del batch
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
 
     def _fetch(self, resource: Resource, namespace: str | None, token: list[str | None]) -> Fetched:
         """Request the page after ``token[0]``; set ``token[0]`` to the page's own token."""
@@ -508,11 +582,14 @@ class PageFetcher:
         return False
 
     def _run(self) -> None:
+        pages = self._pages()
         try:
-            for fetched in self._pages():
+            for fetched in pages:
                 if self._stop.is_set() or not self._put(fetched):
                     return
                 del fetched
             self._put(_DONE)
         except BaseException as exc:  # handed over, raised in the consumer's thread
             self._put(exc)
+        finally:
+            pages.close()  # a stream left early: its connection closed now, not at collection

@@ -1,7 +1,8 @@
 """Loop mode (``run --interval``): the cluster kept current by LIST + WATCH between passes.
 
 One thread per resource: a paginated LIST (typed decoding, pods asked for as protobuf when a
-protobuf transport is given, as the reader does), then a WATCH
+protobuf transport is given, as the reader does; with a stream transport, the pods in one
+unpaginated protobuf LIST read as a stream, paginated again if it is declined), then a WATCH
 from the list's resourceVersion with bookmarks; each event updates that resource's store of
 model objects. The API server ends a watch after ``timeoutSeconds`` (a random 5 to 10 minutes,
 as client-go's reflector asks); it is resumed from the last resourceVersion seen (an event's
@@ -19,7 +20,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -29,7 +30,15 @@ from msgspec import Raw, Struct
 from rebalancer.cluster import errors
 from rebalancer.cluster.fastdecode import page_parts
 from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
-from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE, MAX_RESTARTS, PageFetcher, continue_token
+from rebalancer.cluster.protodecode import schema_pb2 as pb
+from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined
+from rebalancer.cluster.reader import (
+    DEFAULT_PAGE_SIZE,
+    MAX_RESTARTS,
+    ListStream,
+    PageFetcher,
+    continue_token,
+)
 from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder, convert_one
 from rebalancer.core.convert.builder import Rejected
@@ -97,6 +106,7 @@ class _ResourceWatch:
         settings: WatchSettings,
         caches: Caches,
         list_page_proto: ListPage | None = None,
+        list_stream: ListStream | None = None,
         lock: threading.Lock,
         list_gate: threading.Lock,
         stop: threading.Event,
@@ -107,6 +117,7 @@ class _ResourceWatch:
         self.namespace = namespace if resource.namespaced else None
         self._list_page = list_page
         self._list_page_proto = list_page_proto
+        self._list_stream = list_stream
         self._watch_lines = watch_lines
         self._settings = settings
         self._caches = caches
@@ -174,15 +185,23 @@ class _ResourceWatch:
     ) -> bool:
         """A LIST page of pods in protobuf into ``items``; False when the decoder declines it
         (then it is read again as JSON, whose path names each problem)."""
+        if not self._add_proto_items(items, problems, page.items):
+            return False
+        self.counts["list_pages"] += 1
+        return True
+
+    def _add_proto_items(
+        self, items: dict[_Key, Any], problems: dict[_Key, list[str]], pods_in: Iterable[pb.Pod]
+    ) -> bool:
+        """Pods in protobuf into ``items``; False when the decoder declines one of them."""
         with self._lock, gc_paused():
-            pods = self._fast.convert_page(page)
+            pods = self._fast.convert_items(pods_in)
             if pods is None:
                 return False
             for pod in pods:
                 key: _Key = (pod.namespace, pod.name)
                 items[key] = pod
                 problems.pop(key, None)
-        self.counts["list_pages"] += 1
         return True
 
     def _relist(self) -> None:
@@ -197,6 +216,15 @@ class _ResourceWatch:
                         raise
 
     def _list_once(self) -> None:
+        try:
+            self._list_items()
+        except StreamDeclined:
+            # The streamed LIST was not taken: from scratch, paginated (for good: a server
+            # that answers it so once will again).
+            self._list_stream = None
+            self._list_items()
+
+    def _list_items(self) -> None:
         items: dict[_Key, Any] = {}
         problems: dict[_Key, list[str]] = {}
         version: str | None = None
@@ -207,16 +235,24 @@ class _ResourceWatch:
             [(self.resource, self.namespace)],
             self._settings.page_size,
             list_page_proto=self._list_page_proto,
+            list_stream=self._list_stream,
         )
         with fetcher:
             for _, fetched, token in fetcher:
+                if isinstance(fetched, PodBatch):  # the one streamed LIST of pods
+                    if not self._add_proto_items(items, problems, fetched.items):
+                        raise StreamDeclined("a pod the protobuf decoder declines")
+                    if fetched.last:
+                        version = fetched.resource_version
+                        self.counts["list_pages"] += 1
+                    continue
                 if isinstance(fetched, ProtoPage):
                     if self._add_proto_page(items, problems, fetched):
                         version = version or fetched.resource_version
                         continue
                     if fetched.requested is None:  # no list snapshot yet: all again, in JSON
                         self._list_page_proto = None
-                        self._list_once()
+                        self._list_items()
                         return
                     raw = self._list_page(
                         name, self.namespace, self._settings.page_size, fetched.requested
@@ -361,9 +397,12 @@ class ClusterWatch:
         clock: Callable[[], float] = time.monotonic,
         seed: int | None = None,
         list_page_proto: ListPage | None = None,
+        list_stream: ListStream | None = None,
     ) -> None:
         """``list_page_proto``: the LIST transport asking for protobuf, for the pods' LISTs
-        (as :func:`rebalancer.cluster.reader.read_cluster` uses it); the WATCH stays JSON."""
+        (as :func:`rebalancer.cluster.reader.read_cluster` uses it); ``list_stream``: the pods
+        in one unpaginated protobuf LIST instead, read as a stream (the first LIST and every
+        relist after a 410). The WATCH stays JSON."""
         self.settings = settings or WatchSettings()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -377,6 +416,7 @@ class ClusterWatch:
                 namespace=namespace,
                 list_page=list_page,
                 list_page_proto=list_page_proto,
+                list_stream=list_stream,
                 watch_lines=watch_lines,
                 settings=self.settings,
                 caches=caches,

@@ -304,8 +304,13 @@ class ProtoBuilder(FastBuilder):
     def convert_page(self, page: ProtoPage) -> list[Pod] | None:
         """The page's pods, converted as the JSON path converts them; None when one of them
         cannot be taken exactly so (the caller then reads the page as JSON)."""
+        return self.convert_items(page.items)
+
+    def convert_items(self, items: Iterable[pb.Pod]) -> list[Pod] | None:
+        """Pods (of a page, or a batch of a streamed list) converted as :meth:`convert_page`
+        converts a page's; None when one of them cannot be taken exactly so."""
         try:
-            return [self._proto_pod(item) for item in page.items]
+            return [self._proto_pod(item) for item in items]
         except (_Fallback, DecodeError, UnicodeDecodeError, ValueError):
             self._problems.clear()
             return None
@@ -313,7 +318,11 @@ class ProtoBuilder(FastBuilder):
     def add_page(self, page: ProtoPage) -> int | None:
         """Add the page's pods (:meth:`convert_page`); how many, or None when none was added
         because one of them cannot be taken exactly as JSON would have it."""
-        pods = self.convert_page(page)
+        return self.add_items(page.items)
+
+    def add_items(self, items: Iterable[pb.Pod]) -> int | None:
+        """Add the pods (:meth:`convert_items`); how many, or None when none was added."""
+        pods = self.convert_items(items)
         if pods is None:
             return None
         add = self.builder.add_converted
