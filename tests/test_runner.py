@@ -22,6 +22,7 @@ from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics, parse_bind_address
 from rebalancer.cli.render import render_run
 from rebalancer.cluster import errors, kubeclient, logs
+from rebalancer.cluster import runner as runner_mod
 from rebalancer.cluster.events import BLOCKED, REBALANCED
 from rebalancer.cluster.executor import ExecutorSettings
 from rebalancer.cluster.kubeclient import connect
@@ -36,6 +37,7 @@ from rebalancer.core.errors import (
 )
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import Plan
+from rebalancer.core.planner import plan
 from rebalancer.core.policy import Limits, Policy
 from tests.fakes import NOW, PDB_429, FakeClock, FakeCluster, ScriptedPlanner
 
@@ -519,3 +521,48 @@ def test_a_pdb_rbac_will_not_let_us_read_ends_the_wait_at_once() -> None:
     assert fake.gets == 1
     assert 0.5 not in clock.sleeps
     assert report.evicted == 1 and report.end == "nothing-to-evict"
+
+
+def _all_planned_snapshots() -> list[tuple[str, Any, Any]]:
+    """(name, snapshot, policy) for every planner case, the bundled example, and generated
+    clusters under a few policies."""
+    from bench.gen import generate  # noqa: PLC0415
+    from rebalancer.cluster.policyfile import load_policy  # noqa: PLC0415
+    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415
+    from tests.casedsl import build_snapshot  # noqa: PLC0415
+
+    root = Path(__file__).parent
+    out: list[tuple[str, Any, Any]] = []
+    cases = yaml.safe_load((root / "data" / "planner_cases.yaml").read_text())["cases"]
+    for case in cases:
+        doc = {"apiVersion": "rebalancer/v1alpha1", "kind": "RebalancerPolicy"}
+        doc.update(case.get("policy") or {})
+        out.append((case["name"], build_snapshot(case), load_policy(yaml.safe_dump(doc), "case")))
+    out.append(
+        ("example", load_snapshot(str(root.parent / "examples" / "skewed-cluster.yaml")), Policy())
+    )
+    anyway = load_policy(
+        "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
+        "constraints: [DoNotSchedule, ScheduleAnyway]\n",
+        "both",
+    )
+    for seed in (1, 2, 3):
+        snap = snapshot_from_objects(list(generate(40, 600, seed)), "gen")
+        out.append((f"gen-{seed}", snap, Policy()))
+        out.append((f"gen-{seed}-anyway", snap, anyway))
+    return out
+
+
+def test_a_plans_violated_skews_are_what_a_second_analysis_of_its_snapshot_reports() -> None:
+    """A run that evicted nothing since its read reports the skews after from the first plan
+    (runner.violated_skews) instead of analysing the whole cluster again: for every key the
+    run reports, the two agree, on every planner case, the example and generated clusters."""
+    checked = 0
+    for name, snap, policy in _all_planned_snapshots():
+        result = plan(snap, policy, 1_000_000.0)
+        shortcut = runner_mod.violated_skews(result)
+        full = runner_mod.current_skews(snap, policy)
+        assert set(shortcut) <= set(full), name
+        assert {k: full[k] for k in shortcut} == shortcut, name
+        checked += len(shortcut)
+    assert checked > 50  # the check saw many violated views

@@ -232,6 +232,18 @@ def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
     return skews
 
 
+def violated_skews(plan: Plan) -> dict[str, int]:
+    """The skew of every view the plan found violated, keyed like :func:`current_skews`: on
+    the snapshot that plan was made from, these are :func:`current_skews`' values for every
+    key a run reports (a view of a key left out here is within the key's maxSkew, so below the
+    largest skew of the key's violated views)."""
+    skews: dict[str, int] = {}
+    for view in plan.violations:
+        key = _report_key(view)
+        skews[key] = max(skews.get(key, 0), view.skew)
+    return skews
+
+
 def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]:
     out: list[ViewSkew] = []
     for v in first.violations:
@@ -421,7 +433,13 @@ class Runner:
         after: Mapping[str, int] | None = None
         last = loop.waves[-1].results if loop.waves else ()
         if loop.final is not None or not any(r.outcome is Outcome.EVICTED for r in last):
-            after = current_skews(loop.snapshot, self.policy)  # nothing evicted since the read
+            # nothing evicted since the read; when that read is the first plan's own, the plan
+            # has already measured it (no second analysis of the whole cluster)
+            after = (
+                violated_skews(first)
+                if loop.snapshot is snapshot
+                else current_skews(loop.snapshot, self.policy)
+            )
         report = RunReport(
             run_id=run_id,
             first_plan=first,
