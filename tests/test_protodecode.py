@@ -224,6 +224,56 @@ def test_a_pod_with_every_field_read_decodes_as_json_does() -> None:
     assert pod.required_affinity is not None
 
 
+def test_shared_constraints_with_and_without_match_label_keys_follow_each_pods_labels() -> None:
+    """Pods of one workload whose labels differ (kube-apiserver copies the node's zone onto
+    each pod it binds) share one constraints fragment: with matchLabelKeys each pod's own
+    label values go into its selector, without them the constraints are one and the same."""
+
+    def pod(name: str, zone: str, hash_: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": "shop",
+                "labels": {"app": "web", "hash": hash_, "topology.kubernetes.io/zone": zone},
+            },
+            "spec": {
+                "nodeName": "n1",
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "matchLabelKeys": ["hash"],
+                    },
+                    {
+                        "maxSkew": 2,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                    },
+                ],
+            },
+        }
+
+    objects = [
+        pod("a", "z1", "h1"),
+        pod("b", "z2", "h1"),
+        pod("c", "z1", "h2"),
+        pod("d", "z3", "h2"),
+        pod("e", "z2", "h1"),
+    ]
+    found = same(objects)
+    assert found is not None
+    by_name = {p.name: p for p in found.pods}
+    keyed = {n: by_name[n].constraints[0].selector for n in by_name}
+    # hand-derived: the matchLabelKeys constraint selects by each pod's own hash value
+    assert keyed["a"] == keyed["b"] == keyed["e"] != keyed["c"] == keyed["d"]
+    assert "h2" in repr(keyed["c"]) and "h1" in repr(keyed["a"])
+    plain = {by_name[n].constraints[1] for n in by_name}
+    assert len(plain) == 1  # without matchLabelKeys the labels change nothing
+
+
 def test_a_bare_pod_decodes_as_json_does() -> None:
     bare: dict[str, Any] = {"metadata": {"name": "p", "creationTimestamp": None}, "spec": {}}
     found = same([bare])

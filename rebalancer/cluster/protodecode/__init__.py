@@ -297,6 +297,7 @@ class ProtoBuilder(FastBuilder):
         self._p_affinity = _Memo((None, EMPTY_NUMBER))
         self._p_tolerations = _Memo(((), EMPTY_NUMBER))
         self._p_constraints = _Memo()
+        self._p_label_keyed = _Memo()  # constraints' bytes -> whether any has matchLabelKeys
         self._p_requests = _Memo()
         self._p_claims = _Memo(())
         self._p_templates = _Memo()
@@ -384,7 +385,15 @@ class ProtoBuilder(FastBuilder):
     def _p_constraints_of(self, key: tuple[bytes, ...], labels: Any, label_set: int) -> Any:
         if not key:
             return (), EMPTY_NUMBER
-        memo_key = (key, label_set)
+        # The pod's labels matter only to constraints with matchLabelKeys: the others are
+        # memoised by their bytes alone (on v1.35 kube-apiserver copies the node's zone onto
+        # each pod it binds, so a workload's pods carry one label set per zone).
+        by_labels = self._p_label_keyed.data.get(key)
+        if by_labels is None:
+            by_labels = self._p_label_keyed.put(
+                key, any(pb.TopologySpreadConstraint.FromString(raw).matchLabelKeys for raw in key)
+            )
+        memo_key = (key, label_set) if by_labels else key
         found = self._p_constraints.data.get(memo_key)
         if found is None:
             found = spread_constraints(
