@@ -87,7 +87,7 @@ def test_policy_check_reports_every_problem(
         f"{bad_policy}: 3 problem(s):",
         "  - nodefit: unknown key; did you mean nodeFit?",
         "  - limits.perNode: must be an integer >= 0 or null, got -1",
-        "  - gracePeriodSeconds: 0 would force-delete; use >= 1 or omit",
+        "  - gracePeriodSeconds: 0 means no grace period; use >= 1 or omit",
     ]
 
 

@@ -91,7 +91,7 @@ def test_body_grace_follows_policy() -> None:
 @pytest.mark.parametrize("grace", [0, -1])
 def test_body_rejects_grace_below_one(grace: int) -> None:
     """Grace 0 (a force delete) or less is refused, even if a plan carried it."""
-    with pytest.raises(InputError, match="force-delete"):
+    with pytest.raises(InputError, match="no grace period"):
         eviction_body(evict("web-1", grace=grace))
 
 

@@ -133,7 +133,7 @@ def test_problem_message_names_the_source() -> None:
     assert str(info.value) == (
         "policy.yaml: 2 problem(s):\n"
         "  - nodefit: unknown key; did you mean nodeFit?\n"
-        "  - gracePeriodSeconds: 0 would force-delete; use >= 1 or omit"
+        "  - gracePeriodSeconds: 0 means no grace period; use >= 1 or omit"
     )
 
 

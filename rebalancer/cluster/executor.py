@@ -105,9 +105,9 @@ def eviction_body(eviction: Eviction, *, dry_run: bool = False) -> dict[str, Any
     """The policy/v1 Eviction for a planned eviction: uid precondition always, grace if set."""
     grace = eviction.grace_period_seconds
     if grace is not None and grace < 1:
-        # Not an assert: this must hold with python -O too. Grace 0 would force-delete.
+        # Not an assert: this must hold with python -O too. Grace 0 would end the pod at once.
         raise InputError(
-            eviction.key, [f"gracePeriodSeconds {grace} would force-delete; it must be >= 1"]
+            eviction.key, [f"gracePeriodSeconds {grace} means no grace period; it must be >= 1"]
         )
     if not eviction.uid:
         raise InputError(eviction.key, ["no uid: the uid precondition is mandatory"])

@@ -8,7 +8,7 @@ every problem is collected with its path and the offending value, so one
 
     nodefit: unknown key; did you mean nodeFit?
     limits.perNode: must be an integer >= 0 or null, got -1
-    gracePeriodSeconds: 0 would force-delete; use >= 1 or omit
+    gracePeriodSeconds: 0 means no grace period; use >= 1 or omit
 
 Problems are recorded by the converters' :class:`~rebalancer.core.convert.checker.Checker`
 and the label selector goes through their one selector parser (in strict mode).
@@ -490,7 +490,7 @@ def _limits(check: _Checker, value: object, path: str) -> Limits:
 def _grace_period(check: _Checker, value: object, path: str) -> int | None:
     """DeleteOptions.gracePeriodSeconds: an int64 >= 1."""
     if value == 0 and not isinstance(value, bool):
-        check.add(path, "0 would force-delete; use >= 1 or omit")
+        check.add(path, "0 means no grace period; use >= 1 or omit")
         return None
     return check.bounded_int(value, path, 1, None, nullable=True, maximum=_INT64_MAX)
 
