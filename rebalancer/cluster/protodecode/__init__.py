@@ -30,7 +30,7 @@ from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.memo import EMPTY_NUMBER
 from rebalancer.core.convert.pods import LAST_APPLIED_ANNOTATION, MIRROR_ANNOTATION
 from rebalancer.core.convert.requests import pod_requests
-from rebalancer.core.model import Pod
+from rebalancer.core.model import Pod, new_pod
 
 __all__ = [
     "ACCEPT",
@@ -481,8 +481,9 @@ class ProtoBuilder(FastBuilder):
         annotations = _annotations(meta.annotations)
         pvc_names, local_storage = _volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         ready, disruption_target = _conditions(status.conditions)
-        # Positional, in the order of the model's fields (as fastdecode builds it).
-        return Pod(
+        # Positional, in the order of the model's fields (new_pod, as fastdecode builds it),
+        # with the strings many pods hold alike interned as fastdecode does.
+        return new_pod(
             sys.intern(meta.namespace or "default"),
             name,
             meta.uid,
@@ -490,10 +491,10 @@ class ProtoBuilder(FastBuilder):
             sys.intern(spec.nodeName) or None,
             # JSON writes seconds only; an empty Time (zero time, or the epoch) reads as 0.0.
             float(meta.creationTimestamp.seconds),
-            status.phase or "Pending",
+            sys.intern(status.phase or "Pending"),
             _terminating(meta),
             spec.priority if spec.HasField("priority") else None,
-            spec.priorityClassName or None,
+            sys.intern(spec.priorityClassName) or None,
             owner,
             node_selector,
             affinity,
