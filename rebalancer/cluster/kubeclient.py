@@ -232,17 +232,24 @@ class Kube:
                 or attempt >= self.get_retries
             ):
                 return response
-            delay = retry_after(response.headers)
-            delay = min(delay if delay is not None else 0.5 * 2**attempt, MAX_RETRY_AFTER)
             attempt += 1
-            self._log.warning(
-                logs.REQUEST_RETRY,
-                request=f"{method} {path}",
-                status=response.status,
-                attempt=attempt,
-                sleep_seconds=delay,
-            )
-            self._sleep(delay)
+            self._pause_before_retry(f"{method} {path}", response.status, response.headers, attempt)
+
+    def _pause_before_retry(
+        self, request: str, status: int, headers: Mapping[str, str], attempt: int
+    ) -> None:
+        """Wait before retry number ``attempt`` of a GET answered ``status`` (429 or 5xx):
+        Retry-After when the answer gives one, else an exponential backoff; bounded."""
+        delay = retry_after(headers)
+        delay = min(delay if delay is not None else 0.5 * 2 ** (attempt - 1), MAX_RETRY_AFTER)
+        self._log.warning(
+            logs.REQUEST_RETRY,
+            request=request,
+            status=status,
+            attempt=attempt,
+            sleep_seconds=delay,
+        )
+        self._sleep(delay)
 
     def _request_once(
         self,
@@ -350,6 +357,16 @@ class Kube:
         continue_token: str | None,
     ) -> bytes:
         """One page of a LIST as raw JSON bytes (the reader's transport)."""
+        return self._list_page(resource, namespace, limit, continue_token, JSON).body
+
+    def _list_page(
+        self,
+        resource: str,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+        accept: str,
+    ) -> Response:
         spec = RESOURCES_BY_NAME[resource]
         query = [("limit", str(limit))]
         if continue_token:
@@ -362,7 +379,8 @@ class Kube:
             resource=spec.rbac_name,
             namespace=scoped,
             query=query,
-        ).body
+            accept=accept,
+        )
 
     def list_page_proto(
         self,
@@ -375,28 +393,15 @@ class Kube:
         the CPU JSON costs): the body as sent, protobuf (it starts with
         :data:`~rebalancer.cluster.protodecode.MAGIC`) when the answer's Content-Type says so,
         otherwise JSON (a server or proxy may answer JSON whatever was asked)."""
-        spec = RESOURCES_BY_NAME[resource]
-        query = [("limit", str(limit))]
-        if continue_token:
-            query.append(("continue", continue_token))
-        scoped = namespace if spec.namespaced else None
-        response = self._checked(
-            "GET",
-            spec.path(scoped),
-            verb="list",
-            resource=spec.rbac_name,
-            namespace=scoped,
-            query=query,
-            accept=protodecode.ACCEPT,
-        )
+        response = self._list_page(resource, namespace, limit, continue_token, protodecode.ACCEPT)
         content_type = next(
             (v for k, v in response.headers.items() if k.lower() == "content-type"), ""
         )
         is_protobuf = content_type.split(";")[0].strip() == protodecode.PROTOBUF
         if is_protobuf != protodecode.is_protobuf(response.body):
             raise errors.ClusterError(
-                f"LIST {spec.rbac_name}: the answer's body does not match its Content-Type "
-                f"{content_type or '(none)'}"
+                f"LIST {RESOURCES_BY_NAME[resource].rbac_name}: the answer's body does not match "
+                f"its Content-Type {content_type or '(none)'}"
             )
         return response.body
 
@@ -426,18 +431,8 @@ class Kube:
             )
             if retry is None:
                 return
-            status, headers = retry
-            delay = retry_after(headers)
-            delay = min(delay if delay is not None else 0.5 * 2**attempt, MAX_RETRY_AFTER)
             attempt += 1
-            self._log.warning(
-                logs.REQUEST_RETRY,
-                request=f"GET {spec.path(scoped)}",
-                status=status,
-                attempt=attempt,
-                sleep_seconds=delay,
-            )
-            self._sleep(delay)
+            self._pause_before_retry(f"GET {spec.path(scoped)}", *retry, attempt)
 
     def _stream_once(
         self, path: str, rbac_name: str, namespace: str | None, *, retryable: bool
