@@ -340,7 +340,7 @@ def test_pod_fields() -> None:
     assert pod.node_selector == {"disk": "ssd"}
     assert pod.node_name == "node-a"
     assert pod.phase == "Running"
-    assert "kubectl.kubernetes.io/last-applied-configuration" not in pod.annotations
+    assert not hasattr(pod, "annotations")  # only the mirror flag is kept
     assert pod.key == "default/web-1"
 
 
@@ -1058,8 +1058,25 @@ def test_single_owner_reference_forms() -> None:
     )
 
 
+def test_annotations_are_checked_and_only_the_mirror_key_marks_a_mirror() -> None:
+    """Annotations are not kept, but a bad one is still reported, and only the exact mirror
+    key (whatever its value) makes a pod a static pod's mirror."""
+
+    def mirror(annotations: dict[str, Any]) -> bool:
+        return pod_from_api(pod_obj("web-1", meta={"annotations": annotations})).mirror
+
+    assert mirror({"kubernetes.io/config.mirror": ""})
+    assert not mirror({"kubernetes.io/config.mirror-x": "a", "b": "kubernetes.io/config.mirror"})
+    assert not mirror({})
+    assert problems_of(pod_obj("web-1", meta={"annotations": {"team": 1}})) == (
+        P + "metadata.annotations[team]: must be a string, got 1",
+    )
+    (problem,) = problems_of(pod_obj("web-1", meta={"annotations": ["x"]}))
+    assert problem.startswith(P + "metadata.annotations: ")
+
+
 def test_equal_string_maps_are_shared_and_bad_ones_still_reported() -> None:
-    """Pods with equal labels, annotations and nodeSelector share one dict of each; a bad
+    """Pods with equal labels and nodeSelector share one dict of each; a bad
     (even unhashable) value is reported every time, never cached."""
     spec = {"nodeSelector": {"disk": "ssd"}}
     meta = {"annotations": {"team": "shop"}}
@@ -1071,7 +1088,7 @@ def test_equal_string_maps_are_shared_and_bad_ones_still_reported() -> None:
         ]
     ).pods
     assert a.labels == {"app": "web", "tier": "1"} and a.labels is b.labels
-    assert a.annotations is b.annotations and a.node_selector is b.node_selector
+    assert a.node_selector is b.node_selector
     assert c.labels == {"app": "db"}
     for bad, shown in (({"app": 1}, "1"), ({"app": ["x"]}, '["x"]')):
         builder = SnapshotBuilder()

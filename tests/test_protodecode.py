@@ -218,7 +218,6 @@ def test_a_pod_with_every_field_read_decodes_as_json_does() -> None:
     assert pod.pvc_names == ("data-web-0", "web-0-scratch") and pod.local_storage
     assert (pod.priority, pod.priority_class_name, pod.grace_period_seconds) == (100, "prod", 10)
     assert pod.owner is not None and pod.owner.name == "web-1"
-    assert "kubectl.kubernetes.io/last-applied-configuration" not in pod.annotations
     assert pod.resource_claims == ("gpu",)
     assert len(pod.constraints) == 2 and len(pod.tolerations) == 2
     assert pod.required_affinity is not None

@@ -41,7 +41,6 @@ from rebalancer.core.convert.disruption import resource_claims
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
 from rebalancer.core.convert.meta import controller_owner, epoch
 from rebalancer.core.convert.pods import (
-    LAST_APPLIED_ANNOTATION,
     MIRROR_ANNOTATION,
     required_node_affinity,
     tolerations,
@@ -242,7 +241,7 @@ class FastBuilder:
         self._chk = Checker("", self._problems)
         no_map: tuple[dict[str, str], int] = ({}, EMPTY_NUMBER)
         self._labels = _Memo(no_map)
-        self._annotations = _Memo({})
+        self._mirrors = _Memo(False)
         self._owners = _Memo(None)
         self._node_selectors = _Memo(no_map)
         self._affinity = _Memo((None, EMPTY_NUMBER))
@@ -336,9 +335,9 @@ class FastBuilder:
     def _labels_of(self, value: Any) -> Any:
         return self.caches.labels.get(self._chk, {"labels": value}, "labels", "metadata")
 
-    def _new_annotations(self, key: bytes) -> dict[str, str]:
-        """As ``caches.annotations`` converts them, without sharing equal maps: a pod's
-        annotations are often its own (the map is kept by its bytes, with no number)."""
+    def _new_mirror(self, key: bytes) -> bool:
+        """Whether annotations (their bytes) mark a static pod's mirror, checked as
+        ``Checker.string_map`` checks them: only that annotation is read."""
         value = _loads(key)
         if value is None:
             value = {}
@@ -349,8 +348,7 @@ class FastBuilder:
             "".join(value.values())
         except TypeError as exc:
             raise _Fallback from exc
-        value.pop(LAST_APPLIED_ANNOTATION, None)
-        return self._annotations.put(key, value)  # type: ignore[no-any-return]
+        return self._mirrors.put(key, MIRROR_ANNOTATION in value)  # type: ignore[no-any-return]
 
     def _owner_of(self, value: Any) -> Any:
         return controller_owner(self._chk, {"ownerReferences": value}, self.caches.owners)
@@ -441,9 +439,9 @@ class FastBuilder:
             else:
                 resized = ()
         raw_annotations = bytes(meta.annotations)
-        annotations = self._annotations.data.get(raw_annotations)
-        if annotations is None:
-            annotations = self._new_annotations(raw_annotations)
+        mirror = self._mirrors.data.get(raw_annotations)
+        if mirror is None:
+            mirror = self._new_mirror(raw_annotations)
         pvc_names, local_storage = (
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
@@ -479,9 +477,8 @@ class FastBuilder:
             spec.priorityClassName or None,
             pvc_names,
             local_storage,
-            MIRROR_ANNOTATION in annotations,
+            mirror,
             grace,
-            annotations,
             ready,
             disruption_target,
         )
@@ -506,7 +503,6 @@ class FastBuilder:
             local_storage,
             mirror,
             grace,
-            annotations,
             ready,
             disruption_target,
         ) = digest
@@ -553,7 +549,6 @@ class FastBuilder:
             local_storage,
             mirror,
             grace,
-            annotations,
             ready,
             disruption_target,
             claims,

@@ -153,7 +153,6 @@ class Pod:
     local_storage: bool = False  # has an emptyDir volume
     mirror: bool = False  # static pod mirrored by the kubelet
     grace_period_seconds: int | None = None  # spec.terminationGracePeriodSeconds
-    annotations: Mapping[str, str] = field(default_factory=dict)
     ready: bool = True  # the Ready condition is True (what the Eviction API calls healthy)
     disruption_target: bool = False  # the DisruptionTarget condition is True: it is leaving
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims names (DRA)

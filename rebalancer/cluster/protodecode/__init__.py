@@ -28,7 +28,7 @@ from rebalancer.cluster.fastdecode import FastBuilder, Sink
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.memo import EMPTY_NUMBER
-from rebalancer.core.convert.pods import LAST_APPLIED_ANNOTATION, MIRROR_ANNOTATION
+from rebalancer.core.convert.pods import MIRROR_ANNOTATION
 from rebalancer.core.convert.requests import pod_requests
 from rebalancer.core.model import Pod, new_pod
 
@@ -478,7 +478,6 @@ class ProtoBuilder(FastBuilder):
             claims,
             template_number,
         ) = template
-        annotations = _annotations(meta.annotations)
         pvc_names, local_storage = _volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         ready, disruption_target = _conditions(status.conditions)
         # Positional, in the order of the model's fields (new_pod, as fastdecode builds it),
@@ -503,13 +502,12 @@ class ProtoBuilder(FastBuilder):
             requests,
             pvc_names,
             local_storage,
-            MIRROR_ANNOTATION in annotations,
+            _mirror(meta.annotations),
             (
                 spec.terminationGracePeriodSeconds
                 if spec.HasField("terminationGracePeriodSeconds")
                 else None
             ),
-            annotations,
             ready,
             disruption_target,
             claims,
@@ -574,14 +572,9 @@ def _conditions(conditions: Iterable[pb.PodCondition]) -> tuple[bool, bool]:
     return ready, disruption_target
 
 
-def _annotations(entries: Sequence[pb.StringEntry]) -> dict[str, str]:
-    """As the converter has them: the last-applied annotation (a copy of the whole spec) left
-    out, for memory only."""
-    if not entries:
-        return {}
-    annotations = {entry.key: entry.value for entry in entries}
-    annotations.pop(LAST_APPLIED_ANNOTATION, None)
-    return annotations
+def _mirror(entries: Sequence[pb.StringEntry]) -> bool:
+    """Whether the pod is a static pod's mirror: the one annotation read."""
+    return any(entry.key == MIRROR_ANNOTATION for entry in entries) if entries else False
 
 
 def _resized(

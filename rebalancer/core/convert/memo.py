@@ -66,7 +66,7 @@ class Memo:
 
 
 class SharedMaps:
-    """One dict per distinct string map: a workload's pods carry equal labels and annotations,
+    """One dict per distinct string map: a workload's pods carry equal labels and node selectors,
     so 150,000 pods hold a few thousand dicts instead of 150,000 (nobody mutates them).
     Each distinct map has a number. Bounded: cleared when full."""
 
@@ -115,7 +115,6 @@ class Caches:
 
     __slots__ = (
         "affinity",
-        "annotations",
         "constraints",
         "labels",
         "merged",
@@ -136,7 +135,6 @@ class Caches:
         self.merged = Memo(numbers)
         self.requests = Memo(numbers)
         self.labels = SharedMaps(numbers)
-        self.annotations = SharedMaps(numbers)
         self.node_selectors = SharedMaps(numbers)
         self.owners: dict[tuple[str, str, str], OwnerRef] = {}
         self.quantities: dict[str, int | None] = {}

@@ -27,7 +27,6 @@ from rebalancer.core.model import (
 )
 
 __all__ = [
-    "LAST_APPLIED_ANNOTATION",
     "MIRROR_ANNOTATION",
     "pod",
     "required_node_affinity",
@@ -35,7 +34,6 @@ __all__ = [
 ]
 
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
-LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
 _REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -120,10 +118,9 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     spec = chk.obj(obj, "spec", "")
     status = chk.obj(obj, "status", "")
     labels, label_set = caches.labels.get(chk, meta, "labels", "metadata")
-    # The last-applied annotation is a copy of the whole spec: memory only.
-    annotations, _ = caches.annotations.get(
-        chk, meta, "annotations", "metadata", drop=LAST_APPLIED_ANNOTATION
-    )
+    # Annotations are checked, and only the mirror one is kept (as a flag): a pod's annotations
+    # are often its own, and nothing else in them is read.
+    mirror = MIRROR_ANNOTATION in chk.string_map(meta, "annotations", "metadata")
     pvc_names, local_storage = _volumes(chk, spec, name)
     # Read in the order of the fields, so problems come out in that order.
     uid = chk.text(meta, "uid", "metadata")
@@ -159,9 +156,8 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         requests=requests,
         pvc_names=pvc_names,
         local_storage=local_storage,
-        mirror=MIRROR_ANNOTATION in annotations,
+        mirror=mirror,
         grace_period_seconds=grace_period_seconds,
-        annotations=annotations,
         ready=ready,
         disruption_target=disruption_target,
         resource_claims=resource_claims(chk, spec),
