@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol
 import orjson
 
 from rebalancer.cluster import errors, fastdecode, protodecode
+from rebalancer.cluster.overlap import Overlapped, Prepared, SidePages, replay
 from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined, pod_batches
 from rebalancer.cluster.resources import RESOURCES, Resource
@@ -54,6 +55,8 @@ SWITCH_INTERVAL: Final = 0.001
 """The GIL switch interval while a fetch thread runs (seconds; Python's default is 0.005)."""
 PROTOBUF_RESOURCES: Final = frozenset({"pods"})
 """The resources read as protobuf when a protobuf transport is given (the rest stay JSON)."""
+SIDE_PREFETCH: Final = 64
+"""Pages of the other resources fetched (and converted) ahead while the pods are streamed."""
 
 
 class _JsonRestart(Exception):  # control flow inside this module
@@ -161,7 +164,10 @@ def read_cluster(
 
     With ``prefetch`` > 0 a :class:`PageFetcher` thread requests the pages, in the same order
     and with the same arguments, up to ``prefetch`` pages ahead of the one being converted: the
-    API server encodes the next page while this one is parsed and converted.
+    API server encodes the next page while this one is parsed and converted. When the pods are
+    streamed, the stream's request goes out first and a second thread reads the other
+    resources meanwhile, parsing and converting their pages ahead (:mod:`.overlap`); they are
+    still added in plan order, into the same snapshot, and their errors raised in that order.
     """
     if page_size < 1:
         raise ValueError("page_size must be >= 1")
@@ -223,18 +229,19 @@ def _read_once(
     # Pods decoded straight into the model, unless the raw objects are kept or the builder
     # is not the converter's.
     fast = ProtoBuilder(builder) if kept is None and isinstance(builder, SnapshotBuilder) else None
-    fetcher = PageFetcher(
+    fetcher = _fetcher(
         list_page,
         plan,
-        page_size,
-        prefetch,
-        list_page_proto if fast is not None else None,
+        page_size=page_size,
+        prefetch=prefetch,
+        list_page_proto=list_page_proto if fast is not None else None,
         list_stream=list_stream if fast is not None else None,
     )
     with fetcher:
         for resource, fetched, token in fetcher:
-            if isinstance(fetched, PodBatch):  # a batch of the one streamed LIST of pods
-                pages += _add_batch(fast, fetched, counts, resource.name)
+            # A batch of the one streamed LIST of pods, or a page converted ahead beside it.
+            if isinstance(fetched, PodBatch | Prepared):
+                pages += _add_ready(fast, fetched, counts, resource.name, token)
                 check(sum(counts.values()))
                 continue
             pages += 1
@@ -285,18 +292,57 @@ def _read_once(
     )
 
 
-def _add_batch(
-    fast: ProtoBuilder | None, batch: PodBatch, counts: dict[str, int], resource: str
+def _fetcher(
+    list_page: ListPage,
+    plan: Sequence[tuple[Resource, str | None]],
+    *,
+    page_size: int,
+    prefetch: int,
+    list_page_proto: ListPage | None,
+    list_stream: ListStream | None,
+) -> PageFetcher | Overlapped[Fetched]:
+    """The pages of ``plan`` in order. With a stream and a fetch thread, the streamed LIST in
+    one thread and every other resource in a second, converted ahead (:mod:`.overlap`)."""
+    streamed = [p for p in plan if p[0].name in PROTOBUF_RESOURCES]
+    others = [p for p in plan if p[0].name not in PROTOBUF_RESOURCES]
+    if list_stream is None or prefetch == 0 or not streamed or not others:
+        return PageFetcher(
+            list_page, plan, page_size, prefetch, list_page_proto, list_stream=list_stream
+        )
+    stream = PageFetcher(list_page, streamed, page_size, prefetch, list_stream=list_stream)
+    side = PageFetcher(
+        list_page,
+        others,
+        page_size,
+        SIDE_PREFETCH,
+        prepare=SidePages(),
+        name="rebalancer-list-others",
+    )
+    return Overlapped([r for r, _ in plan], PROTOBUF_RESOURCES, stream, side)
+
+
+def _add_ready(
+    fast: ProtoBuilder | None,
+    ready: PodBatch | Prepared,
+    counts: dict[str, int],
+    resource: str,
+    token: str | None,
 ) -> int:
-    """A batch of streamed pods into the builder, counted; the LIST requests it completes (1
-    for the last batch). A batch the decoder cannot take exactly: the read starts again, pods
-    paginated (their path names each problem)."""
+    """A batch of streamed pods, or a page converted ahead (:func:`.overlap.replay`), into
+    the builder, counted; the LIST requests it completes (1 for a page and the last batch).
+    A batch the decoder cannot take exactly: the read starts again, pods paginated (their path
+    names each problem)."""
     assert fast is not None  # only asked for with a builder of the converter's
-    added = fast.add_items(batch.items)
+    if isinstance(ready, Prepared):
+        if ready.token != token:  # pragma: no cover - continue_token misread the page
+            raise errors.ClusterError(f"LIST {resource}: inconsistent continue token")
+        counts[resource] += replay(ready, fast.builder)
+        return 1
+    added = fast.add_items(ready.items)
     if added is None:
         raise _PagedRestart
     counts[resource] += added
-    return int(batch.last)
+    return int(ready.last)
 
 
 def _add_listed(fast: ProtoBuilder, raw_items: Sequence[Any], resource: Resource) -> int:
@@ -428,10 +474,13 @@ def _complete(item: Any, resource: Resource) -> dict[str, Any]:
     return {"apiVersion": item.pop("apiVersion"), "kind": item.pop("kind"), **item}
 
 
-Fetched = tuple[Resource, bytes | ProtoPage | PodBatch, str | None]
+Fetched = tuple[Resource, bytes | ProtoPage | PodBatch | Prepared, str | None]
 """One page: its resource, its raw JSON (or a decoded protobuf page of pods, when a protobuf
-transport is given; or a batch of the streamed list of pods, when a stream transport is), and
-the continue token read from it (None: last, and always for a batch)."""
+transport is given; or a batch of the streamed list of pods, when a stream transport is; or
+the page parsed and converted ahead, when a ``prepare`` function is), and the continue token
+read from it (None: last, and always for a batch)."""
+Prepare = Callable[[bytes, Resource], "bytes | Prepared"]
+"""``prepare(raw, resource)``: a JSON page made ready in the fetch thread (or left as it is)."""
 
 _DONE: Final = object()
 
@@ -447,6 +496,7 @@ class PageFetcher:
     taken (plus the one it is fetching); an exception it meets (a 410 Gone, an API or
     connection error) is raised to the consumer in place of the page it was fetching, and the
     thread stops there. Leaving the ``with`` block stops the thread, whatever happened.
+    ``prepare`` turns each JSON page into what is handed over, in the fetching thread.
 
     While the thread runs the interpreter's GIL switch interval is lowered to
     :data:`SWITCH_INTERVAL`: a socket read releases the GIL every TLS record (4 KiB from the
@@ -463,8 +513,12 @@ class PageFetcher:
         list_page_proto: ListPage | None = None,
         *,
         list_stream: ListStream | None = None,
+        prepare: Prepare | None = None,
+        name: str = "rebalancer-list-pages",
     ) -> None:
         self._list_page = list_page
+        self._prepare = prepare
+        self._name = name
         self._list_stream = list_stream
         self._list_page_proto = list_page_proto
         self._plan = tuple(plan)
@@ -479,9 +533,7 @@ class PageFetcher:
         if self._depth > 0:
             self._switch = sys.getswitchinterval()
             sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL))
-            self._thread = threading.Thread(
-                target=self._run, name="rebalancer-list-pages", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
         return self
 
@@ -493,16 +545,20 @@ class PageFetcher:
     ) -> None:
         self.close()
 
+    def stop(self) -> None:
+        """Tell the thread to stop, without waiting for it (:meth:`close` waits)."""
+        self._stop.set()
+        while True:  # unblock a put; the thread puts nothing once it sees the stop
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread: it ends at its next page boundary (a request in flight finishes)."""
-        self._stop.set()
+        self.stop()
         thread, self._thread = self._thread, None
         if thread is not None:
-            while True:  # unblock a put; the thread puts nothing once it sees the stop
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
             thread.join(timeout)
         if self._switch is not None:
             sys.setswitchinterval(self._switch)
@@ -570,6 +626,8 @@ class PageFetcher:
         else:
             raw = self._list_page(resource.name, namespace, self._page_size, requested)
         token[0] = continue_token(raw, resource)
+        if self._prepare is not None:
+            return resource, self._prepare(drop_managed_fields(raw), resource), token[0]
         return resource, drop_managed_fields(raw), token[0]
 
     def _put(self, item: object) -> bool:

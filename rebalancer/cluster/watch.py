@@ -262,6 +262,7 @@ class _ResourceWatch:
                             f"LIST {name}: the page read again as JSON ends elsewhere"
                         )
                 else:
+                    assert isinstance(fetched, bytes)  # no page is prepared for the watch
                     raw = fetched
                 del fetched
                 parts = page_parts(raw)
