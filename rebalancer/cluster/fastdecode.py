@@ -810,6 +810,12 @@ def load_file_lines(fh: IO[bytes], source: str, tail: bytes) -> SnapshotBuilder 
 SPLIT_MIN_BYTES = 48 * 2**20
 """Documents smaller than this are converted by one process (forking costs a few ms)."""
 _WORKER_SHARE: Final = 0.75  # of the items: this process also finishes the worker's digests
+# Of a line-per-item file's bytes. Its lines are small and cheap to digest (4.7 us each at
+# 150,000 pods, against about 7 us to finish one here), so the worker keeps ahead of this
+# process from its first frame on: this process only needs a short head of its own to fill
+# the wait for that frame. A quarter, as for a document, left the worker idle for half the
+# load while this process converted its share (150,000 pods: load 1.36 s -> 1.18 s).
+_LINES_WORKER_SHARE: Final = 0.95
 _FRAME: Final = 2048  # answers per pickle
 
 
@@ -878,7 +884,7 @@ def _line_split(fh: IO[bytes]) -> tuple[int, int, int, IO[bytes]] | None:
         return None
     if size - start < SPLIT_MIN_BYTES or not _can_fork():
         return None
-    middle = start + int((size - start) * (1 - _WORKER_SHARE))
+    middle = start + int((size - start) * (1 - _LINES_WORKER_SHARE))
     newline = os.pread(fd, 1 << 20, middle).find(b"\n")
     if newline < 0:
         return None
