@@ -399,7 +399,8 @@ class FastBuilder:
         )
 
     def _pod(self, item: _Item) -> Pod:
-        return self._finish(self._digest(item), item)
+        digest = self._digest(item)
+        return self._finish(digest[0], digest, item)
 
     def _digest(self, item: _Item) -> _Digest:
         """What one pod holds of its own (its name, node, timestamps, annotations, volumes,
@@ -486,11 +487,12 @@ class FastBuilder:
             disruption_target,
         )
 
-    def _finish(self, digest: _Digest, item: _Item | None = None) -> Pod:
-        """The Pod of a digest: its workload's shared fragments looked up (converted when
+    def _finish(self, key: Any, digest: _Digest, item: _Item | None = None) -> Pod:
+        """The Pod of a digest: its workload's shared fragments looked up by ``key`` (the
+        digest's first field, or what it stands for in a worker's answer; converted when
         new, from ``item`` or else from the key's own bytes), then built."""
         (
-            key,
+            _,
             resized,
             reasons,
             namespace,
@@ -1024,19 +1026,21 @@ def _replay(
     """Add the worker's items in order; False when the document must take the general path
     (raises :class:`_Stray` for lines that strayed from the layout)."""
     add = fast.add_raw
+    finish = fast._finish
+    add_pod = fast._add_pod
     keys: list[Any] = []
     try:
         for answer in worker.answers():
             if type(answer) is tuple:
-                locator, (number, *rest) = answer
+                locator, digest = answer  # the digest holds its key's number
                 try:
-                    pod = fast._finish((keys[number], *rest))
+                    pod = finish(keys[digest[0]], digest)
                 except _Fallback:
                     fast._problems.clear()
                     if not fast._add_general(body_of(locator), kind, listed=False):
                         return False
                     continue
-                fast._add_pod(pod)
+                add_pod(pod)
             elif type(answer) is list:
                 keys.append(answer[0])
             elif not add(body_of(answer) if type(answer) is int else answer, kind):  # type: ignore[arg-type]
