@@ -29,7 +29,6 @@ from rebalancer.cli.common import (
     write,
     write_plan,
 )
-from rebalancer.cli.logconfig import configure as configure_logging
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.executor import ExecutorSettings
@@ -56,6 +55,15 @@ LEASE_NAMESPACE_ENV: Final = "REBALANCER_LEASE_NAMESPACE"
 
 
 _DNS_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def configure_logging() -> None:
+    """:func:`rebalancer.cli.logconfig.configure`, loaded on use: the offline commands never
+    log, and structlog is most of what the command line would load for them."""
+    from rebalancer.cli.logconfig import configure  # noqa: PLC0415  # on use
+
+    configure()
+
 
 # --------------------------------------------------------------------------------------------
 # Arguments

@@ -17,9 +17,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Final
 
-from rebalancer.cli.logconfig import configure as configure_logging
-from rebalancer.cluster import logs
-
 SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -52,6 +49,9 @@ def install() -> Callable[[], None]:
 
 def report(exc: Terminated) -> None:
     """The one log line of a clean early stop."""
+    from rebalancer.cli.logconfig import configure as configure_logging  # noqa: PLC0415  # on use
+    from rebalancer.cluster import logs  # noqa: PLC0415  # on use, as structlog
+
     configure_logging()
     logs.get_logger("rebalancer.cli").warning(
         logs.SHUTDOWN,

@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
-import structlog
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -47,13 +46,17 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from rebalancer.cluster import errors
+from rebalancer.cluster import errors, logs
 from rebalancer.cluster.lease import EvictionRecord
 from rebalancer.cluster.outcome import EvictionResult, Outcome
 from rebalancer.core.errors import InputError
 from rebalancer.core.plan import Eviction, SkipReason
 
-log = structlog.get_logger("rebalancer.executor")
+
+def _log() -> Any:
+    """The executor's logger (structlog loads on first use: an offline command never logs)."""
+    return logs.get_logger("rebalancer.executor")
+
 
 T = TypeVar("T")
 
@@ -406,7 +409,7 @@ class Executor:
 
     def _emit(self, results: list[EvictionResult], result: EvictionResult) -> None:
         results.append(result)
-        log.info(
+        _log().info(
             "eviction.result",
             pod=result.eviction.key,
             uid=result.eviction.uid,
@@ -487,7 +490,9 @@ class Executor:
                 break
             delay = _retry_after(answer) or s.pdb_backoff_seconds * 2**try_number
             delay = min(delay, s.pdb_backoff_max_seconds)
-            log.info("eviction.retry_429", pod=e.key, attempt=try_number + 1, sleep_seconds=delay)
+            _log().info(
+                "eviction.retry_429", pod=e.key, attempt=try_number + 1, sleep_seconds=delay
+            )
             self._sleep(delay)
         return self._classify(e, status, answer, attempts)
 
@@ -590,7 +595,7 @@ class Executor:
             now = self._clock()
             if not waiting or now >= deadline or self._should_stop():
                 break
-            log.info("eviction.wait_earlier", workloads=sorted(waiting))
+            _log().info("eviction.wait_earlier", workloads=sorted(waiting))
             self._sleep(min(self.settings.poll_interval_seconds, deadline - now))
         for workload, records in waiting.items():
             last = records[-1]
@@ -600,7 +605,7 @@ class Executor:
                 else f"the replacement of {last.key}, evicted by run {last.run}, is not Ready yet"
             )
             stuck[workload] = SkipReason("replacement-not-ready", why)
-            log.warning("eviction.earlier_not_settled", workload=workload, detail=why)
+            _log().warning("eviction.earlier_not_settled", workload=workload, detail=why)
 
     def _list_pods(self, wait: _Pending) -> list[dict[str, Any]]:
         return self._transport.list_pods(wait.eviction.namespace, wait.selector)
@@ -625,7 +630,9 @@ class Executor:
                 if ready is not None:
                     name = f"{wait.eviction.namespace}/{_metadata(ready).get('name')}"
                     results[wait.index] = replace(results[wait.index], replacement=name)
-                    log.info("eviction.replacement_ready", pod=wait.eviction.key, replacement=name)
+                    _log().info(
+                        "eviction.replacement_ready", pod=wait.eviction.key, replacement=name
+                    )
                     del outstanding[workload]
             now = self._clock()
             if not outstanding or now >= deadline or self._should_stop():
@@ -638,7 +645,7 @@ class Executor:
                 else f"replacement of {wait.eviction.key} not scheduled and Ready in time"
             )
             stuck[workload] = SkipReason("replacement-not-ready", why)
-            log.warning("eviction.replacement_timeout", pod=wait.eviction.key, detail=why)
+            _log().warning("eviction.replacement_timeout", pod=wait.eviction.key, detail=why)
             results[wait.index] = replace(
                 results[wait.index], detail=f"{results[wait.index].detail}; {why}"
             )

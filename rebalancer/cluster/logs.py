@@ -11,8 +11,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
-import structlog
-
 RUN_START: Final = "run.start"
 """A run starts: mode, run_id."""
 CONFIG: Final = "run.config"
@@ -70,12 +68,16 @@ def new_run_id() -> str:
 
 def bind_run_id(run_id: str) -> None:
     """Bind ``run_id`` to every line logged from now on (until the next bind)."""
+    import structlog  # noqa: PLC0415  # on use: an offline command never logs
+
     structlog.contextvars.unbind_contextvars("run_id")
     structlog.contextvars.bind_contextvars(run_id=run_id)
 
 
 def get_logger(name: str = "rebalancer") -> Any:
     """A structlog logger; ``Any`` because structlog's proxy is typed loosely."""
+    import structlog  # noqa: PLC0415  # on use: an offline command never logs
+
     return structlog.get_logger(name)
 
 

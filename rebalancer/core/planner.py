@@ -66,6 +66,7 @@ from rebalancer.core.waves import assign_waves
 NO_FIT = "no-fit"  # its replacement would stay Pending: reported as a skip
 LANDS_BACK = "lands-back"  # its replacement would land back on the node it left
 NO_GAIN = "no-gain"  # moving it would not improve the spread, or would harm another view
+_UNKNOWN = object()  # a pod whose skip reason is not known yet
 
 
 class Budget:
@@ -135,7 +136,8 @@ class Planner:
         self.pdb_left = list(self.ctx.budgets.allowed)
         self._pdbs: dict[int, tuple[int, ...]] = {}
         self._skips: dict[int, SkipReason | None] = {}
-        self._rank: dict[int, tuple[int, float]] = {}  # pod -> (priority, -created)
+        # pod -> (priority, -created, namespace, name, uid): its victim key but for the view
+        self._rank: dict[int, tuple[int, float, str, str, str]] = {}
         self.planned: dict[int, list[PodId]] = {}  # view -> victims chosen up front (SPEC §3)
         self.groups: list[list[ViewId]] = []  # violated views sharing pods (violated_groups)
         self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
@@ -159,13 +161,18 @@ class Planner:
 
     def skip(self, i: int) -> SkipReason | None:
         """The rule that forbids evicting pod i at all, or None when it may be evicted."""
-        if i in self._skips:
-            return self._skips[i]
-        reason = self._skips[i] = skip_reason(self.analysis.pods[i], self.ctx)
-        return reason
+        reason = self._skips.get(i, _UNKNOWN)
+        if reason is _UNKNOWN:
+            reason = self._skips[i] = skip_reason(self.analysis.pods[i], self.ctx)
+        return reason  # type: ignore[return-value]  # _UNKNOWN was replaced
 
     def evictable(self, i: int) -> bool:
-        return i not in self.evicted and self.skip(i) is None
+        if i in self.evicted:
+            return False
+        reason = self._skips.get(i, _UNKNOWN)
+        if reason is _UNKNOWN:
+            reason = self._skips[i] = skip_reason(self.analysis.pods[i], self.ctx)
+        return reason is None
 
     def returns_blocked(self, v: int, domain: str) -> bool:
         """Whether view v, as a pod's own hard constraint, forbids the replacement of a pod
@@ -187,19 +194,20 @@ class Planner:
         youngest, and the pod's own identity. ``blocked``: :meth:`returns_blocked` for view v
         and the pod's domain (it applies when v is one of the pod's own views)."""
         rank = self._rank.get(i)
-        pod = self.analysis.pods[i]
         if rank is None:
-            rank = (self.ctx.priority(pod), -pod.created)
+            pod = self.analysis.pods[i]
+            rank = (self.ctx.priority(pod), -pod.created, pod.namespace, pod.name, pod.uid)
             self._rank[i] = rank
-        cannot_return = blocked and v in self.state.own_views.get(i, ())
+        priority, age, namespace, name, uid = rank
+        pdbs = self.pdbs(i)  # none or one
         return VictimKey(
-            can_return=not cannot_return,
-            priority=rank[0],
-            pdb_blocked=any(self.pdb_left[k] <= 0 for k in self.pdbs(i)),
-            age=rank[1],
-            namespace=pod.namespace,
-            name=pod.name,
-            uid=pod.uid,
+            not (blocked and v in self.state.own_views.get(i, ())),  # can_return
+            priority,
+            bool(pdbs) and self.pdb_left[pdbs[0]] <= 0,  # pdb_blocked
+            age,
+            namespace,
+            name,
+            uid,
         )
 
     def plan_victims(self, v: int) -> list[PodId] | None:

@@ -12,6 +12,7 @@ the node name (SPEC §3).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
@@ -100,9 +101,11 @@ class Shared:
         found = self._used.get(node)
         if found is None:
             if self._pods_on is None:
-                self._pods_on = {}
+                # defaultdict: setdefault(on, []) would build a list per pod, and drop it
+                pods_on: defaultdict[str, list[int]] = defaultdict(list)
                 for i, on in chain(self.placement.items(), self.analysis.terminating.items()):
-                    self._pods_on.setdefault(on, []).append(i)
+                    pods_on[on].append(i)
+                self._pods_on = pods_on
             found = {}
             pods = self.analysis.pods
             for i in self._pods_on.get(node, ()):
@@ -155,9 +158,9 @@ class Shared:
         """Every node by its value of ``topology_key`` ("" when it lacks it)."""
         found = self._by_value.get(topology_key)
         if found is None:
-            found = {}
+            found = defaultdict(list)
             for n in self.node_names:
-                found.setdefault(self.nodes[n].labels.get(topology_key, ""), []).append(n)
+                found[self.nodes[n].labels.get(topology_key, "")].append(n)
             self._by_value[topology_key] = found
         return found
 
@@ -167,9 +170,9 @@ class Shared:
         gkey = (id(statics), topology_key)  # static_nodes keeps its answers alive
         found = self._groups.get(gkey)
         if found is None:
-            found = {}
+            found = defaultdict(list)
             for n in statics:
-                found.setdefault(self.nodes[n].labels.get(topology_key, ""), []).append(n)
+                found[self.nodes[n].labels.get(topology_key, "")].append(n)
             self._groups[gkey] = found
         return found
 
@@ -253,10 +256,10 @@ class SimState:
             if not self.track_members:
                 raise ValueError("this state does not track members")
             view = self.views[v]
-            by_domain = {}
+            by_domain = defaultdict(set)
             start = self.shared.placement
             for i in view.members:
-                by_domain.setdefault(view.node_domain[start[i]], set()).add(i)
+                by_domain[view.node_domain[start[i]]].add(i)
             self._members[v] = by_domain
         return by_domain.setdefault(domain, set())
 
@@ -436,7 +439,7 @@ class SimState:
         counts = self.counts[v]
         topology_key = self.views[v].spec.topology_key
         by_value = self.shared.nodes_by_value(topology_key)
-        levels: dict[int, list[str]] = {}
+        levels: defaultdict[int, list[str]] = defaultdict(list)
         if sum(len(by_value.get(d, ())) for d in counts) < len(candidates):
             # Few nodes are in domains the view counts (a hostname view): the others, at
             # count 0, are found without looking up each candidate's domain, and lazily (the
@@ -446,11 +449,11 @@ class SimState:
             for n in candidates:
                 c = raised.get(n)
                 if c is not None:
-                    levels.setdefault(c, []).append(n)
+                    levels[c].append(n)
         else:
             nodes = self.nodes
             for n in candidates:
                 c = counts.get(nodes[n].labels.get(topology_key, ""), 0)
-                levels.setdefault(c, []).append(n)
+                levels[c].append(n)
         for c in sorted(levels):
             yield levels[c]
