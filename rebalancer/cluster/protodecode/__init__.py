@@ -137,11 +137,14 @@ class _Memo:
 
 
 def _string_map(entries: Iterable[bytes]) -> dict[str, str] | None:
-    """A map<string, string> (its entries' bytes); None when empty (JSON leaves it out)."""
+    """A map<string, string> (its entries' bytes); None when empty (JSON leaves it out). Its
+    strings are interned: distinct label sets repeat the same keys and most values (on v1.35
+    a workload's pods carry one label set per zone), as orjson's key cache has them in JSON."""
     result: dict[str, str] = {}
+    intern = sys.intern
     for raw in entries:
         entry = pb.StringEntry.FromString(raw)
-        result[entry.key] = entry.value
+        result[intern(entry.key)] = intern(entry.value)
     return result or None
 
 
@@ -297,7 +300,7 @@ class ProtoBuilder(FastBuilder):
         self._p_affinity = _Memo((None, EMPTY_NUMBER))
         self._p_tolerations = _Memo(((), EMPTY_NUMBER))
         self._p_constraints = _Memo()
-        self._p_label_keyed = _Memo()  # constraints' bytes -> whether any has matchLabelKeys
+        self._p_label_keyed = _Memo()  # constraints' bytes -> their matchLabelKeys
         self._p_requests = _Memo()
         self._p_claims = _Memo(())
         self._p_templates = _Memo()
@@ -366,7 +369,7 @@ class ProtoBuilder(FastBuilder):
         tolerations_, tolerations_number = shared(
             self._p_tolerations, tolerations_key, _tolerations, self._tolerations_of
         )
-        constraints, constraints_number = self._p_constraints_of(constraints_key, labels, label_set)
+        constraints, constraints_number = self._p_constraints_of(constraints_key, labels)
         return (
             labels,
             label_set,
@@ -382,18 +385,28 @@ class ProtoBuilder(FastBuilder):
             ),
         )
 
-    def _p_constraints_of(self, key: tuple[bytes, ...], labels: Any, label_set: int) -> Any:
+    def _p_constraints_of(self, key: tuple[bytes, ...], labels: Any) -> Any:
         if not key:
             return (), EMPTY_NUMBER
-        # The pod's labels matter only to constraints with matchLabelKeys: the others are
-        # memoised by their bytes alone (on v1.35 kube-apiserver copies the node's zone onto
-        # each pod it binds, so a workload's pods carry one label set per zone).
-        by_labels = self._p_label_keyed.data.get(key)
-        if by_labels is None:
-            by_labels = self._p_label_keyed.put(
-                key, any(pb.TopologySpreadConstraint.FromString(raw).matchLabelKeys for raw in key)
+        # The pod's labels matter only to constraints with matchLabelKeys, and only the values
+        # of those keys: the constraints are memoised by their bytes and those values (on
+        # v1.35 kube-apiserver copies the node's zone onto each pod it binds, so a workload's
+        # pods carry one label set per zone, all with the same pod-template-hash).
+        label_keys = self._p_label_keyed.data.get(key)
+        if label_keys is None:
+            label_keys = self._p_label_keyed.put(
+                key,
+                tuple(
+                    sorted(
+                        {
+                            k
+                            for raw in key
+                            for k in pb.TopologySpreadConstraint.FromString(raw).matchLabelKeys
+                        }
+                    )
+                ),
             )
-        memo_key = (key, label_set) if by_labels else key
+        memo_key = (key, tuple(map(labels.get, label_keys))) if label_keys else key
         found = self._p_constraints.data.get(memo_key)
         if found is None:
             found = spread_constraints(
@@ -574,7 +587,10 @@ def _conditions(conditions: Iterable[pb.PodCondition]) -> tuple[bool, bool]:
 
 def _mirror(entries: Sequence[pb.StringEntry]) -> bool:
     """Whether the pod is a static pod's mirror: the one annotation read."""
-    return any(entry.key == MIRROR_ANNOTATION for entry in entries) if entries else False
+    for entry in entries:  # noqa: SIM110 - a loop, not any(): no generator per pod
+        if entry.key == MIRROR_ANNOTATION:
+            return True
+    return False
 
 
 def _resized(
