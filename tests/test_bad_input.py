@@ -159,12 +159,16 @@ def test_deeply_nested_lists_are_an_input_error(
     ("text", "expected"),
     [
         ("x: " + "[" * (MAX_FLOW_DEPTH + 1) + "]" * (MAX_FLOW_DEPTH + 1), "nested more than"),
-        ("- " * 60_000 + "x\n", "must be an object"),  # block nesting: no C stack overflow
+        # Block nesting: no C stack overflow. PyYAML before 6.0.4 builds the nested lists (not
+        # an object); 6.0.4 and later refuse the nesting depth itself.
+        ("- " * 60_000 + "x\n", ("must be an object", "invalid YAML: exceeded maximum nesting")),
         ("a: " + "9" * 5000 + "\n", "invalid YAML"),  # int() refuses 5000 digits
     ],
     ids=["flow", "block", "huge-int"],
 )
-def test_pathological_yaml_ends_cleanly(tmp_path: Path, text: str, expected: str) -> None:
+def test_pathological_yaml_ends_cleanly(
+    tmp_path: Path, text: str, expected: str | tuple[str, ...]
+) -> None:
     """Deep flow or block nesting and huge integers give exit 2 and one clear problem, in a
     child process (a crash of the YAML parser would kill pytest itself)."""
     path = tmp_path / "odd.yaml"
@@ -178,7 +182,9 @@ def test_pathological_yaml_ends_cleanly(tmp_path: Path, text: str, expected: str
         timeout=120,
     )
     assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
-    assert expected in proc.stderr and "Traceback" not in proc.stderr
+    accepted = (expected,) if isinstance(expected, str) else expected
+    assert any(message in proc.stderr for message in accepted), proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n  - ") == 1
 
 
 def test_flow_style_yaml_starting_with_a_brace_loads(tmp_path: Path) -> None:
