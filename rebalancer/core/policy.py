@@ -8,7 +8,7 @@ every problem is collected with its path and the offending value, so one
 
     nodefit: unknown key; did you mean nodeFit?
     limits.perNode: must be an integer >= 0 or null, got -1
-    gracePeriodSeconds: 0 means no grace period; use >= 1 or omit
+    namespaces: include and exclude are mutually exclusive
 
 Problems are recorded by the converters' :class:`~rebalancer.core.convert.checker.Checker`
 and the label selector goes through their one selector parser (in strict mode).
