@@ -167,12 +167,7 @@ class Planner:
         return reason  # type: ignore[return-value]  # _UNKNOWN was replaced
 
     def evictable(self, i: int) -> bool:
-        if i in self.evicted:
-            return False
-        reason = self._skips.get(i, _UNKNOWN)
-        if reason is _UNKNOWN:
-            reason = self._skips[i] = skip_reason(self.analysis.pods[i], self.ctx)
-        return reason is None
+        return i not in self.evicted and self.skip(i) is None
 
     def returns_blocked(self, v: int, domain: str) -> bool:
         """Whether view v, as a pod's own hard constraint, forbids the replacement of a pod

@@ -180,7 +180,7 @@ class PodIndex:
             node = pod.node_name
             if node is None or pod.phase in TERMINAL_PHASES:
                 continue
-            if pod.terminating or pod.disruption_target:  # leaving: still there, not counted
+            if pod.leaving:  # terminating, or DisruptionTarget: still on its node, not counted
                 self.terminating[i] = node
                 continue
             placement[i] = node
@@ -361,7 +361,7 @@ def _view_specs(
     entry: tuple[list[int], list[int]] | None = None
     for i, cons in constraints.items():
         pod = pods[i]
-        if pod.terminating or pod.disruption_target:  # leaving
+        if pod.leaving:
             continue
         # A pod's own constraints are part of its template; defaults are its own.
         own = cons is pod.constraints
