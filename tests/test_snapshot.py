@@ -364,3 +364,66 @@ def test_line_layout_with_hand_edits_still_loads(tmp_path: Path) -> None:
         path = tmp_path / f"edited-{i}.json"
         path.write_bytes(b"\n".join(text) + b"\n")
         assert load_snapshot(path) == expected
+
+
+# --- reading a whole file ---------------------------------------------------------------------
+
+
+def test_whole_file_is_read_from_its_start_after_its_first_line(tmp_path: Path) -> None:
+    from rebalancer.cluster.snapshot import _whole  # noqa: PLC0415  # private helper
+
+    body = b'{"kind": "List",\n' + b"x" * 100_000 + b"\nend\n"
+    path = tmp_path / "doc.json"
+    path.write_bytes(body)
+    with path.open("rb") as fh:
+        assert fh.readline(30) == body[:17]
+        assert _whole(fh) == body
+    assert _whole(io.BytesIO(body)) == body  # no file descriptor: read as before
+
+
+def test_whole_file_that_grew_after_its_size_was_taken_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os  # noqa: PLC0415
+
+    from rebalancer.cluster import snapshot  # noqa: PLC0415
+
+    path = tmp_path / "doc.json"
+    path.write_bytes(b"0123456789")
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> Any:  # the size before another writer appended
+        info = real_fstat(fd)
+        return SimpleNamespace(st_size=4, st_mode=info.st_mode)
+
+    with path.open("rb") as fh:
+        monkeypatch.setattr(os, "fstat", stale_fstat)
+        assert snapshot._whole(fh) == b"0123456789"
+
+
+def test_typed_document_split_between_two_processes_equals_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large ``kubectl -o json`` document (one line) is cut by this process and mostly
+    digested by a worker: the snapshot is the one a single process builds."""
+    from rebalancer.cluster import fastdecode  # noqa: PLC0415
+
+    objects = load_objects(EXAMPLE)
+    path = tmp_path / "kubectl.json"
+    path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    monkeypatch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
+    forks: list[object] = []
+    real_fork = fastdecode._fork
+
+    def counted_fork(*args: Any) -> Any:
+        worker = real_fork(*args)
+        forks.append(worker)
+        return worker
+
+    monkeypatch.setattr(fastdecode, "_fork", counted_fork)
+    split = load_snapshot(path)
+    assert len(forks) == 1 and forks[0] is not None  # a worker did digest the later items
+    monkeypatch.setattr(fastdecode, "_can_fork", lambda: False)
+    alone = load_snapshot(path)
+    assert split == alone
+    assert len(split.pods) == sum(1 for o in objects if o["kind"] == "Pod")

