@@ -31,11 +31,9 @@ from rebalancer.cli.common import (
 )
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
-from rebalancer.cluster.executor import ExecutorSettings
+from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
-from rebalancer.cluster.lease import LeaseSettings
-from rebalancer.cluster.runner import DEFAULT_MAX_WAVES, RunSettings
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
@@ -584,9 +582,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(status[1], file=sys.stdout if args.output == "table" else sys.stderr)
         return EXIT_OK
 
+    from rebalancer.cluster.executor import ExecutorSettings  # noqa: PLC0415  # on use
+    from rebalancer.cluster.lease import LeaseSettings  # noqa: PLC0415  # on use
     from rebalancer.cluster.runner import (  # noqa: PLC0415  # on use, like the client
         Cluster,
         Runner,
+        RunSettings,
         install_stop_handlers,
     )
 

@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any, Final
 
 from rebalancer.cluster import errors, logs
+from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.events import event_body
 from rebalancer.cluster.executor import EvictionIntent, Executor, ExecutorSettings, Transport
 from rebalancer.cluster.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
@@ -45,7 +46,6 @@ from rebalancer.core.selectors import selector_string
 PlanFn = Callable[..., Plan]
 """``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.core.planner.plan)."""
 
-DEFAULT_MAX_WAVES: Final = 5
 OUTSIDE_WINDOW: Final = RunEnd.OUTSIDE_WINDOW
 """``end`` of a run started outside the policy's maintenance windows: nothing was read."""
 WINDOW_CLOSED: Final = RunEnd.WINDOW_CLOSED
