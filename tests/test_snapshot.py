@@ -399,31 +399,3 @@ def test_whole_file_that_grew_after_its_size_was_taken_is_read_to_its_end(
     with path.open("rb") as fh:
         monkeypatch.setattr(os, "fstat", stale_fstat)
         assert snapshot._whole(fh) == b"0123456789"
-
-
-def test_typed_document_split_between_two_processes_equals_one_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A large ``kubectl -o json`` document (one line) is cut by this process and mostly
-    digested by a worker: the snapshot is the one a single process builds."""
-    from rebalancer.cluster import fastdecode  # noqa: PLC0415
-
-    objects = load_objects(EXAMPLE)
-    path = tmp_path / "kubectl.json"
-    path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    monkeypatch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
-    forks: list[object] = []
-    real_fork = fastdecode._fork
-
-    def counted_fork(*args: Any) -> Any:
-        worker = real_fork(*args)
-        forks.append(worker)
-        return worker
-
-    monkeypatch.setattr(fastdecode, "_fork", counted_fork)
-    split = load_snapshot(path)
-    assert len(forks) == 1 and forks[0] is not None  # a worker did digest the later items
-    monkeypatch.setattr(fastdecode, "_can_fork", lambda: False)
-    alone = load_snapshot(path)
-    assert split == alone
-    assert len(split.pods) == sum(1 for o in objects if o["kind"] == "Pod")
