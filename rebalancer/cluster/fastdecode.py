@@ -75,7 +75,10 @@ class _Meta(Struct):
     creationTimestamp: str | None = None
     deletionTimestamp: Raw = _ABSENT
     labels: Raw = _ABSENT
-    annotations: Raw = _ABSENT
+    # Only whether the mirror key is present is kept; decoding them as strings checks them
+    # as the converter would (anything else fails the item, which then takes the general
+    # path and is reported there), at C speed: most pods' annotations are their own.
+    annotations: dict[str, str] | None = None
     ownerReferences: Raw = _ABSENT
 
 
@@ -166,11 +169,22 @@ _Digest = tuple[Any, ...]
 """What :meth:`FastBuilder._digest` returns."""
 
 
-def _fragments(key: tuple[Any, ...]) -> tuple[_Meta, _Spec]:
+def _fragments(key: Any) -> tuple[_Meta, _Spec]:
     """The shared fragments a template key was joined from, as the decoder gave them."""
-    labels, owners, node_selector, affinity = key[0].split(b"\0")
-    tolerations_, constraints = key[1].split(b"\0")
-    containers, init_containers, overhead, resources, claims = key[2].split(b"\0")
+    joined = key if type(key) is bytes else key[0]
+    (
+        labels,
+        owners,
+        node_selector,
+        affinity,
+        tolerations_,
+        constraints,
+        containers,
+        init_containers,
+        overhead,
+        resources,
+        claims,
+    ) = joined.split(b"\0")
     meta = _Meta(labels=Raw(labels), ownerReferences=Raw(owners))
     spec = _Spec(
         nodeSelector=Raw(node_selector),
@@ -241,7 +255,6 @@ class FastBuilder:
         self._chk = Checker("", self._problems)
         no_map: tuple[dict[str, str], int] = ({}, EMPTY_NUMBER)
         self._labels = _Memo(no_map)
-        self._mirrors = _Memo(False)
         self._owners = _Memo(None)
         self._node_selectors = _Memo(no_map)
         self._affinity = _Memo((None, EMPTY_NUMBER))
@@ -335,21 +348,6 @@ class FastBuilder:
     def _labels_of(self, value: Any) -> Any:
         return self.caches.labels.get(self._chk, {"labels": value}, "labels", "metadata")
 
-    def _new_mirror(self, key: bytes) -> bool:
-        """Whether annotations (their bytes) mark a static pod's mirror, checked as
-        ``Checker.string_map`` checks them: only that annotation is read."""
-        value = _loads(key)
-        if value is None:
-            value = {}
-        elif type(value) is not dict:
-            raise _Fallback
-        try:  # str.join rejects anything but strings, at C speed
-            "".join(value)
-            "".join(value.values())
-        except TypeError as exc:
-            raise _Fallback from exc
-        return self._mirrors.put(key, MIRROR_ANNOTATION in value)  # type: ignore[no-any-return]
-
     def _owner_of(self, value: Any) -> Any:
         return controller_owner(self._chk, {"ownerReferences": value}, self.caches.owners)
 
@@ -417,18 +415,20 @@ class FastBuilder:
         # distinct keys; an absent field is empty, a null one "null"). Three short parts, not
         # one long key: bytes past 512 come from malloc, not Python's small-object pools, and
         # one such key per pod raised the peak RSS of a 150,000-pod plan by 20 MiB.
-        key: Any = (
-            _JOIN((meta.labels, meta.ownerReferences, spec.nodeSelector, spec.affinity)),
-            _JOIN((spec.tolerations, spec.topologySpreadConstraints)),
-            _JOIN(
-                (
-                    spec.containers,
-                    spec.initContainers,
-                    spec.overhead,
-                    spec.resources,
-                    spec.resourceClaims,
-                )
-            ),
+        key: Any = _JOIN(
+            (
+                meta.labels,
+                meta.ownerReferences,
+                spec.nodeSelector,
+                spec.affinity,
+                spec.tolerations,
+                spec.topologySpreadConstraints,
+                spec.containers,
+                spec.initContainers,
+                spec.overhead,
+                spec.resources,
+                spec.resourceClaims,
+            )
         )
         resized: Any = ()
         reasons: Any = ()
@@ -436,13 +436,11 @@ class FastBuilder:
             resized = (_resized(status.containerStatuses), _resized(status.initContainerStatuses))
             if resized[0] or resized[1]:
                 reasons = tuple(c.reason for c in status.conditions or () if c.type == _RESIZE)
-                key = (*key, resized, reasons)
+                key = (key, resized, reasons)
             else:
                 resized = ()
-        raw_annotations = bytes(meta.annotations)
-        mirror = self._mirrors.data.get(raw_annotations)
-        if mirror is None:
-            mirror = self._new_mirror(raw_annotations)
+        annotations = meta.annotations
+        mirror = annotations is not None and MIRROR_ANNOTATION in annotations
         pvc_names, local_storage = (
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
