@@ -403,7 +403,7 @@ class FastBuilder:
         conditions) and the key of the fragments its workload shares: everything but the
         shared conversions, which number fragments and so must happen in file order
         (:meth:`_finish`). Plain values: a worker process may compute it (see
-        :class:`_Split`)."""
+        :func:`_fork`)."""
         meta = item.metadata or _EMPTY_META
         spec = item.spec or _EMPTY_SPEC
         status = item.status or _EMPTY_STATUS
@@ -412,9 +412,9 @@ class FastBuilder:
             raise _Fallback
         # One lookup for everything a workload's pods share, by the bytes of its fragments,
         # joined by NUL (which JSON text never holds unescaped, so distinct fragments give
-        # distinct keys; an absent field is empty, a null one "null"). Three short parts, not
-        # one long key: bytes past 512 come from malloc, not Python's small-object pools, and
-        # one such key per pod raised the peak RSS of a 150,000-pod plan by 20 MiB.
+        # distinct keys; an absent field is empty, a null one "null"). One join per pod: a
+        # key lives only for its lookup (a worker sends each distinct key once, then its
+        # number), so none is kept per pod.
         key: Any = _JOIN(
             (
                 meta.labels,
