@@ -399,3 +399,19 @@ def test_whole_file_that_grew_after_its_size_was_taken_is_read_to_its_end(
     with path.open("rb") as fh:
         monkeypatch.setattr(os, "fstat", stale_fstat)
         assert snapshot._whole(fh) == b"0123456789"
+
+
+def test_whole_file_read_short_by_the_system_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One ``pread`` returns at most about 2 GiB on Linux: the rest is read after it."""
+    import os  # noqa: PLC0415
+
+    from rebalancer.cluster import snapshot  # noqa: PLC0415
+
+    path = tmp_path / "doc.json"
+    path.write_bytes(b"0123456789")
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, min(n, 3), at))
+    with path.open("rb") as fh:
+        assert snapshot._whole(fh) == b"0123456789"

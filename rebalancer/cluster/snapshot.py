@@ -227,7 +227,7 @@ def _whole(fh: IO[bytes]) -> bytes:
         fh.seek(0)
         return fh.read()
     data = os.pread(fd, size + 1, 0)  # one byte more: a file that grew meanwhile shows it
-    if len(data) > size:
+    if len(data) != size:  # it changed meanwhile, or one read returns less (over 2 GiB)
         fh.seek(len(data))
         data += fh.read()
     return data
