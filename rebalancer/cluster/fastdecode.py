@@ -4,9 +4,10 @@ the authority.
 A pod is decoded by :mod:`msgspec` into small Structs that declare only the fields the planner
 reads: everything else (managedFields, env, probes, images, container statuses...) is skipped
 at C speed and never becomes a Python object. The fragments a workload's pods share (labels,
-annotations, owner references, node selector, affinity, tolerations, spread constraints,
-containers) stay raw JSON bytes: each distinct fragment is decoded and converted once, by the
-very functions of :mod:`rebalancer.core.convert`, and its bytes are the memo key from then on.
+owner references, node selector, affinity, tolerations, spread constraints, containers) stay
+raw JSON bytes: each distinct fragment is decoded and converted once, by the very functions of
+:mod:`rebalancer.core.convert`, and its bytes are the memo key from then on. Annotations are
+decoded as a string map, of which only the mirror key is read.
 
 The converter stays the authority on what is valid and on every problem's wording: an object
 the typed path cannot take exactly as the converter would (a field of an unexpected type, any
