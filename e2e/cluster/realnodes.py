@@ -29,6 +29,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -384,6 +385,31 @@ def cleanup_stale() -> list[str]:
 # --------------------------------------------------------------------------- nodes
 
 
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+"""Host-wide: every kubelet listens here, whatever its root dir."""
+
+
+def _socket_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns
+
+
+def _new_listener(path: Path, before: tuple[int, int] | None) -> bool:
+    """Whether a socket other than ``before`` is at ``path`` and accepts connections."""
+    now = _socket_identity(path)
+    if now is None or now == before:
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class RealNode:
     name: str
@@ -543,7 +569,15 @@ class RealNodeCluster(ControlPlane):
             )
             self._ctr(node, "images", "import", str(images))
         for node in self.real_nodes:
+            # Every kubelet empties the host-wide device-plugin directory, then listens on
+            # its socket: started together, one may find another's socket there and exit
+            # ("bind: address already in use"). One at a time, each listening first.
+            before = _socket_identity(DEVICE_PLUGIN_SOCKET)
             self._start_kubelet(node)
+            self._wait(
+                f"device-plugin socket of {node.name}",
+                partial(_new_listener, DEVICE_PLUGIN_SOCKET, before),
+            )
         self._start_kube_proxy(ports[-2], ports[-1])
         names = [n.name for n in self.real_nodes]
         self._wait(
