@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -381,37 +382,30 @@ def test_whole_file_is_read_from_its_start_after_its_first_line(tmp_path: Path) 
     assert _whole(io.BytesIO(body)) == body  # no file descriptor: read as before
 
 
-def test_whole_file_that_grew_after_its_size_was_taken_is_read_to_its_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import os  # noqa: PLC0415
-
-    from rebalancer.cluster import snapshot  # noqa: PLC0415
-
-    path = tmp_path / "doc.json"
-    path.write_bytes(b"0123456789")
+def _stale_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size before another writer appended: fstat says 4 bytes."""
     real_fstat = os.fstat
 
-    def stale_fstat(fd: int) -> Any:  # the size before another writer appended
-        info = real_fstat(fd)
-        return SimpleNamespace(st_size=4, st_mode=info.st_mode)
+    def stale_fstat(fd: int) -> Any:
+        return SimpleNamespace(st_size=4, st_mode=real_fstat(fd).st_mode)
 
-    with path.open("rb") as fh:
-        monkeypatch.setattr(os, "fstat", stale_fstat)
-        assert snapshot._whole(fh) == b"0123456789"
+    monkeypatch.setattr(os, "fstat", stale_fstat)
 
 
-def test_whole_file_read_short_by_the_system_is_read_to_its_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _short_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``pread`` returns at most about 2 GiB on Linux; here at most 3 bytes."""
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, min(n, 3), at))
+
+
+@pytest.mark.parametrize("disturb", [_stale_size, _short_reads])
+def test_whole_file_is_read_to_its_end_when_one_read_does_not_get_it_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disturb: Any
 ) -> None:
-    """One ``pread`` returns at most about 2 GiB on Linux: the rest is read after it."""
-    import os  # noqa: PLC0415
-
-    from rebalancer.cluster import snapshot  # noqa: PLC0415
+    from rebalancer.cluster.snapshot import _whole  # noqa: PLC0415  # private helper
 
     path = tmp_path / "doc.json"
     path.write_bytes(b"0123456789")
-    real_pread = os.pread
-    monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, min(n, 3), at))
     with path.open("rb") as fh:
-        assert snapshot._whole(fh) == b"0123456789"
+        disturb(monkeypatch)
+        assert _whole(fh) == b"0123456789"
