@@ -10,7 +10,11 @@ the namespaces have their default ServiceAccount: otherwise the garbage collecto
 pods whose owners (Deployments, DaemonSets) are not in the snapshot, the ReplicaSet/StatefulSet
 controllers would reconcile, and node-lifecycle would taint and evict pods on the generated
 nodes, which have no kubelet (they carry no kwok annotation, so kwok leaves them alone). Pods
-therefore stay ``Pending`` but bound, which rebalancer counts like running pods. kube-scheduler
+therefore stay ``Pending`` but bound, which rebalancer counts like running pods. Admission gives
+every new Node the ``node.kubernetes.io/not-ready:NoSchedule`` taint, which node-lifecycle lifts
+once the Node reports Ready (the generated Nodes do); with it stopped, each Node's taints are
+set back to the snapshot's by a merge PATCH. Left there, no replacement would fit on any node
+and every plan would evict nothing. kube-scheduler
 and kwok are stopped before anything is created: the pods are bound and the nodes are not
 kwok's, so they have nothing to do, but both would cache every pod (GBs at 150,000 pods, on a
 shared machine). Loading stops with an error when the machine's available memory falls below
@@ -119,13 +123,20 @@ class Poster:
 
     def create(self, payload: Payload) -> str:
         """POST one object; "" when created, else an error message."""
+        return self.send("POST", payload, "application/json")
+
+    def patch(self, payload: Payload) -> str:
+        """Merge-PATCH one object; "" when done, else an error message."""
+        return self.send("PATCH", payload, "application/merge-patch+json")
+
+    def send(self, method: str, payload: Payload, content_type: str) -> str:
         path, body, label = payload
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
         error = ""
         for attempt in range(ATTEMPTS):
             try:
                 conn = self._conn(fresh=attempt > 0)
-                conn.request("POST", path, body=body, headers=headers)
+                conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
             except (OSError, http.client.HTTPException) as exc:
@@ -188,14 +199,18 @@ def mem_available() -> int | None:
     return None
 
 
-def create_all(poster: Poster, payloads: Sequence[Payload], parallel: int) -> None:
-    """Create every object, ``parallel`` requests in flight; raise with the first failures."""
+def create_all(
+    poster: Poster, payloads: Sequence[Payload], parallel: int, *, patch: bool = False
+) -> None:
+    """Create (or, with ``patch``, merge-patch) every object, ``parallel`` requests in flight;
+    raise with the first failures."""
+    send = poster.patch if patch else poster.create
 
     def create(start: int) -> list[str]:
         available = mem_available()
         if available is not None and available < MIN_AVAILABLE:
             return [f"stopped: only {available >> 20} MiB of memory available"]
-        return [e for e in map(poster.create, payloads[start : start + CHUNK]) if e]
+        return [e for e in map(send, payloads[start : start + CHUNK]) if e]
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         failures = [e for errs in pool.map(create, range(0, len(payloads), CHUNK)) for e in errs]
@@ -203,12 +218,23 @@ def create_all(poster: Poster, payloads: Sequence[Payload], parallel: int) -> No
         raise RuntimeError(f"{len(failures)} object(s) not created, first: {failures[:3]}")
 
 
-def _prepare(snapshot: str | Path) -> tuple[list[str], list[list[Payload]], dict[str, int]]:
-    """Namespaces, and per phase the serialized POSTs; the parsed snapshot is dropped after."""
+def taints_patch(node: dict[str, Any]) -> Payload:
+    """The merge PATCH that gives a created Node back the snapshot's taints (and no others)."""
+    name = node["metadata"]["name"]
+    body = {"spec": {"taints": (node.get("spec") or {}).get("taints") or None}}
+    return f"{PATHS['Node'].path(None)}/{name}", orjson.dumps(body), f"Node {name} taints"
+
+
+def _prepare(
+    snapshot: str | Path,
+) -> tuple[list[str], list[list[Payload]], list[Payload], dict[str, int]]:
+    """Namespaces, per phase the serialized POSTs, and the Nodes' taint PATCHes; the parsed
+    snapshot is dropped after."""
     items = orjson.loads(Path(snapshot).read_bytes())["items"]
     namespaces = sorted(
         {i["metadata"]["namespace"] for i in items if i["metadata"].get("namespace")}
     )
+    taints = [taints_patch(i) for i in items if i.get("kind") == "Node"]
     counts: dict[str, int] = {}
     phases: list[list[Payload]] = []
     for phase in PHASES:
@@ -218,14 +244,14 @@ def _prepare(snapshot: str | Path) -> tuple[list[str], list[list[Payload]], dict
             counts[kind] = len(objs)
             batch += objs
         phases.append(batch)
-    return namespaces, phases, counts
+    return namespaces, phases, taints, counts
 
 
 def load_cluster(cp: Any, snapshot: str | Path, *, parallel: int = 16) -> dict[str, Any]:
     """Create the snapshot's objects in ``cp`` (an e2e ControlPlane); return counts and times."""
     t_start = time.perf_counter()
     # Only bytes are kept from here on: the parsed snapshot (GBs at 150,000 pods) is freed.
-    namespaces, phases, counts = _prepare(snapshot)
+    namespaces, phases, taints, counts = _prepare(snapshot)
     gc.collect()
     for comp in getattr(cp, "components", ()):
         if comp.name in IDLE_COMPONENTS:
@@ -258,6 +284,13 @@ def load_cluster(cp: Any, snapshot: str | Path, *, parallel: int = 16) -> dict[s
                 flush=True,
             )
             batch.clear()
+            if phase == ("Node",):
+                # Admission (TaintNodesByCondition) gives every new Node the not-ready
+                # taint, which node-lifecycle would lift once the Node reports Ready; it is
+                # stopped, so the snapshot's own taints are put back by hand.
+                t0 = time.perf_counter()
+                create_all(poster, taints, parallel, patch=True)
+                timings["Node taints"] = round(time.perf_counter() - t0, 1)
         listed = poster.count("/api/v1/pods")
     finally:
         poster.close()
