@@ -40,10 +40,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
+import urllib3
 
 from bench.plan import RESULTS, machine, rebalancer_bin, run_child, snapshot_path, use_json_lists
 
@@ -118,6 +120,37 @@ def settle(pid: int | None, limit: float = QUIET_LIMIT) -> float:
     return last
 
 
+GoMetrics = tuple[float, float]
+"""kube-apiserver's Go runtime so far: CPU seconds of garbage collection, heap bytes allocated."""
+
+
+def go_metrics(kubeconfig: str) -> Callable[[], GoMetrics | None]:
+    """A reader of kube-apiserver's ``go_cpu_classes_gc_total_cpu_seconds_total`` and
+    ``go_gc_heap_allocs_bytes_total`` (its ``/metrics``; None when either is missing)."""
+    from kubernetes import config  # noqa: PLC0415
+
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    url = f"{api.configuration.host}/metrics"
+    names = ("go_cpu_classes_gc_total_cpu_seconds_total", "go_gc_heap_allocs_bytes_total")
+
+    def read() -> GoMetrics | None:
+        try:  # a figure left out, not a failed benchmark
+            text = api.rest_client.pool_manager.request("GET", url, timeout=30).data.decode()
+        except (OSError, urllib3.exceptions.HTTPError, UnicodeDecodeError):
+            return None
+        found = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in names:
+                try:
+                    found[name] = float(value)
+                except ValueError:
+                    return None
+        return (found[names[0]], found[names[1]]) if len(found) == 2 else None
+
+    return read
+
+
 class ApiserverCpu:
     """kube-apiserver's CPU seconds spent on a ``with`` block (``.seconds``): from a quiet
     kube-apiserver before it to a quiet one after it (:func:`settle`), so that a pass is
@@ -126,16 +159,45 @@ class ApiserverCpu:
     about 1.2 CPU-s at 30,000 pods) only in some passes, whichever reaches the heap's goal:
     single passes differ by that much, so the summaries give the mean over the rounds."""
 
-    def __init__(self, pid: int | None) -> None:
+    def __init__(self, pid: int | None, metrics: Callable[[], GoMetrics | None] | None = None):
         self.pid = pid
+        self.metrics = metrics
         self.seconds = 0.0
+        self.go: GoMetrics | None = None  # (GC CPU seconds, heap bytes allocated) of the block
 
     def __enter__(self) -> ApiserverCpu:
         self._start = settle(self.pid)
+        self._go = self.metrics() if self.metrics else None
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = settle(self.pid) - self._start
+        go = self.metrics() if self.metrics else None
+        if go is not None and self._go is not None:
+            self.go = (go[0] - self._go[0], go[1] - self._go[1])
+
+    def record(self, run: dict[str, Any]) -> None:
+        """Add the figures to a pass's result."""
+        run["apiserver_cpu_s"] = self.seconds
+        if self.go is not None:
+            run["apiserver_gc_cpu_s"], run["apiserver_alloc_bytes"] = self.go
+
+
+def attributed_cpu(runs: list[dict[str, Any]], gc_per_byte: float | None) -> float | None:
+    """The mean kube-apiserver CPU seconds per pass with the garbage collection charged by
+    bytes allocated: each pass's CPU outside GC, plus its heap allocation times the GC CPU
+    per byte allocated over every measured pass (the collector's work is paid by whoever
+    allocates; its full cycles land on one pass or another by luck)."""
+    if gc_per_byte is None:
+        return None
+    values = [
+        float(r["apiserver_cpu_s"])
+        - float(r["apiserver_gc_cpu_s"])
+        + float(r["apiserver_alloc_bytes"]) * gc_per_byte
+        for r in runs
+        if "apiserver_alloc_bytes" in r
+    ]
+    return sum(values) / len(values) if values else None
 
 
 def mean_cpu(runs: list[dict[str, Any]]) -> float | None:
@@ -355,27 +417,28 @@ def measure(
     generals: list[dict[str, Any]] = []
     desched: list[dict[str, Any]] = []
     pid = apiserver_pid(kubeconfig)
+    metrics = go_metrics(kubeconfig)
     for i in range(repeat):
-        with ApiserverCpu(pid) as cpu:
+        with ApiserverCpu(pid, metrics) as cpu:
             floors.append(floor_child(kubeconfig))
-        floors[-1]["apiserver_cpu_s"] = cpu.seconds
+        cpu.record(floors[-1])
         if floor_gc:
             floors_gc.append(floor_child(kubeconfig, gc_on=True))
-        with ApiserverCpu(pid) as cpu:
+        with ApiserverCpu(pid, metrics) as cpu:
             plans.append(plan_child(kubeconfig))
-        plans[-1]["apiserver_cpu_s"] = cpu.seconds
+        cpu.record(plans[-1])
         if general:
-            with ApiserverCpu(pid) as cpu:
+            with ApiserverCpu(pid, metrics) as cpu:
                 generals.append(plan_child(kubeconfig, "general"))
-            generals[-1]["apiserver_cpu_s"] = cpu.seconds
+            cpu.record(generals[-1])
         for decoder in others:
-            with ApiserverCpu(pid) as cpu:
+            with ApiserverCpu(pid, metrics) as cpu:
                 by_decoder[decoder].append(plan_child(kubeconfig, decoder))
-            by_decoder[decoder][-1]["apiserver_cpu_s"] = cpu.seconds
+            cpu.record(by_decoder[decoder][-1])
         if descheduler is not None:
-            with ApiserverCpu(pid) as cpu:
+            with ApiserverCpu(pid, metrics) as cpu:
                 desched.append(descheduler_pass(descheduler, kubeconfig))
-            desched[-1]["apiserver_cpu_s"] = cpu.seconds
+            cpu.record(desched[-1])
         print(
             f"  round {i + 1}: floor {floors[-1]['wall_s']:.2f}s "
             f"(LIST+parse {floors[-1].get('list_s', 0):.2f}s)"
@@ -393,11 +456,16 @@ def measure(
 
     best_floor, best_plan = best(floors), best(plans)
     assert best_floor is not None and best_plan is not None
-    cpu_means = {
-        "floor": mean_cpu(floors),
-        "plan": mean_cpu(plans),
-        "descheduler": mean_cpu(desched),
-    } | {f"plan ({d})": mean_cpu(runs) for d, runs in by_decoder.items()}
+    passes = {"floor": floors, "plan": plans, "descheduler": desched} | {
+        f"plan ({d})": runs for d, runs in by_decoder.items()
+    }
+    cpu_means = {k: mean_cpu(runs) for k, runs in passes.items()}
+    measured = [r for runs in passes.values() for r in runs if "apiserver_alloc_bytes" in r]
+    allocated = sum(float(r["apiserver_alloc_bytes"]) for r in measured)
+    gc_per_byte = (
+        sum(float(r["apiserver_gc_cpu_s"]) for r in measured) / allocated if allocated else None
+    )
+    cpu_attributed = {k: attributed_cpu(runs, gc_per_byte) for k, runs in passes.items()}
     loops = []
     for relist in (False, True) if loop else ():
         print(f"  loop mode ({'relist' if relist else 'watch'}), {loop} runs", file=sys.stderr)
@@ -406,6 +474,8 @@ def measure(
         "loops": loops,
         "apiserver_pid_found": pid is not None,
         "apiserver_cpu_mean_s": cpu_means,
+        "apiserver_gc_cpu_per_gib": gc_per_byte * 2**30 if gc_per_byte is not None else None,
+        "apiserver_cpu_attributed_s": cpu_attributed,
         "floor": best_floor,
         "floor_gc": best(floors_gc),
         "plan": best_plan,
@@ -515,6 +585,15 @@ def report_lines(size: str, load: dict[str, Any], result: dict[str, Any]) -> lis
         + ", ".join(f"{k} {v:.2f}s" for k, v in means.items())
         + ("" if result.get("apiserver_pid_found") else " (kube-apiserver not found: 0)")
     )
+    attributed = {
+        k: v for k, v in (result.get("apiserver_cpu_attributed_s") or {}).items() if v is not None
+    }
+    if attributed:
+        lines.append(
+            "kube-apiserver CPU per pass with GC charged by bytes allocated "
+            f"({result['apiserver_gc_cpu_per_gib']:.2f} CPU-s per GiB): "
+            + ", ".join(f"{k} {v:.2f}s" for k, v in attributed.items())
+        )
     d = result.get("descheduler")
     if d:
         lines.append(
