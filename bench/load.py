@@ -215,7 +215,8 @@ def create_all(
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         failures = [e for errs in pool.map(create, range(0, len(payloads), CHUNK)) for e in errs]
     if failures:
-        raise RuntimeError(f"{len(failures)} object(s) not created, first: {failures[:3]}")
+        verb = "patched" if patch else "created"
+        raise RuntimeError(f"{len(failures)} object(s) not {verb}, first: {failures[:3]}")
 
 
 def taints_patch(node: dict[str, Any]) -> Payload:
