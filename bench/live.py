@@ -156,7 +156,7 @@ class ApiserverCpu:
     kube-apiserver before it to a quiet one after it (:func:`settle`), so that a pass is
     charged the work it leaves behind (its garbage collection, mostly), not the work of the
     pass before it. Go's collector still runs a full cycle (marking the whole watch cache,
-    1.3-2.2 CPU-s at 30,000 pods, 6-13 at 150,000) only in some passes, whichever reaches the
+    1.3-2.2 CPU-s at 30,000 pods, 6-14 at 150,000) only in some passes, whichever reaches the
     heap's goal: single passes differ by that much, so the summaries give the mean over the
     rounds, and ``metrics`` (:func:`go_metrics`, read outside the counted CPU) gives what the
     collector spent and the bytes allocated, to charge it by allocation
