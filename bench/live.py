@@ -258,9 +258,7 @@ def loop_passes(kubeconfig: str, passes: int, pid: int | None, relist: bool) -> 
         if later
         else None,
         "apiserver_cpu_first_s": runs[0]["apiserver_cpu_s"] if runs else None,
-        "apiserver_cpu_later_mean_s": sum(r["apiserver_cpu_s"] for r in later) / len(later)
-        if later
-        else None,
+        "apiserver_cpu_later_mean_s": mean_cpu(later),
         # The first later runs may carry the garbage collection of the first run's LIST.
         "apiserver_cpu_later_median_s": sorted(r["apiserver_cpu_s"] for r in later)[len(later) // 2]
         if later
