@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from bench.live import attributed_cpu, mean_cpu
+from bench.live import attributed_cpu, lower_bound_share, mean_cpu, no_gc_cpu
 from bench.load import taints_patch
 
 
@@ -39,6 +39,22 @@ def test_gc_is_charged_by_bytes_allocated_not_where_the_cycle_landed() -> None:
 def test_no_attribution_without_the_runtime_figures() -> None:
     assert attributed_cpu([_run(1.0)], 1e-9) is None
     assert attributed_cpu([_run(1.0, 0.0, 1.0)], None) is None
+
+
+def test_cpu_without_gc_is_over_the_passes_no_cycle_ran_in() -> None:
+    # Passes of 0.7 and 0.8 CPU-s without a cycle; one of 1.8 with a 1.3 CPU-s cycle is left
+    # out, and so is one without the runtime's figures.
+    runs = [_run(0.7, 0.0, 1.0), _run(1.8, 1.3, 1.0), _run(0.8, 0.0, 1.0), _run(9.0)]
+    mean, count = no_gc_cpu(runs) or (0.0, 0)
+    assert mean == pytest.approx(0.75)
+    assert count == 2
+    assert no_gc_cpu([_run(1.8, 1.3, 1.0), _run(9.0)]) is None
+
+
+def test_the_lists_share_is_over_the_descheduler_outside_gc() -> None:
+    assert lower_bound_share({"pods LIST": 0.6, "descheduler": 1.2}) == pytest.approx(0.5)
+    assert lower_bound_share({"pods LIST": 0.6, "descheduler": 0.0}) is None
+    assert lower_bound_share({"descheduler": 1.2}) is None
 
 
 @pytest.mark.parametrize(
