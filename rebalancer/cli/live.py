@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
     add_output_argument,
     add_policy_arguments,
@@ -465,10 +466,12 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     timeouts = _checked_timeouts(args)
     kube = _connect(args, timeouts)
     reader = _reader(kube, args.namespace, timeouts, paged=getattr(args, "paged_lists", False))
+    oneshot.loading()  # as for a snapshot file: the collector stays off from the read on
     try:
         snapshot = reader()
     finally:
         kube.close()
+    oneshot.keep(snapshot)
     write_plan(plan(snapshot, policy, time.time()), policy, args)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK

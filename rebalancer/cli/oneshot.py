@@ -1,8 +1,8 @@
 """A process that ends with its command (the ``rebalancer`` console script, ``python -m
 rebalancer``): what it may skip because nothing comes after.
 
-An offline ``plan --snapshot`` of 150,000 pods holds a few million small objects from the
-load to the end. Two costs then buy nothing in a process about to exit:
+A ``plan`` of 150,000 pods, from a snapshot file or from the cluster, holds a few million
+small objects from the load to the end. Two costs then buy nothing in a process about to exit:
 
 * the cyclic garbage collector: the load and the planner pause it (they create no cycles,
   see :mod:`rebalancer.core.gcpause`), but every object they allocated is still in its
