@@ -51,7 +51,7 @@ def test_cpu_without_gc_is_over_the_passes_no_cycle_ran_in() -> None:
     assert no_gc_cpu([_run(1.8, 1.3, 1.0), _run(9.0)]) is None
 
 
-def test_the_lists_share_is_over_the_descheduler_outside_gc() -> None:
+def test_the_lists_share_is_over_the_descheduler_pass() -> None:
     assert lower_bound_share({"pods LIST": 0.6, "descheduler": 1.2}) == pytest.approx(0.5)
     assert lower_bound_share({"pods LIST": 0.6, "descheduler": 0.0}) is None
     assert lower_bound_share({"descheduler": 1.2}) is None
