@@ -78,9 +78,10 @@ class _Meta(Struct):
     creationTimestamp: str | None = None
     deletionTimestamp: Raw = _ABSENT
     labels: Raw = _ABSENT
-    # Only whether the mirror key (and the descheduler's two) is present is kept; decoding them as strings checks them
-    # as the converter would (anything else fails the item, which then takes the general
-    # path and is reported there), at C speed: most pods' annotations are their own.
+    # Only whether the mirror key (and the descheduler's two) is present is kept; decoding
+    # them as strings checks them as the converter would (anything else fails the item,
+    # which then takes the general path and is reported there), at C speed: most pods'
+    # annotations are their own.
     annotations: dict[str, str] | None = None
     ownerReferences: Raw = _ABSENT
 

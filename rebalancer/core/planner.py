@@ -29,7 +29,8 @@ A greedy descheduler that moves "everything above the average" would evict 3 her
 Victims follow SPEC §3's order (:class:`rebalancer.core.victims.VictimKey` for one pod,
 :func:`rebalancer.core.victims.plan_key` for a plan): first pods whose own hard constraints
 forbid their replacement from returning to their current domain, then preemption's order over
-the victims' priorities, then pods whose PodDisruptionBudget still allows a disruption, then
+the victims' priorities, then pods without the descheduler's ``prefer-no-eviction``
+annotation, then pods whose PodDisruptionBudget still allows a disruption, then
 the youngest, then the pods' own namespace, name and uid; never a domain or node name. The
 moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 """
@@ -185,9 +186,10 @@ class Planner:
 
     def victim_key(self, i: int, v: int, blocked: bool) -> VictimKey:
         """Pod i's place in the victim order for view v (SPEC §3): pods that cannot return
-        first, then the lowest priority, a PodDisruptionBudget allowing a disruption, the
-        youngest, and the pod's own identity. ``blocked``: :meth:`returns_blocked` for view v
-        and the pod's domain (it applies when v is one of the pod's own views)."""
+        first, then the lowest priority, no prefer-no-eviction annotation, a PodDisruptionBudget
+        allowing a disruption, the youngest, and the pod's own identity. ``blocked``:
+        :meth:`returns_blocked` for view v and the pod's domain (it applies when v is one of
+        the pod's own views)."""
         rank = self._rank.get(i)
         if rank is None:
             pod = self.analysis.pods[i]
@@ -198,6 +200,7 @@ class Planner:
         return VictimKey(
             not (blocked and v in self.state.own_views.get(i, ())),  # can_return
             priority,
+            self.analysis.pods[i].prefer_no_eviction,
             bool(pdbs) and self.pdb_left[pdbs[0]] <= 0,  # pdb_blocked
             age,
             namespace,
