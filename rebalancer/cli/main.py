@@ -37,6 +37,7 @@ from rebalancer.cli.common import (
     write,
     write_plan,
 )
+from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
@@ -204,6 +205,7 @@ def _add_policy(subparsers: Subparsers) -> None:
     )
     check.add_argument("file", metavar="FILE")
     check.set_defaults(handler=_cmd_policy_check)
+    add_import_command(commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
