@@ -13,11 +13,8 @@ import yaml
 from rebalancer.cli.main import main
 from rebalancer.cluster.policyfile import load_policy, read_policy_document
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
-from rebalancer.core.fromdescheduler import (
-    from_descheduler,
-    parse_go_duration,
-    parse_node_selector,
-)
+from rebalancer.core.fromdescheduler import from_descheduler
+from rebalancer.core.gosyntax import and_selectors, parse_go_duration, parse_label_selector
 from rebalancer.core.model import LabelSelector, Requirement
 from rebalancer.core.policy import API_VERSION, KIND, policy_to_dict
 
@@ -212,7 +209,7 @@ def test_string_node_selectors(
         tuple(sorted(labels.items())),
         tuple(Requirement(k, op, v) for k, op, v in expressions),  # type: ignore[arg-type]
     )
-    assert parse_node_selector(text) == expected
+    assert parse_label_selector(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -231,4 +228,19 @@ def test_string_node_selectors(
 def test_string_node_selectors_refused(text: str, message: str) -> None:
     """Selectors with no label selector counterpart, or that do not parse, are refused."""
     with pytest.raises(ValueError, match=message):
-        parse_node_selector(text)
+        parse_label_selector(text)
+
+
+def test_two_selectors_together() -> None:
+    """ANDing selectors: labels and expressions of both; a key pinned to two values becomes
+    an In per value (nothing matches both, as nothing matches the two selectors); None is
+    everything."""
+    web = LabelSelector((("app", "web"),), (Requirement("tier", "Exists"),))
+    shop = LabelSelector((("app", "shop"), ("team", "a")))
+    assert and_selectors(None, web) == web
+    assert and_selectors(web, None) == web
+    assert and_selectors(None, None) is None
+    assert and_selectors(web, shop) == LabelSelector(
+        (("app", "web"), ("team", "a")),
+        (Requirement("tier", "Exists"), Requirement("app", "In", ("shop",))),
+    )

@@ -34,12 +34,11 @@ from typing import Any, Final
 from rebalancer.core.convert.checker import Checker, show, suggest
 from rebalancer.core.convert.selectors import (
     DNS_SUBDOMAIN,
-    LABEL_VALUE,
-    is_label_key,
     label_selector,
 )
 from rebalancer.core.errors import InputError
-from rebalancer.core.model import HARD, SOFT, LabelSelector, Requirement
+from rebalancer.core.gosyntax import and_selectors, parse_go_duration, parse_label_selector
+from rebalancer.core.model import HARD, SOFT, LabelSelector
 from rebalancer.core.policy import (
     MANDATORY,
     PREFERRED,
@@ -56,8 +55,6 @@ __all__ = [
     "TOPOLOGY_PLUGIN",
     "Imported",
     "from_descheduler",
-    "parse_go_duration",
-    "parse_node_selector",
 ]
 
 API_VERSION: Final = "descheduler/v1alpha2"
@@ -246,133 +243,6 @@ def _at(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-# --- value formats --------------------------------------------------------------------------
-
-_GO_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_GO_UNITS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def parse_go_duration(text: str) -> float:
-    """A Go ``time.Duration`` string (``metav1.Duration``: ``90s``, ``1h30m0s``, ``1.5h``,
-    ``500ms``, ``0``) in seconds. Raises :class:`ValueError` for anything else, and for a
-    negative one (no age is below zero)."""
-    shown = show(text)
-    if text.startswith("-"):
-        raise ValueError(f"must not be negative, got {shown}")
-    body = text[1:] if text.startswith("+") else text
-    if body == "0":
-        return 0.0
-    total = 0.0
-    pos = 0
-    while pos < len(body):
-        match = _GO_DURATION_PART.match(body, pos)
-        if match is None:
-            break
-        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
-        pos = match.end()
-    if not body or pos != len(body):
-        raise ValueError(f"must be a Go duration like 90s, 5m or 1h30m0s, got {shown}")
-    return total
-
-
-# One requirement of a string label selector (k8s.io/apimachinery labels.Parse): `!key`,
-# `key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`,
-# `key>1`, `key<1`.
-_REQ: Final = re.compile(
-    r"\s*(?:(?P<not>!)\s*(?P<absent>[^\s,=!<>()]+)"
-    r"|(?P<key>[^\s,=!<>()]+)\s*"
-    r"(?:(?P<op>==|=|!=|>|<)\s*(?P<value>[^\s,=!<>()]*)"
-    r"|\s(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?)\s*(?:,|$)"
-)
-
-
-def parse_node_selector(text: str) -> LabelSelector:
-    """The descheduler's string node selector as a label selector (Exists, DoesNotExist,
-    In and NotIn; ``=`` and ``==`` as matchLabels, ``!=`` as NotIn, which both match nodes
-    lacking the key). Raises :class:`ValueError` naming the part that has no counterpart
-    (``>`` and ``<``) or does not parse."""
-    labels: dict[str, str] = {}
-    expressions: list[Requirement] = []
-    pos = 0
-    stripped = text.strip()
-    while pos < len(stripped):
-        match = _REQ.match(stripped, pos)
-        if match is None or match.end() == pos:
-            raise ValueError(f"does not parse as a label selector at {show(stripped[pos:])}")
-        pos = match.end()
-        part = match.group(0).strip().rstrip(",").strip()
-        if match.group("absent") is not None:
-            key = match.group("absent")
-            _check_key(key, part)
-            expressions.append(Requirement(key, "DoesNotExist"))
-            continue
-        key = match.group("key")
-        _check_key(key, part)
-        op = match.group("op")
-        if op in (">", "<"):
-            raise ValueError(
-                f"{show(part)}: {op} (a numeric comparison) has no label selector counterpart"
-            )
-        if op is not None:
-            value = match.group("value")
-            _check_value(value, part)
-            if op == "!=":
-                expressions.append(Requirement(key, "NotIn", (value,)))
-            elif key in labels and labels[key] != value:
-                expressions.append(Requirement(key, "In", (value,)))
-            else:
-                labels[key] = value
-        elif match.group("set") is not None:
-            values = tuple(v.strip() for v in match.group("values").split(","))
-            if values == ("",):
-                raise ValueError(f"{show(part)}: {match.group('set')} needs at least one value")
-            for value in values:
-                _check_value(value, part)
-            expressions.append(
-                Requirement(key, "In" if match.group("set") == "in" else "NotIn", values)
-            )
-        else:
-            expressions.append(Requirement(key, "Exists"))
-    return LabelSelector(tuple(sorted(labels.items())), tuple(expressions))
-
-
-def _check_key(key: str, part: str) -> None:
-    if not is_label_key(key):
-        raise ValueError(f"{show(part)}: {show(key)} is not a label key")
-
-
-def _check_value(value: str, part: str) -> None:
-    if not LABEL_VALUE.match(value):
-        raise ValueError(f"{show(part)}: {show(value)} is not a label value")
-
-
-def _and(first: LabelSelector | None, second: LabelSelector | None) -> LabelSelector | None:
-    """Both selectors at once (None selects everything). A key both pin to different values
-    becomes two ``In`` requirements, which no object meets, as the two selectors together."""
-    if first is None:
-        return second
-    if second is None:
-        return first
-    labels = dict(first.match_labels)
-    expressions = list(first.match_expressions)
-    for key, value in second.match_labels:
-        if key in labels and labels[key] != value:
-            expressions.append(Requirement(key, "In", (value,)))
-        else:
-            labels[key] = value
-    expressions.extend(second.match_expressions)
-    return LabelSelector(tuple(sorted(labels.items())), tuple(expressions))
-
-
 # --- the profile ----------------------------------------------------------------------------
 
 
@@ -559,7 +429,9 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> 
             "not set: the descheduler processes every namespace; rebalancer's default "
             "namespaces.exclude [kube-system] is kept (set namespaces.exclude: [] for all)",
         )
-    out.label_selector = _and(out.label_selector, walk.selector(args, "labelSelector", path))
+    out.label_selector = and_selectors(
+        out.label_selector, walk.selector(args, "labelSelector", path)
+    )
     return walk.boolean(args, "topologyBalanceNodeFit", path, True)
 
 
@@ -578,7 +450,7 @@ def _node_selector(walk: _Walk, raw: Mapping[str, Any], path: str) -> LabelSelec
     if text is None:
         return None
     try:
-        found = parse_node_selector(text)
+        found = parse_label_selector(text)
     except ValueError as exc:
         walk.bad(_at(path, "nodeSelector"), str(exc))
         return None
@@ -590,13 +462,15 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> b
     node_fit = walk.boolean(args, "nodeFit", path, False)
     selector = _node_selector(walk, args, path)
     if selector is not None:
-        out.node_selector = _and(out.node_selector, selector)
+        out.node_selector = and_selectors(out.node_selector, selector)
         walk.note(
             _at(path, "nodeSelector"),
             "carried as nodeSelector (only pods on matching nodes are evicted); the "
             "descheduler itself uses it only to choose nodeFit's candidate nodes",
         )
-    out.label_selector = _and(out.label_selector, walk.selector(args, "labelSelector", path))
+    out.label_selector = and_selectors(
+        out.label_selector, walk.selector(args, "labelSelector", path)
+    )
     if args.get("namespaceLabelSelector") is not None:
         walk.note(
             _at(path, "namespaceLabelSelector"),
@@ -766,7 +640,7 @@ def _protection_list(
 def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
     selector = _node_selector(walk, raw, "")
     if selector is not None:
-        out.node_selector = _and(selector, out.node_selector)
+        out.node_selector = and_selectors(selector, out.node_selector)
         walk.note(
             "nodeSelector",
             "carried; pods on other nodes still count in the spread (as the scheduler "
@@ -782,8 +656,8 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
         walk.set_keys.add("limits")
     grace = raw.get("gracePeriodSeconds")
     if grace is not None:
-        if isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:
-            walk.bad("gracePeriodSeconds", f"must be an integer >= 0, got {show(grace)}")
+        if isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace < 2**63:
+            walk.bad("gracePeriodSeconds", f"must be a 64-bit integer >= 0, got {show(grace)}")
         elif grace == 0:
             walk.note(
                 "gracePeriodSeconds",
