@@ -56,10 +56,11 @@ def annotated(draw: st.DrawFn, cluster: Cluster) -> Snapshot:
 def protecting(draw: st.DrawFn, snapshot: Snapshot) -> Policy:
     """A policy with random settings of the four protections (nodeSelector: some zones)."""
     zones = sorted({n.labels[ZONE_KEY] for n in snapshot.nodes})
-    chosen = draw(st.lists(st.sampled_from(zones), unique=True, max_size=len(zones)))
+    chosen: list[str] = draw(st.lists(st.sampled_from(zones), unique=True, max_size=len(zones)))
+    narrow: bool = draw(st.booleans())
     selector = (
         LabelSelector((), (Requirement(ZONE_KEY, "In", tuple(sorted(chosen))),))
-        if chosen and draw(st.booleans())
+        if chosen and narrow
         else None
     )
     return Policy(
