@@ -16,9 +16,7 @@ Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-import traceback
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
@@ -37,6 +35,7 @@ from rebalancer.cli.common import (
     write,
     write_plan,
 )
+from rebalancer.cli.errorline import say, say_traceback
 from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
@@ -91,10 +90,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     snapshot, rejected = _load_snapshot(args)
     for r in rejected:
         problems = "; ".join(r.problems)
-        print(
+        say(
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
-            f"{r.namespace} left out: {problems}",
-            file=sys.stderr,
+            f"{r.namespace} left out: {problems}"
         )
     write_plan(plan(snapshot, policy, time.time()), policy, args)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
@@ -305,16 +303,16 @@ def _main(argv: list[str] | None) -> int:
     try:
         return handler(args)
     except InputError as exc:
-        print(exc, file=sys.stderr)
+        say(exc)
         return exc.exit_code
     except RebalancerError as exc:
         kind = "cluster error" if exc.exit_code == EXIT_CLUSTER else "error"
-        print(f"rebalancer: {kind}: {exc}", file=sys.stderr)
+        say(f"rebalancer: {kind}: {exc}")
         return exc.exit_code
     except Exception as exc:  # a bug: say so in one line, exit 4
         if getattr(args, "debug", False):
-            traceback.print_exc()
-        print(f"rebalancer: unexpected error: {_one_line(exc)}", file=sys.stderr)
+            say_traceback()
+        say(f"rebalancer: unexpected error: {_one_line(exc)}")
         return EXIT_INTERNAL
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import orjson
 import yaml
 
+from rebalancer.cli.printable import printable_fields
 from rebalancer.cluster.outcome import RunEnd
 from rebalancer.core.explain import ConstraintExplanation, Explanation
 from rebalancer.core.plan import Eviction, Plan, Skip, ViewReport
@@ -616,7 +617,7 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
 def render_plan(plan: Plan, fmt: Format, style: TableStyle | None = None) -> str:
     """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract."""
     if fmt == "table":
-        return _plan_table(plan, style or TableStyle())
+        return _plan_table(printable_fields(plan), style or TableStyle())
     if fmt == "html":
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
 
@@ -627,7 +628,7 @@ def render_plan(plan: Plan, fmt: Format, style: TableStyle | None = None) -> str
 def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) -> str:
     """A finished run for people (the plan, then a results table), as HTML, or as JSON/YAML."""
     if fmt == "table":
-        return _run_table(report, style or TableStyle())
+        return _run_table(printable_fields(report), style or TableStyle())
     if fmt == "html":
         from rebalancer.cli.htmlreport import run_html  # noqa: PLC0415  # only for -o html
 
@@ -638,12 +639,12 @@ def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) 
 def render_explanation(expl: Explanation, fmt: Format, style: TableStyle | None = None) -> str:
     """``expl`` as a table for people, or as the JSON/YAML contract."""
     if fmt == "table":
-        return _explanation_table(expl, style or TableStyle())
+        return _explanation_table(printable_fields(expl), style or TableStyle())
     return _dump(explanation_data(expl), fmt, floats=False)
 
 
 def render_views(views: Sequence[ViewReport], fmt: Format, style: TableStyle | None = None) -> str:
     """Spread views (e.g. a cluster's current state) as a table, or ``{"views": [...]}``."""
     if fmt == "table":
-        return _views_table(views, style or TableStyle())
+        return _views_table(printable_fields(tuple(views)), style or TableStyle())
     return _dump({"views": [view_data(v) for v in views]}, fmt, floats=False)

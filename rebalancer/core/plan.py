@@ -66,7 +66,7 @@ class Eviction:
     domain: str  # the domain the pod leaves, in the view that chose it
     topology_key: str
     target_node: str | None  # where the simulated scheduler placed the replacement
-    grace_period_seconds: int | None  # the policy's override; None keeps the pod's own
+    grace_period_seconds: int | None  # the policy's floor when above the pod's own, else None
     pdb: str = ""  # the PodDisruptionBudget whose budget (per wave) this eviction spends, if any
 
     @property

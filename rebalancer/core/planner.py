@@ -43,6 +43,7 @@ from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.grace import eviction_grace
 from rebalancer.core.joint import MAX_VISITS
 from rebalancer.core.jointplan import JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
@@ -740,7 +741,9 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         domain=domain,
         topology_key=spec.topology_key,
         target_node=m.target,
-        grace_period_seconds=planner.policy.grace_period_seconds,
+        grace_period_seconds=eviction_grace(
+            planner.policy.grace_period_seconds, pod.grace_period_seconds
+        ),
         pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.pdbs(m.pod)),
     )
 
