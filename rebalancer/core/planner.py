@@ -51,7 +51,6 @@ from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import selector_string
 from rebalancer.core.simulate import SimState
-from rebalancer.core.unrepaired import unrepaired
 from rebalancer.core.spread import (
     Analysis,
     View,
@@ -60,6 +59,7 @@ from rebalancer.core.spread import (
     global_min,
     skew_of,
 )
+from rebalancer.core.unrepaired import unrepaired
 from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
 from rebalancer.core.waves import assign_waves
 
