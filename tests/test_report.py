@@ -7,7 +7,14 @@ import json
 import pytest
 import yaml
 
-from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan, render_views
+from rebalancer.cli.render import (
+    FORMATS,
+    Format,
+    plan_summary,
+    render_explanation,
+    render_plan,
+    render_views,
+)
 from rebalancer.core.explain import ConstraintExplanation, Explanation
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 
@@ -43,6 +50,7 @@ def _eviction(name: str, node: str, wave: int, priority: int = 0) -> Eviction:
         topology_key=ZONE,
         target_node="node-c1",
         grace_period_seconds=None,
+        target_domain="eu-west-1c",
     )
 
 
@@ -103,14 +111,17 @@ def test_plan_json_contract_keys() -> None:
     """Plan JSON is one object with exactly the documented camelCase keys at every level."""
     data = json.loads(render_plan(_plan(), "json"))
     assert list(data) == [
+        "version",
         "evictions",
         "skipped",
         "violations",
         "after",
+        "unrepaired",
         "waves",
         "summary",
         "notes",
     ]
+    assert data["version"] == 2
     assert list(data["evictions"][0]) == [
         "namespace",
         "name",
@@ -123,6 +134,7 @@ def test_plan_json_contract_keys() -> None:
         "domain",
         "topologyKey",
         "targetNode",
+        "targetDomain",
         "gracePeriodSeconds",
         "podDisruptionBudget",
     ]
@@ -147,7 +159,15 @@ def test_plan_json_contract_keys() -> None:
     ]
     assert list(data["violations"][0]) == view_keys
     assert list(data["after"][0]) == view_keys
-    assert list(data["summary"]) == ["evictions", "lowerBound", "minimal", "violations", "skipped"]
+    assert list(data["summary"]) == [
+        "evictions",
+        "lowerBound",
+        "minimal",
+        "violations",
+        "repaired",
+        "unrepaired",
+        "skipped",
+    ]
 
 
 def test_plan_json_values() -> None:
@@ -161,10 +181,14 @@ def test_plan_json_values() -> None:
         "lowerBound": 3,
         "minimal": True,
         "violations": 1,
+        "repaired": 1,
+        "unrepaired": 0,
         "skipped": 1,
     }
+    assert data["unrepaired"] == []
     assert data["evictions"][1]["priority"] == 100
     assert data["evictions"][0]["targetNode"] == "node-c1"
+    assert data["evictions"][0]["targetDomain"] == "eu-west-1c"
     assert data["evictions"][0]["gracePeriodSeconds"] is None
     assert data["notes"] == ["wave 2 is re-planned once wave 1's replacements are Running"]
 
@@ -198,22 +222,31 @@ def test_plan_yaml_is_the_json_data() -> None:
 
 
 def test_plan_table_sections() -> None:
-    """The table shows violations before->after, the plan by wave, the skips and a summary."""
+    """The table opens with the summary paragraph, then shows violations before->after, the
+    plan by wave with each replacement's target, the skips."""
     table = render_plan(_plan(), "table")
     lines = table.splitlines()
+    paragraph = " ".join(lines[: lines.index("")])
+    assert paragraph == (
+        "3 evictions, proven minimal, in 2 waves: one run of `run` at its default --max-waves 5"
+        " (a run re-plans after every wave). 1 violated view: all repaired."
+    )
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("shop"))
     assert lines[at].split() == ["shop", ZONE, "1", "5->0", "app=web"]
     assert lines[at + 1].endswith("  eu-west-1a:6->3 eu-west-1b:2->3 eu-west-1c:1->3")
     assert "Plan (3 evictions)" in lines
     header = next(line for line in lines if "WAVE" in line).split()
-    assert header == ["WAVE", "POD", "NODE", "PRIORITY", "REASON"]
-    assert any(line.split()[:4] == ["2", "shop/web-3", "node-a1", "0"] for line in lines)
+    assert header == ["WAVE", "POD", "NODE", "TARGET", "PRIORITY", "REASON"]
+    assert any(
+        line.split()[:6] == ["2", "shop/web-3", "node-a1", "node-c1", "(eu-west-1c)", "0"]
+        for line in lines
+    )
     assert "Skipped (1)" in lines
     assert any(
         "shop/web-0" in line and "pdb: PodDisruptionBudget web allows 0 disruptions" in line
         for line in lines
     )
-    assert lines[-1] == "3 evictions (proven minimal: lower bound 3) in 2 waves"
+    assert "Left above maxSkew" not in table
 
 
 def test_plan_table_when_not_minimal() -> None:
@@ -221,15 +254,19 @@ def test_plan_table_when_not_minimal() -> None:
     plan = _plan()
     bigger = Plan(plan.evictions, (), plan.violations, plan.after, lower_bound=2)
     table = render_plan(bigger, "table")
-    assert table.splitlines()[-1] == "3 evictions (lower bound 2) in 2 waves"
+    assert table.startswith("3 evictions, not proven minimal (lower bound 2), in 2 waves: ")
+    assert plan_summary(bigger) == (
+        "3 evictions, not proven minimal (lower bound 2), in 2 waves (1 run); "
+        "1 violated view repaired"
+    )
     assert "Skipped" not in table
 
 
 def test_plan_table_balanced_cluster() -> None:
-    """A plan with no violations says there is nothing to evict."""
+    """A plan with no violations says there is nothing to evict, first."""
     table = render_plan(Plan((), (), (), (), lower_bound=0), "table")
-    assert "Violations (0)" in table
-    assert table.splitlines()[-1] == "No violations: nothing to evict."
+    assert "Violations (0, most above maxSkew first)" in table
+    assert table.splitlines()[0] == "No violations: nothing to evict."
 
 
 def test_explanation_json_contract() -> None:
