@@ -15,7 +15,7 @@ from rebalancer.cli.render import (
     render_plan,
     render_views,
 )
-from rebalancer.core.explain import ConstraintExplanation, Explanation
+from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 
 ZONE = "topology.kubernetes.io/zone"
@@ -96,6 +96,9 @@ def _explanation() -> Explanation:
                 global_min=2,
                 self_match=True,
                 default=False,
+                pod_domain="eu-west-1a",
+                replacement_global_min=2,
+                skew=4,
             ),
         ),
         spread_feasible_nodes=("node-b1",),
@@ -104,6 +107,7 @@ def _explanation() -> Explanation:
             ("node-c1", "node(s) had untolerated taint {dedicated: gpu}"),
             ("node-a1", "node(s) didn't match pod topology spread constraints"),
         ),
+        status=PlanStatus("planned", "zone a holds 6", 1, "node-b1", "eu-west-1b"),
     )
 
 
@@ -273,9 +277,11 @@ def test_explanation_json_contract() -> None:
     """Explanation JSON has the documented keys; counts and rejections are sorted by name."""
     data = json.loads(render_explanation(_explanation(), "json"))
     assert list(data) == [
+        "version",
         "namespace",
         "name",
         "node",
+        "plan",
         "constraints",
         "spreadFeasibleNodes",
         "feasibleNodes",
@@ -291,9 +297,20 @@ def test_explanation_json_contract() -> None:
         "selector",
         "matchCounts",
         "globalMin",
+        "skew",
         "selfMatch",
         "default",
+        "podDomain",
+        "replacementGlobalMin",
     ]
+    assert data["plan"] == {
+        "state": "planned",
+        "detail": "zone a holds 6",
+        "wave": 1,
+        "targetNode": "node-b1",
+        "targetDomain": "eu-west-1b",
+    }
+    assert data["constraints"][0]["podDomain"] == "eu-west-1a"
     assert list(data["constraints"][0]["matchCounts"].items()) == [
         ("eu-west-1a", 6),
         ("eu-west-1b", 2),
@@ -312,10 +329,14 @@ def test_explanation_yaml_is_the_json_data() -> None:
 def test_explanation_table() -> None:
     """The explanation table names the pod, each constraint with its counts, and every rejection."""
     table = render_explanation(_explanation(), "table")
-    assert table.startswith("Pod shop/web-1, on node node-a1")
-    assert f"1. {ZONE}  DoNotSchedule  maxSkew=1" in table
-    assert "matching pods per domain: eu-west-1a:6 eu-west-1b:2" in table
-    assert "globalMin=2  selfMatch=yes" in table
+    assert table.startswith(
+        "Pod shop/web-1, on node node-a1\n"
+        "Plan: evicted in wave 1; replacement expected on node-b1 (eu-west-1b)\n"
+    )
+    assert f"1. {ZONE}  DoNotSchedule  maxSkew=1  minDomains=1" in table
+    assert "matching pods per domain, as the plan counts them: eu-west-1a:6 eu-west-1b:2" in table
+    assert "this pod counted in eu-west-1a: globalMin=2  selfMatch=yes  skew=4" in table
+    assert "its replacement sees eu-west-1a:5, globalMin=2: a node is allowed where" in table
     assert "Spread-feasible nodes (1): node-b1" in table
     lines = table.splitlines()
     at = lines.index("Rejected nodes (2), by reason")

@@ -101,11 +101,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
     policy = resolve_policy(args)
     snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
-    expl = explain(snapshot, policy, namespace, name)
+    expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 

@@ -24,7 +24,7 @@ import yaml
 
 from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.outcome import RunEnd
-from rebalancer.core.explain import ConstraintExplanation, Explanation
+from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
 from rebalancer.core.plan import Eviction, Hold, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
@@ -138,17 +138,34 @@ def constraint_data(constraint: ConstraintExplanation) -> Data:
         "selector": constraint.selector,
         "matchCounts": dict(sorted(constraint.match_counts)),
         "globalMin": constraint.global_min,
+        "skew": constraint.skew,
         "selfMatch": constraint.self_match,
         "default": constraint.default,
+        "podDomain": constraint.pod_domain,
+        "replacementGlobalMin": constraint.replacement_global_min,
+    }
+
+
+def status_data(status: PlanStatus | None) -> Data | None:
+    if status is None:
+        return None
+    return {
+        "state": status.state,
+        "detail": status.detail,
+        "wave": status.wave,
+        "targetNode": status.target_node,
+        "targetDomain": status.target_domain,
     }
 
 
 def explanation_data(expl: Explanation) -> Data:
     """The JSON contract of an explanation; constraints keep the pod spec's order."""
     return {
+        "version": VERSION,
         "namespace": expl.namespace,
         "name": expl.name,
         "node": expl.node,
+        "plan": status_data(expl.status),
         "constraints": [constraint_data(c) for c in expl.constraints],
         "spreadFeasibleNodes": list(expl.spread_feasible_nodes),
         "feasibleNodes": list(expl.feasible_nodes),
@@ -644,26 +661,60 @@ def rejections_by_reason(rejected: Iterable[tuple[str, str]]) -> list[tuple[str,
     )
 
 
+def status_line(status: PlanStatus) -> str:
+    """``Plan: evicted in wave 1, replacement expected on node-c2 (eu-west-1c)``, or why not."""
+    if status.state == "planned":
+        target = (
+            "its replacement waits for new capacity (nodeFit: false)"
+            if status.target_node is None
+            else f"replacement expected on {status.target_node}"
+            + (f" ({status.target_domain})" if status.target_domain else "")
+        )
+        return f"Plan: evicted in wave {status.wave}; {target}"
+    if status.state == "skipped":
+        return f"Plan: skipped, {status.detail}"
+    if status.state == "not-planned":
+        return f"Plan: not evicted; {status.detail}"
+    return f"Plan: nothing to do, {status.detail}"
+
+
+def _count_note(c: ConstraintExplanation) -> str:
+    if c.pod_domain is None:
+        return "this pod not counted"
+    return f"this pod counted in {c.pod_domain}"
+
+
 def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
     where = f"on node {expl.node}" if expl.node else "pending (not bound to a node)"
-    lines = [f"Pod {expl.namespace}/{expl.name}, {where}", ""]
-    lines.append(f"Constraints ({len(expl.constraints)})")
+    lines = [f"Pod {expl.namespace}/{expl.name}, {where}"]
+    if expl.status is not None:
+        lines.append(status_line(expl.status))
+    lines += ["", f"Constraints ({len(expl.constraints)})"]
     if not expl.constraints:
         lines.append("  none: the PodTopologySpread filter accepts every node")
     width = None if style.wide or style.width is None else max(style.width, _MIN_WIDTH)
     for index, c in enumerate(expl.constraints, start=1):
         origin = " (from the cluster defaults)" if c.default else ""
-        prefix = "     matching pods per domain: "
+        prefix = "     matching pods per domain, as the plan counts them: "
         budget = None if width is None else width - len(prefix)
         counts = _fitted_domains(dict(c.match_counts), None, budget, style)
         lines += [
-            f"  {index}. {c.topology_key}  {c.when_unsatisfiable}  maxSkew={c.max_skew}{origin}",
+            f"  {index}. {c.topology_key}  {c.when_unsatisfiable}  maxSkew={c.max_skew}"
+            f"  minDomains={c.min_domains}{origin}",
             f"     selector: {c.selector or '<none>'}",
-            prefix + counts,
-            f"     globalMin={c.global_min}  selfMatch={'yes' if c.self_match else 'no'}"
-            f"  minDomains={c.min_domains}  nodeAffinityPolicy={c.node_affinity_policy}"
+            f"     nodeAffinityPolicy={c.node_affinity_policy}"
             f"  nodeTaintsPolicy={c.node_taints_policy}",
+            prefix + counts,
+            f"     {_count_note(c)}: globalMin={c.global_min}"
+            f"  selfMatch={'yes' if c.self_match else 'no'}  skew={c.skew}",
         ]
+        if c.pod_domain is not None and c.when_unsatisfiable == "DoNotSchedule":
+            own = dict(c.match_counts)[c.pod_domain]
+            lines.append(
+                f"     its replacement sees {c.pod_domain}:{own - 1}, globalMin="
+                f"{c.replacement_global_min}: a node is allowed where count + "
+                f"{int(c.self_match)} - {c.replacement_global_min} <= {c.max_skew}"
+            )
     spread = expl.spread_feasible_nodes
     feasible = expl.feasible_nodes
     lines.append("")
