@@ -170,9 +170,11 @@ def test_violations_come_most_above_max_skew_first() -> None:
     assert order == ["beta", "gamma", "alpha"]
 
 
-def _skips(per_code: dict[str, int]) -> tuple[Skip, ...]:
+def _skips(per_code: dict[str, int], why: str = "why") -> tuple[Skip, ...]:
     return tuple(
-        Skip("shop", f"{code}-{k:03d}", f"u-{code}-{k}", "n1", SkipReason(code, f"why {code}"))
+        Skip(
+            "shop", f"{code}-{why}-{k:03d}", f"u-{why}-{k}", "n1", SkipReason(code, f"{why} {code}")
+        )
         for code, count in per_code.items()
         for k in range(count)
     )
@@ -192,9 +194,12 @@ def test_many_skips_are_grouped_by_reason(width: int | None) -> None:
         ["7", "has-pvc:"],
         ["3", "too-young:"],
     ]
-    assert heads[0].endswith("pdb: why pdb")
-    assert lines[at + 2].split(", ")[0].strip() == "shop/pdb-000"
+    assert heads[0].endswith("pdb: why pdb")  # the same detail for every pod: no "e.g."
+    assert lines[at + 2].split(", ")[0].strip() == "shop/pdb-why-000"
     assert lines[at + 2].endswith("(+27 more)")
+    varied = dataclasses.replace(plan, skipped=(*skipped, *_skips({"pdb": 1}, "other")))
+    lines = render_plan(varied, "table", TableStyle(width=width)).splitlines()
+    assert "  31  pdb: e.g. why pdb" in lines
     wide = render_plan(plan, "table", TableStyle(width=width, wide=True))
     assert "Skipped (40)" in wide.splitlines()
     assert all(f"shop/{s.name}" in wide for s in skipped)
@@ -205,7 +210,7 @@ def test_few_skips_are_listed_one_per_line() -> None:
     plan = Plan((), _skips({"pdb": 12}), (), (), lower_bound=0)
     lines = render_plan(plan, "table", TableStyle(width=100)).splitlines()
     at = lines.index("Skipped (12)")
-    assert len([line for line in lines[at + 2 :] if line.startswith("  shop/pdb-")]) == 12
+    assert len([line for line in lines[at + 2 :] if line.startswith("  shop/pdb-why-")]) == 12
 
 
 @pytest.mark.parametrize("width", [100, 120])

@@ -484,14 +484,17 @@ def skips_by_reason(skipped: Iterable[Skip]) -> list[tuple[str, list[Skip]]]:
 
 
 def _skip_groups(skipped: Sequence[Skip], style: TableStyle) -> list[str]:
-    """Skips grouped by reason code, the most common first: its count, code and first detail,
-    then its first pods."""
+    """Skips grouped by reason code, the most common first: its count, code and detail (the
+    first pod's, ``e.g.`` when they differ), then its first pods."""
     groups = skips_by_reason(skipped)
     digits = len(str(len(groups[0][1])))
     width = None if style.width is None else max(style.width, _MIN_WIDTH)
     lines = []
     for code, skips in groups:
-        lines.append(f"  {len(skips):>{digits}}  {code}: {skips[0].reason.detail}")
+        detail = skips[0].reason.detail
+        if any(s.reason.detail != detail for s in skips):
+            detail = f"e.g. {detail}"
+        lines.append(f"  {len(skips):>{digits}}  {code}: {detail}")
         pad = f"  {'':>{digits}}  "
         budget = None if width is None else width - len(pad)
         names = [f"{s.namespace}/{s.name}" for s in skips]
