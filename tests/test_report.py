@@ -355,5 +355,6 @@ def test_views_render_in_every_format() -> None:
     assert "5 VIOLATED" in table
     assert "0 ok" in table
     data = json.loads(render_views(views, "json"))
+    assert list(data) == ["version", "views"]
     assert [v["skew"] for v in data["views"]] == [5, 0]
     assert yaml.safe_load(render_views(views, "yaml")) == data

@@ -1,9 +1,10 @@
 """Rendering plans, runs, explanations and spread views for people (table, html) and programs
 (json, yaml).
 
-The JSON form is a stable contract: camelCase keys, one object per document, and the same input
-always gives the same bytes. Lists keep the order the planner gave; only mappings whose order has
-no meaning (domain counts, rejected nodes) are sorted. The YAML form is the same data.
+The JSON form is a stable contract: camelCase keys, one object per document whose first key is
+its ``version`` (:data:`VERSION`), and the same input always gives the same bytes. Lists keep
+the order the planner gave; only mappings whose order has no meaning (domain counts, rejected
+nodes) are sorted. The YAML form is the same data.
 
 The table is for reading, at any cluster size: a view shows its few most- and least-populated
 domains and ``(+N more)``, node lists their first few names, and with a terminal's width
@@ -776,6 +777,7 @@ def _camel(key: str) -> str:
 def run_data(report: RunReport) -> Data:
     """A run as data: the first plan (as ``plan -o json`` shows it), the results, the summary."""
     return {
+        "version": VERSION,
         "runId": report.run_id,
         "plan": plan_data(report.first_plan),
         "results": result_rows(report),
@@ -864,4 +866,5 @@ def render_views(views: Sequence[ViewReport], fmt: Format, style: TableStyle | N
     """Spread views (e.g. a cluster's current state) as a table, or ``{"views": [...]}``."""
     if fmt == "table":
         return _views_table(views, style or TableStyle())
-    return _dump({"views": [view_data(v) for v in views]}, fmt, floats=False)
+    data = {"version": VERSION, "views": [view_data(v) for v in views]}
+    return _dump(data, fmt, floats=False)
