@@ -237,6 +237,7 @@ class TableStyle:
 
 
 _MIN_WIDTH: Final = 40
+_KEEP: Final = "\u00a0"  # a space that textwrap does not break at; written as a space
 _BAR_CELLS: Final = 8
 _BLOCKS: Final = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 _ASCII_BLOCKS: Final = ".:-=+*#@"
@@ -510,8 +511,10 @@ def held_summary(reasons: Iterable[Hold], *, pods: bool = False) -> str:
     for r in reasons:
         totals[r.code] = totals.get(r.code, 0) + r.pods
     ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
-    if pods:
-        return ", ".join(f"{code} ({_plural(count, 'pod')})" for code, count in ranked)
+    if pods:  # "(3 pods)" stays on one line when the paragraph is wrapped
+        return ", ".join(
+            f"{code}{_KEEP}({count}{_KEEP}pod{'' if count == 1 else 's'})" for code, count in ranked
+        )
     return ", ".join(f"{code} {count}" for code, count in ranked)
 
 
@@ -598,7 +601,8 @@ def plan_paragraph(plan: Plan, width: int | None = None) -> list[str]:
         )
     else:
         text += f" {views}: all repaired."
-    return textwrap.wrap(text, width=max(width or 100, _MIN_WIDTH), break_on_hyphens=False)
+    lines = textwrap.wrap(text, width=max(width or 100, _MIN_WIDTH), break_on_hyphens=False)
+    return [line.replace(_KEEP, " ") for line in lines]
 
 
 def _plan_lines(plan: Plan, style: TableStyle) -> list[str]:
