@@ -180,8 +180,10 @@ def _add_explain(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="show where a pod could go and why not elsewhere",
-        description="Show a pod's spread constraints as kube-scheduler sees them, the nodes "
-        "they allow, and the filter that rejects every other node.",
+        description="Show what the plan does with a pod (evicts it: wave and target; skips "
+        "it: why), its spread constraints counted as the plan counts them, the nodes "
+        "kube-scheduler would allow for its replacement, and the filter that rejects every "
+        "other node.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
