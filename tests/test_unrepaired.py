@@ -22,13 +22,22 @@ from hypothesis import strategies as st
 from bench.gen import generate
 from rebalancer.cluster.policyfile import load_policy, load_policy_file
 from rebalancer.cluster.snapshot import load_snapshot_skipping
-from rebalancer.core.model import LabelSelector, Node, Pod, PodDisruptionBudget, Snapshot
+from rebalancer.core.model import (
+    HARD,
+    ZONE_KEY,
+    LabelSelector,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    Snapshot,
+    SpreadConstraint,
+)
 from rebalancer.core.plan import Plan
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Limits, Policy, PriorityThreshold
 from rebalancer.core.selectors import selector_string
 from rebalancer.core.spread import analyze, considered
-from tests.builders import node, zones_cluster
+from tests.builders import node, pod, zone_constraint, zones_cluster
 from tests.casedsl import build_snapshot
 from tests.strategies import apply_plan, clusters, policies
 
@@ -163,6 +172,27 @@ def test_too_few_domains_for_min_domains() -> None:
     [left] = result.unrepaired
     assert left.skew_before == 3
     assert [(r.code, r.pods) for r in left.reasons] == [("min-domains", 3), ("no-fit", 5)]
+    _check(result)
+
+
+def test_a_move_that_would_harm_another_view_is_no_gain() -> None:
+    """Web pods [3, 0] over zones a, b (maxSkew 1), all labelled tier=front; four ops pods in
+    zone b declare a zone constraint on tier=front with maxSkew 2, counting [3, 4] (skew 1).
+    Moving a web pod to b would repair web ([2, 1]) but take tier=front to [2, 5], skew 3 > 2:
+    no move is kept, the three web pods of zone a are `no-gain`."""
+    nodes = [node("a0", "zone-a"), node("b0", "zone-b")]
+    web = zone_constraint("web", 1)
+    front = SpreadConstraint(2, ZONE_KEY, HARD, LabelSelector((("tier", "front"),)))
+    pods = [
+        pod(f"web-{k}", "a0", constraints=[web], labels={"tier": "front"}) for k in range(3)
+    ] + [
+        pod(f"ops-{k}", "b0", app="ops", constraints=[front], labels={"tier": "front"})
+        for k in range(4)
+    ]
+    result = _one_zone_view(pods, nodes)
+    assert result.evictions == ()
+    assert [u.view.selector for u in result.unrepaired] == ["app=web"]
+    assert _reasons(result) == [{"no-gain": 3}]
     _check(result)
 
 
