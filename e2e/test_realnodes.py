@@ -677,7 +677,7 @@ def test_the_cronjob_runs_in_the_cluster_and_repairs_the_spread(
         lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
         assert lines, logs[-2000:]
         assert all({"event", "level", "timestamp"} <= set(line) for line in lines), lines[:2]
-        assert "2 evictions (proven minimal" in logs, logs[-2000:]
+        assert "2 evictions, proven minimal" in logs, logs[-2000:]
         (summary,) = [line for line in lines if line.get("event") == "run.summary"]
         print(f"\nCronJob summary line: {json.dumps(summary, sort_keys=True)}")
         assert summary["evicted"] == 2, summary

@@ -100,11 +100,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
     policy = resolve_policy(args)
     snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
-    expl = explain(snapshot, policy, namespace, name)
+    expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
@@ -178,8 +179,10 @@ def _add_explain(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="show where a pod could go and why not elsewhere",
-        description="Show a pod's spread constraints as kube-scheduler sees them, the nodes "
-        "they allow, and the filter that rejects every other node.",
+        description="Show what the plan does with a pod (evicts it: wave and target; skips "
+        "it: why), its spread constraints counted as the plan counts them, the nodes "
+        "kube-scheduler would allow for its replacement, and the filter that rejects every "
+        "other node.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -61,6 +61,7 @@ from rebalancer.core.spread import (
     global_min,
     skew_of,
 )
+from rebalancer.core.unrepaired import unrepaired
 from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
 from rebalancer.core.waves import assign_waves
 
@@ -603,36 +604,59 @@ def violated_groups(planner: Planner) -> list[list[ViewId]]:
 
 
 def lower_bound(planner: Planner) -> int:
-    """No plan that brings these views within maxSkew evicts fewer pods.
+    """No plan that reaches the skews this plan reaches evicts fewer pods.
 
     Groups of violated views that share no pod are independent (:func:`violated_groups`), so
     the bound is a sum over groups. Within a group, each eviction lowers each view's distance
     to balance (:func:`rebalancer.core.minimal.min_moves`, unevictable pods as floors) by at
     most one, so the largest distance is a joint bound; where the exact search
     (:mod:`rebalancer.core.joint`) proved a group's minimum, that minimum is the bound.
-    A group the plan cannot bring within maxSkew still has its bound (what balance would cost;
-    the plan is then not reported as proven minimal), unless the bound exceeds the group's
-    evictable pods: a plan evicts a pod at most once, so no plan balances that group, and it
-    adds nothing.
+    A group the plan leaves above maxSkew (:mod:`rebalancer.core.unrepaired` says what holds
+    it) is bounded by what the plan sets out to reach there: each view's distance to the skew
+    it ends at, ``max(maxSkew, skew after)``. So the bound never exceeds the plan's size, and
+    a plan that meets it is minimal for what it reaches.
     """
     total = 0
-    views = planner.analysis.views
+    state = planner.state
     for group in planner.groups:
-        proven = planner.proven.get(group[0])
-        if proven is not None:
-            total += proven
+        if any(state.excess(v) for v in group):
+            total += max(_distance_to(planner, v, state.skew(v)) for v in group)
             continue
-        bound = max(planner.distance_at_start(v) for v in group)
-        movable: set[int] = set()
-        for v in group:
-            movable.update(
-                i for i in views[v].members if i in planner.evicted or planner.evictable(i)
-            )
-            if len(movable) >= bound:
-                break
-        if len(movable) >= bound:
-            total += bound
+        proven = planner.proven.get(group[0])
+        total += proven if proven is not None else max(planner.distance_at_start(v) for v in group)
     return total
+
+
+def _distance_to(planner: Planner, v: int, skew: int) -> int:
+    """View v's distance from its start to ``max(maxSkew, skew)`` (unevictable pods as
+    floors): a lower bound on the evictions that bring it there."""
+    view = planner.analysis.views[v]
+    c = view.spec.constraint
+    pods = planner.analysis.pods
+    floors = Counter(
+        view.node_domain[pods[i].node_name or ""]
+        for i in view.members
+        if planner.skip(i) is not None
+    )
+    return min_moves(
+        list(view.counts.values()),
+        max(c.max_skew, skew),
+        c.min_domains,
+        c.hard,
+        max(floors.values(), default=0),
+        empty=len(view.domains) - len(view.counts),
+    )
+
+
+def held_by(planner: Planner, i: int) -> SkipReason | None:
+    """Why pod i, still in place after the plan, was not moved: the rule that forbids its
+    eviction, a policy limit reached, or a replacement that would stay Pending."""
+    reason = planner.skip(i)
+    if reason is None:
+        pod = planner.analysis.pods[i]
+        node = planner.state.placement[i]
+        reason = planner.budget.allows(node, pod.namespace, workload_of(pod, planner.owners))
+    return reason or planner.no_fit.get(i)
 
 
 def view_report(view: View, counts: dict[str, int], declared: tuple[str, ...]) -> ViewReport:
@@ -699,9 +723,22 @@ def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
     violations = tuple(view_report(views[v], views[v].counts, declared[v]) for v in violated)
     after = tuple(view_report(views[v], final.counts[v], declared[v]) for v in violated)
     lower = lower_bound(planner)
-    skipped = _skipped(planner, {m.pod for m in moves})
+    moved = {m.pod for m in moves}
+    skipped = _skipped(planner, moved)
     notes = tuple(sorted(planner.limit_notes))
-    return Plan(tuple(evictions), skipped, violations, after, lower, notes)
+    left = unrepaired(
+        final,
+        planner.considered,
+        lambda v: view_report(views[v], final.counts[v], _declared(planner, v)),
+        lambda i: held_by(planner, i),
+        moved,
+    )
+    return Plan(tuple(evictions), skipped, violations, after, lower, notes, left)
+
+
+def _declared(planner: Planner, v: int) -> tuple[str, ...]:
+    pods = planner.analysis.pods
+    return tuple(sorted(pods[i].key for i in planner.analysis.views[v].declarers))
 
 
 def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
@@ -745,6 +782,7 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
             planner.policy.grace_period_seconds, pod.grace_period_seconds
         ),
         pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.pdbs(m.pod)),
+        target_domain=target_domain,
     )
 
 
