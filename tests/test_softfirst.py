@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from rebalancer.cluster.policyfile import load_policy_file
 from rebalancer.cluster.snapshot import load_snapshot
+from rebalancer.core.joint import JointProblem, JointView, search_then_soft
 from rebalancer.core.model import HARD, SOFT, ZONE_KEY
 from rebalancer.core.plan import Plan
 from rebalancer.core.planner import plan
@@ -125,6 +126,61 @@ def test_example_soft_policy_repairs_the_hard_web_zone_view() -> None:
     for key, left in before.items():
         assert after[key] <= left, key
     assert len(both.evictions) >= len(hard_only.evictions)
+
+
+@pytest.mark.parametrize(
+    ("zones", "sz", "sh", "min_domains", "expected"),
+    [
+        ([[2, 2, 2], [0, 0, 0]], 1, 1, 1, (3, 3)),
+        ([[0, 0], [5, 3]], 1, 1, 1, (4, 4)),
+        ([[4, 5], [0, 0], [0, 1]], 1, 1, 1, (5, 5)),
+        ([[4, 0], [0, 0]], 1, 1, 1, (2, 3)),
+        ([[5, 0], [0, 1], [0, 0]], 2, 1, 1, (2, 4)),
+        ([[6, 0], [0, 0]], 3, 2, 1, (2, 3)),
+        ([[4, 0], [2, 0]], 3, 1, 3, (1, 2)),
+        ([[3, 0, 0], [3, 0, 0]], 3, 1, 1, (0, 4)),
+    ],
+)
+def test_search_then_soft_finds_the_oracle_lexicographic_minimum(
+    zones: list[list[int]], sz: int, sh: int, min_domains: int, expected: tuple[int, int]
+) -> None:
+    """The exact search with a hard zone and a soft hostname view (nodes listed per zone,
+    maxSkew 1-3, minDomains above the zones in one case): its hard part and its total are the
+    oracle's H and H + F, and every end state it lists has both views within maxSkew; the
+    plan evicts H + F pods and balances the zones after as many as it plans without soft
+    views."""
+    shape = zone_hard_hostname_soft(zones, sz, sh)
+    constraints = (
+        OracleConstraint("zone", sz, min_domains),
+        OracleConstraint("hostname", sh, soft=True),
+    )
+    cluster = OracleCluster(shape.zones, shape.pods, constraints)
+    best = lexicographic_minimum(cluster)
+    assert best is not None and best[1] is not None
+    assert (best[0], best[0] + best[1]) == expected
+    node_zones = cluster.zones
+    start = cluster.start()
+    problem = JointProblem(
+        views=(JointView(node_zones, len(zones), sz, len(zones) < min_domains),),
+        start=start,
+        movable=start,
+        cap=tuple(c + 100 for c in start),
+        accepts=(True,) * len(start),
+        soft=(JointView(tuple(range(len(start))), len(start), sh, False),),
+    )
+    result = search_then_soft(problem)
+    assert result.complete
+    assert (result.hard, result.minimum) == expected
+    for (counts, _), path in result.ends.items():
+        assert len(path) == expected[1]
+        assert within_kind(cluster, counts, soft=False)
+        assert within_kind(cluster, counts, soft=True)
+    hard_only, both, names = plans(cluster)
+    steps = steps_of(both, names)
+    assert replay_is_legal(cluster, steps)
+    assert len(both.evictions) == expected[1]
+    assert hard_prefix(cluster, steps) == len(hard_only.evictions) == expected[0]
+    assert within_kind(cluster, end_counts(cluster, steps), soft=True)
 
 
 @st.composite

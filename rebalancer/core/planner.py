@@ -16,6 +16,15 @@ into groups that share pods (:func:`violated_groups`); groups never interact thr
 
 Moves of all groups are made one at a time, worst view first, in one simulation.
 
+Soft views, when the policy opts them in, come second (SPEC §3). The hard views' groups are
+formed and planned exactly as with soft views off, and a soft view never blocks a hard view's
+move; the hard views move first. A group whose pods soft views count is then replanned
+exactly with them (:func:`rebalancer.core.joint.search_then_soft`): the hard views' minimum
+first, then the fewest further evictions for the soft views, keeping the hard views within
+maxSkew; the replan is kept only when its hard part is as large as the plan without soft
+views. The soft views left over are planned after, and a move for them never makes a hard
+view worse.
+
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
 * distance: N=6 pods over D=4 zones; the only band that can hold them is [1, 2]. Zone a is
