@@ -207,7 +207,7 @@ def plan_group(planner: Planner, group: list[ViewId], with_soft: bool = False) -
         if not with_soft:
             planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
         return None
-    planner.stats["joint-exact"] += 1
+    planner.stats["joint-soft-exact" if with_soft else "joint-exact"] += 1
     views = planner.analysis.views
     by_node: list[list[tuple[VictimKey, int]]] = [[] for _ in nodes]
     index = {n: k for k, n in enumerate(nodes)}

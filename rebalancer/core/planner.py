@@ -748,7 +748,8 @@ def plan(
     large snapshot in memory each of its full passes would cost more than the planning.
     ``stats``, when given, receives how the groups of views sharing pods were planned
     (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
-    ``joint-seconds``), for the benchmarks.
+    ``joint-seconds``; with soft views, ``joint-soft-exact`` and ``joint-soft-visits``), for
+    the benchmarks.
     """
     with gc_paused():
         planner = Planner(snapshot, policy, now, evicted_before)
