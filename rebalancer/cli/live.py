@@ -114,20 +114,50 @@ class Timeouts:
     read: float
 
 
+DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
+    # flag: (lowest, highest) seconds; 0 as the lowest means "> 0" unless it is the cooldown.
+    "--connect-timeout": (0.0, 600.0),
+    "--request-timeout": (0.0, 3600.0),
+    "--read-deadline": (0.0, 86400.0),
+    "--interval": (1.0, 30 * 86400.0),
+    "--wave-timeout": (1.0, 86400.0),
+    "--cooldown": (0.0, 30 * 86400.0),
+    "--lease-duration": (3.0, 86400.0),
+}
+"""The range every duration flag must fall in (a huge or zero value is a typo, and one the API
+server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
+replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
+ZERO_ALLOWED: Final = frozenset({"--cooldown"})
+MAX_WAVES: Final = 1000
+
+
+def parse_duration_flag(flag: str, text: str, problems: list[str], fallback: float) -> float:
+    """``text`` in seconds, checked against :data:`DURATION_RANGES`; a problem naming the flag
+    and the value is added (and ``fallback`` returned) when it is not a duration in range."""
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        problems.append(f"{flag}: {exc}")
+        return fallback
+    low, high = DURATION_RANGES[flag]
+    if low == 0 and value <= 0 and flag not in ZERO_ALLOWED:
+        problems.append(f"{flag}: must be > 0, got {text!r}")
+        return fallback
+    if value < low or value > high:
+        problems.append(
+            f"{flag}: must be between {format_duration(low)} and {format_duration(high)}, "
+            f"got {text!r}"
+        )
+        return fallback
+    return value
+
+
 def _timeouts(args: argparse.Namespace, problems: list[str]) -> Timeouts:
     """Parse the timeout flags, adding a problem for each bad one."""
     values: list[float] = []
     for flag in ("connect_timeout", "request_timeout", "read_deadline"):
         name = "--" + flag.replace("_", "-")
-        try:
-            value = parse_duration(getattr(args, flag))
-        except ValueError as exc:
-            problems.append(f"{name}: {exc}")
-            value = 1.0
-        else:
-            if value <= 0:
-                problems.append(f"{name}: must be > 0")
-        values.append(value)
+        values.append(parse_duration_flag(name, getattr(args, flag), problems, 1.0))
     return Timeouts(*values)
 
 
@@ -521,42 +551,22 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
     """Every flag problem at once, before anything is sent (exit 2)."""
     problems: list[str] = []
     interval: float | None = None
-    wave_timeout = 0.0
     if args.interval is not None:
-        try:
-            interval = parse_duration(args.interval)
-        except ValueError as exc:
-            problems.append(f"--interval: {exc}")
-        else:
-            if interval <= 0:
-                problems.append("--interval: must be > 0")
-    try:
-        wave_timeout = parse_duration(args.wave_timeout)
-    except ValueError as exc:
-        problems.append(f"--wave-timeout: {exc}")
+        interval = parse_duration_flag("--interval", args.interval, problems, 1.0)
+    wave_timeout = parse_duration_flag("--wave-timeout", args.wave_timeout, problems, 1.0)
     timeouts = _timeouts(args, problems)
-    cooldown = 0.0
-    try:
-        cooldown = parse_duration(args.cooldown)
-    except ValueError as exc:
-        problems.append(f"--cooldown: {exc}")
-    lease_duration = 60
-    try:
-        seconds = parse_duration(args.lease_duration)
-    except ValueError as exc:
-        problems.append(f"--lease-duration: {exc}")
-    else:
-        if seconds < 3:
-            problems.append(f"--lease-duration: must be at least 3s, got {args.lease_duration}")
-        lease_duration = math.ceil(seconds)
+    cooldown = parse_duration_flag("--cooldown", args.cooldown, problems, 0.0)
+    lease_duration = math.ceil(
+        parse_duration_flag("--lease-duration", args.lease_duration, problems, 60.0)
+    )
     for flag, value in (
         ("--lease-namespace", args.lease_namespace),
         ("--lease-name", args.lease_name),
     ):
         if not _DNS_NAME.match(value or ""):
             problems.append(f"{flag}: must be a DNS name (a-z, 0-9, '-', '.'), got {value!r}")
-    if args.max_waves < 1:
-        problems.append(f"--max-waves: must be >= 1, got {args.max_waves}")
+    if not 1 <= args.max_waves <= MAX_WAVES:
+        problems.append(f"--max-waves: must be between 1 and {MAX_WAVES}, got {args.max_waves}")
     address = args.metrics_bind_address or ""
     if address:
         from rebalancer.cli.metrics import parse_bind_address  # noqa: PLC0415  # prometheus on use
