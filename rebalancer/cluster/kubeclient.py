@@ -37,8 +37,10 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
 from rebalancer.cluster import deadline, errors, logs, protodecode
+from rebalancer.cluster.inputs import check_kubeconfig
 from rebalancer.cluster.protodecode.stream import StreamDeclined
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
+from rebalancer.core.errors import InputError
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT"})
 LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")
@@ -780,38 +782,31 @@ def connect(
     """
     env = os.environ if env is None else env
     configuration = client.Configuration()
+    if kubeconfig:
+        files, source = kubeconfig, f"kubeconfig {kubeconfig}"
+    elif env.get("KUBECONFIG"):
+        files, source = env["KUBECONFIG"], f"$KUBECONFIG {env['KUBECONFIG']}"
+    elif env.get("KUBERNETES_SERVICE_HOST") and not context:
+        files, source = "", "in-cluster service account"
+    else:
+        files = str(Path("~/.kube/config").expanduser())
+        source = f"kubeconfig {files}"
     try:
-        if kubeconfig:
+        if files:
+            check_kubeconfig(files)  # too large or not YAML: exit 2, named
             config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=kubeconfig,
+                config_file=files,
                 context=context,
                 client_configuration=configuration,
                 persist_config=False,
             )
-            source = f"kubeconfig {kubeconfig}"
-        elif env.get("KUBECONFIG"):
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=env["KUBECONFIG"],
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            source = f"$KUBECONFIG {env['KUBECONFIG']}"
-        elif env.get("KUBERNETES_SERVICE_HOST") and not context:
+        else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]  # untyped client
                 client_configuration=configuration
             )
-            source = "in-cluster service account"
-        else:
-            default = Path("~/.kube/config").expanduser()
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=str(default),
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            source = f"kubeconfig {default}"
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        if files and not isinstance(exc, OSError):  # what the file says is wrong: bad input
+            raise InputError(source, [f"cannot load cluster credentials: {exc}"]) from exc
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
     api = client.ApiClient(configuration)
     api.user_agent = f"rebalancer/{__version__}"
