@@ -56,7 +56,9 @@ __all__ = ["FastBuilder", "load_lines", "load_list"]
 _ABSENT: Final = Raw()
 _NULL: Final = Raw(b"null")
 _INT_MIN: Final = -(2**63)
-_INT_END: Final = 2**64  # orjson reads larger integers as floats, which the converter rejects
+_INT_END: Final = 2**63  # int64, as the API has it (the converter names anything beyond)
+_INT32_MIN: Final = -(2**31)
+_INT32_END: Final = 2**31
 _MEMO_LIMIT: Final = 16384
 _RESIZE: Final = "PodResizePending"
 _MISSING: Final = object()
@@ -447,7 +449,7 @@ class FastBuilder:
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
         priority = spec.priority
-        if priority is not None and not _INT_MIN <= priority < _INT_END:
+        if priority is not None and not _INT32_MIN <= priority < _INT32_END:
             raise _Fallback
         grace = spec.terminationGracePeriodSeconds
         if grace is not None and not _INT_MIN <= grace < _INT_END:
