@@ -98,11 +98,33 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         ", plus 1s per 1,000 objects read, so it grows with the cluster); past it: exit 3",
     )
     parser.add_argument(
+        "--max-objects",
+        metavar="N",
+        type=_object_count,
+        default=DEFAULT_MAX_OBJECTS,
+        help=f"most objects one read of the cluster may take in (default {DEFAULT_MAX_OBJECTS:,}"
+        "); past it, or past 16 GiB received: exit 3, whatever the server sends",
+    )
+    parser.add_argument(
         "--paged-lists",
         action="store_true",
         help="read pods in paginated LISTs (2,000 a page) instead of one LIST read as a stream "
         "(the default: served from the API server's watch cache, at a fraction of the CPU)",
     )
+
+
+DEFAULT_MAX_OBJECTS: Final = 1_000_000
+MAX_OBJECTS: Final = 100_000_000
+
+
+def _object_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_OBJECTS:
+        raise argparse.ArgumentTypeError(f"must be a number from 1 to {MAX_OBJECTS}, got {text!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,17 +332,30 @@ def _read_deadline(timeouts: Timeouts) -> Any:
     return ReadDeadline(base_seconds=timeouts.read)
 
 
+def _read_limits(args: argparse.Namespace) -> Any:
+    from rebalancer.cluster.reader import ReadLimits  # noqa: PLC0415  # on use
+
+    return ReadLimits(max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS))
+
+
 class _Reader:
     """Reads the live cluster; an object it cannot convert leaves its namespace out of the
     read (logged, and counted in :attr:`rejected`) instead of stopping everything."""
 
     def __init__(
-        self, kube: Kube, namespace: str | None, timeouts: Timeouts, *, paged: bool = False
+        self,
+        kube: Kube,
+        namespace: str | None,
+        timeouts: Timeouts,
+        *,
+        paged: bool = False,
+        limits: Any = None,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
         self._timeouts = timeouts
         self._paged = paged
+        self._limits = limits
         self.rejected: tuple[Any, ...] = ()
         """The objects left out by the last read."""
 
@@ -331,6 +366,7 @@ class _Reader:
             self._kube.list_page,
             namespace=self._namespace,
             deadline=_read_deadline(self._timeouts),
+            limits=self._limits,
             skip_invalid=True,
             list_page_proto=self._kube.list_page_proto,  # pods as protobuf, when served so
             # pods in one LIST, streamed (paginated as above when it is not taken)
@@ -359,9 +395,14 @@ def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
 
 
 def _reader(
-    kube: Kube, namespace: str | None, timeouts: Timeouts, *, paged: bool = False
+    kube: Kube,
+    namespace: str | None,
+    timeouts: Timeouts,
+    *,
+    paged: bool = False,
+    limits: Any = None,
 ) -> _Reader:
-    return _Reader(kube, namespace, timeouts, paged=paged)
+    return _Reader(kube, namespace, timeouts, paged=paged, limits=limits)
 
 
 class _WatchReader:
@@ -495,7 +536,13 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     configure_logging()
     timeouts = _checked_timeouts(args)
     kube = _connect(args, timeouts)
-    reader = _reader(kube, args.namespace, timeouts, paged=getattr(args, "paged_lists", False))
+    reader = _reader(
+        kube,
+        args.namespace,
+        timeouts,
+        paged=getattr(args, "paged_lists", False),
+        limits=_read_limits(args),
+    )
     oneshot.loading()  # as for a snapshot file: the collector stays off from the read on
     try:
         snapshot = reader()
@@ -521,6 +568,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             keep_objects=True,
             trim=not args.full,
             deadline=_read_deadline(timeouts),
+            limits=_read_limits(args),
             skip_invalid=True,  # written all the same: a snapshot is for bug reports too
         )
     finally:
@@ -661,7 +709,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         reader: _Reader | _WatchReader = (
             _WatchReader(kube, args.namespace, checked.timeouts, paged=paged)
             if watching
-            else _reader(kube, args.namespace, checked.timeouts, paged=paged)
+            else _reader(
+                kube, args.namespace, checked.timeouts, paged=paged, limits=_read_limits(args)
+            )
         )
         cluster = Cluster(
             read=reader,
