@@ -249,7 +249,7 @@ def test_installed_chart_grants_exactly_what_each_mode_uses(
     try:
         read = {"get", "list", "watch"} if mode == "deployment" else {"get", "list"}
         expected = {
-            **{resource: read for resource in READ},
+            **{resource: set(read) for resource in READ},
             "pods/eviction": {"create"},
             "events": {"create"},
             **AUTHENTICATED,
