@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol
 import orjson
 
 from rebalancer.cluster import errors, fastdecode, protodecode
+from rebalancer.cluster.nesting import too_deep
 from rebalancer.cluster.overlap import Overlapped, Prepared, SidePages, replay
 from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined, pod_batches
@@ -481,6 +482,9 @@ def _again_as_json(
 
 
 def _parse_page(raw: bytes, resource: Resource) -> dict[str, Any]:
+    deep = too_deep(raw)
+    if deep is not None:  # refused before any parser recurses into it
+        raise errors.ClusterError(f"LIST {resource.name}: the answer is {deep}")
     try:
         page = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -29,6 +29,7 @@ from msgspec import Raw, Struct
 
 from rebalancer.cluster import errors
 from rebalancer.cluster.fastdecode import page_parts
+from rebalancer.cluster.nesting import too_deep
 from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined
@@ -311,6 +312,9 @@ class _ResourceWatch:
 
     def _event(self, line: bytes) -> None:
         name = self.resource.name
+        deep = too_deep(line)
+        if deep is not None:  # refused before the decoder recurses into it
+            raise errors.ClusterError(f"WATCH {name}: an event is {deep}")
         try:
             event = _EVENT.decode(line)
         except msgspec.DecodeError as exc:
