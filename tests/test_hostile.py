@@ -230,3 +230,29 @@ def test_an_unanswered_connect_exits_3_naming_the_connect_timeout(
     assert code == EXIT_CLUSTER
     (line,) = error_lines(capsys.readouterr().err)
     assert "--connect-timeout" in line
+
+
+def test_a_watch_list_that_pages_forever_ends_at_the_object_cap() -> None:
+    """Loop mode's first LIST (per resource) stops at the object cap too, whatever the server
+    sends: its pass fails with the cap named, instead of growing without end."""
+    from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
+
+    served = [0]
+
+    def list_page(resource: str, ns: str | None, limit: int, token: str | None) -> bytes:
+        if resource != "nodes":
+            return hostile.list_body(resource, [])
+        served[0] += 1
+        nodes = [hostile.node(f"p{served[0]}-n{i}") for i in range(100)]
+        return hostile.list_body("nodes", nodes, "more")
+
+    def watch_lines(resource: str, namespace: str | None, version: str, t: int) -> Iterator[bytes]:
+        raise AssertionError("never watched before its LIST ends")
+
+    settings = WatchSettings(page_size=100, sync_timeout=30, max_objects=1000)
+    with (
+        ClusterWatch(list_page, watch_lines, settings=settings) as watch,
+        pytest.raises(errors.ReadTooLarge, match=r"nodes: more than 1000 objects"),
+    ):
+        watch.snapshot()
+    assert served[0] <= 11 + 3  # the page past the cap, and the fetch thread's few ahead

@@ -410,11 +410,20 @@ class _WatchReader:
     (:mod:`rebalancer.cluster.watch`); the first read LISTs, later ones send no request."""
 
     def __init__(
-        self, kube: Kube, namespace: str | None, timeouts: Timeouts, *, paged: bool = False
+        self,
+        kube: Kube,
+        namespace: str | None,
+        timeouts: Timeouts,
+        *,
+        paged: bool = False,
+        max_objects: int = DEFAULT_MAX_OBJECTS,
     ) -> None:
         from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
 
-        settings = WatchSettings(sync_timeout=max(WatchSettings().sync_timeout, timeouts.read))
+        settings = WatchSettings(
+            sync_timeout=max(WatchSettings().sync_timeout, timeouts.read),
+            max_objects=max_objects,
+        )
         self._watch = ClusterWatch(
             kube.list_page,
             kube.watch_lines,
@@ -707,7 +716,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         watching = checked.interval is not None and not args.relist
         paged = bool(getattr(args, "paged_lists", False))
         reader: _Reader | _WatchReader = (
-            _WatchReader(kube, args.namespace, checked.timeouts, paged=paged)
+            _WatchReader(
+                kube,
+                args.namespace,
+                checked.timeouts,
+                paged=paged,
+                max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS),
+            )
             if watching
             else _reader(
                 kube, args.namespace, checked.timeouts, paged=paged, limits=_read_limits(args)
