@@ -52,7 +52,7 @@ DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
 JSON: Final = "application/json"
 STREAM_CHUNK: Final = 1 << 20
 """Bytes read at a time from a streamed LIST (:meth:`Kube.list_stream`)."""
-MAX_BODY_BYTES: Final = 2 * 1024**3
+MAX_BODY_BYTES: Final = 1024**3
 """The largest answer read whole (a page of a LIST, one namespace's pods); larger: an error."""
 ERROR_BODY_BYTES: Final = 1 << 20
 """The largest error answer read (a Status is a few hundred bytes)."""
