@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 import urllib3
 
 from rebalancer.cli.main import main
@@ -22,6 +23,14 @@ from tests import hostile
 from tests.hostile import PLANTED_TOKEN, hostile_server
 
 NODES = [RESOURCES_BY_NAME["nodes"]]
+
+
+@pytest.fixture(autouse=True)
+def _logging_back_to_defaults() -> Iterator[None]:
+    """A live command configures logging onto the captured stderr, which closes when the test
+    ends: later tests must not log there."""
+    yield
+    structlog.reset_defaults()
 
 
 def plan(kubeconfig: Path, *flags: str) -> list[str]:
@@ -46,8 +55,8 @@ def test_a_server_that_pages_forever_ends_at_the_object_cap(
     assert code == EXIT_CLUSTER
     (line,) = error_lines(err)
     assert "more than 5000 objects (--max-objects)" in line
-    # 6 pages pass the cap; the fetch thread may be a few pages ahead.
-    assert 6 <= pages <= 6 + 4
+    # 6 pages pass the cap; the fetch thread may have asked for a few more before it stopped.
+    assert 6 <= pages <= 6 + 8
 
 
 def test_the_read_deadline_stops_growing_however_many_objects_come() -> None:
@@ -247,7 +256,7 @@ def test_a_watch_list_that_pages_forever_ends_at_the_object_cap() -> None:
         return hostile.list_body("nodes", nodes, "more")
 
     def watch_lines(resource: str, namespace: str | None, version: str, t: int) -> Iterator[bytes]:
-        raise AssertionError("never watched before its LIST ends")
+        return iter(())  # the other resources' watches: each ends at once, and is retried
 
     settings = WatchSettings(page_size=100, sync_timeout=30, max_objects=1000)
     with (
@@ -255,4 +264,5 @@ def test_a_watch_list_that_pages_forever_ends_at_the_object_cap() -> None:
         pytest.raises(errors.ReadTooLarge, match=r"nodes: more than 1000 objects"),
     ):
         watch.snapshot()
-    assert served[0] <= 11 + 3  # the page past the cap, and the fetch thread's few ahead
+    # The page past the cap, and the few the fetch thread had asked for before it stopped.
+    assert 11 <= served[0] <= 11 + 8

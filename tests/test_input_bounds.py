@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +22,14 @@ from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from tests.builders import web_pod, zone_node
 
 INT32_MAX = 2**31 - 1
+
+
+@pytest.fixture(autouse=True)
+def _logging_back_to_defaults() -> Iterator[None]:
+    """A live command configures logging onto the captured stderr, which closes when the test
+    ends: later tests must not log there."""
+    yield
+    structlog.reset_defaults()
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
