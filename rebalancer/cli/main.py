@@ -229,13 +229,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_INPUT_BYTES: Final = 64 * 1024**3
+"""The largest --max-input-bytes: an input is held in memory whole."""
+
+
 def _byte_count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number of bytes >= 1, got {text!r}")
+    if not 1 <= value <= MAX_INPUT_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of bytes from 1 to {MAX_INPUT_BYTES}, got {text!r}"
+        )
     return value
 
 
