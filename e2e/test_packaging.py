@@ -484,3 +484,92 @@ def test_pushgateway_receives_an_evicting_run(
         "workload": f"Deployment/{APP}",
     }
     assert unrepaired.value == left - 1  # maxSkew 1
+
+
+# -- the single-file plugin through krew -----------------------------------------------------------
+
+
+def _script(*argv: str, timeout: float = 1800) -> str:
+    """Run a build script; the value of its last line (``NAME=VALUE``)."""
+    proc = subprocess.run(
+        list(argv), capture_output=True, text=True, check=False, timeout=timeout, cwd=ROOT
+    )
+    assert proc.returncode == 0, out(proc)
+    return proc.stdout.strip().splitlines()[-1].partition("=")[2]
+
+
+def test_krew_installs_the_single_file_plugin(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The single-file kubectl-rebalance for this machine (scripts/build_plugin.py: its
+    dependencies inside, the compiled ones for this CPython), packaged for krew, installs with
+    `kubectl krew install --manifest=... --archive=...` (krew built from Go modules, kubectl of
+    the e2e cache) and plans the cluster's imbalance as `kubectl rebalance plan`, run by a
+    python3 that has nothing installed (a fresh venv without pip)."""
+    import platform as host  # noqa: PLC0415
+
+    arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[host.machine()]
+    os_name = {"linux": "linux", "darwin": "darwin"}[sys.platform]
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    out_dir = tmp_path / "plugin"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_plugin.py"), "-o", str(out_dir),
+         "--platform", f"{os_name}/{arch}", "--python", python,
+         "--krew", "https://downloads.example.org/rebalancer", "--homepage",
+         "https://rebalancer.example.org"],
+        capture_output=True, text=True, check=False, timeout=1800, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, out(proc)
+    manifest = out_dir / "krew" / "rebalance.yaml"
+    (archive,) = (out_dir / "krew").glob("*.tar.gz")
+
+    krew_bin = Path(_script("bash", str(ROOT / "scripts" / "build-krew.sh")))
+    bare = tmp_path / "bare-python"  # a Python with nothing installed: the system's, as it were
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    nothing = subprocess.run(
+        [str(bare / "bin" / "python3"), "-c", "import yaml"], capture_output=True, check=False
+    )
+    assert nothing.returncode != 0  # no PyYAML (nor anything else) there
+    krew_root = tmp_path / "krew-root"
+    kubectl_dir = Path(cluster.kubectl_bin).resolve().parent
+    env = {
+        "HOME": str(tmp_path / "home"),  # krew's and shiv's caches start empty
+        "KREW_ROOT": str(krew_root),
+        "PATH": os.pathsep.join(
+            [str(krew_root / "bin"), str(krew_bin), str(kubectl_dir), str(bare / "bin"),
+             "/usr/bin", "/bin"]
+        ),
+    }  # fmt: skip
+    (tmp_path / "home").mkdir()
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [cluster.kubectl_bin, *args], capture_output=True, text=True, check=False,
+            timeout=600, env=env, cwd=tmp_path,
+        )  # fmt: skip
+
+    installed = kubectl("krew", "install", f"--manifest={manifest}", f"--archive={archive}")
+    assert installed.returncode == 0, out(installed)
+    assert "Installed plugin: rebalance" in installed.stdout + installed.stderr
+    link = krew_root / "bin" / "kubectl-rebalance"
+    assert link.resolve().is_relative_to(krew_root / "store" / "rebalance")
+    assert "/kubectl-rebalance" in kubectl("plugin", "list").stdout
+
+    usage = kubectl("rebalance", "--help")
+    assert usage.returncode == 0, out(usage)
+    assert usage.stdout.startswith("usage: kubectl rebalance")
+
+    need_own_control_plane(cluster)
+    imbalance = Imbalance(cluster, namespace)
+    cluster.assert_own_cluster(cluster.kubeconfig)
+    try:
+        plan = kubectl(
+            "rebalance", "plan", "-n", namespace, "-o", "json", "--kubeconfig",
+            str(cluster.kubeconfig),
+        )  # fmt: skip
+    finally:
+        imbalance.cleanup()
+    assert plan.returncode == 0, out(plan)
+    assert len(json.loads(plan.stdout)["evictions"]) == 2  # [4, 0, 0] -> [2, 1, 1]
+    # The file ran on the bare Python: shiv unpacked it under the test's HOME.
+    assert list((tmp_path / "home" / ".shiv").glob("kubectl-rebalance_*"))
