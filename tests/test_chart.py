@@ -378,7 +378,7 @@ def test_the_run_holds_the_lease_the_role_names() -> None:
         (["dryRun=true"], ["dryRun=client"]),
         (["dryRun=false"], ["dryRun=none"]),
     ],
-    ids=lambda v: ",".join(v),
+    ids=",".join,
 )
 def test_descheduler_names_render_as_the_old_ones(new: list[str], old: list[str]) -> None:
     """kind, schedule, deschedulingInterval and dryRun true/false render exactly what the old
