@@ -490,3 +490,20 @@ def test_chart_repository_layout(tmp_path: Path) -> None:
     packaged = helm("template", "rebalancer", str(archive), "--namespace", "rebalancer")
     assert packaged.returncode == 0, packaged.stderr
     assert [d for d in yaml.safe_load_all(packaged.stdout) if d] == render()
+
+
+def test_prometheus_rule_carries_the_alerts_of_deploy_monitoring() -> None:
+    """prometheusRule.enabled renders the rule groups of deploy/monitoring, from the chart's
+    copy, which is the same file."""
+    rules = ROOT / "deploy" / "monitoring" / "rebalancer.rules.yaml"
+    copy_ = CHART / "files" / "rebalancer.rules.yaml"
+    assert copy_.read_text() == rules.read_text()
+    assert not [d for d in render() if d["kind"] == "PrometheusRule"]
+    for kind in ("CronJob", "Deployment"):
+        docs = render(
+            f"kind={kind}", "prometheusRule.enabled=true", "prometheusRule.additionalLabels.a=b"
+        )
+        rule = only(docs, "PrometheusRule")
+        assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+        assert rule["metadata"]["labels"]["a"] == "b"
+        assert rule["spec"]["groups"] == load(rules)["groups"]
