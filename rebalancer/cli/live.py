@@ -30,6 +30,7 @@ from rebalancer.cli.common import (
     write,
     write_plan,
 )
+from rebalancer.cli.errorline import say
 from rebalancer.cli.pushgateway import (
     add_pushgateway_arguments,
     check_pushgateway_args,
@@ -592,7 +593,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     status = window_status(policy)
     if status is not None and not status[0] and checked.interval is None:
         # Outside every maintenance window: nothing to do, not even a read (exit 0).
-        print(status[1], file=sys.stdout if args.output == "table" else sys.stderr)
+        if args.output == "table":
+            write(status[1] + "\n")
+        else:
+            say(status[1])
         return EXIT_OK
 
     from rebalancer.cluster.executor import ExecutorSettings  # noqa: PLC0415  # on use

@@ -16,9 +16,7 @@ Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-import traceback
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
@@ -37,6 +35,8 @@ from rebalancer.cli.common import (
     write,
     write_plan,
 )
+from rebalancer.cli.errorline import say, say_traceback
+from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
@@ -92,10 +92,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     snapshot, rejected = _load_snapshot(args)
     for r in rejected:
         problems = "; ".join(r.problems)
-        print(
+        say(
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
-            f"{r.namespace} left out: {problems}",
-            file=sys.stderr,
+            f"{r.namespace} left out: {problems}"
         )
     write_plan(plan(snapshot, policy, time.time()), policy, args)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
@@ -103,11 +102,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
     policy = resolve_policy(args)
     snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
-    expl = explain(snapshot, policy, namespace, name)
+    expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
@@ -182,8 +182,10 @@ def _add_explain(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="show where a pod could go and why not elsewhere",
-        description="Show a pod's spread constraints as kube-scheduler sees them, the nodes "
-        "they allow, and the filter that rejects every other node.",
+        description="Show what the plan does with a pod (evicts it: wave and target; skips "
+        "it: why), its spread constraints counted as the plan counts them, the nodes "
+        "kube-scheduler would allow for its replacement, and the filter that rejects every "
+        "other node.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -207,6 +209,7 @@ def _add_policy(subparsers: Subparsers) -> None:
     )
     check.add_argument("file", metavar="FILE")
     check.set_defaults(handler=_cmd_policy_check)
+    add_import_command(commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -306,16 +309,16 @@ def _main(argv: list[str] | None) -> int:
     try:
         return handler(args)
     except InputError as exc:
-        print(exc, file=sys.stderr)
+        say(exc)
         return exc.exit_code
     except RebalancerError as exc:
         kind = "cluster error" if exc.exit_code == EXIT_CLUSTER else "error"
-        print(f"rebalancer: {kind}: {exc}", file=sys.stderr)
+        say(f"rebalancer: {kind}: {exc}")
         return exc.exit_code
     except Exception as exc:  # a bug: say so in one line, exit 4
         if getattr(args, "debug", False):
-            traceback.print_exc()
-        print(f"rebalancer: unexpected error: {_one_line(exc)}", file=sys.stderr)
+            say_traceback()
+        say(f"rebalancer: unexpected error: {_one_line(exc)}")
         return EXIT_INTERNAL
 
 

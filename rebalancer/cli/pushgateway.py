@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+from rebalancer.cli.errorline import say
 from rebalancer.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -65,10 +65,7 @@ def push_metrics(args: argparse.Namespace, metrics: Metrics) -> None:
     try:
         metrics.push(args.pushgateway, args.pushgateway_job)
     except OSError as exc:  # URLError and HTTP errors are OSErrors
-        print(
-            f"rebalancer: warning: could not push the metrics to {args.pushgateway}: {exc}",
-            file=sys.stderr,
-        )
+        say(f"rebalancer: warning: could not push the metrics to {args.pushgateway}: {exc}")
 
 
 def push_plan(args: argparse.Namespace, planned: Plan) -> None:

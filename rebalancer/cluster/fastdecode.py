@@ -7,7 +7,7 @@ at C speed and never becomes a Python object. The fragments a workload's pods sh
 owner references, node selector, affinity, tolerations, spread constraints, containers) stay
 raw JSON bytes: each distinct fragment is decoded and converted once, by the very functions of
 :mod:`rebalancer.core.convert`, and its bytes are the memo key from then on. Annotations are
-decoded as a string map, of which only the mirror key is read.
+decoded as a string map, of which only three keys are read (mirror, the descheduler's two).
 
 The converter stays the authority on what is valid and on every problem's wording: an object
 the typed path cannot take exactly as the converter would (a field of an unexpected type, any
@@ -42,7 +42,9 @@ from rebalancer.core.convert.disruption import resource_claims
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
 from rebalancer.core.convert.meta import controller_owner, epoch
 from rebalancer.core.convert.pods import (
+    EVICT_ANNOTATION,
     MIRROR_ANNOTATION,
+    PREFER_NO_EVICTION_ANNOTATION,
     required_node_affinity,
     tolerations,
 )
@@ -76,9 +78,10 @@ class _Meta(Struct):
     creationTimestamp: str | None = None
     deletionTimestamp: Raw = _ABSENT
     labels: Raw = _ABSENT
-    # Only whether the mirror key is present is kept; decoding them as strings checks them
-    # as the converter would (anything else fails the item, which then takes the general
-    # path and is reported there), at C speed: most pods' annotations are their own.
+    # Only whether the mirror key (and the descheduler's two) is present is kept; decoding
+    # them as strings checks them as the converter would (anything else fails the item,
+    # which then takes the general path and is reported there), at C speed: most pods'
+    # annotations are their own.
     annotations: dict[str, str] | None = None
     ownerReferences: Raw = _ABSENT
 
@@ -441,7 +444,12 @@ class FastBuilder:
             else:
                 resized = ()
         annotations = meta.annotations
-        mirror = annotations is not None and MIRROR_ANNOTATION in annotations
+        if annotations:
+            mirror = MIRROR_ANNOTATION in annotations
+            evict = EVICT_ANNOTATION in annotations
+            prefer_no = PREFER_NO_EVICTION_ANNOTATION in annotations
+        else:
+            mirror = evict = prefer_no = False
         pvc_names, local_storage = (
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
@@ -481,6 +489,8 @@ class FastBuilder:
             grace,
             ready,
             disruption_target,
+            evict,
+            prefer_no,
         )
 
     def _finish(self, key: Any, digest: _Digest, item: _Item | None = None) -> Pod:
@@ -506,6 +516,8 @@ class FastBuilder:
             grace,
             ready,
             disruption_target,
+            evict,
+            prefer_no,
         ) = digest
         template = self._templates.data.get(key)
         if template is None:
@@ -553,6 +565,8 @@ class FastBuilder:
             ready,
             disruption_target,
             claims,
+            evict,
+            prefer_no,
             label_set,
             template_number,
         )

@@ -36,7 +36,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
-from rebalancer.cluster import deadline, errors, logs, protodecode
+from rebalancer.cluster import credentials, deadline, errors, logs, protodecode
 from rebalancer.cluster.protodecode.stream import StreamDeclined
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
 
@@ -813,6 +813,7 @@ def connect(
             source = f"kubeconfig {default}"
     except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
+    credentials.tidy(configuration)
     api = client.ApiClient(configuration)
     api.user_agent = f"rebalancer/{__version__}"
     return Kube(api, source=source, timeout=timeout, warn_after=warn_after)
