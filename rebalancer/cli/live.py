@@ -681,14 +681,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             runner = Runner(cluster, policy, settings, stop=stop)
             if checked.interval is not None:
                 return _loop(runner, checked, args, evicting=evicting)
-            try:
-                report = runner.run_once()
-            except RebalancerError:
-                if args.pushgateway:
-                    push_error(args)
-                raise
-            if args.pushgateway:
-                push_report(args, report, evicting=evicting)
+            report = _run_once(runner, args, evicting=evicting)
         finally:
             undo()
             if isinstance(reader, _WatchReader):
@@ -698,6 +691,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     fmt: Format = args.output
     write(render_run(report, fmt, table_style(args)))
     return report.exit_code
+
+
+def _run_once(runner: Any, args: argparse.Namespace, *, evicting: bool) -> RunReport:
+    """One run; its metrics pushed at the end when ``--pushgateway`` asks (an error too)."""
+    try:
+        report: RunReport = runner.run_once()
+    except RebalancerError:
+        if args.pushgateway:
+            push_error(args)
+        raise
+    if args.pushgateway:
+        push_report(args, report, evicting=evicting)
+    return report
 
 
 def _loop(runner: Any, checked: RunArgs, args: argparse.Namespace, *, evicting: bool) -> int:
