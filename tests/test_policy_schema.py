@@ -24,7 +24,13 @@ from jsonschema import Draft7Validator
 
 from rebalancer.cli.main import main as rebalancer_main
 from rebalancer.core.errors import InputError
-from rebalancer.core.policy import _TOP_KEYS, API_VERSION, KIND, policy_from_document
+from rebalancer.core.policy import (
+    _TOP_KEYS,
+    API_VERSION,
+    KIND,
+    NO_EVICTION_POLICIES,
+    policy_from_document,
+)
 from rebalancer.core.policy_schema import (
     INT32_MAX,
     INT32_MIN,
@@ -231,6 +237,11 @@ KEY_VALUES: Final[dict[str, st.SearchStrategy[Any]]] = {
         ),
     ),
     "gracePeriodSeconds": st.one_of(st.none(), counts),
+    "minReplicas": counts,
+    "nodeSelector": label_selector,
+    "noEvictionPolicy": mixed(
+        st.sampled_from(list(NO_EVICTION_POLICIES)), st.sampled_from(["preferred", "Never", ""])
+    ),
     "schedule": st.one_of(
         st.none(),
         optional_keys(windows=st.one_of(st.none(), st.lists(window, max_size=2))),

@@ -35,6 +35,7 @@ from rebalancer.core.policy import (
     _WINDOW_KEYS,
     API_VERSION,
     KIND,
+    NO_EVICTION_POLICIES,
     Policy,
     policy_to_dict,
 )
@@ -236,6 +237,10 @@ def _known() -> dict[str, Schema]:
         "limits": _limits(),
         "gracePeriodSeconds": _nullable(_integer(1, INT64_MAX)),
         "schedule": _schedule(),
+        "minReplicas": _integer(0),
+        "nodeSelector": _nullable(label_selector_schema()),
+        "ignorePodsWithoutPDB": boolean,
+        "noEvictionPolicy": {"enum": list(NO_EVICTION_POLICIES)},
     }
 
 
