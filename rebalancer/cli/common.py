@@ -119,6 +119,10 @@ def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
     if status is not None and fmt == "table":
         text += f"Maintenance window: {status[1]}\n"
     write(text)
+    if getattr(args, "pushgateway", None):
+        from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
+
+        push_plan(args, planned)
 
 
 def write(text: str) -> None:

@@ -31,6 +31,13 @@ from rebalancer.cli.common import (
     write_plan,
 )
 from rebalancer.cli.errorline import say
+from rebalancer.cli.pushgateway import (
+    add_pushgateway_arguments,
+    check_pushgateway_args,
+    push_error,
+    push_metrics,
+    push_report,
+)
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
@@ -41,6 +48,7 @@ from rebalancer.core.policy import Policy, format_duration, parse_duration
 
 if TYPE_CHECKING:
     from rebalancer.cluster.kubeclient import Kube
+    from rebalancer.cluster.runner import RunReport
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -310,6 +318,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
         default=os.environ.get("REBALANCER_METRICS_BIND_ADDRESS", ""),
         help="serve Prometheus metrics here in --interval mode, e.g. 127.0.0.1:8080 (default: off)",
     )
+    add_pushgateway_arguments(run)
     run.set_defaults(handler=_cmd_run)
 
 
@@ -645,6 +654,7 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
 def _cmd_run(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)  # validated before any request: exit 2, nothing sent
     checked = _validate_run_args(args)
+    check_pushgateway_args(args)
     if args.dry_run and checked.interval is None:
         return plan_live(args, policy)
     status = window_status(policy)
@@ -745,8 +755,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         try:
             runner = Runner(cluster, policy, settings, stop=stop)
             if checked.interval is not None:
-                return _loop(runner, checked)
-            report = runner.run_once()
+                return _loop(runner, checked, args, evicting=evicting)
+            report = _run_once(runner, args, evicting=evicting)
         finally:
             undo()
             if isinstance(reader, _WatchReader):
@@ -758,19 +768,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _loop(runner: Any, checked: RunArgs) -> int:
+def _run_once(runner: Any, args: argparse.Namespace, *, evicting: bool) -> RunReport:
+    """One run; its metrics pushed at the end when ``--pushgateway`` asks (an error too)."""
+    try:
+        report: RunReport = runner.run_once()
+    except RebalancerError:
+        if args.pushgateway:
+            push_error(args)
+        raise
+    if args.pushgateway:
+        push_report(args, report, evicting=evicting)
+    return report
+
+
+def _loop(runner: Any, checked: RunArgs, args: argparse.Namespace, *, evicting: bool) -> int:
     on_report = None
     on_error = None
-    if checked.metrics_address:
+    if checked.metrics_address or args.pushgateway:
         from rebalancer.cli.metrics import Metrics  # noqa: PLC0415  # prometheus on use
 
-        metrics = Metrics()
-        metrics.serve(checked.metrics_address)
-        logs.get_logger("rebalancer.cli").info(logs.METRICS, address=checked.metrics_address)
-        on_report = metrics.record
+        metrics = Metrics(evicting=evicting)
+        if checked.metrics_address:
+            metrics.serve(checked.metrics_address)
+            logs.get_logger("rebalancer.cli").info(logs.METRICS, address=checked.metrics_address)
+
+        def on_report(report: RunReport) -> None:
+            metrics.record(report)
+            if args.pushgateway:
+                push_metrics(args, metrics)
 
         def on_error(_exc: RebalancerError) -> None:
             metrics.record_error()
+            if args.pushgateway:
+                push_metrics(args, metrics)
 
     code: int = runner.run_forever(checked.interval, on_report=on_report, on_error=on_error)
     return code
