@@ -472,7 +472,7 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     finally:
         kube.close()
     oneshot.keep(snapshot)
-    write_plan(plan(snapshot, policy, time.time()), policy, args)
+    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
@@ -660,6 +660,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             get_pdb=kube.get_pdb,
             lease=kube,
             rejected=reader.get_rejected,
+            patch_pod_cost=kube.patch_pod_cost,
         )
         stop = threading.Event()
         undo = install_stop_handlers(stop)

@@ -67,7 +67,6 @@ class SteerReason(enum.StrEnum):
     """Why a workload's costs are left as they are."""
 
     FOREIGN_COST = "foreign-cost"  # some pod carries a deletion cost rebalancer did not write
-    NO_VERSION = "no-resource-version"  # pods read without resourceVersion (a trimmed file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,9 +304,6 @@ def steer(snapshot: Snapshot, policy: Policy, analysis: Analysis) -> Steering:
         steered.update(members)
         if any(pods[i].deletion_cost is not None and not ours(pods[i]) for i in members):
             skipped.append(SteerSkip(name, SteerReason.FOREIGN_COST, len(members)))
-            continue
-        if any(not pods[i].resource_version for i in members):
-            skipped.append(SteerSkip(name, SteerReason.NO_VERSION, len(members)))
             continue
         group = related.get((namespace, rs), rs)
         order = _order(analysis, views, members, on_node, group)
