@@ -414,6 +414,10 @@ LEASE_CHECKS: Final = tuple(
 )
 """What a run that evicts needs for its Lease, in the Lease's namespace only."""
 
+STEER_CHECKS: Final = (Check("patch", "pods"),)
+"""What ``steerScaleDown: true`` adds: PATCH of pods (the steer overlay's Role; the admission
+policy beside it lets the ServiceAccount change nothing but the deletion cost)."""
+
 CLUSTER_SCOPED: Final = frozenset({"nodes"})
 
 
@@ -639,6 +643,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
             if checked.interval is not None and not args.relist:
                 checks = (*checks, *WATCH_CHECKS)
+            if evicting and policy.steer_scale_down:
+                checks = (*checks, *STEER_CHECKS)
             preflight(
                 kube,
                 args.namespace,
