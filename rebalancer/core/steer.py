@@ -110,6 +110,7 @@ def peel(views: Sequence[ViewCounts], members: Sequence[Member]) -> list[int]:
     width = len(views)
     while len(order) < len(members):
         minimum = [global_minimum(c, v.min_domains) for c, v in zip(counts, views, strict=True)]
+        extremes = [_extremes(c, v) for c, v in zip(counts, views, strict=True)]
         best: tuple[tuple[int, ...], tuple[int, ...], tuple[float | str, ...]] | None = None
         best_key: tuple[str | None, ...] | None = None
         for key, queue in queues.items():
@@ -124,7 +125,15 @@ def peel(views: Sequence[ViewCounts], members: Sequence[Member]) -> list[int]:
                 reverse=True,
             )
             rank = (
-                _violation_after(counts, views, key),
+                tuple(
+                    sorted(
+                        (
+                            e.violation_after(d, counts[v][d] if d is not None else 0)
+                            for v, (e, d) in enumerate(zip(extremes, key, strict=True))
+                        ),
+                        reverse=True,
+                    )
+                ),
                 tuple(-e for e in excess) + (0,) * (width - len(excess)),
                 members[queue[head]].tie,
             )
@@ -140,22 +149,34 @@ def peel(views: Sequence[ViewCounts], members: Sequence[Member]) -> list[int]:
     return order
 
 
-def _violation_after(
-    counts: list[dict[str, int]], views: Sequence[ViewCounts], key: tuple[str | None, ...]
-) -> tuple[int, ...]:
-    """How far each view would end above its maxSkew with one pod less in ``key``'s domains,
-    largest first."""
-    out = []
-    for v, d in enumerate(key):
-        c = counts[v]
-        if d is not None:
-            c[d] -= 1
-        low = global_minimum(c, views[v].min_domains)
-        top = max((x for x in c.values() if x > 0), default=low)
-        if d is not None:
-            c[d] += 1
-        out.append(max(0, top - low - views[v].max_skew))
-    return tuple(sorted(out, reverse=True))
+@dataclass(frozen=True, slots=True)
+class _Extremes:
+    """One view's counts summed up for a step: what one pod less anywhere would do to them."""
+
+    top: int  # the largest count (0 when no domain holds a pod)
+    tops: int  # domains at ``top``
+    low: int  # the global minimum
+    pinned: bool  # below minDomains: the minimum is 0 whatever is removed
+    max_skew: int
+
+    def violation_after(self, domain: str | None, count: int) -> int:
+        """``skew - maxSkew`` (0 if within) with one pod less in ``domain`` (holding ``count``)."""
+        top, low = self.top, self.low
+        if domain is not None:
+            if count == top and self.tops == 1:
+                top -= 1
+            if count == low and not self.pinned:
+                low -= 1
+        skew = top - low if top > 0 else 0
+        return max(0, skew - self.max_skew)
+
+
+def _extremes(counts: dict[str, int], view: ViewCounts) -> _Extremes:
+    top = max(counts.values(), default=0)
+    tops = sum(1 for c in counts.values() if c == top)
+    pinned = not counts or len(counts) < view.min_domains
+    low = 0 if pinned else min(counts.values())
+    return _Extremes(top, tops, low, pinned, view.max_skew)
 
 
 def _fill(current: Sequence[int | None]) -> list[int]:
@@ -291,6 +312,7 @@ def steer(snapshot: Snapshot, policy: Policy, analysis: Analysis) -> Steering:
             group = related.get((pod.namespace, owner.name), owner.name)
             on_node[(pod.namespace, group, pod.node_name)] += 1
     hard = [v.spec.hard and considered(v, policy) for v in analysis.views]
+    counted: dict[int, frozenset[int]] = {}  # view -> the pods it counts (built on first use)
     steered: set[int] = set()
     changes: list[CostChange] = []
     skipped: list[SteerSkip] = []
@@ -306,7 +328,7 @@ def steer(snapshot: Snapshot, policy: Policy, analysis: Analysis) -> Steering:
             skipped.append(SteerSkip(name, SteerReason.FOREIGN_COST, len(members)))
             continue
         group = related.get((namespace, rs), rs)
-        order = _order(analysis, views, members, on_node, group)
+        order = _order(analysis, views, members, on_node, group, cache=counted)
         count += 1
         current = [_own_cost(pods[i]) for i in order]
         target = _fill(current)
@@ -355,12 +377,17 @@ def _order(
     members: list[int],
     on_node: Mapping[tuple[str, str, str], int],
     group: str,
+    *,
+    cache: dict[int, frozenset[int]],
 ) -> list[int]:
     """The workload's bound, Running, Ready pods in peel order (pod indices)."""
     pods = analysis.pods
     first = [i for i in members if not _active_ready(pods[i])]
     rest = [i for i in members if _active_ready(pods[i])]
-    counted = [set(analysis.views[v].members) for v in views]
+    for v in views:
+        if v not in cache:
+            cache[v] = frozenset(analysis.views[v].members)
+    counted = [cache[v] for v in views]
     view_counts: list[ViewCounts] = []
     for k, v in enumerate(views):
         view = analysis.views[v]
