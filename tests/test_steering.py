@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rebalancer.cli.main import main
+from rebalancer.cli.render import render_run
 from rebalancer.cluster.executor import ExecutorSettings
 from rebalancer.cluster.kubeclient import Kube
 from rebalancer.cluster.runner import Runner, RunSettings
@@ -16,6 +20,7 @@ from rebalancer.core.policy import Policy
 from rebalancer.core.steer import CostChange, Steering
 from tests.fakes import NOW, FakeClock, FakeCluster, RecordingApiClient
 
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "skewed-cluster.yaml"
 COST = "controller.kubernetes.io/pod-deletion-cost"
 MARK = "rebalancer/deletion-cost"
 
@@ -164,6 +169,7 @@ def test_a_run_writes_the_costs_once_and_removes_them_when_turned_off() -> None:
     report = _runner(fake, patch, on).run_once("r1")
     assert report.evicted == 0 and fake.posts == []
     assert report.summary()["costs_written"] == 4
+    assert "deletion costs: 4 written, 0 not" in render_run(report, "table")
     lowest = min(fake.pods.values(), key=lambda p: int(p["metadata"]["annotations"][COST]))
     assert lowest["spec"]["nodeName"] == "node-a"
     assert all(
@@ -185,3 +191,32 @@ def test_a_dry_run_writes_no_cost() -> None:
     patch = Patching(fake)
     report = _runner(fake, patch, Policy(steer_scale_down=True), plan_only=True).run_once("r1")
     assert report.costs == () and patch.sent == []
+
+
+def test_plan_prints_the_costs_it_would_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan --snapshot with steerScaleDown: a Deletion costs section in the table and a
+    deletionCosts key in JSON; without it neither appears (no cost of ours in the file)."""
+    policy = tmp_path / "steer.yaml"
+    policy.write_text(
+        "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\nsteerScaleDown: true\n"
+    )
+    snapshot = str(EXAMPLE)
+    assert main(["plan", "--snapshot", snapshot, "--policy", str(policy)]) == 0
+    table = capsys.readouterr().out
+    assert "Deletion costs (19)" in table
+    assert main(["plan", "--snapshot", snapshot, "--policy", str(policy), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    costs = data["deletionCosts"]
+    assert costs["enabled"] is True and len(costs["changes"]) == 19
+    by_workload: dict[str, list[int]] = {}
+    for c in costs["changes"]:
+        assert c["from"] is None and c["position"] >= 0
+        by_workload.setdefault(c["workload"], []).append(c["to"])
+    for values in by_workload.values():  # positions 0.. get increasing costs, all below 0
+        assert values == sorted(values) and values[-1] == -1
+    assert main(["plan", "--snapshot", snapshot, "-o", "json"]) == 0
+    assert "deletionCosts" not in json.loads(capsys.readouterr().out)
+    assert main(["plan", "--snapshot", snapshot]) == 0
+    assert "Deletion costs" not in capsys.readouterr().out

@@ -576,6 +576,8 @@ def run_summary(report: RunReport) -> str:
     )
     if report.server_dry_run:
         line += f"; server dry run: {s['would_evict']} would be evicted"
+    if report.costs:
+        line += f"; deletion costs: {s['costs_written']} written, {s['costs_not_written']} not"
     return line
 
 
