@@ -22,7 +22,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import yaml
@@ -175,11 +175,91 @@ def test_installed_chart_grants_least_privilege(
         ("update", "leases.coordination.k8s.io/rebalancer", "-n", "default"),
         ("create", "leases.coordination.k8s.io", "-n", "default"),
         ("delete", "leases.coordination.k8s.io/rebalancer", "-n", ns),
+        ("patch", "events", "-n", "default"),  # events are created, never patched
+        ("watch", "pods", "--all-namespaces"),  # only the Deployment mode watches
+        ("watch", "nodes"),
     ]
     for args in allowed:
         assert can_i(cluster, sa, ns, *args), f"{sa} cannot {args}"
     for args in denied:
         assert not can_i(cluster, sa, ns, *args), f"{sa} can {args}"
+
+
+READ: Final = frozenset(
+    {
+        "nodes",
+        "pods",
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "services",
+        "replicationcontrollers",
+        "poddisruptionbudgets.policy",
+        "priorityclasses.scheduling.k8s.io",
+        "replicasets.apps",
+        "statefulsets.apps",
+        "deployments.apps",
+    }
+)
+AUTHENTICATED: Final = {  # what every authenticated user may do (system:basic-user)
+    "selfsubjectreviews.authentication.k8s.io": {"create"},
+    "selfsubjectaccessreviews.authorization.k8s.io": {"create"},
+    "selfsubjectrulesreviews.authorization.k8s.io": {"create"},
+}
+_CAN_I_ROW: Final = re.compile(r"^(\S+)\s+\[[^\]]*\]\s+\[([^\]]*)\]\s+\[([^\]]*)\]\s*$")
+
+
+def can_i_list(cluster: Cluster, sa: str, ns: str, where: str) -> dict[str, set[str]]:
+    """``kubectl auth can-i --list`` as the ServiceAccount in namespace ``where``: verbs per
+    resource (rows naming particular objects, such as the Lease, are left out)."""
+    proc = cluster.kubectl(
+        "auth", "can-i", "--list", "-n", where, f"--as=system:serviceaccount:{ns}:{sa}"
+    )
+    grants: dict[str, set[str]] = {}
+    for line in proc.stdout.splitlines()[1:]:
+        row = _CAN_I_ROW.match(line)
+        if row is None or row.group(2):  # a non-resource URL, or named objects only
+            continue
+        grants.setdefault(row.group(1), set()).update(row.group(3).split())
+    return grants
+
+
+@pytest.mark.parametrize("mode", ["cronjob", "deployment"])
+def test_installed_chart_grants_exactly_what_each_mode_uses(
+    cluster: Cluster, namespace: str, helm: str, mode: str
+) -> None:
+    """The API server's whole list of what the chart's ServiceAccount may do, per mode: get and
+    list on what is read (and watch on it in the Deployment mode only, which keeps the cluster
+    current with WATCH), create evictions and events (no patch), the Lease only in the
+    release's namespace; nothing more than what every authenticated user has."""
+    release = f"rebalancer-{uuid.uuid4().hex[:6]}"
+    proc = run_helm(
+        cluster,
+        helm,
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--set",
+        f"mode={mode}",
+        "--set",
+        f"cronjob.schedule={NEVER}",
+    )
+    assert proc.returncode == 0, out(proc)
+    try:
+        read = {"get", "list", "watch"} if mode == "deployment" else {"get", "list"}
+        expected = {
+            **{resource: set(read) for resource in READ},
+            "pods/eviction": {"create"},
+            "events": {"create"},
+            **AUTHENTICATED,
+        }
+        assert can_i_list(cluster, release, namespace, "default") == expected
+        in_release = can_i_list(cluster, release, namespace, namespace)
+        assert in_release == {**expected, "leases.coordination.k8s.io": {"create"}}
+    finally:
+        gone = run_helm(cluster, helm, "uninstall", release, "-n", namespace, "--wait")
+        assert gone.returncode == 0, out(gone)
 
 
 def test_run_as_the_chart_service_account(cluster: Cluster, namespace: str, installed: str) -> None:

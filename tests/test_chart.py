@@ -139,6 +139,29 @@ def test_default_render_is_deploy_base() -> None:
     assert labels["app.kubernetes.io/name"] == "rebalancer"
 
 
+def _grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_only_deployment_mode_grants_watch() -> None:
+    """mode=deployment (``run --interval``, which WATCHes between runs) grants what the base
+    ClusterRole and the deployment overlay's watch ClusterRole grant together; the CronJob mode
+    grants watch nowhere and events only create."""
+    cronjob = _grants(only(render(), "ClusterRole")["rules"])
+    assert all("watch" not in verbs for verbs in cronjob.values())
+    assert cronjob[("", "events")] == {"create"}
+    expected = _grants(load(BASE / "clusterrole.yaml")["rules"])
+    watch_role = next(yaml.safe_load_all((OVERLAY / "clusterrole-watch.yaml").read_text()))
+    for key, verbs in _grants(watch_role["rules"]).items():
+        expected[key] = expected[key] | verbs
+    assert _grants(only(render("mode=deployment"), "ClusterRole")["rules"]) == expected
+
+
 def test_deployment_mode_is_the_deployment_overlay() -> None:
     """mode=deployment renders deploy/overlays/deployment's Deployment and Service, no CronJob."""
     docs = render("mode=deployment")

@@ -41,7 +41,7 @@ from rebalancer.cluster.watch import ClusterWatch
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
-from tests.fakes import FakeLister
+from tests.fakes import BodyStream, FakeLister
 from tests.protoenc import envelope, pod_page
 from tests.test_fastdecode import check_sharing
 
@@ -774,6 +774,10 @@ class _Answer:
 
     def read(self) -> bytes:
         return self.body
+
+    @property
+    def response(self) -> BodyStream:
+        return BodyStream(self.body)
 
     def getheaders(self) -> Mapping[str, str]:
         return self.headers

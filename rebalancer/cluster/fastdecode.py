@@ -36,6 +36,7 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
+from rebalancer.cluster.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
@@ -60,7 +61,9 @@ __all__ = ["FastBuilder", "load_lines", "load_list"]
 _ABSENT: Final = Raw()
 _NULL: Final = Raw(b"null")
 _INT_MIN: Final = -(2**63)
-_INT_END: Final = 2**64  # orjson reads larger integers as floats, which the converter rejects
+_INT_END: Final = 2**63  # int64, as the API has it (the converter names anything beyond)
+_INT32_MIN: Final = -(2**31)
+_INT32_END: Final = 2**31
 _MEMO_LIMIT: Final = 16384
 _RESIZE: Final = "PodResizePending"
 _MISSING: Final = object()
@@ -461,7 +464,7 @@ class FastBuilder:
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
         priority = spec.priority
-        if priority is not None and not _INT_MIN <= priority < _INT_END:
+        if priority is not None and not _INT32_MIN <= priority < _INT32_END:
             raise _Fallback
         grace = spec.terminationGracePeriodSeconds
         if grace is not None and not _INT_MIN <= grace < _INT_END:
@@ -731,6 +734,15 @@ _KINDS: Final = frozenset(
 # --- documents ------------------------------------------------------------------------------
 
 
+def may_nest_deeper(body: bytes, limit: int) -> bool:
+    """Whether one item's JSON may nest more than ``limit`` deep: cheap (two counts) for the
+    usual item, measured (:func:`~rebalancer.cluster.nesting.too_deep`) when it has many
+    brackets."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    return too_deep(body, limit) is not None
+
+
 def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     """The objects of a JSON ``kind: List`` (or a typed list such as ``PodList``) in a
     builder; None when the document is anything else or strays from plain API objects (the
@@ -874,6 +886,8 @@ def _line_bodies(
         at = offset
         offset += len(raw)
         if raw[-2:] == b",\n" and not ended:  # an item and its comma: most lines
+            if may_nest_deeper(raw, MAX_JSON_DEPTH):
+                raise _Stray  # the general path measures the whole text and refuses it
             yield (at, len(raw) - 2), raw[:-2]
             continue
         line = raw.rstrip(b"\r\n")
@@ -887,6 +901,8 @@ def _line_bodies(
             ended = True
             continue
         body = line[:-1] if line.endswith(b",") else line
+        if may_nest_deeper(body, MAX_JSON_DEPTH):
+            raise _Stray
         yield (at, len(body)), body
     if whole and not ended:
         raise _Stray
@@ -1082,6 +1098,8 @@ def page_parts(raw: bytes) -> tuple[list[Raw], str | None, str | None] | None:
     """A LIST page's items (raw), continue token (None on the last page) and
     resourceVersion; None when the page is not a plain list (the reader then parses it with
     its general path, which names what is wrong)."""
+    if too_deep(raw) is not None:
+        return None  # the general path refuses it, naming the list
     try:
         page = _PAGE.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):

@@ -102,7 +102,8 @@ class Policy:
     limits: Limits = field(default_factory=Limits)
     """Upper bounds on evictions in one run."""
     grace_period_seconds: int | None = None
-    """None keeps each pod's own terminationGracePeriodSeconds; else >= 1."""
+    """A floor (>= 1): sent only when longer than a pod's own terminationGracePeriodSeconds
+    (30 when unset), so a pod's shutdown is never shortened; None keeps each pod's own."""
     schedule: Schedule = field(default_factory=Schedule)
     """Maintenance windows: ``run`` evicts only inside one; no windows means at any time."""
     min_replicas: int = 0

@@ -141,7 +141,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     node_name = sys.intern(chk.text(spec, "nodeName", "spec")) or None
     created = epoch(chk, meta.get("creationTimestamp"), "metadata.creationTimestamp")
     phase = chk.text(status, "phase", "status") or "Pending"
-    priority = chk.integer(spec, "priority", "spec")
+    priority = chk.integer(spec, "priority", "spec", bits=32)
     priority_class_name = chk.text(spec, "priorityClassName", "spec") or None
     owner = controller_owner(chk, meta, caches.owners)
     node_selector, selector_number = caches.node_selectors.get(chk, spec, "nodeSelector", "spec")
