@@ -305,6 +305,7 @@ def _rendered(path: Path) -> Iterator[dict[str, Any]]:
         ("deploy", "CronJob"),
         ("deploy/overlays/evict", "CronJob"),
         ("deploy/overlays/deployment", "Deployment"),
+        ("deploy/overlays/steer", "CronJob"),
     ],
 )
 def test_kustomize_renders(path: str, workload: str) -> None:

@@ -114,7 +114,10 @@ EVERY_FIELD: dict[str, Any] = {
             "kubectl.kubernetes.io/last-applied-configuration": "{}",
             "descheduler.alpha.kubernetes.io/evict": "",
             "descheduler.alpha.kubernetes.io/prefer-no-eviction": "yes",
+            "controller.kubernetes.io/pod-deletion-cost": "-2",
+            "rebalancer/deletion-cost": "5",
         },
+        "resourceVersion": "1234",
         "creationTimestamp": "2024-05-01T12:00:00Z",
         "deletionTimestamp": "2024-05-01T13:00:00Z",
         "ownerReferences": [
@@ -218,6 +221,7 @@ def test_a_pod_with_every_field_read_decodes_as_json_does() -> None:
     assert pod.created == 1714564800.0
     assert pod.terminating and pod.mirror and pod.ready and pod.disruption_target
     assert pod.evict_requested and pod.prefer_no_eviction
+    assert (pod.deletion_cost, pod.cost_mark, pod.resource_version) == ("-2", "5", "1234")
     assert pod.pvc_names == ("data-web-0", "web-0-scratch") and pod.local_storage
     assert (pod.priority, pod.priority_class_name, pod.grace_period_seconds) == (100, "prod", 10)
     assert pod.owner is not None and pod.owner.name == "web-1"
@@ -566,7 +570,15 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                             "descheduler.alpha.kubernetes.io/evict": "y",
                         }
                     ),
+                    st.just(
+                        {
+                            "controller.kubernetes.io/pod-deletion-cost": "10",
+                            "rebalancer/deletion-cost": "10",
+                            "a": "b",
+                        }
+                    ),
                 ),
+                "resourceVersion": st.sampled_from(["5", "77"]),
                 "deletionTimestamp": times,
                 "ownerReferences": owners,
             },

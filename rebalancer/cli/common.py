@@ -18,7 +18,9 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, restrict_to_namespace
 
 if TYPE_CHECKING:
+    from rebalancer.core.model import Snapshot
     from rebalancer.core.plan import Plan
+    from rebalancer.core.steer import Steering
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
@@ -110,11 +112,15 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
     return state.inside, describe(state, policy.schedule.windows[0].time_zone)
 
 
-def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
+def write_plan(
+    planned: Plan, policy: Policy, args: argparse.Namespace, snapshot: Snapshot | None = None
+) -> None:
     """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
-    window (when the policy has a schedule)."""
+    window (when the policy has a schedule). With ``snapshot``, the deletion costs a run would
+    write follow (steered scale-downs: when the policy turns them on, or costs of ours remain)."""
     fmt: Format = args.output
-    text = render_plan(planned, fmt, table_style(args))
+    steering = steering_of(snapshot, policy) if snapshot is not None else None
+    text = render_plan(planned, fmt, table_style(args), steering)
     status = window_status(policy)
     if status is not None and fmt == "table":
         text += f"Maintenance window: {status[1]}\n"
@@ -123,6 +129,16 @@ def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
         from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
 
         push_plan(args, planned)
+
+
+def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:
+    """The deletion costs a run would write; None when steering is off and no cost is ours."""
+    from rebalancer.core.spread import analyze  # noqa: PLC0415  # the core, on use
+    from rebalancer.core.steer import ours, steer  # noqa: PLC0415
+
+    if not policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
+        return None
+    return steer(snapshot, policy, analyze(snapshot, policy))
 
 
 def write(text: str) -> None:

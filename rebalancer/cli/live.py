@@ -504,6 +504,10 @@ LEASE_CHECKS: Final = tuple(
 )
 """What a run that evicts needs for its Lease, in the Lease's namespace only."""
 
+STEER_CHECKS: Final = (Check("patch", "pods"),)
+"""What ``steerScaleDown: true`` adds: PATCH of pods (the steer overlay's Role; the admission
+policy beside it lets the ServiceAccount change nothing but the deletion cost)."""
+
 CLUSTER_SCOPED: Final = frozenset({"nodes"})
 
 
@@ -568,7 +572,7 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     finally:
         kube.close()
     oneshot.keep(snapshot)
-    write_plan(plan(snapshot, policy, time.time()), policy, args)
+    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
@@ -720,6 +724,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
             if checked.interval is not None and not args.relist:
                 checks = (*checks, *WATCH_CHECKS)
+            if evicting and policy.steer_scale_down:
+                checks = (*checks, *STEER_CHECKS)
             preflight(
                 kube,
                 args.namespace,
@@ -749,6 +755,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             get_pdb=kube.get_pdb,
             lease=kube,
             rejected=reader.get_rejected,
+            patch_pod_cost=kube.patch_pod_cost,
         )
         stop = threading.Event()
         undo = install_stop_handlers(stop)

@@ -96,7 +96,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
             f"{r.namespace} left out: {problems}"
         )
-    write_plan(plan(snapshot, policy, time.time()), policy, args)
+    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 

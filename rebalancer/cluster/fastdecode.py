@@ -7,7 +7,8 @@ at C speed and never becomes a Python object. The fragments a workload's pods sh
 owner references, node selector, affinity, tolerations, spread constraints, containers) stay
 raw JSON bytes: each distinct fragment is decoded and converted once, by the very functions of
 :mod:`rebalancer.core.convert`, and its bytes are the memo key from then on. Annotations are
-decoded as a string map, of which only three keys are read (mirror, the descheduler's two).
+decoded as a string map, of which only five keys are read (mirror, the descheduler's two,
+the deletion cost and rebalancer's mark of it).
 
 The converter stays the authority on what is valid and on every problem's wording: an object
 the typed path cannot take exactly as the converter would (a field of an unexpected type, any
@@ -43,6 +44,8 @@ from rebalancer.core.convert.disruption import resource_claims
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
 from rebalancer.core.convert.meta import controller_owner, epoch
 from rebalancer.core.convert.pods import (
+    COST_MARK_ANNOTATION,
+    DELETION_COST_ANNOTATION,
     EVICT_ANNOTATION,
     MIRROR_ANNOTATION,
     PREFER_NO_EVICTION_ANNOTATION,
@@ -87,6 +90,7 @@ class _Meta(Struct):
     # annotations are their own.
     annotations: dict[str, str] | None = None
     ownerReferences: Raw = _ABSENT
+    resourceVersion: str | None = None
 
 
 class _Volume(Struct):
@@ -451,8 +455,11 @@ class FastBuilder:
             mirror = MIRROR_ANNOTATION in annotations
             evict = EVICT_ANNOTATION in annotations
             prefer_no = PREFER_NO_EVICTION_ANNOTATION in annotations
+            cost = annotations.get(DELETION_COST_ANNOTATION)
+            mark = annotations.get(COST_MARK_ANNOTATION)
         else:
             mirror = evict = prefer_no = False
+            cost = mark = None
         pvc_names, local_storage = (
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
@@ -494,6 +501,9 @@ class FastBuilder:
             disruption_target,
             evict,
             prefer_no,
+            cost,
+            mark,
+            meta.resourceVersion or "",
         )
 
     def _finish(self, key: Any, digest: _Digest, item: _Item | None = None) -> Pod:
@@ -521,6 +531,9 @@ class FastBuilder:
             disruption_target,
             evict,
             prefer_no,
+            cost,
+            mark,
+            resource_version,
         ) = digest
         template = self._templates.data.get(key)
         if template is None:
@@ -570,6 +583,9 @@ class FastBuilder:
             claims,
             evict,
             prefer_no,
+            cost,
+            mark,
+            resource_version,
             label_set,
             template_number,
         )

@@ -42,9 +42,16 @@ from rebalancer.cluster.protodecode.stream import StreamDeclined
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
 from rebalancer.core.errors import InputError
 
-ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT"})
+ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH"})
 LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")
 """The only thing rebalancer ever PUTs: one Lease (SPEC §5, one rebalancer at a time)."""
+POD_PATH: Final = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+$")
+"""The only thing rebalancer ever PATCHes: a pod, and only its deletion cost (SPEC §7)."""
+MERGE_PATCH: Final = "application/merge-patch+json"
+PATCHED_ANNOTATIONS: Final = frozenset(
+    {"controller.kubernetes.io/pod-deletion-cost", "rebalancer/deletion-cost"}
+)
+"""The only keys a PATCH may carry (under metadata.annotations, beside metadata.resourceVersion)."""
 DEFAULT_CONNECT_TIMEOUT: Final = 5.0
 DEFAULT_REQUEST_TIMEOUT: Final = 60.0
 DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
@@ -287,12 +294,16 @@ class Kube:
         body: Mapping[str, Any] | None = None,
         accept: str = JSON,
     ) -> Response:
-        if method not in ALLOWED_METHODS or (method == "PUT" and not LEASE_PATH.match(path)):
+        if (
+            method not in ALLOWED_METHODS
+            or (method == "PUT" and not LEASE_PATH.match(path))
+            or (method == "PATCH" and not (POD_PATH.match(path) and _cost_patch(body)))
+        ):
             # Not an assert: this must hold with python -O too.
             raise ValueError(f"rebalancer never sends {method} {path}")
         headers = {"Accept": accept}
         if body is not None:
-            headers["Content-Type"] = JSON
+            headers["Content-Type"] = MERGE_PATCH if method == "PATCH" else JSON
         request_timeout = self.timeout[1]
         with self._watchdog.watch(f"{method} {path}", request_timeout) as watch:
             watch.connect_by = time.monotonic() + self.timeout[0]
@@ -711,6 +722,18 @@ class Kube:
             details.setdefault("retryAfterSeconds", wait)
         return response.status, answer
 
+    def patch_pod_cost(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """A JSON merge patch of a pod's deletion cost (and rebalancer's mark of it), with the
+        pod's resourceVersion in the body as the precondition; returns (status, body) for the
+        caller to interpret (409: the pod changed since it was read). Nothing else of a pod
+        can be sent (:func:`_cost_patch`)."""
+        response = self.request(
+            "PATCH", f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}", body=body
+        )
+        return response.status, response.json() if response.body else {}
+
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         """Create a core/v1 Event."""
         self._checked(
@@ -792,6 +815,26 @@ class Kube:
 
 
 _LEASES: Final = "leases.coordination.k8s.io"
+
+
+def _cost_patch(body: Mapping[str, Any] | None) -> bool:
+    """Whether ``body`` is a merge patch of nothing but the deletion cost and its mark, with a
+    resourceVersion precondition: ``{"metadata": {"resourceVersion": ..., "annotations":
+    {...}}}``, values strings or null."""
+    if body is None or set(body) != {"metadata"}:
+        return False
+    meta = body["metadata"]
+    if not isinstance(meta, Mapping) or set(meta) != {"resourceVersion", "annotations"}:
+        return False
+    annotations = meta["annotations"]
+    return (
+        isinstance(meta["resourceVersion"], str)
+        and bool(meta["resourceVersion"])
+        and isinstance(annotations, Mapping)
+        and bool(annotations)
+        and set(annotations) <= PATCHED_ANNOTATIONS
+        and all(v is None or isinstance(v, str) for v in annotations.values())
+    )
 
 
 def _lease_path(namespace: str, name: str) -> str:

@@ -27,6 +27,8 @@ from rebalancer.core.model import (
 )
 
 __all__ = [
+    "COST_MARK_ANNOTATION",
+    "DELETION_COST_ANNOTATION",
     "EVICT_ANNOTATION",
     "MIRROR_ANNOTATION",
     "PREFER_NO_EVICTION_ANNOTATION",
@@ -40,6 +42,10 @@ MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 # opt the pod in despite the policy's protections, and prefer evicting the pod last.
 EVICT_ANNOTATION: Final = "descheduler.alpha.kubernetes.io/evict"
 PREFER_NO_EVICTION_ANNOTATION: Final = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+# The ReplicaSet controller removes pods with a lower cost first; rebalancer's own mark holds
+# the cost it last wrote, so a cost that differs from the mark was set by someone else.
+DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
+COST_MARK_ANNOTATION: Final = "rebalancer/deletion-cost"
 _REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -124,8 +130,9 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     spec = chk.obj(obj, "spec", "")
     status = chk.obj(obj, "status", "")
     labels, label_set = caches.labels.get(chk, meta, "labels", "metadata")
-    # Annotations are checked, and only three are kept (as flags): a pod's annotations are
-    # often its own, and nothing else in them is read.
+    # Annotations are checked, and only five are kept (three as flags, the deletion cost and
+    # rebalancer's mark of it as text): a pod's annotations are often its own, and nothing
+    # else in them is read.
     annotations = chk.string_map(meta, "annotations", "metadata")
     mirror = MIRROR_ANNOTATION in annotations
     pvc_names, local_storage = _volumes(chk, spec, name)
@@ -170,6 +177,9 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         resource_claims=resource_claims(chk, spec),
         evict_requested=EVICT_ANNOTATION in annotations,
         prefer_no_eviction=PREFER_NO_EVICTION_ANNOTATION in annotations,
+        deletion_cost=annotations.get(DELETION_COST_ANNOTATION),
+        cost_mark=annotations.get(COST_MARK_ANNOTATION),
+        resource_version=chk.text(meta, "resourceVersion", "metadata"),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)
