@@ -294,7 +294,7 @@ def test_skew_alert_series_on_the_30000_pod_cluster(medium_cluster: tuple[Any, A
     for labels in series:
         assert set(labels) == {"namespace", "workload"}
         assert not any(h in labels["workload"] for h in hashes), labels
-    print(  # the figures for the README (pytest -s)
+    print(  # the figures in docs/monitoring.md (pytest -s)
         f"alert series: before {len(planned.violations)}, dry run 0, "
         f"all evictions blocked {len(series)}, repaired 0"
     )
