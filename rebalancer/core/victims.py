@@ -49,19 +49,38 @@ class PlanKey(NamedTuple):
     can_return: int
     priorities: tuple[int, ...]  # highest first
     pdb_blocked: int
+    heights: tuple[int, ...]  # minus each victim's domain count as it leaves, fullest first
     ages: tuple[float, ...]  # the victims' ages (minus creation time), oldest first
     identities: tuple[tuple[str, str, str], ...]
 
 
-def plan_key(keys: Iterable[VictimKey]) -> PlanKey:
-    """The key of a plan evicting pods with these victim keys."""
+def plan_key(keys: Iterable[VictimKey], heights: tuple[int, ...] = ()) -> PlanKey:
+    """The key of a plan evicting pods with these victim keys; ``heights``:
+    :func:`victim_heights` of its victims' domains (empty when not compared)."""
     ks = list(keys)
     return PlanKey(
         can_return=sum(k.can_return for k in ks),
         priorities=tuple(sorted((k.priority for k in ks), reverse=True)),
         pdb_blocked=sum(k.pdb_blocked for k in ks),
+        heights=heights,
         ages=tuple(sorted((k.age for k in ks), reverse=True)),
         identities=tuple(sorted((k.namespace, k.name, k.uid) for k in ks)),
+    )
+
+
+def victim_heights(sizes: Sequence[int], removals: Sequence[int]) -> tuple[int, ...]:
+    """The heights of a plan's victims, compared so that the plan taking its victims from the
+    most populated domains wins: domain d, holding ``sizes[d]`` pods and giving
+    ``removals[d]``, gives them at heights ``sizes[d]``, ``sizes[d] - 1``, ...; the heights of
+    all victims, highest first, negated (smaller is preferred). Example, zones [6, 7, 1]:
+    taking one pod from the 6 and two from the 7 gives (-7, -6, -6), which beats two from the
+    6 and one from the 7, (-7, -6, -5)."""
+    return tuple(
+        sorted(
+            -h
+            for size, n in zip(sizes, removals, strict=True)
+            for h in range(size - n + 1, size + 1)
+        )
     )
 
 
@@ -327,7 +346,7 @@ def single_view_victims(
     keyed = []
     for removals in candidates:
         chosen = [key for k, dom in enumerate(domains) for key, _ in dom.evictable[: removals[k]]]
-        keyed.append((plan_key(chosen), removals))
+        keyed.append((plan_key(chosen, victim_heights(sizes, removals)), removals))
     keyed.sort()
     best: tuple[PlanKey, list[int], list[int]] | None = None  # key, removals, order
     for key, removals in keyed:
