@@ -48,11 +48,13 @@ def cluster(
     pinned: Sequence[int] = (),
     ages: str | Sequence[float] = OLDEST_FIRST,
     min_domains: int = 1,
+    priorities: Sequence[int] = (),
 ) -> Snapshot:
     """One node per zone; ``movable[z]`` Deployment pods with a hard zone constraint and
     ``pinned[z]`` DaemonSet pods with the same labels (counted, never evicted) in zone z.
 
-    ``ages``: one of :data:`AGES`, or the creation time of every Deployment pod in order.
+    ``ages``: one of :data:`AGES`, or the creation time of every Deployment pod in order;
+    ``priorities``: the priority of zone z's Deployment pods (default 0).
     """
     c = zone_constraint("web", max_skew, min_domains=min_domains)
     nodes = [node(f"n-{chr(97 + z)}", f"zone-{chr(97 + z)}") for z in range(len(movable))]
@@ -65,7 +67,9 @@ def cluster(
                 created = 1000.0 + (i if ages == OLDEST_FIRST else total - i)
             else:
                 created = ages[i]
-            pods.append(pod(f"web-{z}-{k}", f"n-{chr(97 + z)}", constraints=[c], created=created))
+            priority = priorities[z] if priorities else None
+            name, on = f"web-{z}-{k}", f"n-{chr(97 + z)}"
+            pods.append(pod(name, on, constraints=[c], created=created, priority=priority))
     for z, count in enumerate(pinned):
         owner = OwnerRef("DaemonSet", "web-agent")
         pods.extend(pod(f"ds-{z}-{k}", f"n-{chr(97 + z)}", owner=owner) for k in range(count))
@@ -151,9 +155,17 @@ def replay(
     pinned: Sequence[int] = (),
     ages: str | Sequence[float] = OLDEST_FIRST,
     min_domains: int = 1,
+    priorities: Sequence[int] = (),
 ) -> tuple[int, Replay]:
     r = Replay(max_skew, len(movable), min_domains)
-    snapshot = cluster(movable, max_skew, pinned=pinned, ages=ages, min_domains=min_domains)
+    snapshot = cluster(
+        movable,
+        max_skew,
+        pinned=pinned,
+        ages=ages,
+        min_domains=min_domains,
+        priorities=priorities,
+    )
     total = r.worst(snapshot)
     return total, r
 
@@ -243,6 +255,61 @@ def test_random_shapes_need_exactly_the_adversarial_limit(
     total, r = replay(counts, max_skew, ages=ages)
     assert not r.stalls and not r.unbalanced_ends
     assert total == limit
+
+
+def leaks(counts: Counts, removed: Counts, max_skew: int) -> bool:
+    """Whether some legal placement of a wave's replacements, one at a time, puts one in a
+    domain the wave takes pods from (undoing one of its evictions)."""
+    frontier = {tuple(c - r for c, r in zip(counts, removed, strict=True))}
+    for _ in range(sum(removed)):
+        step: set[Counts] = set()
+        for state in frontier:
+            low = min(state)
+            for d, c in enumerate(state):
+                if c + 1 - low <= max_skew:
+                    if removed[d]:
+                        return True
+                    step.add((*state[:d], c + 1, *state[d + 1 :]))
+        frontier = step
+    return False
+
+
+def first_wave(snapshot: Snapshot, zones: int) -> Counts:
+    """The pods wave 1 of the plan takes from each zone."""
+    removed = [0] * zones
+    for e in plan(snapshot, DEFAULT, NOW).evictions:
+        if e.wave == 1:
+            removed[ord(e.node[-1]) - 97] += 1
+    return tuple(removed)
+
+
+@pytest.mark.parametrize("ages", AGES)
+def test_no_replacement_of_a_wave_can_undo_one_of_its_evictions(ages: str) -> None:
+    """Over every small shape, wherever the scheduler puts wave 1's replacements (each in any
+    legal zone, all of them together), none lands in a zone the wave takes pods from."""
+    leaking = []
+    for counts, max_skew in SMALL:
+        removed = first_wave(cluster(counts, max_skew, ages=ages), len(counts))
+        if leaks(counts, removed, max_skew):
+            leaking.append((counts, max_skew, removed))
+    assert leaking == []
+
+
+@settings(max_examples=200)
+@given(
+    spread_shapes(),
+    st.lists(st.sampled_from([0, 0, 100, 1000]), min_size=5, max_size=5),
+)
+def test_waves_of_pods_of_any_priority_stay_shut(
+    shape: tuple[Counts, int, list[float]], priorities: list[int]
+) -> None:
+    """Whatever the victims' priorities make the plan take (SPEC §3's order comes first), the
+    replacements of wave 1 cannot land in a zone the wave takes pods from."""
+    counts, max_skew, ages = shape
+    snapshot = cluster(counts, max_skew, ages=ages, priorities=priorities[: len(counts)])
+    removed = first_wave(snapshot, len(counts))
+    assert sum(removed) > 0
+    assert not leaks(counts, removed, max_skew)
 
 
 def test_min_domains_above_the_zones() -> None:
