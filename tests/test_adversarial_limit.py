@@ -329,6 +329,15 @@ def test_min_domains_above_the_zones() -> None:
     assert checked > 50
 
 
+def test_waves_of_one_eviction_reach_the_same_limit() -> None:
+    """The oracle's scheduler places a wave's replacements after all its evictions; a planner
+    evicting one pod at a time (seeing each landing) can guarantee no fewer evictions."""
+    for counts, max_skew in SMALL[::5]:
+        assert adversarial_limit(counts, max_skew) == adversarial_limit(
+            counts, max_skew, largest_wave=1
+        )
+
+
 def test_pruned_game_search_gives_the_same_limits() -> None:
     """The bound that speeds the game search up changes no answer (every small shape)."""
     for counts, max_skew in SMALL[::7]:
