@@ -4,10 +4,19 @@ One pod's place in the order is its :class:`VictimKey`. A whole plan is compared
 :func:`plan_key`: first the fewest victims whose replacement could come back to the domain it
 left, then preemption's rule (the victims' priorities sorted from highest to lowest, compared
 lexicographically: the lowest highest-victim priority wins, then the next), then the fewest
-victims whose PodDisruptionBudget allows no disruption, then the youngest victims (their ages
+victims whose PodDisruptionBudget allows no disruption, then, for one view, the victims taken
+from the most populated domains (:func:`victim_heights`), then the youngest victims (their ages
 sorted from oldest to youngest, compared the same way), and last the victims' own identities
 (namespace, name, uid), so that the choice is deterministic. No key holds a domain or node
 name: renaming domains or nodes cannot change a victim.
+
+Why the most populated domains before the youngest pods: a scheduler that does not score hard
+spread may put a replacement in any legal domain. Zones [6, 7, 1] with maxSkew 2 need 3
+evictions. Two from the 6 first leave [4, 7, 1], which the replacements fill to [4, 7, 3];
+the next eviction, from the 7, may land in the 4: [5, 6, 3], so the worst scheduler makes it 4
+evictions where 3 can be guaranteed. One from the 6 and two from the 7 never need more. Taking
+victims top down keeps a run against any scheduler at that adversarial limit
+(tests/test_adversarial_limit.py).
 
 For one view, :func:`single_view_victims` finds the best victims over every plan of the minimal
 size. A minimal plan for one view ends at counts ``f`` inside a band ``[L, L + maxSkew]``; the
