@@ -22,6 +22,7 @@ from rebalancer.core.minimal import min_moves, water_level
 from rebalancer.core.model import ZONE_KEY, OwnerRef, Pod, Snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
+from rebalancer.core.victims import victim_heights
 from tests.builders import node, pod, zone_constraint, zones_cluster
 from tests.strategies import NOW, Cluster, clusters, domain_counts
 
@@ -313,3 +314,56 @@ def test_pinned_example_converges_with_a_cooperative_scheduler() -> None:
     assert _zone_counts(run.snapshot) == [3, 1, 1]
     assert not run.stalled
     assert run.evictions == 1
+
+
+def test_a_wave_is_checked_for_all_its_replacements_together() -> None:
+    """[6, 7, 1] maxSkew 2, the 7-pod zone at priority 100: preemption's order takes two pods
+    from the 6 and one from the 7. After all three leave, [4, 6, 1], two replacements can lift
+    the minimum to 3 and the third could then land in the 4 (4 + 1 - 3 <= 2): the pod from the
+    7 waits for wave 2, although its own zone (6 + 1 - 3 > 2) stays shut to it."""
+    c = zone_constraint("web", 2)
+    nodes = [node(f"n-{z}", f"zone-{z}") for z in "abc"]
+    pods = [
+        pod(f"web-{z}-{k}", f"n-{z}", constraints=[c], created=1000.0 + k, priority=priority)
+        for z, count, priority in (("a", 6, 0), ("b", 7, 100), ("c", 1, 0))
+        for k in range(count)
+    ]
+    result = plan(Snapshot(nodes=tuple(nodes), pods=tuple(pods)), DEFAULT, NOW)
+    assert [(e.domain, e.priority, e.wave) for e in result.evictions] == [
+        ("zone-a", 0, 1),
+        ("zone-a", 0, 1),
+        ("zone-b", 100, 2),
+    ]
+    assert water_level([4, 6, 1], 2) == 3
+
+
+@pytest.mark.parametrize(
+    ("sizes", "removals", "heights"),
+    [
+        ([6, 7, 1], [1, 2, 0], (-7, -6, -6)),
+        ([6, 7, 1], [2, 1, 0], (-7, -6, -5)),
+        ([6, 7, 1], [0, 3, 0], (-7, -6, -5)),
+        ([3, 9, 0, 9], [0, 3, 0, 2], (-9, -9, -8, -8, -7)),
+        ([5], [0], ()),
+    ],
+)
+def test_victim_heights(sizes: list[int], removals: list[int], heights: tuple[int, ...]) -> None:
+    """Each victim's domain count as it leaves, highest first, negated: the plan that takes its
+    victims from the most populated domains compares smallest."""
+    assert victim_heights(sizes, removals) == heights
+
+
+def test_equal_pods_leave_the_most_populated_zones_first() -> None:
+    """[6, 7, 1] maxSkew 2 with pods alike: one victim from the 6 and two from the 7, whichever
+    zone's pods are the youngest (age decides only after the domains' counts)."""
+    for ages in ((1000.0, 2000.0), (2000.0, 1000.0)):
+        c = zone_constraint("web", 2)
+        nodes = [node(f"n-{z}", f"zone-{z}") for z in "abc"]
+        pods = [
+            pod(f"web-{z}-{k}", f"n-{z}", constraints=[c], created=created + k)
+            for z, count, created in (("a", 6, ages[0]), ("b", 7, ages[1]), ("c", 1, 0.0))
+            for k in range(count)
+        ]
+        result = plan(Snapshot(nodes=tuple(nodes), pods=tuple(pods)), DEFAULT, NOW)
+        assert sorted(e.domain for e in result.evictions) == ["zone-a", "zone-b", "zone-b"]
+        assert {e.wave for e in result.evictions} == {1}

@@ -14,7 +14,7 @@ wave's pods gone, still has ``count + 1 - m > maxSkew``, each replacement's own 
 keeps it out of all of them. Checking each move against its own domain only is not enough:
 zones [6, 7, 1] with maxSkew 2, a wave of two pods from the 6 and one from the 7 leaves
 [4, 6, 1]; the replacements lift the minimum to 3 and the third may go to the 4 (4 + 1 - 3 =
-2), undoing an eviction; that wave takes one pod from the 6 (at most), then the rest waits.
+2), undoing an eviction. So the third eviction waits for the next wave.
 Example, maxSkew 3 and counts [3, 9, 0, 9]: the plan evicts 3 pods from one 9 and 2 from the
 other, leaving [3, 6, 0, 7]; the 4 other replacements can lift the minimum to at most 3 (the
 empty zone takes 3, then one more pod cannot lift two zones), and 6 + 1 - 3 = 4 > 3, so all
