@@ -172,9 +172,10 @@ def replay(
 
 # --- the measured shapes ---------------------------------------------------------------------
 
-# (zones, maxSkew, adversarial limit): derived by hand for [6, 7, 1] (tests/spread_game.py's
-# docstring), by the game search for the others; SPEC §3's [3, 9, 0, 9] needs one more than
-# its cooperative minimum of 5.
+# (zones, maxSkew, adversarial limit). The first three equal their cooperative minimum, which no
+# planner beats: [6, 7, 1] band [3, 5] or [4, 6], 3 moves; [8, 4, 11] band [6, 8] or [7, 9], 3;
+# [10, 10, 11, 0, 7, 12] band [6, 9] or [7, 10], 7 (tests/spread_game.py shows 3 guaranteed for
+# [6, 7, 1]). SPEC §3's [3, 9, 0, 9] needs one more than its 5 (tests/test_waves.py, by hand).
 SHAPES = [
     ((6, 7, 1), 2, 3),
     ((8, 4, 11), 2, 3),
