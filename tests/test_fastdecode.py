@@ -148,7 +148,7 @@ def test_pod_fields_are_in_the_order_the_typed_path_builds_them() -> None:
         "priority", "priority_class_name", "owner", "node_selector", "required_affinity",
         "tolerations", "constraints", "requests", "pvc_names", "local_storage", "mirror",
         "grace_period_seconds", "ready", "disruption_target",
-        "resource_claims", "label_set", "template",
+        "resource_claims", "evict_requested", "prefer_no_eviction", "label_set", "template",
     ]  # fmt: skip
 
 
@@ -347,6 +347,8 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                     label_maps,
                     st.just({"kubernetes.io/config.mirror": "x"}),
                     st.just({"kubectl.kubernetes.io/last-applied-configuration": "{}"}),
+                    st.just({"descheduler.alpha.kubernetes.io/evict": ""}),
+                    st.just({"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"}),
                 ),
                 "creationTimestamp": timestamps,
                 "deletionTimestamp": timestamps,

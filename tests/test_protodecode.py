@@ -41,7 +41,7 @@ from rebalancer.cluster.watch import ClusterWatch
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
-from tests.fakes import FakeLister
+from tests.fakes import BodyStream, FakeLister
 from tests.protoenc import envelope, pod_page
 from tests.test_fastdecode import check_sharing
 
@@ -112,6 +112,8 @@ EVERY_FIELD: dict[str, Any] = {
             "kubernetes.io/config.mirror": "m",
             "a": "b",
             "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "descheduler.alpha.kubernetes.io/evict": "",
+            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "yes",
         },
         "creationTimestamp": "2024-05-01T12:00:00Z",
         "deletionTimestamp": "2024-05-01T13:00:00Z",
@@ -215,6 +217,7 @@ def test_a_pod_with_every_field_read_decodes_as_json_does() -> None:
     assert (pod.namespace, pod.name, pod.uid, pod.node_name) == ("shop", "web-0", "u-1", "n1")
     assert pod.created == 1714564800.0
     assert pod.terminating and pod.mirror and pod.ready and pod.disruption_target
+    assert pod.evict_requested and pod.prefer_no_eviction
     assert pod.pvc_names == ("data-web-0", "web-0-scratch") and pod.local_storage
     assert (pod.priority, pod.priority_class_name, pod.grace_period_seconds) == (100, "prod", 10)
     assert pod.owner is not None and pod.owner.name == "web-1"
@@ -556,6 +559,13 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                     full_maps,
                     st.just({"kubernetes.io/config.mirror": "x"}),
                     st.just({"kubectl.kubernetes.io/last-applied-configuration": "{}", "a": "b"}),
+                    st.just({"descheduler.alpha.kubernetes.io/evict": "", "a": "b"}),
+                    st.just(
+                        {
+                            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "x",
+                            "descheduler.alpha.kubernetes.io/evict": "y",
+                        }
+                    ),
                 ),
                 "deletionTimestamp": times,
                 "ownerReferences": owners,
@@ -752,6 +762,10 @@ class _Answer:
 
     def read(self) -> bytes:
         return self.body
+
+    @property
+    def response(self) -> BodyStream:
+        return BodyStream(self.body)
 
     def getheaders(self) -> Mapping[str, str]:
         return self.headers

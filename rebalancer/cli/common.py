@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from rebalancer.cli.printable import printable
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
@@ -118,9 +119,14 @@ def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
     if status is not None and fmt == "table":
         text += f"Maintenance window: {status[1]}\n"
     write(text)
+    if getattr(args, "pushgateway", None):
+        from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
+
+        push_plan(args, planned)
 
 
 def write(text: str) -> None:
-    """Write command output to stdout (errors go to stderr, through :func:`main`)."""
-    sys.stdout.write(text)
+    """Write command output to stdout (errors go to stderr, through :func:`main`), every
+    control character escaped except newlines (:mod:`rebalancer.cli.printable`)."""
+    sys.stdout.write(printable(text, newlines=True))
     sys.stdout.flush()

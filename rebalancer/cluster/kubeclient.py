@@ -36,9 +36,11 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
-from rebalancer.cluster import deadline, errors, logs, protodecode
+from rebalancer.cluster import credentials, deadline, errors, logs, protodecode
+from rebalancer.cluster.inputs import check_kubeconfig
 from rebalancer.cluster.protodecode.stream import StreamDeclined
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
+from rebalancer.core.errors import InputError
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT"})
 LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")
@@ -50,6 +52,10 @@ DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
 JSON: Final = "application/json"
 STREAM_CHUNK: Final = 1 << 20
 """Bytes read at a time from a streamed LIST (:meth:`Kube.list_stream`)."""
+MAX_BODY_BYTES: Final = 1024**3
+"""The largest answer read whole (a page of a LIST, one namespace's pods); larger: an error."""
+ERROR_BODY_BYTES: Final = 1 << 20
+"""The largest error answer read (a Status is a few hundred bytes)."""
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 GET_RETRIES: Final = 3
 MAX_RETRY_AFTER: Final = 10.0
@@ -71,6 +77,7 @@ class _WatchedHTTPConnection(HTTPConnection):
     """Attaches its socket to the calling thread's deadline watch (see :mod:`.deadline`)."""
 
     def connect(self) -> None:
+        _connect_budget(self)
         super().connect()
         _attach(self)
 
@@ -83,12 +90,30 @@ class _WatchedHTTPSConnection(HTTPSConnection):
     """The TLS form of :class:`_WatchedHTTPConnection`."""
 
     def connect(self) -> None:
+        _connect_budget(self)
         super().connect()
         _attach(self)
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         _attach(self)
         super().request(*args, **kwargs)
+
+
+def _connect_budget(conn: HTTPConnection) -> None:
+    """Give this connection attempt only what is left of the request's connect timeout, so
+    that urllib3's retries of a connection that times out share it (``--connect-timeout 5s``
+    gives up after 5 s, not after 5 s per attempt)."""
+    watch = deadline.current()
+    if watch is None or watch.connect_by is None:
+        return
+    left = watch.connect_by - time.monotonic()
+    if left <= 0:
+        raise urllib3.exceptions.ConnectTimeoutError(
+            "no connection within the connect timeout (--connect-timeout), retries included"
+        )
+    timeout = conn.timeout
+    if not isinstance(timeout, int | float) or timeout > left:
+        conn.timeout = left
 
 
 def _attach(conn: HTTPConnection) -> None:
@@ -172,12 +197,14 @@ class Kube:
         warn_after: float = deadline.DEFAULT_WARN_AFTER,
         get_retries: int = GET_RETRIES,
         sleep: Callable[[float], None] = time.sleep,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx
         is sent again up to ``get_retries`` times, after its Retry-After (at most
         :data:`MAX_RETRY_AFTER` seconds) or a short doubling backoff."""
         self._api = api_client
         self.source = source
+        self.max_body_bytes = max_body_bytes
         self.timeout = timeout
         self.get_retries = get_retries
         self._sleep = sleep
@@ -268,6 +295,7 @@ class Kube:
             headers["Content-Type"] = JSON
         request_timeout = self.timeout[1]
         with self._watchdog.watch(f"{method} {path}", request_timeout) as watch:
+            watch.connect_by = time.monotonic() + self.timeout[0]
             try:
                 response = self._send(method, path, query, body, headers)
             except errors.ClusterError:
@@ -307,7 +335,7 @@ class Kube:
                 body=dict(body) if body is not None else None,
                 _request_timeout=self.timeout,  # the read timeout bounds each recv
             )
-            data = raw.read()
+            data = self._body(raw.response, f"{method} {path}")
             status = int(raw.status)
             response_headers = {str(k): str(v) for k, v in (raw.getheaders() or {}).items()}
         except ApiException as exc:  # raised for TLS errors, with status 0
@@ -321,6 +349,24 @@ class Kube:
                 f"cannot reach {self.server} ({method} {path}): {cause}"
             ) from exc
         return Response(status, data or b"", response_headers)
+
+    def _body(self, response: Any, request: str, limit: int | None = None) -> bytes:
+        """The whole body of a urllib3 response, read in chunks and refused past ``limit``
+        bytes (default :attr:`max_body_bytes`): a server that answers without end never
+        fills memory. The connection goes back to the pool only when the body was read."""
+        cap = self.max_body_bytes if limit is None else limit
+        parts: list[bytes] = []
+        total = 0
+        while chunk := response.read(STREAM_CHUNK):
+            total += len(chunk)
+            if total > cap:
+                response.close()  # the rest must not reach the next request
+                raise errors.ReadTooLarge(
+                    f"the answer from {self.server} to {request} is larger than {cap} bytes"
+                )
+            parts.append(chunk)
+        response.release_conn()
+        return b"".join(parts)
 
     def _checked(
         self,
@@ -441,6 +487,7 @@ class Kube:
         status and headers of an answer to retry (429 or 5xx, when ``retryable``)."""
         limit = self.timeout[1]
         with self._watchdog.watch(f"GET {path} (stream)", limit) as watch:
+            watch.connect_by = time.monotonic() + self.timeout[0]
             response = None
             finished = False
             try:
@@ -449,7 +496,7 @@ class Kube:
                 if status in RETRY_STATUSES and retryable:
                     return status, {str(k): str(v) for k, v in response.headers.items()}
                 if status >= 400:
-                    body = response.read()
+                    body = self._body(response, f"GET {path}", ERROR_BODY_BYTES)
                     raise api_error(
                         status,
                         protodecode.status_body(body)
@@ -552,7 +599,9 @@ class Kube:
             cause = getattr(exc, "reason", None) or exc
             raise errors.Unreachable(f"cannot reach {self.server} (WATCH {path}): {cause}") from exc
         if int(raw.status) >= 400:
-            body = Response(int(raw.status), raw.read() or b"").json()
+            body = Response(
+                int(raw.status), self._body(raw.response, f"WATCH {path}", ERROR_BODY_BYTES)
+            ).json()
             raise api_error(
                 int(raw.status), body, verb="watch", resource=spec.rbac_name, namespace=scoped
             )
@@ -780,39 +829,33 @@ def connect(
     """
     env = os.environ if env is None else env
     configuration = client.Configuration()
+    if kubeconfig:
+        files, source = kubeconfig, f"kubeconfig {kubeconfig}"
+    elif env.get("KUBECONFIG"):
+        files, source = env["KUBECONFIG"], f"$KUBECONFIG {env['KUBECONFIG']}"
+    elif env.get("KUBERNETES_SERVICE_HOST") and not context:
+        files, source = "", "in-cluster service account"
+    else:
+        files = str(Path("~/.kube/config").expanduser())
+        source = f"kubeconfig {files}"
     try:
-        if kubeconfig:
+        if files:
+            check_kubeconfig(files)  # too large or not YAML: exit 2, named
             config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=kubeconfig,
+                config_file=files,
                 context=context,
                 client_configuration=configuration,
                 persist_config=False,
             )
-            source = f"kubeconfig {kubeconfig}"
-        elif env.get("KUBECONFIG"):
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=env["KUBECONFIG"],
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            source = f"$KUBECONFIG {env['KUBECONFIG']}"
-        elif env.get("KUBERNETES_SERVICE_HOST") and not context:
+        else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]  # untyped client
                 client_configuration=configuration
             )
-            source = "in-cluster service account"
-        else:
-            default = Path("~/.kube/config").expanduser()
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=str(default),
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            source = f"kubeconfig {default}"
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        if files and not isinstance(exc, OSError):  # what the file says is wrong: bad input
+            raise InputError(source, [f"cannot load cluster credentials: {exc}"]) from exc
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
+    credentials.tidy(configuration)
     api = client.ApiClient(configuration)
     api.user_agent = f"rebalancer/{__version__}"
     return Kube(api, source=source, timeout=timeout, warn_after=warn_after)

@@ -4,6 +4,8 @@ One pod's place in the order is its :class:`VictimKey`. A whole plan is compared
 :func:`plan_key`: first the fewest victims whose replacement could come back to the domain it
 left, then preemption's rule (the victims' priorities sorted from highest to lowest, compared
 lexicographically: the lowest highest-victim priority wins, then the next), then the fewest
+victims annotated ``descheduler.alpha.kubernetes.io/prefer-no-eviction`` (the descheduler
+evicts them last among pods of equal priority), then the fewest
 victims whose PodDisruptionBudget allows no disruption, then, for one view, the victims taken
 from the most populated domains (:func:`victim_heights`), then the youngest victims (their ages
 sorted from oldest to youngest, compared the same way), and last the victims' own identities
@@ -45,6 +47,7 @@ class VictimKey(NamedTuple):
 
     can_return: bool  # its own hard constraints do not keep its replacement out of its domain
     priority: int
+    prefer_no_eviction: bool  # annotated descheduler.alpha.kubernetes.io/prefer-no-eviction
     pdb_blocked: bool  # a PodDisruptionBudget selecting it allows no disruption now
     age: float  # minus creationTimestamp: the youngest pod has the smallest value
     namespace: str
@@ -57,6 +60,7 @@ class PlanKey(NamedTuple):
 
     can_return: int
     priorities: tuple[int, ...]  # highest first
+    prefer_no_eviction: int
     pdb_blocked: int
     heights: tuple[int, ...]  # minus each victim's domain count as it leaves, fullest first
     ages: tuple[float, ...]  # the victims' ages (minus creation time), oldest first
@@ -70,6 +74,7 @@ def plan_key(keys: Iterable[VictimKey], heights: tuple[int, ...] = ()) -> PlanKe
     return PlanKey(
         can_return=sum(k.can_return for k in ks),
         priorities=tuple(sorted((k.priority for k in ks), reverse=True)),
+        prefer_no_eviction=sum(k.prefer_no_eviction for k in ks),
         pdb_blocked=sum(k.pdb_blocked for k in ks),
         heights=heights,
         ages=tuple(sorted((k.age for k in ks), reverse=True)),

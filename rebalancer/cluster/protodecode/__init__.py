@@ -28,7 +28,11 @@ from rebalancer.cluster.fastdecode import FastBuilder, Sink
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.memo import EMPTY_NUMBER
-from rebalancer.core.convert.pods import MIRROR_ANNOTATION
+from rebalancer.core.convert.pods import (
+    EVICT_ANNOTATION,
+    MIRROR_ANNOTATION,
+    PREFER_NO_EVICTION_ANNOTATION,
+)
 from rebalancer.core.convert.requests import pod_requests
 from rebalancer.core.model import Pod, new_pod
 
@@ -493,6 +497,7 @@ class ProtoBuilder(FastBuilder):
         ) = template
         pvc_names, local_storage = _volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         ready, disruption_target = _conditions(status.conditions)
+        mirror, evict, prefer_no = _annotations(meta.annotations)
         # Positional, in the order of the model's fields (new_pod, as fastdecode builds it),
         # with the strings many pods hold alike interned as fastdecode does.
         return new_pod(
@@ -515,7 +520,7 @@ class ProtoBuilder(FastBuilder):
             requests,
             pvc_names,
             local_storage,
-            _mirror(meta.annotations),
+            mirror,
             (
                 spec.terminationGracePeriodSeconds
                 if spec.HasField("terminationGracePeriodSeconds")
@@ -524,6 +529,8 @@ class ProtoBuilder(FastBuilder):
             ready,
             disruption_target,
             claims,
+            evict,
+            prefer_no,
             label_set,
             template_number,
         )
@@ -585,12 +592,19 @@ def _conditions(conditions: Iterable[pb.PodCondition]) -> tuple[bool, bool]:
     return ready, disruption_target
 
 
-def _mirror(entries: Sequence[pb.StringEntry]) -> bool:
-    """Whether the pod is a static pod's mirror: the one annotation read."""
-    for entry in entries:  # noqa: SIM110 - a loop, not any(): no generator per pod
-        if entry.key == MIRROR_ANNOTATION:
-            return True
-    return False
+def _annotations(entries: Sequence[pb.StringEntry]) -> tuple[bool, bool, bool]:
+    """Whether the pod carries the three annotations read: a static pod's mirror, the
+    descheduler's evict and prefer-no-eviction (as :func:`rebalancer.core.convert.pods.pod`)."""
+    mirror = evict = prefer_no = False
+    for entry in entries:
+        key = entry.key
+        if key == MIRROR_ANNOTATION:
+            mirror = True
+        elif key == EVICT_ANNOTATION:
+            evict = True
+        elif key == PREFER_NO_EVICTION_ANNOTATION:
+            prefer_no = True
+    return mirror, evict, prefer_no
 
 
 def _resized(
