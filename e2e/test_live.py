@@ -618,8 +618,24 @@ def test_k_an_admission_denial_with_escapes_reaches_no_terminal_raw(
 # -- e: the whole audit log, last ---------------------------------------------------------------
 
 
+def _only_the_deletion_cost(event: dict[str, Any]) -> bool:
+    """A pod PATCH that is steering's (docs/steering.md): a merge patch of the deletion cost and
+    rebalancer's mark of it, with the resourceVersion it was read at, and nothing else."""
+    body = event.get("requestObject") or {}
+    meta = body.get("metadata") or {}
+    return (
+        event["verb"] == "patch"
+        and set(body) == {"metadata"}
+        and set(meta) == {"resourceVersion", "annotations"}
+        and bool(meta["resourceVersion"])
+        and set(meta["annotations"])
+        == {"controller.kubernetes.io/pod-deletion-cost", "rebalancer/deletion-cost"}
+    )
+
+
 def test_e_audit_log_never_shows_a_delete_or_grace_zero_from_rebalancer(cluster: Cluster) -> None:
-    """Over the whole session: rebalancer never DELETEd a pod and never evicted with grace 0."""
+    """Over the whole session: rebalancer never DELETEd a pod and never evicted with grace 0;
+    its only other write to a pod is steering's patch of the deletion-cost annotation."""
     need_own_control_plane(cluster)
     mine = [
         e
@@ -635,6 +651,7 @@ def test_e_audit_log_never_shows_a_delete_or_grace_zero_from_rebalancer(cluster:
         if e.get("objectRef", {}).get("resource") == "pods"
         and e["verb"] in WRITE_VERBS
         and e["objectRef"].get("subresource") != "eviction"
+        and not _only_the_deletion_cost(e)
     ]
     assert pod_writes == [], pod_writes
     for ev in evictions(mine):
