@@ -286,6 +286,7 @@ def test_f_plan_and_dry_run_send_no_write(
 # -- j: snapshot round trip ---------------------------------------------------------------------
 
 
+@pytest.mark.k8s_versions
 def test_j_snapshot_round_trip_gives_the_live_plan(
     cluster: Cluster, imbalance: Callable[..., Imbalance], tmp_path: Path
 ) -> None:
@@ -311,6 +312,7 @@ def test_j_snapshot_round_trip_gives_the_live_plan(
 # -- b: a PodDisruptionBudget blocks, then allows ----------------------------------------------
 
 
+@pytest.mark.k8s_versions
 def test_b_pdb_at_zero_is_skipped_then_next_run_proceeds(
     cluster: Cluster, imbalance: Callable[..., Imbalance]
 ) -> None:
@@ -517,6 +519,7 @@ def test_i_deploy_applies_and_its_service_account_suffices(
 # -- e: the whole audit log, last ---------------------------------------------------------------
 
 
+@pytest.mark.k8s_versions
 def test_e_audit_log_never_shows_a_delete_or_grace_zero_from_rebalancer(cluster: Cluster) -> None:
     """Over the whole session: rebalancer never DELETEd a pod and never evicted with grace 0."""
     need_own_control_plane(cluster)

@@ -65,6 +65,15 @@ fi
 phase "e2e tests (kwok nodes)"
 "$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}"
 
+# The scenarios that differ by Kubernetes version (marked k8s_versions) again on the oldest and
+# the newest supported minor; the full set above ran on the default, 1.35. Real nodes stay on 1.35.
+for minor in 1.32 1.37; do
+  phase "e2e: build control plane $minor (cached)"
+  bash e2e/cluster/build.sh --k8s "$minor"
+  phase "e2e tests on Kubernetes $minor (kwok nodes, -m k8s_versions)"
+  "$PY" -m pytest e2e --e2e -v --k8s "$minor" -m k8s_versions "${REAL_NODE_TESTS[@]/#/--ignore=}"
+done
+
 phase "e2e tests (real nodes)"
 # -rP: the eviction timelines, the CronJob summary line and who deleted each pod.
 "$PY" -m pytest "${REAL_NODE_TESTS[@]}" --e2e -v -rsP
