@@ -8,7 +8,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
@@ -109,11 +109,14 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
     return state.inside, describe(state, policy.schedule.windows[0].time_zone)
 
 
-def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
+def write_plan(
+    planned: Plan, policy: Policy, args: argparse.Namespace, *, server: Any = None
+) -> None:
     """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
-    window (when the policy has a schedule)."""
+    window (when the policy has a schedule). ``server``: the API server's version and feature
+    gates (JSON/YAML only; a plan from a snapshot has none)."""
     fmt: Format = args.output
-    text = render_plan(planned, fmt, table_style(args))
+    text = render_plan(planned, fmt, table_style(args), server=server)
     status = window_status(policy)
     if status is not None and fmt == "table":
         text += f"Maintenance window: {status[1]}\n"

@@ -613,15 +613,21 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
 # Public API
 
 
-def render_plan(plan: Plan, fmt: Format, style: TableStyle | None = None) -> str:
-    """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract."""
+def render_plan(
+    plan: Plan, fmt: Format, style: TableStyle | None = None, *, server: Data | None = None
+) -> str:
+    """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract
+    (with a last field ``server`` when the API server's version and gates were read)."""
     if fmt == "table":
         return _plan_table(plan, style or TableStyle())
     if fmt == "html":
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
 
         return plan_html(plan)
-    return _dump(plan_data(plan), fmt, floats=False)
+    data = plan_data(plan)
+    if server is not None:
+        data["server"] = server
+    return _dump(data, fmt, floats=False)
 
 
 def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) -> str:
