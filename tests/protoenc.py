@@ -201,6 +201,10 @@ def encode_pod(obj: Mapping[str, Any]) -> pb.Pod:
     s.resourceClaims.extend(_claim(c) for c in spec.get("resourceClaims") or ())
     if spec.get("resources") is not None:
         s.resources = _requirements_message(spec["resources"]).SerializeToString()
+    if spec.get("schedulingGroup") is not None:
+        s.schedulingGroup.SetInParent()
+        if "podGroupName" in spec["schedulingGroup"]:
+            s.schedulingGroup.podGroupName = spec["schedulingGroup"]["podGroupName"]
     st = pod.status
     st.phase = status.get("phase", "")
     st.conditions.extend(

@@ -148,7 +148,7 @@ def test_pod_fields_are_in_the_order_the_typed_path_builds_them() -> None:
         "priority", "priority_class_name", "owner", "node_selector", "required_affinity",
         "tolerations", "constraints", "requests", "pvc_names", "local_storage", "mirror",
         "grace_period_seconds", "ready", "disruption_target",
-        "resource_claims", "label_set", "template",
+        "resource_claims", "scheduling_group", "label_set", "template",
     ]  # fmt: skip
 
 
@@ -373,6 +373,15 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                 "resources": st.fixed_dictionaries({}, optional={"requests": resource_lists}),
                 "resourceClaims": st.lists(st.fixed_dictionaries({"name": names}), max_size=2),
                 "volumes": volumes,
+                "schedulingGroup": st.sampled_from(
+                    [
+                        None,
+                        {},
+                        {"podGroupName": "gang-a"},
+                        {"podGroupName": ""},
+                        {"podGroupName": 5},
+                    ]
+                ),
             },
         )
     )

@@ -579,6 +579,7 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                 "resources": requirements,
                 "resourceClaims": some(st.fixed_dictionaries({"name": names}), 2),
                 "volumes": volumes,
+                "schedulingGroup": st.sampled_from([{"podGroupName": "gang-a"}, {}]),
             },
         )
     )

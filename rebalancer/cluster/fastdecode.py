@@ -90,6 +90,10 @@ class _Volume(Struct):
     ephemeral: Raw = _ABSENT
 
 
+class _SchedulingGroup(Struct):
+    podGroupName: str | None = None
+
+
 class _Spec(Struct):
     nodeName: str | None = None
     nodeSelector: Raw = _ABSENT
@@ -105,6 +109,7 @@ class _Spec(Struct):
     resources: Raw = _ABSENT
     resourceClaims: Raw = _ABSENT
     volumes: list[_Volume] | None = None
+    schedulingGroup: _SchedulingGroup | None = None
 
 
 class _Condition(Struct):
@@ -462,6 +467,7 @@ class FastBuilder:
         if timestamp is not None:
             found = self._times.get(timestamp)
             created = found if found is not None else self._epoch(timestamp)
+        group = spec.schedulingGroup
         return (
             key,
             resized,
@@ -481,6 +487,7 @@ class FastBuilder:
             grace,
             ready,
             disruption_target,
+            (group.podGroupName or None) if group is not None else None,
         )
 
     def _finish(self, key: Any, digest: _Digest, item: _Item | None = None) -> Pod:
@@ -506,6 +513,7 @@ class FastBuilder:
             grace,
             ready,
             disruption_target,
+            pod_group,
         ) = digest
         template = self._templates.data.get(key)
         if template is None:
@@ -553,6 +561,7 @@ class FastBuilder:
             ready,
             disruption_target,
             claims,
+            pod_group,
             label_set,
             template_number,
         )

@@ -156,6 +156,7 @@ class Pod:
     ready: bool = True  # the Ready condition is True (what the Eviction API calls healthy)
     disruption_target: bool = False  # the DisruptionTarget condition is True: it is leaving
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims names (DRA)
+    scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: a gang's PodGroup
     label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
     """Pods converted in one snapshot with equal labels carry the same number (see template)."""
     template: int = field(default=NOT_SHARED, compare=False, repr=False)

@@ -24,6 +24,7 @@ POD_SPEC_KEYS = (
     "terminationGracePeriodSeconds",
     "resources",
     "resourceClaims",
+    "schedulingGroup",
 )
 CONTAINER_KEYS = ("name", "resources", "restartPolicy")
 VOLUME_SOURCES = ("persistentVolumeClaim", "emptyDir", "ephemeral")

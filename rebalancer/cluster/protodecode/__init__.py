@@ -524,6 +524,9 @@ class ProtoBuilder(FastBuilder):
             ready,
             disruption_target,
             claims,
+            (spec.schedulingGroup.podGroupName or None)
+            if spec.HasField("schedulingGroup")
+            else None,
             label_set,
             template_number,
         )

@@ -92,7 +92,7 @@ class ObjectMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources")
+    __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources", "schedulingGroup")
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONGRACEPERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,7 @@ class PodSpec(_message.Message):
     TOPOLOGYSPREADCONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     RESOURCECLAIMS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULINGGROUP_FIELD_NUMBER: _ClassVar[int]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
     containers: _containers.RepeatedScalarFieldContainer[bytes]
     terminationGracePeriodSeconds: int
@@ -121,7 +122,14 @@ class PodSpec(_message.Message):
     topologySpreadConstraints: _containers.RepeatedScalarFieldContainer[bytes]
     resourceClaims: _containers.RepeatedScalarFieldContainer[bytes]
     resources: bytes
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., containers: _Optional[_Iterable[bytes]] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., nodeSelector: _Optional[_Iterable[bytes]] = ..., nodeName: _Optional[str] = ..., affinity: _Optional[bytes] = ..., initContainers: _Optional[_Iterable[bytes]] = ..., tolerations: _Optional[_Iterable[bytes]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., overhead: _Optional[_Iterable[bytes]] = ..., topologySpreadConstraints: _Optional[_Iterable[bytes]] = ..., resourceClaims: _Optional[_Iterable[bytes]] = ..., resources: _Optional[bytes] = ...) -> None: ...
+    schedulingGroup: PodSchedulingGroup
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., containers: _Optional[_Iterable[bytes]] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., nodeSelector: _Optional[_Iterable[bytes]] = ..., nodeName: _Optional[str] = ..., affinity: _Optional[bytes] = ..., initContainers: _Optional[_Iterable[bytes]] = ..., tolerations: _Optional[_Iterable[bytes]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., overhead: _Optional[_Iterable[bytes]] = ..., topologySpreadConstraints: _Optional[_Iterable[bytes]] = ..., resourceClaims: _Optional[_Iterable[bytes]] = ..., resources: _Optional[bytes] = ..., schedulingGroup: _Optional[_Union[PodSchedulingGroup, _Mapping]] = ...) -> None: ...
+
+class PodSchedulingGroup(_message.Message):
+    __slots__ = ("podGroupName",)
+    PODGROUPNAME_FIELD_NUMBER: _ClassVar[int]
+    podGroupName: str
+    def __init__(self, podGroupName: _Optional[str] = ...) -> None: ...
 
 class Volume(_message.Message):
     __slots__ = ("name", "volumeSource")

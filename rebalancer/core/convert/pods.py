@@ -112,6 +112,13 @@ def _volumes(chk: Checker, spec: Mapping[str, Any], pod_name: str) -> tuple[tupl
     return tuple(claims), local
 
 
+def pod_group(chk: Checker, spec: Mapping[str, Any]) -> str | None:
+    """``spec.schedulingGroup.podGroupName`` (Kubernetes 1.36+, the workload API): the PodGroup
+    whose pods are scheduled as a gang; None when the pod belongs to none."""
+    group = chk.obj(spec, "schedulingGroup", "spec")
+    return chk.text(group, "podGroupName", "spec.schedulingGroup") or None
+
+
 def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     """A Pod (effective requests, normalised constraints); problems go to ``problems``."""
     chk, meta, namespace, name = identify(obj, "Pod", problems, namespaced=True)
@@ -161,6 +168,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         ready=ready,
         disruption_target=disruption_target,
         resource_claims=resource_claims(chk, spec),
+        scheduling_group=pod_group(chk, spec),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)
