@@ -148,7 +148,7 @@ def test_pod_fields_are_in_the_order_the_typed_path_builds_them() -> None:
         "priority", "priority_class_name", "owner", "node_selector", "required_affinity",
         "tolerations", "constraints", "requests", "pvc_names", "local_storage", "mirror",
         "grace_period_seconds", "ready", "disruption_target",
-        "resource_claims", "scheduling_group", "label_set", "template",
+        "resource_claims", "scheduling_group", "required_features", "label_set", "template",
     ]  # fmt: skip
 
 
@@ -195,6 +195,12 @@ containers = st.lists(
             ),
             "restartPolicy": st.just("Always"),
             "image": st.just("x"),
+            "restartPolicyRules": st.sampled_from(
+                [[], [{"action": "RestartAllContainers"}], [{"action": "Restart"}]]
+            ),
+            "volumeMounts": st.sampled_from(
+                [[{"name": "v", "mountPath": "/v"}], [{"name": "v", "bindMountOptions": ["ro"]}]]
+            ),
         },
     ),
     max_size=2,
@@ -373,6 +379,19 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                 "resources": st.fixed_dictionaries({}, optional={"requests": resource_lists}),
                 "resourceClaims": st.lists(st.fixed_dictionaries({"name": names}), max_size=2),
                 "volumes": volumes,
+                "hostNetwork": st.booleans(),
+                "hostUsers": st.sampled_from([False, True, None]),
+                "ephemeralContainers": st.sampled_from(
+                    [
+                        [],
+                        [
+                            {
+                                "name": "dbg",
+                                "volumeMounts": [{"name": "v", "bindMountOptions": ["x"]}],
+                            }
+                        ],
+                    ]
+                ),
                 "schedulingGroup": st.sampled_from(
                     [
                         None,

@@ -16,7 +16,7 @@ from rebalancer.core.convert.builder import snapshot_from_objects
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
-from rebalancer.core.simulate import SimState
+from rebalancer.core.simulate import SimState, static_reason
 from rebalancer.core.spread import analyze
 from tests.builders import constraint, containers, node_obj, pod_obj
 
@@ -151,3 +151,63 @@ def test_a_skewed_gang_is_skipped_whole(max_skew: int, gang: bool) -> None:
     else:
         assert len(planned.evictions) == want
         assert all(s.reason.code != "gang-member" for s in planned.skipped)
+
+
+# (case, pod spec fields, the node features it needs), by hand from kube-scheduler 1.37's
+# NodeDeclaredFeatures plugin (component-helpers nodedeclaredfeatures, InferForScheduling).
+RESTART_ALL = "RestartAllContainersOnContainerExits"
+USERNS = "UserNamespacesHostNetworkSupport"
+BIND = "VolumeBindMountOptions"
+NEEDS: list[tuple[str, dict[str, Any], set[str]]] = [
+    ("plain", {}, set()),
+    ("restart rule RestartAllContainers",
+     {"containers": [{"name": "c", "restartPolicyRules": [{"action": "RestartAllContainers"}]}]},
+     {RESTART_ALL}),
+    ("restart rule Restart only",
+     {"containers": [{"name": "c", "restartPolicyRules": [{"action": "Restart"}]}]}, set()),
+    ("init container's rule",
+     {"initContainers": [{"name": "i",
+                          "restartPolicyRules": [{"action": "RestartAllContainers"}]}]},
+     {RESTART_ALL}),
+    ("hostNetwork with hostUsers false", {"hostNetwork": True, "hostUsers": False}, {USERNS}),
+    ("hostNetwork with hostUsers true", {"hostNetwork": True, "hostUsers": True}, set()),
+    ("hostUsers false without hostNetwork", {"hostUsers": False}, set()),
+    ("bind mount options",
+     {"containers": [{"name": "c", "volumeMounts": [{"name": "v", "mountPath": "/v",
+                                                      "bindMountOptions": ["nosuid"]}]}]},
+     {BIND}),
+    ("empty bind mount options",
+     {"containers": [{"name": "c", "volumeMounts": [{"name": "v", "mountPath": "/v",
+                                                      "bindMountOptions": []}]}]}, set()),
+    ("ephemeral container's bind mount",
+     {"ephemeralContainers": [{"name": "d", "volumeMounts": [{"name": "v", "mountPath": "/v",
+                                                               "bindMountOptions": ["ro"]}]}]},
+     {BIND}),
+    ("all three",
+     {"hostNetwork": True, "hostUsers": False,
+      "containers": [{"name": "c", "restartPolicyRules": [{"action": "RestartAllContainers"}],
+                      "volumeMounts": [{"name": "v", "mountPath": "/v",
+                                        "bindMountOptions": ["ro"]}]}]},
+     {RESTART_ALL, USERNS, BIND}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "spec", "needs"), NEEDS)
+@pytest.mark.parametrize(
+    "declared", [None, [], [RESTART_ALL], [USERNS, BIND], [RESTART_ALL, USERNS, BIND, "Other"]]
+)
+def test_node_declared_features_filter_nodes(
+    case: str, spec: dict[str, Any], needs: set[str], declared: list[str] | None
+) -> None:
+    """A pod fits a node only if the node declares every feature the pod needs; a node that
+    declares nothing (or an older server's node) fits only pods that need none."""
+    status = {} if declared is None else {"declaredFeatures": declared}
+    snapshot = snapshot_from_objects(
+        [node_obj("node-a", status=status), _pod("p", "node-a", {"containers": [{"name": "m"}],
+                                                                   **spec})]
+    )  # fmt: skip
+    (pod,) = snapshot.pods
+    (node,) = snapshot.nodes
+    assert set(pod.required_features) == needs, case
+    reason = static_reason(pod, node, ())
+    assert (reason is None) is needs.issubset(declared or ()), (case, reason)

@@ -39,6 +39,7 @@ from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.disruption import resource_claims
+from rebalancer.core.convert.features import NO_FEATURES
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
 from rebalancer.core.convert.meta import controller_owner, epoch
 from rebalancer.core.convert.pods import (
@@ -110,6 +111,9 @@ class _Spec(Struct):
     resourceClaims: Raw = _ABSENT
     volumes: list[_Volume] | None = None
     schedulingGroup: _SchedulingGroup | None = None
+    # Read only to send the rare pod that may need a node feature to the general path.
+    hostUsers: Raw = _ABSENT
+    ephemeralContainers: Raw = _ABSENT
 
 
 class _Condition(Struct):
@@ -160,6 +164,11 @@ _EMPTY_STATUS: Final = _Status()
 _ITEM: Final = msgspec.json.Decoder(_Item)
 _LIST: Final = msgspec.json.Decoder(_List)
 _PAGE: Final = msgspec.json.Decoder(_Page)
+
+
+# Container fields from which kube-scheduler infers node features a pod needs
+# (rebalancer.core.convert.features): a pod naming one takes the general path.
+_FEATURE_FIELDS: Final = (b'"restartPolicyRules"', b'"bindMountOptions"')
 
 
 def _given(raw: Raw) -> bool:
@@ -373,6 +382,9 @@ class FastBuilder:
 
     def _template(self, meta: _Meta, spec: _Spec, resized: Any, reasons: Any) -> tuple[Any, ...]:
         """What a workload's pods share, each fragment through its own memo."""
+        for raw in (bytes(spec.containers), bytes(spec.initContainers)):
+            if _FEATURE_FIELDS[0] in raw or _FEATURE_FIELDS[1] in raw:
+                raise _Fallback  # it may need node features: the general path infers them
         shared = self._shared
         labels, label_set = shared(self._labels, meta.labels, self._labels_of)
         node_selector, selector_number = shared(
@@ -414,8 +426,8 @@ class FastBuilder:
         spec = item.spec or _EMPTY_SPEC
         status = item.status or _EMPTY_STATUS
         name = meta.name
-        if not name:
-            raise _Fallback
+        if not name or _given(spec.hostUsers) or _given(spec.ephemeralContainers):
+            raise _Fallback  # no name; or it may need node features (convert.features)
         # One lookup for everything a workload's pods share, by the bytes of its fragments,
         # joined by NUL (which JSON text never holds unescaped, so distinct fragments give
         # distinct keys; an absent field is empty, a null one "null"). One join per pod: a
@@ -562,6 +574,7 @@ class FastBuilder:
             disruption_target,
             claims,
             pod_group,
+            NO_FEATURES,
             label_set,
             template_number,
         )

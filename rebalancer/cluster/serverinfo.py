@@ -20,6 +20,7 @@ What each gate changes (README, "Supported Kubernetes versions"):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -97,7 +98,6 @@ Get = Callable[[str], tuple[int, bytes]]
 def read_server_info(get: Get) -> ServerInfo:
     """Ask the API server once. Every request may fail (403, 404, no answer): what it would
     have said is then unknown or the release's default, never an error."""
-    import orjson  # noqa: PLC0415  # the cluster layer's JSON parser
 
     def fetch(path: str) -> tuple[int, bytes]:
         try:
@@ -109,8 +109,8 @@ def read_server_info(get: Get) -> ServerInfo:
     version: dict[str, Any] = {}
     if status == 200:
         try:
-            loaded = orjson.loads(body)
-        except orjson.JSONDecodeError:
+            loaded = json.loads(body)
+        except ValueError:
             loaded = {}
         version = loaded if isinstance(loaded, dict) else {}
     git = version.get("gitVersion")
@@ -134,14 +134,12 @@ def read_server_info(get: Get) -> ServerInfo:
 
 def _workload_api(fetch: Get) -> str | None:
     """The scheduling.k8s.io version that serves ``podgroups``, newest listed first."""
-    import orjson  # noqa: PLC0415
-
     status, body = fetch("/apis/scheduling.k8s.io")
     if status != 200:
         return None
     try:
-        group = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        group = json.loads(body)
+    except ValueError:
         return None
     versions = [v.get("groupVersion") for v in group.get("versions", []) if isinstance(v, dict)]
     for gv in versions:
@@ -151,8 +149,8 @@ def _workload_api(fetch: Get) -> str | None:
         if status != 200:
             continue
         try:
-            resources = orjson.loads(body).get("resources", [])
-        except (orjson.JSONDecodeError, AttributeError):
+            resources = json.loads(body).get("resources", [])
+        except (ValueError, AttributeError):
             continue
         if any(isinstance(r, dict) and r.get("name") == "podgroups" for r in resources):
             return gv

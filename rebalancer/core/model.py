@@ -129,6 +129,7 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True  # the Ready condition is True (False or Unknown make it NotReady)
+    declared_features: frozenset[str] = frozenset()  # status.declaredFeatures (1.36+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,7 @@ class Pod:
     disruption_target: bool = False  # the DisruptionTarget condition is True: it is leaving
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims names (DRA)
     scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: a gang's PodGroup
+    required_features: frozenset[str] = frozenset()  # node features it needs (convert.features)
     label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
     """Pods converted in one snapshot with equal labels carry the same number (see template)."""
     template: int = field(default=NOT_SHARED, compare=False, repr=False)

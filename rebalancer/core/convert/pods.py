@@ -15,6 +15,7 @@ from typing import Any, Final
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.disruption import pod_conditions, resource_claims
+from rebalancer.core.convert.features import pod_features
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches, fingerprint
 from rebalancer.core.convert.meta import controller_owner, epoch, identify
 from rebalancer.core.convert.nodes import TAINT_EFFECTS
@@ -169,6 +170,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         disruption_target=disruption_target,
         resource_claims=resource_claims(chk, spec),
         scheduling_group=pod_group(chk, spec),
+        required_features=pod_features(chk, spec),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)
