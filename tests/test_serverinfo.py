@@ -127,3 +127,16 @@ def test_no_answer_at_all_is_unknown_not_an_error() -> None:
     }
     assert asked == ["/version", "/metrics", "/apis/scheduling.k8s.io"]
     assert set(GATES) == set(DEFAULTS[37])
+
+
+def test_plan_json_ends_with_the_server_field_and_keeps_the_other_keys_in_order() -> None:
+    from rebalancer.cli.render import plan_data, render_plan  # noqa: PLC0415
+    from rebalancer.cluster.runner import EMPTY_PLAN  # noqa: PLC0415
+
+    server = read_server_info(_server({"/version": (200, VERSION_137)})[0]).data()
+    with_server = json.loads(render_plan(EMPTY_PLAN, "json", server=server))
+    without = json.loads(render_plan(EMPTY_PLAN, "json"))
+    assert list(without) == list(plan_data(EMPTY_PLAN))
+    assert list(with_server) == [*without, "server"]
+    assert with_server["server"]["version"] == "v1.37.2"
+    assert with_server["server"]["featureGatesFrom"] == "defaults"
