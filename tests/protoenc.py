@@ -205,6 +205,8 @@ def encode_pod(obj: Mapping[str, Any]) -> pb.Pod:
     s.resourceClaims.extend(_claim(c) for c in spec.get("resourceClaims") or ())
     if spec.get("resources") is not None:
         s.resources = _requirements_message(spec["resources"]).SerializeToString()
+    if spec.get("hostNetwork") is not None:
+        s.hostNetwork = spec["hostNetwork"]
     if spec.get("hostUsers") is not None:
         s.hostUsers = spec["hostUsers"]
     s.ephemeralContainers.extend(b"\n\x03dbg" for _ in spec.get("ephemeralContainers") or ())

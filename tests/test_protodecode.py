@@ -586,7 +586,7 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                 "resourceClaims": some(st.fixed_dictionaries({"name": names}), 2),
                 "volumes": volumes,
                 "schedulingGroup": st.sampled_from([{"podGroupName": "gang-a"}, {}]),
-                "hostNetwork": st.just(True),
+                "hostNetwork": st.booleans(),
                 "hostUsers": st.sampled_from([False, True]),
                 "ephemeralContainers": st.just([{"name": "dbg"}]),
             },
@@ -631,7 +631,7 @@ def _may_need_features(obj: dict[str, Any]) -> bool:
     spec = obj["spec"]
     containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
     return bool(
-        "hostUsers" in spec
+        (spec.get("hostNetwork") and "hostUsers" in spec)
         or spec.get("ephemeralContainers")
         or any(c.get("restartPolicyRules") for c in containers)
         or any(m.get("bindMountOptions") for c in containers for m in c.get("volumeMounts") or ())

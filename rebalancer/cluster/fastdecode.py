@@ -112,6 +112,7 @@ class _Spec(Struct):
     volumes: list[_Volume] | None = None
     schedulingGroup: _SchedulingGroup | None = None
     # Read only to send the rare pod that may need a node feature to the general path.
+    hostNetwork: bool | None = None
     hostUsers: Raw = _ABSENT
     ephemeralContainers: Raw = _ABSENT
 
@@ -426,7 +427,11 @@ class FastBuilder:
         spec = item.spec or _EMPTY_SPEC
         status = item.status or _EMPTY_STATUS
         name = meta.name
-        if not name or _given(spec.hostUsers) or _given(spec.ephemeralContainers):
+        if (
+            not name
+            or (spec.hostNetwork and _given(spec.hostUsers))
+            or _given(spec.ephemeralContainers)
+        ):
             raise _Fallback  # no name; or it may need node features (convert.features)
         # One lookup for everything a workload's pods share, by the bytes of its fragments,
         # joined by NUL (which JSON text never holds unescaped, so distinct fragments give

@@ -463,7 +463,11 @@ class ProtoBuilder(FastBuilder):
         spec = item.spec
         status = item.status
         name = meta.name
-        if not name or spec.HasField("hostUsers") or spec.ephemeralContainers:
+        if (
+            not name
+            or (spec.hostNetwork and spec.HasField("hostUsers"))
+            or spec.ephemeralContainers
+        ):
             raise _Fallback  # no name; or it may need node features (convert.features)
         resized: Any = ()
         reasons: Any = ()

@@ -92,7 +92,7 @@ class ObjectMeta(_message.Message):
     def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources", "schedulingGroup", "ephemeralContainers", "hostUsers")
+    __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources", "schedulingGroup", "ephemeralContainers", "hostNetwork", "hostUsers")
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONGRACEPERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,7 @@ class PodSpec(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     SCHEDULINGGROUP_FIELD_NUMBER: _ClassVar[int]
     EPHEMERALCONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNETWORK_FIELD_NUMBER: _ClassVar[int]
     HOSTUSERS_FIELD_NUMBER: _ClassVar[int]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
     containers: _containers.RepeatedScalarFieldContainer[bytes]
@@ -126,8 +127,9 @@ class PodSpec(_message.Message):
     resources: bytes
     schedulingGroup: PodSchedulingGroup
     ephemeralContainers: _containers.RepeatedScalarFieldContainer[bytes]
+    hostNetwork: bool
     hostUsers: bool
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., containers: _Optional[_Iterable[bytes]] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., nodeSelector: _Optional[_Iterable[bytes]] = ..., nodeName: _Optional[str] = ..., affinity: _Optional[bytes] = ..., initContainers: _Optional[_Iterable[bytes]] = ..., tolerations: _Optional[_Iterable[bytes]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., overhead: _Optional[_Iterable[bytes]] = ..., topologySpreadConstraints: _Optional[_Iterable[bytes]] = ..., resourceClaims: _Optional[_Iterable[bytes]] = ..., resources: _Optional[bytes] = ..., schedulingGroup: _Optional[_Union[PodSchedulingGroup, _Mapping]] = ..., ephemeralContainers: _Optional[_Iterable[bytes]] = ..., hostUsers: _Optional[bool] = ...) -> None: ...
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., containers: _Optional[_Iterable[bytes]] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., nodeSelector: _Optional[_Iterable[bytes]] = ..., nodeName: _Optional[str] = ..., affinity: _Optional[bytes] = ..., initContainers: _Optional[_Iterable[bytes]] = ..., tolerations: _Optional[_Iterable[bytes]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., overhead: _Optional[_Iterable[bytes]] = ..., topologySpreadConstraints: _Optional[_Iterable[bytes]] = ..., resourceClaims: _Optional[_Iterable[bytes]] = ..., resources: _Optional[bytes] = ..., schedulingGroup: _Optional[_Union[PodSchedulingGroup, _Mapping]] = ..., ephemeralContainers: _Optional[_Iterable[bytes]] = ..., hostNetwork: _Optional[bool] = ..., hostUsers: _Optional[bool] = ...) -> None: ...
 
 class PodSchedulingGroup(_message.Message):
     __slots__ = ("podGroupName",)
