@@ -258,3 +258,18 @@ def test_gang_members_are_skipped_where_the_workload_api_is_served(
     assert server["featureGates"]["NodeDeclaredFeatures"] is (version >= (1, 36)), server
     assert server["workloadApi"] == ("scheduling.k8s.io/v1beta1" if served else None), server
     assert isinstance(cluster, ControlPlane)
+
+
+def test_the_run_summary_line_names_the_server(cluster: Cluster, namespace: str) -> None:
+    """A run (nothing to do in an empty namespace) logs the server's version and gates once,
+    in its run.summary line."""
+    version = minor(cluster)
+    ran = rebalancer(cluster, "run", "-n", namespace, "-o", "json")
+    assert ran.returncode == 0, explain(ran)
+    lines = [json.loads(x) for x in ran.stderr.splitlines() if x.startswith("{")]
+    (summary,) = [x for x in lines if x.get("event") == "run.summary"]
+    server = summary["server"]
+    assert server["version"].startswith(f"v{version[0]}.{version[1]}."), summary
+    assert server["featureGates"]["MatchLabelKeysInPodTopologySpreadSelectorMerge"] is (
+        version >= (1, 34)
+    ), summary
