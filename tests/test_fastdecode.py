@@ -766,3 +766,15 @@ def test_when_no_worker_can_start_one_process_reads_it_all(
             patch.setattr(fastdecode, "_can_fork", lambda: True)
             patch.setattr(os, "fork", no_fork)
             assert numbered(loaded(path)) == expected
+
+
+def test_a_string_that_is_not_utf8_is_bad_input_not_a_crash(tmp_path: Path) -> None:
+    """A list item whose kind holds a byte that is not UTF-8: the file is refused as invalid
+    JSON (exit 2 from the CLI), as the general path refuses it."""
+    path = tmp_path / "bad.json"
+    path.write_bytes(
+        b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "\x80Node",'
+        b' "metadata": {"name": "n"}}]}'
+    )
+    with pytest.raises(InputError, match="UTF-8"):
+        load_snapshot(path)

@@ -294,7 +294,7 @@ class FastBuilder:
             item = _ITEM.decode(raw)
         except msgspec.ValidationError:
             return self._add_general(raw, kind, listed=False)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):  # not UTF-8: the general path says so
             return False
         item_kind = item.kind if item.kind is not None else kind
         if not item_kind or len(item.items) > 0:
@@ -308,7 +308,7 @@ class FastBuilder:
             item = _ITEM.decode(raw)
         except msgspec.ValidationError:
             return self._add_general(raw, kind, listed=True)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return False
         return self._add_item(item, kind, raw, listed=True)
 
@@ -735,7 +735,7 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     items are digested by a second process meanwhile (:func:`_fork`)."""
     try:
         document = _LIST.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         return None
     kind = document.kind
     if document.items is None or (kind is not None and not kind.endswith("List")):
@@ -1081,7 +1081,7 @@ def page_parts(raw: bytes) -> tuple[list[Raw], str | None, str | None] | None:
     its general path, which names what is wrong)."""
     try:
         page = _PAGE.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         return None
     if page.metadata is None:
         return page.items, None, None
