@@ -381,8 +381,10 @@ def test_b_pdb_at_zero_is_skipped_then_next_run_proceeds(
 def test_d_grace_period_follows_the_pod_then_the_policy(
     cluster: Cluster, imbalance: Callable[..., Imbalance], tmp_path: Path
 ) -> None:
-    """Unset keeps the pod's 7 s; policy grace 5 is sent; grace 0 is refused before any request."""
-    setup: Imbalance = imbalance(grace=7)
+    """Unset keeps the pod's 7 s; policy grace 5 (below the pod's 7) is not sent; policy grace
+    10 (above) is sent; grace 0 is refused before any request. [6, 0, 0] leaves a violation
+    after each of the three one-eviction runs."""
+    setup: Imbalance = imbalance(grace=7, replicas=6)
     ns = setup.ns
     one = {"limits": {"total": 1}}
 
@@ -423,18 +425,21 @@ def test_d_grace_period_follows_the_pod_then_the_policy(
     assert lingered >= 7 - 1.5, f"the pod lingered {lingered:.1f}s, its grace is 7s"
     assert not str(deleted[-1].get("userAgent", "")).startswith(AGENT)
 
-    # Policy grace 5: sent in the eviction body, and the pod gets 5 s. (--cooldown 0s: the
-    # previous run's eviction, in the Lease's record, must not count against limits.total 1.)
-    mark = audit_mark(cluster)
-    five = rebalancer(
-        cluster, "run", "-n", ns, "--cooldown", "0s",
-        "--policy", str(write_policy(tmp_path, "five", gracePeriodSeconds=5, **one)),
-    )  # fmt: skip
-    assert five.returncode == 0, explain(five)
-    (evicted,) = wait_audit(cluster, "the eviction", lambda: [
-        e for e in evictions(rebalancer_requests(cluster, mark, ns))
-        if e["responseStatus"]["code"] == 201])  # fmt: skip
-    assert evicted["requestObject"]["deleteOptions"]["gracePeriodSeconds"] == 5
+    # The policy's grace is a floor: 5 is below the pod's own 7, so none is sent; 10 is above,
+    # so 10 is sent. (--cooldown 0s: the previous runs' evictions, in the Lease's record, must
+    # not count against limits.total 1.)
+    for policy_grace, sent in ((5, None), (10, 10)):
+        mark = audit_mark(cluster)
+        floor = rebalancer(
+            cluster, "run", "-n", ns, "--cooldown", "0s", "--policy",
+            str(write_policy(tmp_path, f"grace{policy_grace}", gracePeriodSeconds=policy_grace,
+                             **one)),
+        )  # fmt: skip
+        assert floor.returncode == 0, explain(floor)
+        (evicted,) = wait_audit(cluster, "the eviction", lambda m=mark: [
+            e for e in evictions(rebalancer_requests(cluster, m, ns))
+            if e["responseStatus"]["code"] == 201])  # fmt: skip
+        assert evicted["requestObject"]["deleteOptions"].get("gracePeriodSeconds") == sent
 
 
 def _seconds_between(start: str, end: str) -> float:
@@ -518,6 +523,102 @@ def test_i_deploy_applies_and_its_service_account_suffices(
             scope = ["-n", d["metadata"]["namespace"]] if "namespace" in d["metadata"] else []
             cluster.kubectl("delete", d["kind"], d["metadata"]["name"], *scope, "--wait=false",
                             check=False)  # fmt: skip
+
+
+# -- k: a denial message with terminal escapes ---------------------------------------------------
+
+
+def _denying_policy(ns: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy denying every eviction in ``ns`` with OSC/BEL/CR/CSI."""
+    name = f"deny-evictions-{ns}"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods/eviction"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "false",
+                        "messageExpression": "'denied \\x1b]0;PWNED\\x07\\r\\x1b[2J'",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+                },
+            },
+        },
+    ]
+
+
+def test_k_an_admission_denial_with_escapes_reaches_no_terminal_raw(
+    cluster: Cluster, imbalance: Callable[..., Imbalance], tmp_path: Path
+) -> None:
+    """A ValidatingAdmissionPolicy denies the eviction with ESC/OSC/BEL/CR in its message: the
+    run's table and its log lines show the message escaped, never a raw control byte."""
+    setup: Imbalance = imbalance(replicas=6)  # room for a few evictions before balance
+    ns = setup.ns
+    policy = _denying_policy(ns)
+    cluster.apply(policy)
+    try:
+        name = policy[0]["metadata"]["name"]
+        cluster.wait_for(
+            "the admission policy type-checked",
+            lambda: (
+                cluster.get_json("validatingadmissionpolicy", name)
+                .get("status", {})
+                .get("observedGeneration")
+            ),
+            timeout=30,
+        )
+        mark = audit_mark(cluster)
+        denied: list[Any] = []
+
+        def try_once() -> list[Any]:
+            ran = rebalancer(
+                cluster, "run", "-n", ns, "--cooldown", "0s", "--max-waves", "1",
+                "--policy", str(write_policy(tmp_path, "one", limits={"total": 1})),
+            )  # fmt: skip
+            denied.append(ran)
+            return [
+                e for e in evictions(rebalancer_requests(cluster, mark, ns))
+                if "PWNED" in json.dumps(e.get("responseStatus", {}))
+            ]  # fmt: skip
+
+        # The binding takes a moment to reach the admission chain: try until it denies.
+        cluster.wait_for("an eviction denied by the policy", try_once, timeout=60, interval=2)
+        ran = denied[-1]
+        print(f"\nrun with a denying admission policy: {explain(ran)}")
+        for stream in (ran.stdout, ran.stderr):
+            raw = sorted(
+                {c for c in stream if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0}
+            )
+            assert raw == [], raw
+        assert "denied \\u001b]0;PWNED\\u0007\\r\\u001b[2J" in ran.stdout, explain(ran)
+        assert "PWNED" in ran.stderr  # the eviction.result log line, escaped
+    finally:
+        cluster.kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy",
+                        policy[0]["metadata"]["name"], "--wait=false", check=False)  # fmt: skip
 
 
 # -- e: the whole audit log, last ---------------------------------------------------------------

@@ -5,9 +5,11 @@ The module's cluster is the e2e control plane plus three real nodes, one per zon
 simulation, deletes the pod object once the container is gone. Every pod of the test image
 also appends its log lines to a hostPath file, so the timeline survives the pod.
 
-- graceful termination: the pod's own 7 s grace, then a policy grace of 5 s; SIGTERM within
-  a second of the eviction; the pod object deleted by ``system:node:<node>`` only after the
-  container exited or the grace period ran out; rebalancer sent no DELETE and no grace 0.
+- graceful termination: the pod's own 7 s grace; SIGTERM within a second of the eviction; the
+  pod object deleted by ``system:node:<node>`` only after the container exited; rebalancer
+  sent no DELETE and no grace 0.
+- the policy's grace is a floor: own 12 s and policy 5 s -> no grace in the eviction, killed
+  after 12 s; own 2 s and policy 5 s -> grace 5 in the eviction, killed after 5 s.
 - scenario a of issue 5 (scale-down skew) on real nodes: exactly the minimal evictions.
 - PDB with real readiness: replacements Ready only after a few seconds; the next eviction
   waits for that.
@@ -359,8 +361,8 @@ def _one_eviction_timeline(
 def test_graceful_termination_on_a_real_node(
     real: RealNodeCluster, ns: str, tmp_path: Path
 ) -> None:
-    """Grace 7 (the pod's own), the container exits 3 s after SIGTERM; then policy grace 5
-    against a container that ignores SIGTERM: the kubelet kills it at 5 s."""
+    """Grace 7 (the pod's own), the container exits 3 s after SIGTERM: the kubelet deletes the
+    pod once the container is gone, before the grace period runs out."""
     real.apply(deployment(real, ns, 3, grace=7, env={"TERM_DELAY": "3"}))
     assert build_skew(real, ns, 1) == {"zone-a": 0, "zone-b": 2, "zone-c": 2}
     one = {"limits": {"total": 1}}
@@ -385,30 +387,58 @@ def test_graceful_termination_on_a_real_node(
     settle(real, ns, 4)
     after = counts(real, ns)
     assert after["zone-a"] == 1 and sorted(after.values()) == [1, 1, 2], after
+    assert_rebalancer_only_evicted(real, mark, ns)
 
-    # Policy grace 5 against containers that ignore SIGTERM: killed when the 5 s run out.
-    real.kubectl("delete", "deployment", APP, "-n", ns, "--wait=true", "--timeout=60s")
-    real.wait_for("old pods gone", lambda: real.pods(ns, SELECTOR) == [], timeout=60)
-    real.apply(deployment(real, ns, 3, grace=7, env={"TERM_DELAY": "never"}))
+
+def _ignoring_sigterm(
+    real: RealNodeCluster, ns: str, tmp_path: Path, *, own: int, policy_grace: int, name: str
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """One eviction of a pod whose container ignores SIGTERM: the kubelet kills it when the
+    grace period that applies runs out, then deletes the pod object. Returns the timeline."""
+    real.kubectl("delete", "deployment", APP, "-n", ns, "--wait=true", "--timeout=60s",
+                 check=False)  # fmt: skip
+    real.wait_for("old pods gone", lambda: real.pods(ns, SELECTOR) == [], timeout=90)
+    real.apply(deployment(real, ns, 3, grace=own, env={"TERM_DELAY": "never"}))
     assert build_skew(real, ns, 1) == {"zone-a": 0, "zone-b": 2, "zone-c": 2}
     node_of = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in live_pods(real, ns)}
-    mark2 = audit_mark(real)
-    policy = write_policy(tmp_path, "five", gracePeriodSeconds=5, **one)
-    # --cooldown 0s: the first run's eviction (same namespace, minutes ago) must not count
-    # against this run's limits.total.
+    mark = audit_mark(real)
+    policy = write_policy(tmp_path, name, gracePeriodSeconds=policy_grace, limits={"total": 1})
+    # --cooldown 0s: an earlier eviction in this namespace must not count against limits.total.
     ran = rebalancer(real, "run", "-n", ns, "--policy", str(policy), "--cooldown", "0s", *RUN_FLAGS)
     assert ran.returncode == 0, explain(ran)
-    evicted, events, final, timeline = _one_eviction_timeline(real, ns, mark2)
-    print("\neviction timeline, policy grace 5, SIGTERM ignored:\n  " + "\n  ".join(timeline))
-    assert evicted["requestObject"]["deleteOptions"]["gracePeriodSeconds"] == 5
-    t0 = ts(evicted["requestReceivedTimestamp"])
-    t_del = ts(final["requestReceivedTimestamp"])
-    assert 0 <= events["terminated"] - t0 < 1.0, timeline
-    assert "exit" not in events, timeline  # it never exits by itself: SIGKILL
-    assert t_del - t0 >= 5 - 0.2, timeline  # not before the grace period ran out
-    assert t_del - t0 < 5 + 4, timeline
+    evicted, events, final, timeline = _one_eviction_timeline(real, ns, mark)
     assert final["user"]["username"] == f"system:node:{node_of[evicted['objectRef']['name']]}"
+    assert 0 <= events["terminated"] - ts(evicted["requestReceivedTimestamp"]) < 1.0, timeline
+    assert "exit" not in events, timeline  # it never exits by itself: SIGKILL
     assert_rebalancer_only_evicted(real, mark, ns)
+    return evicted, final, timeline
+
+
+def test_policy_grace_is_a_floor_on_a_real_node(
+    real: RealNodeCluster, ns: str, tmp_path: Path
+) -> None:
+    """The policy's gracePeriodSeconds never shortens a pod's own: own 12 s, policy 5 s -> the
+    eviction carries no grace and the kubelet kills and deletes the pod after ~12 s, not 5;
+    own 2 s, policy 5 s -> the eviction carries 5 and the pod gets 5 s, not 2."""
+    evicted, final, timeline = _ignoring_sigterm(
+        real, ns, tmp_path, own=12, policy_grace=5, name="floor-below"
+    )
+    print("\neviction timeline, own grace 12, policy 5, SIGTERM ignored:\n  "
+          + "\n  ".join(timeline))  # fmt: skip
+    assert "gracePeriodSeconds" not in (evicted["requestObject"].get("deleteOptions") or {})
+    waited = ts(final["requestReceivedTimestamp"]) - ts(evicted["requestReceivedTimestamp"])
+    assert waited >= 12 - 0.2, timeline  # the pod's own 12 s, not the policy's 5
+    assert waited < 12 + 4, timeline
+
+    evicted, final, timeline = _ignoring_sigterm(
+        real, ns, tmp_path, own=2, policy_grace=5, name="floor-above"
+    )
+    print("\neviction timeline, own grace 2, policy 5, SIGTERM ignored:\n  "
+          + "\n  ".join(timeline))  # fmt: skip
+    assert evicted["requestObject"]["deleteOptions"]["gracePeriodSeconds"] == 5
+    waited = ts(final["requestReceivedTimestamp"]) - ts(evicted["requestReceivedTimestamp"])
+    assert waited >= 5 - 0.2, timeline  # the policy's floor, not the pod's own 2
+    assert waited < 5 + 4, timeline
 
 
 # -- scenario a on real nodes -------------------------------------------------------------------
@@ -647,7 +677,7 @@ def test_the_cronjob_runs_in_the_cluster_and_repairs_the_spread(
         lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
         assert lines, logs[-2000:]
         assert all({"event", "level", "timestamp"} <= set(line) for line in lines), lines[:2]
-        assert "2 evictions (proven minimal" in logs, logs[-2000:]
+        assert "2 evictions, proven minimal" in logs, logs[-2000:]
         (summary,) = [line for line in lines if line.get("event") == "run.summary"]
         print(f"\nCronJob summary line: {json.dumps(summary, sort_keys=True)}")
         assert summary["evicted"] == 2, summary

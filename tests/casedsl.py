@@ -69,6 +69,8 @@ _POD_FIELDS = frozenset(
         "ready",
         "disruptionTarget",
         "resourceClaims",
+        "evictAnnotation",
+        "preferNoEviction",
     }
 )
 CASE_KEYS: Final = {
@@ -361,6 +363,8 @@ def _pod(spec: Mapping[str, Any], templates: Mapping[str, Any], serial: int) -> 
         ready=spec.get("ready", True),
         disruption_target=spec.get("disruptionTarget", False),
         resource_claims=tuple(spec.get("resourceClaims", ())),
+        evict_requested=spec.get("evictAnnotation", False),
+        prefer_no_eviction=spec.get("preferNoEviction", False),
     )
 
 

@@ -7,6 +7,10 @@ be evicted. Room is ample. The oracle answers by brute force:
 * :func:`joint_minimum`: breadth-first over every sequence of "evict one pod, place its
   replacement on any node the filter allows at that moment" (SPEC §3's discipline), the fewest
   evictions after which every constraint is within maxSkew; None when no sequence gets there.
+* :func:`lexicographic_minimum`: with soft constraints too (SPEC §3, "hard first, then soft"),
+  the fewest evictions H after which every hard constraint is within maxSkew, then, from any
+  state H evictions reach that way, the fewest further evictions after which every soft one
+  is too, each further step keeping every hard constraint within maxSkew.
 * :func:`best_victims`: among every set of pods of that size that some sequence evicts with
   SPEC §3's simulated placement (each replacement in the least populated legal domain), the
   best by SPEC §3's order: fewest victims that could come back to their domain (minimised
@@ -32,11 +36,13 @@ Counts = tuple[int, ...]  # pods per node
 
 @dataclass(frozen=True, slots=True)
 class OracleConstraint:
-    """A hard spread constraint: ``zone`` or ``hostname``, maxSkew, minDomains."""
+    """A spread constraint: ``zone`` or ``hostname``, maxSkew, minDomains, and whether it is
+    soft (``ScheduleAnyway``: it filters nothing, and minDomains does not apply)."""
 
     key: str
     max_skew: int
     min_domains: int = 1
+    soft: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +87,18 @@ def per_domain(cluster: OracleCluster, c: OracleConstraint, counts: Counts) -> l
 
 
 def global_minimum(cluster: OracleCluster, c: OracleConstraint, counts: Counts) -> int:
-    """SPEC §2's global minimum."""
+    """SPEC §2's global minimum (minDomains for hard constraints only)."""
     domains = per_domain(cluster, c, counts)
-    return 0 if len(domains) < c.min_domains else min(domains)
+    return 0 if not c.soft and len(domains) < c.min_domains else min(domains)
 
 
 def allowed(cluster: OracleCluster, counts: Counts, node: int) -> bool:
-    """Whether every constraint's filter lets a replacement land on ``node`` now."""
+    """Whether every hard constraint's filter lets a replacement land on ``node`` now."""
     for c in cluster.constraints:
+        if c.soft:
+            continue
         domains = per_domain(cluster, c, counts)
-        gmin = 0 if len(domains) < c.min_domains else min(domains)
+        gmin = global_minimum(cluster, c, counts)
         if domains[cluster.domain(c, node)] + 1 - gmin > c.max_skew:
             return False
     return True
@@ -99,7 +107,7 @@ def allowed(cluster: OracleCluster, counts: Counts, node: int) -> bool:
 def excess(cluster: OracleCluster, c: OracleConstraint, counts: Counts) -> int:
     """How far the constraint is beyond maxSkew (0 when within)."""
     domains = per_domain(cluster, c, counts)
-    gmin = 0 if len(domains) < c.min_domains else min(domains)
+    gmin = global_minimum(cluster, c, counts)
     top = max((n for n in domains if n > 0), default=gmin)
     return max(0, top - gmin - c.max_skew)
 
@@ -107,6 +115,11 @@ def excess(cluster: OracleCluster, c: OracleConstraint, counts: Counts) -> int:
 def within(cluster: OracleCluster, counts: Counts) -> bool:
     """Every constraint within its maxSkew."""
     return all(excess(cluster, c, counts) == 0 for c in cluster.constraints)
+
+
+def within_kind(cluster: OracleCluster, counts: Counts, *, soft: bool) -> bool:
+    """Every hard (``soft`` False) or every soft constraint within its maxSkew."""
+    return all(excess(cluster, c, counts) == 0 for c in cluster.constraints if c.soft == soft)
 
 
 def movable(cluster: OracleCluster) -> Counts:
@@ -143,6 +156,62 @@ def joint_minimum(cluster: OracleCluster) -> int | None:
                         seen.add(state)
                         queue.append((state, depth + 1))
     return None
+
+
+State = tuple[Counts, Counts]  # (pods per node, evictable pods left per node)
+
+
+def _successors(cluster: OracleCluster, state: State) -> list[State]:
+    """Every state one eviction away: any evictable pod leaves, its replacement lands on any
+    node the hard filters allow once it has left."""
+    counts, left = state
+    out = []
+    for src in range(len(counts)):
+        if left[src] == 0:
+            continue
+        after = list(counts)
+        after[src] -= 1
+        rest = list(left)
+        rest[src] -= 1
+        for dst in range(len(counts)):
+            if allowed(cluster, tuple(after), dst):
+                moved = list(after)
+                moved[dst] += 1
+                out.append((tuple(moved), tuple(rest)))
+    return out
+
+
+def lexicographic_minimum(cluster: OracleCluster) -> tuple[int, int | None] | None:
+    """(H, F): H the fewest evictions bringing every hard constraint within maxSkew, F the
+    fewest further ones bringing every soft one within too, starting from any state H
+    evictions reach with the hard constraints within, each further state keeping them within.
+    None when the hard constraints cannot be brought within; F None when the soft cannot."""
+    layer: set[State] = {(cluster.start(), movable(cluster))}
+    depth = 0
+    while True:
+        done = {s for s in layer if within_kind(cluster, s[0], soft=False)}
+        if done:
+            break
+        layer = {nxt for s in layer for nxt in _successors(cluster, s)}
+        depth += 1
+        if not layer:
+            return None
+    hard = depth
+    seen = set(done)
+    layer = done
+    further = 0
+    while layer:
+        if any(within_kind(cluster, s[0], soft=True) for s in layer):
+            return hard, further
+        layer = {
+            nxt
+            for s in layer
+            for nxt in _successors(cluster, s)
+            if nxt not in seen and within_kind(cluster, nxt[0], soft=False)
+        }
+        seen |= layer
+        further += 1
+    return hard, None
 
 
 def _least_populated_legal(cluster: OracleCluster, counts: Counts) -> list[int]:

@@ -176,6 +176,8 @@ def encode_pod(obj: Mapping[str, Any]) -> pb.Pod:
     m.name = meta.get("name", "")
     m.namespace = meta.get("namespace", "")
     m.uid = meta.get("uid", "")
+    if meta.get("resourceVersion"):
+        m.resourceVersion = meta["resourceVersion"]
     m.creationTimestamp.CopyFrom(_seconds(meta.get("creationTimestamp")))
     if meta.get("deletionTimestamp") is not None:
         m.deletionTimestamp.CopyFrom(_seconds(meta["deletionTimestamp"]))

@@ -1058,6 +1058,43 @@ def test_single_owner_reference_forms() -> None:
     )
 
 
+def test_the_descheduler_annotations_are_read_by_their_exact_keys_whatever_the_value() -> None:
+    """descheduler.alpha.kubernetes.io/evict and .../prefer-no-eviction are kept as flags
+    when the exact key is present, with any value (the descheduler reads only presence)."""
+
+    def flags(annotations: dict[str, Any]) -> tuple[bool, bool]:
+        pod = pod_from_api(pod_obj("web-1", meta={"annotations": annotations}))
+        return pod.evict_requested, pod.prefer_no_eviction
+
+    evict = "descheduler.alpha.kubernetes.io/evict"
+    prefer = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+    assert flags({evict: ""}) == (True, False)
+    assert flags({evict: "false"}) == (True, False)
+    assert flags({prefer: "true"}) == (False, True)
+    assert flags({evict: "x", prefer: "y"}) == (True, True)
+    assert flags({}) == (False, False)
+    assert flags({evict + "x": "", "a": evict, "descheduler.alpha.kubernetes.io/Evict": ""}) == (
+        False,
+        False,
+    )
+
+
+def test_the_deletion_cost_its_mark_and_the_resource_version_are_kept_as_written() -> None:
+    """controller.kubernetes.io/pod-deletion-cost and rebalancer/deletion-cost are kept as
+    the text written (absent: None), and metadata.resourceVersion as text (absent: "")."""
+    cost = "controller.kubernetes.io/pod-deletion-cost"
+    mark = "rebalancer/deletion-cost"
+
+    def kept(meta: dict[str, Any]) -> tuple[str | None, str | None, str]:
+        pod = pod_from_api(pod_obj("web-1", meta=meta))
+        return pod.deletion_cost, pod.cost_mark, pod.resource_version
+
+    assert kept({}) == (None, None, "")
+    assert kept({"annotations": {cost: "-7"}, "resourceVersion": "981"}) == ("-7", None, "981")
+    assert kept({"annotations": {cost: "x", mark: "3"}}) == ("x", "3", "")
+    assert kept({"annotations": {cost + "s": "1", "a": cost}}) == (None, None, "")
+
+
 def test_annotations_are_checked_and_only_the_mirror_key_marks_a_mirror() -> None:
     """Annotations are not kept, but a bad one is still reported, and only the exact mirror
     key (whatever its value) makes a pod a static pod's mirror."""

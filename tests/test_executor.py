@@ -82,10 +82,45 @@ def test_body_always_has_uid_precondition_and_no_grace_by_default() -> None:
     }
 
 
-def test_body_grace_follows_policy() -> None:
-    """A policy grace period is sent as deleteOptions.gracePeriodSeconds."""
+def test_body_grace_follows_the_plan_without_a_pod() -> None:
+    """Without the re-read pod, the plan's grace period (already floored) is sent as is."""
     body = eviction_body(evict("web-1", grace=5))
     assert body["deleteOptions"]["gracePeriodSeconds"] == 5
+
+
+def grace_pod(name: str, own: int | None) -> dict[str, Any]:
+    """A pod as re-read, with its own terminationGracePeriodSeconds (None: unset)."""
+    pod = api_pod(name)
+    if own is not None:
+        pod["spec"]["terminationGracePeriodSeconds"] = own
+    return pod
+
+
+# Hand-derived: the policy value travels only when strictly longer than the pod's own
+# (unset means 30, the API server's default); otherwise the pod's own applies.
+GRACE_FLOOR_CASES = [
+    # (policy, pod's own, sent)
+    (120, 600, None),
+    (120, None, 120),
+    (120, 30, 120),
+    (5, 12, None),
+    (30, None, None),
+    (31, None, 31),
+    (12, 12, None),
+    (13, 12, 13),
+    (1, 0, 1),
+    (None, 600, None),
+    (None, None, None),
+]
+
+
+@pytest.mark.parametrize(("policy", "own", "sent"), GRACE_FLOOR_CASES)
+def test_body_grace_is_a_floor_over_the_pods_own(
+    policy: int | None, own: int | None, sent: int | None
+) -> None:
+    """The policy grace is sent only when longer than the pod's own; never shortens it."""
+    body = eviction_body(evict("web-1", grace=policy), pod=grace_pod("web-1", own))
+    assert body["deleteOptions"].get("gracePeriodSeconds") == sent
 
 
 @pytest.mark.parametrize("grace", [0, -1])
@@ -133,10 +168,29 @@ def test_success_is_evicted(status: int) -> None:
 
 
 def test_grace_from_policy_reaches_the_request() -> None:
-    """The policy's grace period is what the API server receives."""
+    """A policy grace period longer than the pod's own (unset: 30) is what the server gets."""
     api = FakeApi([api_pod("web-1")])
-    executor(api).execute_wave([evict("web-1", grace=7)])
-    assert api.bodies[0]["deleteOptions"]["gracePeriodSeconds"] == 7
+    executor(api).execute_wave([evict("web-1", grace=45)])
+    assert api.bodies[0]["deleteOptions"]["gracePeriodSeconds"] == 45
+
+
+def test_grace_below_the_pods_own_is_not_sent() -> None:
+    """A pod whose own grace (600) exceeds the policy's (120) is evicted without one."""
+    api = FakeApi([grace_pod("web-1", 600)])
+    result = one(executor(api).execute_wave([evict("web-1", grace=120)]))
+    assert result.outcome is Outcome.EVICTED
+    assert api.posts() == ["web-1"]
+    assert "gracePeriodSeconds" not in api.bodies[0]["deleteOptions"]
+
+
+def test_grace_floor_uses_the_pod_as_re_read() -> None:
+    """The floor is judged on the pod read just before the eviction, each pod on its own."""
+    api = FakeApi([grace_pod("web-1", 12), grace_pod("web-2", 3)])
+    executor(api).execute_wave(
+        [evict("web-1", grace=5, workload="RS/a"), evict("web-2", grace=5, workload="RS/b")]
+    )
+    sent = {b["metadata"]["name"]: b["deleteOptions"].get("gracePeriodSeconds") for b in api.bodies}
+    assert sent == {"web-1": None, "web-2": 5}
 
 
 def test_server_dry_run_reports_would_evict_and_waits_for_nothing() -> None:

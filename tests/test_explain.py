@@ -14,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rebalancer.cluster.snapshot import load_snapshot_skipping
 from rebalancer.core.errors import InputError
-from rebalancer.core.explain import explain
+from rebalancer.core.explain import NOT_PLANNED, NOT_VIOLATED, PLANNED, SKIPPED, PlanStatus, explain
 from rebalancer.core.model import (
     HARD,
     HOSTNAME_KEY,
@@ -40,10 +42,12 @@ from rebalancer.core.model import (
     Taint,
     Toleration,
 )
+from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
-from tests.builders import node, pod
+from tests.builders import node, pod, zones_cluster
 
 HONOR = "Honor"
+NOW = 1_000_000.0
 DEDICATED = Taint("dedicated", "infra", "NoSchedule")
 _serial = itertools.count()
 
@@ -402,13 +406,38 @@ SPREAD_CASES: list[dict[str, Any]] = [
         "global_min": [1, 0],
     },
     {
-        "name": "a bound pod's own placement is left out, as for its replacement",
+        "name": "a bound pod is counted as the plan counts it, and left out for its replacement",
         "nodes": four_nodes(),
         "pods": placed({"node-a": 1, "node-x": 1}),
         "pod": pod("p", "node-a", app="foo", constraints=[spread()]),
-        "spread": ALL,
+        "spread": ALL,  # zone1 holds 1 with p gone: 1 + 1 - 1 <= 1
+        "counts": [{"zone1": 2, "zone2": 1}],
+        "global_min": [1],
+        "pod_domain": ["zone1"],
+        "replacement_global_min": [1],
+    },
+    {
+        "name": "a bound pod that is the only one of its zone: its replacement sees 0 there",
+        "nodes": four_nodes(),
+        "pods": placed({"node-a": 2}),
+        "pod": pod("p", "node-x", app="foo", constraints=[spread()]),
+        "spread": ZONE2,  # with p gone: zone1 2, zone2 0; zone1: 2 + 1 - 0 > 1
+        "counts": [{"zone1": 2, "zone2": 1}],
+        "global_min": [1],
+        "pod_domain": ["zone2"],
+        "replacement_global_min": [0],
+    },
+    {
+        "name": "a bound pod not matching its own selector is not counted",
+        "nodes": four_nodes(),
+        "pods": placed({"node-a": 1, "node-x": 1}),
+        "pod": pod("p", "node-a", app="bar", constraints=[spread()]),
+        "spread": ALL,  # selfMatch 0: 1 + 0 - 1 <= 1 everywhere
         "counts": [{"zone1": 1, "zone2": 1}],
         "global_min": [1],
+        "pod_domain": [None],
+        "replacement_global_min": [1],
+        "self_match": [False],
     },
 ]
 
@@ -428,6 +457,11 @@ def test_spread_filter_agrees_with_kube_scheduler(case: dict[str, Any]) -> None:
     assert [c.global_min for c in result.constraints] == case["global_min"]
     if "self_match" in case:
         assert [c.self_match for c in result.constraints] == case["self_match"]
+    expected_pod_domain = case.get("pod_domain", [None] * len(case["counts"]))
+    assert [c.pod_domain for c in result.constraints] == expected_pod_domain
+    if "replacement_global_min" in case:
+        replacement = [c.replacement_global_min for c in result.constraints]
+        assert replacement == case["replacement_global_min"]
     rejected = {name for name, _ in result.rejected}
     assert rejected.isdisjoint(result.feasible_nodes)
     assert rejected | set(result.feasible_nodes) == {n.name for n in case["nodes"]}
@@ -579,3 +613,71 @@ def test_unknown_pod_is_an_input_error() -> None:
     snapshot = Snapshot(nodes=tuple(four_nodes()), pods=tuple(BALANCED))
     with pytest.raises(InputError, match="default/nope"):
         explain(snapshot, Policy(), "default", "nope")
+
+
+# ---- explain with the plan: the same counts, and what the plan does with the pod ----------
+
+
+def _planned(snapshot: Snapshot, name: str, policy: Policy | None = None) -> Any:
+    policy = policy or Policy()
+    result = plan(snapshot, policy, NOW)
+    return result, explain(snapshot, policy, "default", name, result)
+
+
+def test_explain_counts_as_the_plan_counts_and_names_the_target() -> None:
+    """Zones [3, 1], maxSkew 1: one eviction from zone a. Explaining the evicted pod shows
+    zone a with 3 pods (itself included) as the plan does, globalMin 1, skew 2, and that it
+    goes in wave 1 to the plan's target in zone b; its replacement sees zone a at 2."""
+    nodes, pods = zones_cluster([3, 1])
+    snapshot = Snapshot(nodes=tuple(nodes), pods=tuple(pods))
+    result = plan(snapshot, Policy(), NOW)
+    [evicted] = result.evictions
+    expl = explain(snapshot, Policy(), "default", evicted.name, result)
+    [c] = expl.constraints
+    assert dict(c.match_counts) == {"zone-a": 3, "zone-b": 1} == dict(result.violations[0].domains)
+    assert (c.pod_domain, c.global_min, c.skew, c.replacement_global_min) == ("zone-a", 1, 2, 1)
+    assert expl.status == PlanStatus(PLANNED, evicted.reason, 1, "n-zone-b-0", "zone-b")
+    others = [p.name for p in pods if p.name != evicted.name]
+    for name in others:
+        status = explain(snapshot, Policy(), "default", name, result).status
+        assert status is not None and status.state == NOT_PLANNED
+
+
+def test_explain_says_why_a_pod_is_skipped() -> None:
+    """Zones [3, 1] whose pods mount PVCs: every pod is skipped with `has-pvc`."""
+    nodes, pods = zones_cluster([3, 1])
+    pods = [dataclasses.replace(p, pvc_names=("data",)) for p in pods]
+    snapshot = Snapshot(nodes=tuple(nodes), pods=tuple(pods))
+    _, expl = _planned(snapshot, pods[0].name)
+    assert expl.status.state == SKIPPED
+    assert expl.status.detail.startswith("has-pvc: ")
+
+
+def test_explain_a_pod_of_a_balanced_view() -> None:
+    """Zones [2, 2]: nothing to do; the pod is counted in its own zone, 2 there."""
+    nodes, pods = zones_cluster([2, 2])
+    snapshot = Snapshot(nodes=tuple(nodes), pods=tuple(pods))
+    _, expl = _planned(snapshot, pods[0].name)
+    assert expl.status == PlanStatus(NOT_VIOLATED, "no view counting it is above its maxSkew")
+    assert dict(expl.constraints[0].match_counts) == {"zone-a": 2, "zone-b": 2}
+
+
+def test_explain_agrees_with_the_bundled_example() -> None:
+    """For every pod the README's example plans to evict: explain's counts of the view that
+    chose it are the plan's counts before the plan, and its status is the eviction's."""
+    root = Path(__file__).resolve().parent.parent
+    snapshot, _ = load_snapshot_skipping(
+        str(root / "examples" / "skewed-cluster.yaml"), skip_invalid=False, max_bytes=10**8
+    )
+    result = plan(snapshot, Policy(), NOW)
+    before = {(v.namespace, v.topology_key, v.selector): dict(v.domains) for v in result.violations}
+    for e in result.evictions:
+        expl = explain(snapshot, Policy(), e.namespace, e.name, result)
+        assert expl.status is not None
+        assert (expl.status.wave, expl.status.target_node) == (e.wave, e.target_node)
+        chosen = [c for c in expl.constraints if c.topology_key == e.topology_key]
+        assert any(
+            dict(c.match_counts) == before.get((e.namespace, c.topology_key, c.selector))
+            and c.pod_domain == e.domain
+            for c in chosen
+        )

@@ -148,7 +148,8 @@ def test_pod_fields_are_in_the_order_the_typed_path_builds_them() -> None:
         "priority", "priority_class_name", "owner", "node_selector", "required_affinity",
         "tolerations", "constraints", "requests", "pvc_names", "local_storage", "mirror",
         "grace_period_seconds", "ready", "disruption_target",
-        "resource_claims", "scheduling_group", "required_features", "label_set", "template",
+        "resource_claims", "evict_requested", "prefer_no_eviction", "deletion_cost", "cost_mark",
+        "resource_version", "scheduling_group", "required_features", "label_set", "template",
     ]  # fmt: skip
 
 
@@ -353,7 +354,17 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                     label_maps,
                     st.just({"kubernetes.io/config.mirror": "x"}),
                     st.just({"kubectl.kubernetes.io/last-applied-configuration": "{}"}),
+                    st.just({"descheduler.alpha.kubernetes.io/evict": ""}),
+                    st.just({"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"}),
+                    st.just(
+                        {
+                            "controller.kubernetes.io/pod-deletion-cost": "-3",
+                            "rebalancer/deletion-cost": "-3",
+                        }
+                    ),
+                    st.just({"controller.kubernetes.io/pod-deletion-cost": "7"}),
                 ),
+                "resourceVersion": st.sampled_from(["1", "42", None]),
                 "creationTimestamp": timestamps,
                 "deletionTimestamp": timestamps,
                 "ownerReferences": owner_refs,

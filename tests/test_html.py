@@ -8,6 +8,7 @@ is not installed (scripts/test.sh installs it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -21,7 +22,15 @@ from rebalancer.cli.main import main
 from rebalancer.cli.render import render_plan, render_run
 from rebalancer.cluster.outcome import EvictionResult, Outcome, RunEnd
 from rebalancer.cluster.runner import RunReport, Wave
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.plan import (
+    Eviction,
+    Hold,
+    Plan,
+    Skip,
+    SkipReason,
+    Unrepaired,
+    ViewReport,
+)
 from tests.pngpixels import read_png
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +72,7 @@ def _eviction(name: str, wave: int) -> Eviction:
         topology_key="topology.kubernetes.io/zone",
         target_node="node-c",
         grace_period_seconds=None,
+        target_domain="zone-c",
     )
 
 
@@ -173,11 +183,33 @@ def test_page_shows_summary_waves_and_skip_groups() -> None:
     """Summary cards carry the plan's numbers; skips are grouped by reason with counts."""
     dom = _dom(plan_html(_plan()))
     text = "".join(dom.text)
-    assert "3 evictions (proven minimal: lower bound 3) in 2 waves" in text
+    assert text.index("3 evictions, proven minimal, in 2 waves: one run of `run`") < text.index(
+        "lower bound"
+    )
+    assert "node-c (zone-c)" in text  # the expected target with its domain
     assert "Wave 1 (2)" in text and "Wave 2 (1)" in text
     assert "pdb: 2 pods" in text and "bare-pod: 1 pod" in text
     # The worst view first: the hosts' skew 9 (8 over maxSkew) before the zones' 5.
     assert text.index("shop \u00b7 topology") < text.index(f"{EVIL_NS} \u00b7 topology")
+
+
+def test_page_lists_views_left_above_max_skew() -> None:
+    """An unrepaired view gets a row: its skews, the repair's size and each reason with its
+    pods and detail (escaped); the summary counts it."""
+    plan = _plan()
+    view = plan.after[0]
+    left = Unrepaired(view, 5, 2, (Hold("pdb", 3, "PDB <db> allows 0"), Hold("no-fit", 1, "x")))
+    page = plan_html(dataclasses.replace(plan, unrepaired=(left,)))
+    dom = _dom(page)
+    text = "".join(dom.text)
+    assert dom.count("table", "unrepaired") == 1
+    assert "Left above maxSkew (1)" in text
+    assert "pdb: 3 pods \u2014 PDB <db> allows 0" in text
+    assert "no-fit: 1 pod \u2014 x" in text
+    assert "1 left above maxSkew, held by pdb (3 pods), no-fit (1 pod)" in text
+    assert "<db>" not in page
+    assert dom.count("table", "unrepaired") == 1
+    assert "unrepaired" not in plan_html(plan)
 
 
 def test_many_domains_chart_ends_and_an_aggregate() -> None:

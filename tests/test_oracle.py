@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer.core.minimal import min_moves
-from rebalancer.core.model import HOSTNAME_KEY, ZONE_KEY, Node, Pod, Snapshot
+from rebalancer.core.model import HARD, HOSTNAME_KEY, SOFT, ZONE_KEY, Node, Pod, Snapshot
 from rebalancer.core.plan import Plan
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
@@ -71,6 +71,7 @@ def snapshot_of(
             "web",
             c.max_skew,
             key=ZONE_KEY if c.key == "zone" else HOSTNAME_KEY,
+            when=SOFT if c.soft else HARD,
             min_domains=c.min_domains,
         )
         for c in cluster.constraints

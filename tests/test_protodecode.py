@@ -41,7 +41,7 @@ from rebalancer.cluster.watch import ClusterWatch
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
-from tests.fakes import FakeLister
+from tests.fakes import BodyStream, FakeLister
 from tests.protoenc import envelope, pod_page
 from tests.test_fastdecode import check_sharing
 
@@ -54,6 +54,9 @@ SCHEMA_DIR = ROOT / "rebalancer" / "cluster" / "protodecode"
 
 def test_generated_code_is_what_the_schema_gives_today(tmp_path: Path) -> None:
     """scripts/gen_proto.py (grpcio-tools' protoc, a dev extra) makes the checked-in code."""
+    pytest.importorskip(
+        "grpc_tools", reason="grpcio-tools is a dev tool: pip install -e '.[dev]' to run this test"
+    )
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--out", str(tmp_path)],
         check=True,
@@ -112,7 +115,12 @@ EVERY_FIELD: dict[str, Any] = {
             "kubernetes.io/config.mirror": "m",
             "a": "b",
             "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "descheduler.alpha.kubernetes.io/evict": "",
+            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "yes",
+            "controller.kubernetes.io/pod-deletion-cost": "-2",
+            "rebalancer/deletion-cost": "5",
         },
+        "resourceVersion": "1234",
         "creationTimestamp": "2024-05-01T12:00:00Z",
         "deletionTimestamp": "2024-05-01T13:00:00Z",
         "ownerReferences": [
@@ -215,6 +223,8 @@ def test_a_pod_with_every_field_read_decodes_as_json_does() -> None:
     assert (pod.namespace, pod.name, pod.uid, pod.node_name) == ("shop", "web-0", "u-1", "n1")
     assert pod.created == 1714564800.0
     assert pod.terminating and pod.mirror and pod.ready and pod.disruption_target
+    assert pod.evict_requested and pod.prefer_no_eviction
+    assert (pod.deletion_cost, pod.cost_mark, pod.resource_version) == ("-2", "5", "1234")
     assert pod.pvc_names == ("data-web-0", "web-0-scratch") and pod.local_storage
     assert (pod.priority, pod.priority_class_name, pod.grace_period_seconds) == (100, "prod", 10)
     assert pod.owner is not None and pod.owner.name == "web-1"
@@ -562,7 +572,22 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                     full_maps,
                     st.just({"kubernetes.io/config.mirror": "x"}),
                     st.just({"kubectl.kubernetes.io/last-applied-configuration": "{}", "a": "b"}),
+                    st.just({"descheduler.alpha.kubernetes.io/evict": "", "a": "b"}),
+                    st.just(
+                        {
+                            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "x",
+                            "descheduler.alpha.kubernetes.io/evict": "y",
+                        }
+                    ),
+                    st.just(
+                        {
+                            "controller.kubernetes.io/pod-deletion-cost": "10",
+                            "rebalancer/deletion-cost": "10",
+                            "a": "b",
+                        }
+                    ),
                 ),
+                "resourceVersion": st.sampled_from(["5", "77"]),
                 "deletionTimestamp": times,
                 "ownerReferences": owners,
             },
@@ -775,6 +800,10 @@ class _Answer:
 
     def read(self) -> bytes:
         return self.body
+
+    @property
+    def response(self) -> BodyStream:
+        return BodyStream(self.body)
 
     def getheaders(self) -> Mapping[str, str]:
         return self.headers

@@ -7,8 +7,15 @@ import json
 import pytest
 import yaml
 
-from rebalancer.cli.render import FORMATS, Format, render_explanation, render_plan, render_views
-from rebalancer.core.explain import ConstraintExplanation, Explanation
+from rebalancer.cli.render import (
+    FORMATS,
+    Format,
+    plan_summary,
+    render_explanation,
+    render_plan,
+    render_views,
+)
+from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 
 ZONE = "topology.kubernetes.io/zone"
@@ -43,6 +50,7 @@ def _eviction(name: str, node: str, wave: int, priority: int = 0) -> Eviction:
         topology_key=ZONE,
         target_node="node-c1",
         grace_period_seconds=None,
+        target_domain="eu-west-1c",
     )
 
 
@@ -88,6 +96,9 @@ def _explanation() -> Explanation:
                 global_min=2,
                 self_match=True,
                 default=False,
+                pod_domain="eu-west-1a",
+                replacement_global_min=2,
+                skew=4,
             ),
         ),
         spread_feasible_nodes=("node-b1",),
@@ -96,6 +107,7 @@ def _explanation() -> Explanation:
             ("node-c1", "node(s) had untolerated taint {dedicated: gpu}"),
             ("node-a1", "node(s) didn't match pod topology spread constraints"),
         ),
+        status=PlanStatus("planned", "zone a holds 6", 1, "node-b1", "eu-west-1b"),
     )
 
 
@@ -103,14 +115,17 @@ def test_plan_json_contract_keys() -> None:
     """Plan JSON is one object with exactly the documented camelCase keys at every level."""
     data = json.loads(render_plan(_plan(), "json"))
     assert list(data) == [
+        "version",
         "evictions",
         "skipped",
         "violations",
         "after",
+        "unrepaired",
         "waves",
         "summary",
         "notes",
     ]
+    assert data["version"] == 2
     assert list(data["evictions"][0]) == [
         "namespace",
         "name",
@@ -123,6 +138,7 @@ def test_plan_json_contract_keys() -> None:
         "domain",
         "topologyKey",
         "targetNode",
+        "targetDomain",
         "gracePeriodSeconds",
         "podDisruptionBudget",
     ]
@@ -147,7 +163,15 @@ def test_plan_json_contract_keys() -> None:
     ]
     assert list(data["violations"][0]) == view_keys
     assert list(data["after"][0]) == view_keys
-    assert list(data["summary"]) == ["evictions", "lowerBound", "minimal", "violations", "skipped"]
+    assert list(data["summary"]) == [
+        "evictions",
+        "lowerBound",
+        "minimal",
+        "violations",
+        "repaired",
+        "unrepaired",
+        "skipped",
+    ]
 
 
 def test_plan_json_values() -> None:
@@ -161,10 +185,14 @@ def test_plan_json_values() -> None:
         "lowerBound": 3,
         "minimal": True,
         "violations": 1,
+        "repaired": 1,
+        "unrepaired": 0,
         "skipped": 1,
     }
+    assert data["unrepaired"] == []
     assert data["evictions"][1]["priority"] == 100
     assert data["evictions"][0]["targetNode"] == "node-c1"
+    assert data["evictions"][0]["targetDomain"] == "eu-west-1c"
     assert data["evictions"][0]["gracePeriodSeconds"] is None
     assert data["notes"] == ["wave 2 is re-planned once wave 1's replacements are Running"]
 
@@ -198,22 +226,31 @@ def test_plan_yaml_is_the_json_data() -> None:
 
 
 def test_plan_table_sections() -> None:
-    """The table shows violations before->after, the plan by wave, the skips and a summary."""
+    """The table opens with the summary paragraph, then shows violations before->after, the
+    plan by wave with each replacement's target, the skips."""
     table = render_plan(_plan(), "table")
     lines = table.splitlines()
+    paragraph = " ".join(lines[: lines.index("")])
+    assert paragraph == (
+        "3 evictions, proven minimal, in 2 waves: one run of `run` at its default --max-waves 5"
+        " (a run re-plans after every wave). 1 violated view: all repaired."
+    )
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("shop"))
     assert lines[at].split() == ["shop", ZONE, "1", "5->0", "app=web"]
     assert lines[at + 1].endswith("  eu-west-1a:6->3 eu-west-1b:2->3 eu-west-1c:1->3")
     assert "Plan (3 evictions)" in lines
     header = next(line for line in lines if "WAVE" in line).split()
-    assert header == ["WAVE", "POD", "NODE", "PRIORITY", "REASON"]
-    assert any(line.split()[:4] == ["2", "shop/web-3", "node-a1", "0"] for line in lines)
+    assert header == ["WAVE", "POD", "NODE", "TARGET", "PRIORITY", "REASON"]
+    assert any(
+        line.split()[:6] == ["2", "shop/web-3", "node-a1", "node-c1", "(eu-west-1c)", "0"]
+        for line in lines
+    )
     assert "Skipped (1)" in lines
     assert any(
         "shop/web-0" in line and "pdb: PodDisruptionBudget web allows 0 disruptions" in line
         for line in lines
     )
-    assert lines[-1] == "3 evictions (proven minimal: lower bound 3) in 2 waves"
+    assert "Left above maxSkew" not in table
 
 
 def test_plan_table_when_not_minimal() -> None:
@@ -221,24 +258,30 @@ def test_plan_table_when_not_minimal() -> None:
     plan = _plan()
     bigger = Plan(plan.evictions, (), plan.violations, plan.after, lower_bound=2)
     table = render_plan(bigger, "table")
-    assert table.splitlines()[-1] == "3 evictions (lower bound 2) in 2 waves"
+    assert table.startswith("3 evictions, not proven minimal (lower bound 2), in 2 waves: ")
+    assert plan_summary(bigger) == (
+        "3 evictions, not proven minimal (lower bound 2), in 2 waves (1 run); "
+        "1 violated view repaired"
+    )
     assert "Skipped" not in table
 
 
 def test_plan_table_balanced_cluster() -> None:
-    """A plan with no violations says there is nothing to evict."""
+    """A plan with no violations says there is nothing to evict, first."""
     table = render_plan(Plan((), (), (), (), lower_bound=0), "table")
-    assert "Violations (0)" in table
-    assert table.splitlines()[-1] == "No violations: nothing to evict."
+    assert "Violations (0, most above maxSkew first)" in table
+    assert table.splitlines()[0] == "No violations: nothing to evict."
 
 
 def test_explanation_json_contract() -> None:
     """Explanation JSON has the documented keys; counts and rejections are sorted by name."""
     data = json.loads(render_explanation(_explanation(), "json"))
     assert list(data) == [
+        "version",
         "namespace",
         "name",
         "node",
+        "plan",
         "constraints",
         "spreadFeasibleNodes",
         "feasibleNodes",
@@ -254,9 +297,20 @@ def test_explanation_json_contract() -> None:
         "selector",
         "matchCounts",
         "globalMin",
+        "skew",
         "selfMatch",
         "default",
+        "podDomain",
+        "replacementGlobalMin",
     ]
+    assert data["plan"] == {
+        "state": "planned",
+        "detail": "zone a holds 6",
+        "wave": 1,
+        "targetNode": "node-b1",
+        "targetDomain": "eu-west-1b",
+    }
+    assert data["constraints"][0]["podDomain"] == "eu-west-1a"
     assert list(data["constraints"][0]["matchCounts"].items()) == [
         ("eu-west-1a", 6),
         ("eu-west-1b", 2),
@@ -275,10 +329,14 @@ def test_explanation_yaml_is_the_json_data() -> None:
 def test_explanation_table() -> None:
     """The explanation table names the pod, each constraint with its counts, and every rejection."""
     table = render_explanation(_explanation(), "table")
-    assert table.startswith("Pod shop/web-1, on node node-a1")
-    assert f"1. {ZONE}  DoNotSchedule  maxSkew=1" in table
-    assert "matching pods per domain: eu-west-1a:6 eu-west-1b:2" in table
-    assert "globalMin=2  selfMatch=yes" in table
+    assert table.startswith(
+        "Pod shop/web-1, on node node-a1\n"
+        "Plan: evicted in wave 1; replacement expected on node-b1 (eu-west-1b)\n"
+    )
+    assert f"1. {ZONE}  DoNotSchedule  maxSkew=1  minDomains=1" in table
+    assert "matching pods per domain, as the plan counts them: eu-west-1a:6 eu-west-1b:2" in table
+    assert "this pod counted in eu-west-1a: globalMin=2  selfMatch=yes  skew=4" in table
+    assert "its replacement sees eu-west-1a:5, globalMin=2: a node is allowed where" in table
     assert "Spread-feasible nodes (1): node-b1" in table
     lines = table.splitlines()
     at = lines.index("Rejected nodes (2), by reason")
@@ -297,5 +355,6 @@ def test_views_render_in_every_format() -> None:
     assert "5 VIOLATED" in table
     assert "0 ok" in table
     data = json.loads(render_views(views, "json"))
+    assert list(data) == ["version", "views"]
     assert [v["skew"] for v in data["views"]] == [5, 0]
     assert yaml.safe_load(render_views(views, "yaml")) == data

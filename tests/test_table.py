@@ -7,6 +7,7 @@ domains are found by sorting the counts here, and every count is checked against
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -18,9 +19,10 @@ from rebalancer.cli.render import (
     render_explanation,
     render_plan,
     render_views,
+    spread_bar,
 )
 from rebalancer.core.explain import ConstraintExplanation, Explanation
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Hold, Plan, Skip, SkipReason, Unrepaired, ViewReport
 
 HOST = "kubernetes.io/hostname"
 LONG_NS = "n" * 63
@@ -129,14 +131,145 @@ def test_more_counts_the_domains_left_out(width: int | None, nodes: int) -> None
         assert shown[half:] == ranked[-half:]
 
 
-def test_small_views_list_every_domain_by_name() -> None:
-    """Three zones all fit: every domain in name order, no "+N more"."""
-    before = {"eu-west-1a": 6, "eu-west-1b": 2, "eu-west-1c": 1}
+def test_small_views_list_every_domain_in_the_bars_order() -> None:
+    """Three zones all fit: every domain, most populated first (as the bar), no "+N more"."""
+    before = {"eu-west-1a": 1, "eu-west-1b": 6, "eu-west-1c": 2}
     after = {"eu-west-1a": 3, "eu-west-1b": 3, "eu-west-1c": 3}
     plan = Plan((), (), (_view(before),), (_view(after),), lower_bound=3)
     table = render_plan(plan, "table", TableStyle(width=80))
-    assert "eu-west-1a:6->3 eu-west-1b:2->3 eu-west-1c:1->3" in table
+    assert "eu-west-1b:6->3 eu-west-1c:2->3 eu-west-1a:1->3" in table
     assert "more" not in table
+
+
+@pytest.mark.parametrize("nodes", [3, 8, 40])
+def test_after_bar_lines_up_with_before(nodes: int) -> None:
+    """The after bar keeps the before bar's domain order: with before counts falling and after
+    counts rising along that order, the after cells rise too (a bar sorted on its own would
+    fall)."""
+    before = {f"n{i:02d}": 2 * (nodes - i) for i in range(nodes)}
+    after = {f"n{i:02d}": 1 + i for i in range(nodes)}
+    bar = spread_bar(before, after, TableStyle(unicode=False))
+    old, new = bar[1:].split("]->[")
+    new = new.rstrip("]")
+    levels = ".:-=+*#@"
+    assert [levels.index(c) for c in old] == sorted((levels.index(c) for c in old), reverse=True)
+    assert [levels.index(c) for c in new] == sorted(levels.index(c) for c in new)
+    assert levels.index(new[0]) < levels.index(new[-1])
+
+
+def test_violations_come_most_above_max_skew_first() -> None:
+    """Views are listed by skew - maxSkew, largest first, whatever their namespaces."""
+    views = [
+        _view({"a": 2, "b": 0}, namespace="alpha"),
+        _view({"a": 9, "b": 0}, namespace="beta"),
+        _view({"a": 5, "b": 0}, namespace="gamma"),
+    ]
+    plan = Plan((), (), tuple(views), tuple(views), lower_bound=0)
+    lines = render_plan(plan, "table", TableStyle(width=100)).splitlines()
+    order = [line.split()[0] for line in lines if line.startswith("  ") and HOST in line]
+    assert order == ["beta", "gamma", "alpha"]
+
+
+def _skips(per_code: dict[str, int], why: str = "why") -> tuple[Skip, ...]:
+    return tuple(
+        Skip(
+            "shop", f"{code}-{why}-{k:03d}", f"u-{why}-{k}", "n1", SkipReason(code, f"{why} {code}")
+        )
+        for code, count in per_code.items()
+        for k in range(count)
+    )
+
+
+@pytest.mark.parametrize("width", [None, 100, 120])
+def test_many_skips_are_grouped_by_reason(width: int | None) -> None:
+    """40 skips: one group per code, the most common first, with its count, its detail and its
+    first pods; --wide lists every pod instead."""
+    skipped = _skips({"has-pvc": 7, "pdb": 30, "too-young": 3})
+    plan = Plan((), skipped, (), (), lower_bound=0)
+    lines = render_plan(plan, "table", TableStyle(width=width)).splitlines()
+    at = lines.index("Skipped (40), by reason (--wide lists every pod)")
+    heads = lines[at + 1 :: 2][:3]
+    assert [h.split()[:2] for h in heads] == [
+        ["30", "pdb:"],
+        ["7", "has-pvc:"],
+        ["3", "too-young:"],
+    ]
+    assert heads[0].endswith("pdb: why pdb")  # the same detail for every pod: no "e.g."
+    assert lines[at + 2].split(", ")[0].strip() == "shop/pdb-why-000"
+    assert lines[at + 2].endswith("(+27 more)")
+    varied = dataclasses.replace(plan, skipped=(*skipped, *_skips({"pdb": 1}, "other")))
+    lines = render_plan(varied, "table", TableStyle(width=width)).splitlines()
+    assert "  31  pdb: e.g. why pdb" in lines
+    wide = render_plan(plan, "table", TableStyle(width=width, wide=True))
+    assert "Skipped (40)" in wide.splitlines()
+    assert all(f"shop/{s.name}" in wide for s in skipped)
+
+
+def test_few_skips_are_listed_one_per_line() -> None:
+    """Up to a dozen skips are listed pod by pod."""
+    plan = Plan((), _skips({"pdb": 12}), (), (), lower_bound=0)
+    lines = render_plan(plan, "table", TableStyle(width=100)).splitlines()
+    at = lines.index("Skipped (12)")
+    assert len([line for line in lines[at + 2 :] if line.startswith("  shop/pdb-why-")]) == 12
+
+
+@pytest.mark.parametrize("width", [100, 120])
+def test_target_survives_the_reason_cut(width: int) -> None:
+    """At 100-120 columns every plan row keeps its replacement's node and domain (the TARGET
+    column comes before the reason, which is the one that is cut)."""
+    plan, _, _ = _plan(50)
+    target = dataclasses.replace(
+        plan.evictions[0],
+        namespace="shop",
+        name="web-1",
+        target_node="node-c1",
+        target_domain="zone-c",
+    )
+    plan = dataclasses.replace(plan, evictions=(target,))
+    lines = render_plan(plan, "table", TableStyle(width=width)).splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("WAVE"))
+    row = lines[lines.index(header) + 1]
+    assert len(row) <= width
+    assert header.index("TARGET") < header.index("REASON")
+    assert row[header.index("TARGET") :].startswith("node-c1 (zone-c)")
+
+
+def test_unrepaired_views_get_a_short_section() -> None:
+    """A view left above maxSkew is listed with its skews, the evictions a repair needs and
+    what holds it, and the summary paragraph says so."""
+    before = {"a": 2, "b": 1, "c": 0}
+    view = _view(before)
+    left = Unrepaired(view, 2, 1, (Hold("has-pvc", 2, "mounts a PVC"), Hold("pdb", 1, "x")))
+    plan = Plan((), (), (view,), (view,), lower_bound=0, unrepaired=(left,))
+    lines = render_plan(plan, "table", TableStyle(width=120)).splitlines()
+    paragraph = " ".join(lines[: lines.index("")])
+    assert paragraph == (
+        "No eviction. 1 violated view: none repaired, 1 left above maxSkew, held by has-pvc"
+        " (2 pods), pdb (1 pod); see Left above maxSkew."
+    )
+    at = lines.index("Left above maxSkew (1)")
+    assert lines[at + 1].split() == [
+        "NAMESPACE",
+        "TOPOLOGY",
+        "KEY",
+        "SKEW",
+        "NEEDS",
+        "HELD",
+        "BY",
+        "(pods)",
+        "SELECTOR",
+    ]
+    assert lines[at + 2].split() == [
+        "shop",
+        HOST,
+        "2->2",
+        "1",
+        "has-pvc",
+        "2,",
+        "pdb",
+        "1",
+        "app=web",
+    ]
 
 
 def test_wide_shows_everything() -> None:

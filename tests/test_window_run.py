@@ -147,12 +147,13 @@ def test_run_outside_the_window_exits_0_without_connecting(
 def test_plan_says_whether_now_is_inside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """plan always plans; its table ends with the window state; -o json stays the contract."""
+    """plan always plans; its table opens with the summary and ends with the window state;
+    -o json stays the contract."""
     monkeypatch.setattr("rebalancer.cli.main.time.time", lambda: MONDAY_1510)
     outside = str(_policy_file(tmp_path, "0 2 * * *"))
     assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", outside]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-2] == "1 eviction (proven minimal: lower bound 1) in 1 wave"
+    assert lines[0].startswith("1 eviction, proven minimal, in 1 wave: one run of `run`")
     assert lines[-1] == (
         "Maintenance window: outside the maintenance window, next opens at 2025-11-25T02:00+00:00"
     )

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from rebalancer.cli.printable import printable
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
@@ -17,7 +18,9 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, restrict_to_namespace
 
 if TYPE_CHECKING:
+    from rebalancer.core.model import Snapshot
     from rebalancer.core.plan import Plan
+    from rebalancer.core.steer import Steering
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
@@ -110,20 +113,43 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
 
 
 def write_plan(
-    planned: Plan, policy: Policy, args: argparse.Namespace, *, server: Any = None
+    planned: Plan,
+    policy: Policy,
+    args: argparse.Namespace,
+    snapshot: Snapshot | None = None,
+    *,
+    server: Any = None,
 ) -> None:
     """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
-    window (when the policy has a schedule). ``server``: the API server's version and feature
-    gates (JSON/YAML only; a plan from a snapshot has none)."""
+    window (when the policy has a schedule). With ``snapshot``, the deletion costs a run would
+    write follow (steered scale-downs: when the policy turns them on, or costs of ours remain).
+    ``server``: the API server's version and feature gates (JSON/YAML only; a plan from a
+    snapshot has none)."""
     fmt: Format = args.output
-    text = render_plan(planned, fmt, table_style(args), server=server)
+    steering = steering_of(snapshot, policy) if snapshot is not None else None
+    text = render_plan(planned, fmt, table_style(args), steering, server=server)
     status = window_status(policy)
     if status is not None and fmt == "table":
         text += f"Maintenance window: {status[1]}\n"
     write(text)
+    if getattr(args, "pushgateway", None):
+        from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
+
+        push_plan(args, planned)
+
+
+def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:
+    """The deletion costs a run would write; None when steering is off and no cost is ours."""
+    from rebalancer.core.spread import analyze  # noqa: PLC0415  # the core, on use
+    from rebalancer.core.steer import ours, steer  # noqa: PLC0415
+
+    if not policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
+        return None
+    return steer(snapshot, policy, analyze(snapshot, policy))
 
 
 def write(text: str) -> None:
-    """Write command output to stdout (errors go to stderr, through :func:`main`)."""
-    sys.stdout.write(text)
+    """Write command output to stdout (errors go to stderr, through :func:`main`), every
+    control character escaped except newlines (:mod:`rebalancer.cli.printable`)."""
+    sys.stdout.write(printable(text, newlines=True))
     sys.stdout.flush()

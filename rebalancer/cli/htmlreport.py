@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Final
 
-from rebalancer.cli.render import plan_summary, ranked_domains, run_summary
-from rebalancer.core.plan import Eviction, Plan, Skip, ViewReport
+from rebalancer.cli.render import (
+    plan_paragraph,
+    ranked_domains,
+    run_summary,
+    skips_by_reason,
+    target_cell,
+    worst_first,
+)
+from rebalancer.core.plan import Eviction, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
     from rebalancer.cluster.runner import RunReport
@@ -187,8 +194,11 @@ def _cards(items: Iterable[tuple[str, str, str]]) -> str:
 
 def _summary(plan: Plan) -> str:
     minimal = "yes" if plan.minimal else "no"
+    left = len(plan.unrepaired)
+    paragraph = " ".join(plan_paragraph(plan, width=1_000_000))
     return (
         '<section id="summary"><h2>Summary</h2>'
+        + f'<p class="summary-line">{_e(paragraph)}</p>'
         + _cards(
             [
                 (str(len(plan.evictions)), "evictions", ""),
@@ -196,26 +206,42 @@ def _summary(plan: Plan) -> str:
                 (minimal, "proven minimal", "ok" if plan.minimal else "warn"),
                 (str(len(plan.waves)), "waves", ""),
                 (str(len(plan.violations)), "violated views", "bad" if plan.violations else "ok"),
+                (str(plan.repaired), "repaired", "ok" if plan.repaired else ""),
+                (str(left), "left above maxSkew", "bad" if left else "ok"),
                 (str(len(plan.skipped)), "skipped pods", "warn" if plan.skipped else ""),
             ]
         )
-        + f'<p class="summary-line">{_e(plan_summary(plan))}</p></section>'
+        + "</section>"
     )
 
 
-def _view_key(view: ViewReport) -> tuple[str, str, str, str, int, int]:
+def _unrepaired(left: Sequence[Unrepaired]) -> str:
+    if not left:
+        return ""
+    rows = "".join(
+        f'<tr><td class="mono">{_e(u.view.namespace)} · {_e(u.view.topology_key)}<br>'
+        f"{_e(u.view.selector or '<none>')}</td>"
+        f"<td>{u.skew_before} → {u.skew_after} (maxSkew {u.view.max_skew})</td>"
+        f"<td>{u.needed}</td><td><ul>"
+        + "".join(
+            f"<li><b>{_e(r.code)}</b>: {r.pods} pod{'s' if r.pods != 1 else ''} "
+            f"— {_e(r.detail)}</li>"
+            for r in u.reasons
+        )
+        + "</ul></td></tr>"
+        for u in left
+    )
     return (
-        view.namespace,
-        view.topology_key,
-        view.when_unsatisfiable,
-        view.selector,
-        view.max_skew,
-        view.min_domains,
+        f'<section id="unrepaired"><h2>Left above maxSkew ({len(left)})</h2>'
+        '<p class="legend">Views the plan cannot bring within maxSkew, and the pods that hold '
+        "them (each under the first reason that holds it). A repair would need at least the "
+        "evictions shown, if nothing held them.</p>"
+        '<table class="unrepaired"><thead><tr><th>View</th><th>Skew</th><th>Repair needs</th>'
+        f"<th>Held by</th></tr></thead><tbody>{rows}</tbody></table></section>"
     )
 
 
 def _violations(plan: Plan) -> str:
-    after = {_view_key(v): v for v in plan.after}
     out = [f'<section id="violations"><h2>Violated views ({len(plan.violations)})</h2>']
     if not plan.violations:
         out.append("<p>None: every view is within its maxSkew.</p>")
@@ -228,8 +254,7 @@ def _violations(plan: Plan) -> str:
         )
     out.append('<div class="views">')
     # The worst first: by how far the skew is over maxSkew, then as the plan lists them.
-    for view in sorted(plan.violations, key=lambda v: -v.excess):
-        later = after.get(_view_key(view))
+    for view, later in worst_first(plan):
         skew = str(view.skew) if later is None else f"{view.skew} \u2192 {later.skew}"
         extras = "" if view.min_domains <= 1 else f" \u00b7 minDomains {view.min_domains}"
         many = " many" if len(view.domains) > 6 else ""
@@ -260,20 +285,12 @@ def _evictions(evictions: Sequence[Eviction]) -> str:
         out += [
             f'<tr><td class="mono">{_e(e.key)}</td><td class="mono">{_e(e.node)}</td>'
             f"<td>{e.priority}</td><td>{_e(e.reason)}</td>"
-            f'<td class="mono">{_e(e.target_node or "-")}</td></tr>'
+            f'<td class="mono">{_e(target_cell(e))}</td></tr>'
             for e in rows
         ]
         out.append("</tbody></table>")
     out.append("</section>")
     return "".join(out)
-
-
-def skips_by_reason(skipped: Iterable[Skip]) -> list[tuple[str, list[Skip]]]:
-    """(code, skips) pairs, the most common code first, ties by code."""
-    groups: dict[str, list[Skip]] = {}
-    for skip in skipped:
-        groups.setdefault(skip.reason.code, []).append(skip)
-    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
 
 
 def _skipped(skipped: Sequence[Skip]) -> str:
@@ -321,6 +338,7 @@ def _plan_body(plan: Plan) -> str:
         _summary(plan)
         + _violations(plan)
         + _evictions(plan.evictions)
+        + _unrepaired(plan.unrepaired)
         + _skipped(plan.skipped)
         + _notes(plan)
     )

@@ -30,6 +30,7 @@ from typing import Final
 
 import yaml
 
+from rebalancer.cli.errorline import say
 from rebalancer.cli.main import main as rebalancer_main
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK
 
@@ -230,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _explain(args)
         return rebalancer_main(to_rebalancer(args))
     except UsageError as exc:
-        sys.stderr.write(f"{USAGE}\nkubectl rebalance: error: {exc}\n")
+        say(f"{USAGE}\nkubectl rebalance: error: {exc}")
         return EXIT_BAD_INPUT
 
 

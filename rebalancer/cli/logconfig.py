@@ -3,6 +3,12 @@
 Logs go to stderr, so stdout stays the command's output (a plan, a snapshot). The format
 follows stderr: JSON lines when it is not a terminal (a CronJob, a pipe), a console renderer
 when it is. The event names are in :mod:`rebalancer.cluster.logs`.
+
+Every line, once formatted, is scrubbed (:func:`rebalancer.cli.errorline.scrub`): credentials
+redacted, control characters escaped (JSON escapes C0 itself but leaves DEL and C1 raw; the
+console renderer escapes nothing). The standard library's last-resort ``logging`` handler (the
+Kubernetes client logs an exec plugin's failure there) writes to the same stream through the
+same scrub.
 """
 
 from __future__ import annotations
@@ -14,9 +20,21 @@ from typing import Any, TextIO
 import orjson
 import structlog
 
+from rebalancer.cli.errorline import scrub
+
 
 def _dumps(value: Any, **_: Any) -> str:
     return orjson.dumps(value, default=str).decode()
+
+
+def _scrubbed(_logger: Any, _method: str, line: str) -> str:
+    """The last processor: the rendered line, as it may be shown."""
+    return scrub(line)
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
 
 
 def configure(
@@ -41,12 +59,23 @@ def configure(
         ]
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    processors.append(_scrubbed)
+    _route_stdlib_logging(out)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
+
+
+def _route_stdlib_logging(out: TextIO) -> None:
+    """What the standard library's last-resort handler prints (a library's warning no handler
+    takes) goes to ``out``, scrubbed, as it would have unscrubbed."""
+    handler = logging.StreamHandler(out)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_ScrubbingFormatter("%(message)s"))
+    logging.lastResort = handler
 
 
 def _isatty(stream: TextIO) -> bool:

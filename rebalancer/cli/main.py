@@ -16,9 +16,7 @@ Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-import traceback
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
@@ -37,7 +35,10 @@ from rebalancer.cli.common import (
     write,
     write_plan,
 )
+from rebalancer.cli.errorline import say, say_traceback
+from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
+from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
@@ -77,6 +78,7 @@ environment:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
+    check_pushgateway_args(args)
     if args.snapshot is None:
         live: LivePlanHandler | None = args.live_handler
         if live is None:
@@ -90,22 +92,22 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     snapshot, rejected = _load_snapshot(args)
     for r in rejected:
         problems = "; ".join(r.problems)
-        print(
+        say(
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
-            f"{r.namespace} left out: {problems}",
-            file=sys.stderr,
+            f"{r.namespace} left out: {problems}"
         )
-    write_plan(plan(snapshot, policy, time.time()), policy, args)
+    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
     policy = resolve_policy(args)
     snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
-    expl = explain(snapshot, policy, namespace, name)
+    expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
@@ -172,6 +174,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     )
     add_policy_arguments(parser)
     add_output_argument(parser, REPORT_FORMATS)
+    add_pushgateway_arguments(parser)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
 
 
@@ -179,8 +182,10 @@ def _add_explain(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="show where a pod could go and why not elsewhere",
-        description="Show a pod's spread constraints as kube-scheduler sees them, the nodes "
-        "they allow, and the filter that rejects every other node.",
+        description="Show what the plan does with a pod (evicts it: wave and target; skips "
+        "it: why), its spread constraints counted as the plan counts them, the nodes "
+        "kube-scheduler would allow for its replacement, and the filter that rejects every "
+        "other node.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -204,6 +209,7 @@ def _add_policy(subparsers: Subparsers) -> None:
     )
     check.add_argument("file", metavar="FILE")
     check.set_defaults(handler=_cmd_policy_check)
+    add_import_command(commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -226,13 +232,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_INPUT_BYTES: Final = 64 * 1024**3
+"""The largest --max-input-bytes: an input is held in memory whole."""
+
+
 def _byte_count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number of bytes >= 1, got {text!r}")
+    if not 1 <= value <= MAX_INPUT_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of bytes from 1 to {MAX_INPUT_BYTES}, got {text!r}"
+        )
     return value
 
 
@@ -303,16 +315,16 @@ def _main(argv: list[str] | None) -> int:
     try:
         return handler(args)
     except InputError as exc:
-        print(exc, file=sys.stderr)
+        say(exc)
         return exc.exit_code
     except RebalancerError as exc:
         kind = "cluster error" if exc.exit_code == EXIT_CLUSTER else "error"
-        print(f"rebalancer: {kind}: {exc}", file=sys.stderr)
+        say(f"rebalancer: {kind}: {exc}")
         return exc.exit_code
     except Exception as exc:  # a bug: say so in one line, exit 4
         if getattr(args, "debug", False):
-            traceback.print_exc()
-        print(f"rebalancer: unexpected error: {_one_line(exc)}", file=sys.stderr)
+            say_traceback()
+        say(f"rebalancer: unexpected error: {_one_line(exc)}")
         return EXIT_INTERNAL
 
 

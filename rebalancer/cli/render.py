@@ -1,9 +1,10 @@
 """Rendering plans, runs, explanations and spread views for people (table, html) and programs
 (json, yaml).
 
-The JSON form is a stable contract: camelCase keys, one object per document, and the same input
-always gives the same bytes. Lists keep the order the planner gave; only mappings whose order has
-no meaning (domain counts, rejected nodes) are sorted. The YAML form is the same data.
+The JSON form is a stable contract: camelCase keys, one object per document whose first key is
+its ``version`` (:data:`VERSION`), and the same input always gives the same bytes. Lists keep
+the order the planner gave; only mappings whose order has no meaning (domain counts, rejected
+nodes) are sorted. The YAML form is the same data.
 
 The table is for reading, at any cluster size: a view shows its few most- and least-populated
 domains and ``(+N more)``, node lists their first few names, and with a terminal's width
@@ -14,6 +15,7 @@ domains and ``(+N more)``, node lists their first few names, and with a terminal
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
@@ -21,12 +23,15 @@ from typing import TYPE_CHECKING, Final, Literal
 import orjson
 import yaml
 
+from rebalancer.cli.printable import printable_fields
+from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.outcome import RunEnd
-from rebalancer.core.explain import ConstraintExplanation, Explanation
-from rebalancer.core.plan import Eviction, Plan, Skip, ViewReport
+from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
+from rebalancer.core.plan import Eviction, Hold, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
     from rebalancer.cluster.runner import RunReport
+    from rebalancer.core.steer import Steering
 
 Format = Literal["table", "json", "yaml", "html"]
 FORMATS: Final[tuple[Format, ...]] = ("table", "json", "yaml")
@@ -35,6 +40,9 @@ REPORT_FORMATS: Final[tuple[Format, ...]] = (*FORMATS, "html")
 """``plan`` and ``run`` also write a self-contained HTML report."""
 
 Data = dict[str, object]
+VERSION: Final = 2
+"""The version of the JSON/YAML contract, the first key of every document. It changes when a
+field is removed or changes meaning; added fields keep it."""
 _NO_WRAP: Final = 1_000_000  # long reasons stay on one line in YAML
 
 # --------------------------------------------------------------------------------------------
@@ -54,6 +62,7 @@ def eviction_data(eviction: Eviction) -> Data:
         "domain": eviction.domain,
         "topologyKey": eviction.topology_key,
         "targetNode": eviction.target_node,
+        "targetDomain": eviction.target_domain,
         "gracePeriodSeconds": eviction.grace_period_seconds,
         "podDisruptionBudget": eviction.pdb or None,
     }
@@ -82,19 +91,39 @@ def view_data(view: ViewReport) -> Data:
     }
 
 
+def unrepaired_data(left: Unrepaired) -> Data:
+    view = left.view
+    return {
+        "namespace": view.namespace,
+        "topologyKey": view.topology_key,
+        "maxSkew": view.max_skew,
+        "whenUnsatisfiable": view.when_unsatisfiable,
+        "selector": view.selector,
+        "minDomains": view.min_domains,
+        "skewBefore": left.skew_before,
+        "skewAfter": left.skew_after,
+        "evictionsNeeded": left.needed,
+        "reasons": [{"code": r.code, "pods": r.pods, "detail": r.detail} for r in left.reasons],
+    }
+
+
 def plan_data(plan: Plan) -> Data:
     """The JSON contract of a plan (see the module docstring)."""
     return {
+        "version": VERSION,
         "evictions": [eviction_data(e) for e in plan.evictions],
         "skipped": [skip_data(s) for s in plan.skipped],
         "violations": [view_data(v) for v in plan.violations],
         "after": [view_data(v) for v in plan.after],
+        "unrepaired": [unrepaired_data(u) for u in plan.unrepaired],
         "waves": [list(wave) for wave in plan.waves],
         "summary": {
             "evictions": len(plan.evictions),
             "lowerBound": plan.lower_bound,
             "minimal": plan.minimal,
             "violations": len(plan.violations),
+            "repaired": plan.repaired,
+            "unrepaired": len(plan.unrepaired),
             "skipped": len(plan.skipped),
         },
         "notes": list(plan.notes),
@@ -112,17 +141,34 @@ def constraint_data(constraint: ConstraintExplanation) -> Data:
         "selector": constraint.selector,
         "matchCounts": dict(sorted(constraint.match_counts)),
         "globalMin": constraint.global_min,
+        "skew": constraint.skew,
         "selfMatch": constraint.self_match,
         "default": constraint.default,
+        "podDomain": constraint.pod_domain,
+        "replacementGlobalMin": constraint.replacement_global_min,
+    }
+
+
+def status_data(status: PlanStatus | None) -> Data | None:
+    if status is None:
+        return None
+    return {
+        "state": status.state,
+        "detail": status.detail,
+        "wave": status.wave,
+        "targetNode": status.target_node,
+        "targetDomain": status.target_domain,
     }
 
 
 def explanation_data(expl: Explanation) -> Data:
     """The JSON contract of an explanation; constraints keep the pod spec's order."""
     return {
+        "version": VERSION,
         "namespace": expl.namespace,
         "name": expl.name,
         "node": expl.node,
+        "plan": status_data(expl.status),
         "constraints": [constraint_data(c) for c in expl.constraints],
         "spreadFeasibleNodes": list(expl.spread_feasible_nodes),
         "feasibleNodes": list(expl.feasible_nodes),
@@ -185,6 +231,7 @@ class TableStyle:
     unicode: bool = True
     domains: int = 3  # most- and least-populated domains shown per view
     names: int = 3  # node names shown per list or rejection reason
+    skips: int = 12  # skipped pods listed one per line; more are grouped by reason
 
     @property
     def cut(self) -> str:
@@ -192,6 +239,7 @@ class TableStyle:
 
 
 _MIN_WIDTH: Final = 40
+_KEEP: Final = "\u00a0"  # a space that textwrap does not break at; written as a space
 _BAR_CELLS: Final = 8
 _BLOCKS: Final = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 _ASCII_BLOCKS: Final = ".:-=+*#@"
@@ -274,24 +322,23 @@ def ranked_domains(before: Mapping[str, int], after: Mapping[str, int] | None) -
 def domain_cell(
     before: Mapping[str, int], after: Mapping[str, int] | None, show: int | None
 ) -> str:
-    """``d:6->3 d:2->3 ...``: every domain by name, or with ``show`` the ``show`` most- and
-    ``show`` least-populated, most first, then ``(+N more)``."""
+    """``d:6->3 d:2->3 ...``: every domain, most-populated first (the bar's order), or with
+    ``show`` the ``show`` most- and ``show`` least-populated, then ``(+N more)``."""
 
     def one(domain: str) -> str:
         if after is None:
             return f"{domain}:{before.get(domain, 0)}"
         return f"{domain}:{before.get(domain, 0)}->{after.get(domain, 0)}"
 
-    names = sorted(set(before) | set(after or {}))
-    if show is None or len(names) <= 2 * show:
-        return " ".join(one(d) for d in names) or "no domains"
     ranked = ranked_domains(before, after)
+    if show is None or len(ranked) <= 2 * show:
+        return " ".join(one(d) for d in ranked) or "no domains"
     top, bottom = ranked[:show], ranked[-show:]
     return (
         " ".join(one(d) for d in top)
         + " .. "
         + " ".join(one(d) for d in bottom)
-        + more(len(names), 2 * show)
+        + more(len(ranked), 2 * show)
     )
 
 
@@ -340,12 +387,13 @@ def spread_bar(
     before: Mapping[str, int], after: Mapping[str, int] | None, style: TableStyle
 ) -> str:
     """A compact picture of a view's domains, most-populated first, before ``->`` after: one
-    cell per domain, or per slice of domains when there are more than eight."""
+    cell per domain, or per slice of domains when there are more than eight. Both bars keep
+    the same order (the counts before the plan), so their cells line up domain by domain."""
     order = ranked_domains(before, after)
     old = _buckets([before.get(d, 0) for d in order], _BAR_CELLS)
     if after is None:
         return "[" + _spark(old, max(old, default=0), style) + "]"
-    new = _buckets(sorted((after.get(d, 0) for d in order), reverse=True), _BAR_CELLS)
+    new = _buckets([after.get(d, 0) for d in order], _BAR_CELLS)
     top = max([*old, *new], default=0)
     return f"[{_spark(old, top, style)}]->[{_spark(new, top, style)}]"
 
@@ -380,8 +428,7 @@ def _view_rows(
         ]
     sub = indent + "  "
     change = "before->after" if any(a is not None for a in afters) else "pods"
-    order = "" if style.wide else ", most populated first"
-    lines = [firsts[0], f"{sub}SPREAD  DOMAINS ({change}{order})"]
+    lines = [firsts[0], f"{sub}SPREAD  DOMAINS ({change}, most populated first)"]
     for first, view, later in zip(firsts[1:], views, afters, strict=True):
         before = dict(view.domains)
         after = None if later is None else dict(later.domains)
@@ -395,15 +442,34 @@ def _plan_skew(view: ViewReport, later: ViewReport | None) -> str:
     return str(view.skew) if later is None else f"{view.skew}->{later.skew}"
 
 
-def _violation_lines(plan: Plan, style: TableStyle) -> list[str]:
+def worst_first(plan: Plan) -> list[tuple[ViewReport, ViewReport | None]]:
+    """The violated views with their state after the plan, the most above maxSkew first
+    (then in the planner's order)."""
     after = {_view_key(v): v for v in plan.after}
-    afters = [after.get(_view_key(v)) for v in plan.violations]
-    return _view_rows(plan.violations, afters, style, _plan_skew, "  ")
+    pairs = [(v, after.get(_view_key(v))) for v in plan.violations]
+    return sorted(pairs, key=lambda pair: -pair[0].excess)
+
+
+def _violation_lines(plan: Plan, style: TableStyle) -> list[str]:
+    pairs = worst_first(plan)
+    views = [v for v, _ in pairs]
+    return _view_rows(views, [a for _, a in pairs], style, _plan_skew, "  ")
+
+
+def target_cell(eviction: Eviction) -> str:
+    """``node (domain)`` of the expected replacement, or where it waits."""
+    if eviction.target_node is None:
+        return "pending (nodeFit: false)"
+    if eviction.target_domain is None:
+        return eviction.target_node
+    return f"{eviction.target_node} ({eviction.target_domain})"
 
 
 def _eviction_rows(evictions: Iterable[Eviction]) -> list[list[str]]:
-    rows = [["WAVE", "POD", "NODE", "PRIORITY", "REASON"]]
-    rows.extend([str(e.wave), e.key, e.node, str(e.priority), e.reason] for e in evictions)
+    rows = [["WAVE", "POD", "NODE", "TARGET", "PRIORITY", "REASON"]]
+    rows.extend(
+        [str(e.wave), e.key, e.node, target_cell(e), str(e.priority), e.reason] for e in evictions
+    )
     return rows
 
 
@@ -413,30 +479,153 @@ def _skip_rows(skipped: Iterable[Skip]) -> list[list[str]]:
     return rows
 
 
-def plan_summary(plan: Plan) -> str:
-    """One line: ``3 evictions (proven minimal: lower bound 3) in 2 waves``."""
-    if not plan.violations and not plan.evictions:
-        return "No violations: nothing to evict."
+def skips_by_reason(skipped: Iterable[Skip]) -> list[tuple[str, list[Skip]]]:
+    """(code, skips) pairs, the most common code first, ties by code."""
+    groups: dict[str, list[Skip]] = {}
+    for skip in skipped:
+        groups.setdefault(skip.reason.code, []).append(skip)
+    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def _skip_groups(skipped: Sequence[Skip], style: TableStyle) -> list[str]:
+    """Skips grouped by reason code, the most common first: its count, code and detail (the
+    first pod's, ``e.g.`` when they differ), then its first pods."""
+    groups = skips_by_reason(skipped)
+    digits = len(str(len(groups[0][1])))
+    width = None if style.width is None else max(style.width, _MIN_WIDTH)
+    lines = []
+    for code, skips in groups:
+        detail = skips[0].reason.detail
+        if any(s.reason.detail != detail for s in skips):
+            detail = f"e.g. {detail}"
+        lines.append(f"  {len(skips):>{digits}}  {code}: {detail}")
+        pad = f"  {'':>{digits}}  "
+        budget = None if width is None else width - len(pad)
+        names = [f"{s.namespace}/{s.name}" for s in skips]
+        lines.append(pad + name_list(names, style, budget, "pod"))
+    return lines
+
+
+def held_summary(reasons: Iterable[Hold], *, pods: bool = False) -> str:
+    """``pdb 3, has-pvc 2`` (with ``pods``: ``pdb (3 pods), has-pvc (2 pods)``): reason codes
+    with their pods, the most pods first."""
+    totals: dict[str, int] = {}
+    for r in reasons:
+        totals[r.code] = totals.get(r.code, 0) + r.pods
+    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+    if pods:  # "(3 pods)" stays on one line when the paragraph is wrapped
+        return ", ".join(
+            f"{code}{_KEEP}({count}{_KEEP}pod{'' if count == 1 else 's'})" for code, count in ranked
+        )
+    return ", ".join(f"{code} {count}" for code, count in ranked)
+
+
+def _unrepaired_lines(plan: Plan, style: TableStyle) -> list[str]:
+    rows = [["NAMESPACE", "TOPOLOGY KEY", "SKEW", "NEEDS", "HELD BY (pods)", "SELECTOR"]]
+    for u in plan.unrepaired:
+        view = u.view
+        selector = view.selector or "<none>"
+        if not style.wide:
+            selector = _clip_middle(selector, 40, style)
+        rows.append(
+            [
+                view.namespace,
+                view.topology_key,
+                f"{u.skew_before}->{u.skew_after}",
+                str(u.needed),
+                held_summary(u.reasons),
+                selector,
+            ]
+        )
+    return _columns(rows)
+
+
+def runs_needed(waves: int, max_waves: int = DEFAULT_MAX_WAVES) -> int:
+    """Runs of ``run --max-waves max_waves`` that execute ``waves`` waves."""
+    return -(-waves // max_waves)
+
+
+def _head(plan: Plan) -> str:
+    if not plan.evictions:
+        return "No eviction"
     count = _plural(len(plan.evictions), "eviction")
     if plan.minimal:
-        bound = f"proven minimal: lower bound {plan.lower_bound}"
+        return f"{count}, proven minimal"
+    return f"{count}, not proven minimal (lower bound {plan.lower_bound})"
+
+
+def plan_summary(plan: Plan) -> str:
+    """One line: ``3 evictions, proven minimal, in 2 waves (1 run); 1 violated view repaired``
+    (or why not minimal, and how many views are left above maxSkew)."""
+    if not plan.violations and not plan.evictions:
+        return "No violations: nothing to evict."
+    line = _head(plan)
+    if plan.evictions:
+        waves = len(plan.waves)
+        line += f", in {_plural(waves, 'wave')} ({_plural(runs_needed(waves), 'run')})"
+    views = len(plan.violations)
+    if plan.unrepaired:
+        return f"{line}; {plan.repaired} of {_plural(views, 'violated view')} repaired, " + (
+            f"{len(plan.unrepaired)} left above maxSkew"
+        )
+    return f"{line}; {_plural(views, 'violated view')} repaired"
+
+
+def plan_paragraph(plan: Plan, width: int | None = None) -> list[str]:
+    """The plan at a glance, wrapped to ``width`` (100 without one): evictions and whether
+    they are proven minimal, waves and the runs they take at run's default ``--max-waves``,
+    the views repaired and those left, with what holds them."""
+    if not plan.violations and not plan.evictions:
+        return [plan_summary(plan)]
+    text = _head(plan)
+    if plan.evictions:
+        waves = len(plan.waves)
+        runs = runs_needed(waves)
+        text += (
+            f", in {_plural(waves, 'wave')}: {'one run' if runs == 1 else f'{runs} runs'} of "
+            f"`run` at its default --max-waves {DEFAULT_MAX_WAVES} (a run re-plans after every "
+            "wave)."
+        )
+        if not plan.minimal:
+            text += (
+                f" No plan reaching the same skews evicts fewer than {plan.lower_bound} pods;"
+                " this one was found move by move."
+            )
     else:
-        bound = f"lower bound {plan.lower_bound}"
-    return f"{count} ({bound}) in {_plural(len(plan.waves), 'wave')}"
+        text += "."
+    views = _plural(len(plan.violations), "violated view")
+    if plan.unrepaired:
+        held = held_summary((r for u in plan.unrepaired for r in u.reasons), pods=True)
+        repaired = f"{plan.repaired} repaired, " if plan.repaired else "none repaired, "
+        text += (
+            f" {views}: {repaired}{len(plan.unrepaired)} left above maxSkew, held by {held};"
+            " see Left above maxSkew."
+        )
+    else:
+        text += f" {views}: all repaired."
+    lines = textwrap.wrap(text, width=max(width or 100, _MIN_WIDTH), break_on_hyphens=False)
+    return [line.replace(_KEEP, " ") for line in lines]
 
 
 def _plan_lines(plan: Plan, style: TableStyle) -> list[str]:
-    lines = [f"Violations ({len(plan.violations)})"]
+    lines = [*plan_paragraph(plan, None if style.wide else style.width), ""]
+    lines += [f"Violations ({len(plan.violations)}, most above maxSkew first)"]
     lines += _violation_lines(plan, style) if plan.violations else ["  none"]
     lines += ["", f"Plan ({_plural(len(plan.evictions), 'eviction')})"]
     lines += _columns(_eviction_rows(plan.evictions)) if plan.evictions else ["  none"]
+    if plan.unrepaired:
+        lines += ["", f"Left above maxSkew ({len(plan.unrepaired)})"]
+        lines += _unrepaired_lines(plan, style)
     if plan.skipped:
-        lines += ["", f"Skipped ({len(plan.skipped)})"]
-        lines += _columns(_skip_rows(plan.skipped))
+        if style.wide or len(plan.skipped) <= style.skips:
+            lines += ["", f"Skipped ({len(plan.skipped)})"]
+            lines += _columns(_skip_rows(plan.skipped))
+        else:
+            lines += ["", f"Skipped ({len(plan.skipped)}), by reason (--wide lists every pod)"]
+            lines += _skip_groups(plan.skipped, style)
     if plan.notes:
         lines += ["", "Notes"]
         lines += [f"  - {note}" for note in plan.notes]
-    lines += ["", plan_summary(plan)]
     return lines
 
 
@@ -455,9 +644,11 @@ def _views_table(views: Sequence[ViewReport], style: TableStyle) -> str:
     return "\n".join(_fit(lines, style)) + "\n"
 
 
-def name_list(names: Sequence[str], style: TableStyle, budget: int | None = None) -> str:
+def name_list(
+    names: Sequence[str], style: TableStyle, budget: int | None = None, noun: str = "node"
+) -> str:
     """``a, b, c (+N more)``: the first few names that fit in ``budget`` characters (at least
-    one, else only the number), or all of them with ``wide``."""
+    one, else only the number of ``noun``), or all of them with ``wide``."""
     if not names:
         return "none"
     if style.wide:
@@ -466,7 +657,7 @@ def name_list(names: Sequence[str], style: TableStyle, budget: int | None = None
         text = ", ".join(names[:count]) + more(len(names), count)
         if budget is None or len(text) <= budget:
             return text
-    return _plural(len(names), "node")
+    return _plural(len(names), noun)
 
 
 def rejections_by_reason(rejected: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
@@ -480,26 +671,60 @@ def rejections_by_reason(rejected: Iterable[tuple[str, str]]) -> list[tuple[str,
     )
 
 
+def status_line(status: PlanStatus) -> str:
+    """``Plan: evicted in wave 1, replacement expected on node-c2 (eu-west-1c)``, or why not."""
+    if status.state == "planned":
+        target = (
+            "its replacement waits for new capacity (nodeFit: false)"
+            if status.target_node is None
+            else f"replacement expected on {status.target_node}"
+            + (f" ({status.target_domain})" if status.target_domain else "")
+        )
+        return f"Plan: evicted in wave {status.wave}; {target}"
+    if status.state == "skipped":
+        return f"Plan: skipped, {status.detail}"
+    if status.state == "not-planned":
+        return f"Plan: not evicted; {status.detail}"
+    return f"Plan: nothing to do, {status.detail}"
+
+
+def _count_note(c: ConstraintExplanation) -> str:
+    if c.pod_domain is None:
+        return "this pod not counted"
+    return f"this pod counted in {c.pod_domain}"
+
+
 def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
     where = f"on node {expl.node}" if expl.node else "pending (not bound to a node)"
-    lines = [f"Pod {expl.namespace}/{expl.name}, {where}", ""]
-    lines.append(f"Constraints ({len(expl.constraints)})")
+    lines = [f"Pod {expl.namespace}/{expl.name}, {where}"]
+    if expl.status is not None:
+        lines.append(status_line(expl.status))
+    lines += ["", f"Constraints ({len(expl.constraints)})"]
     if not expl.constraints:
         lines.append("  none: the PodTopologySpread filter accepts every node")
     width = None if style.wide or style.width is None else max(style.width, _MIN_WIDTH)
     for index, c in enumerate(expl.constraints, start=1):
         origin = " (from the cluster defaults)" if c.default else ""
-        prefix = "     matching pods per domain: "
+        prefix = "     matching pods per domain, as the plan counts them: "
         budget = None if width is None else width - len(prefix)
         counts = _fitted_domains(dict(c.match_counts), None, budget, style)
         lines += [
-            f"  {index}. {c.topology_key}  {c.when_unsatisfiable}  maxSkew={c.max_skew}{origin}",
+            f"  {index}. {c.topology_key}  {c.when_unsatisfiable}  maxSkew={c.max_skew}"
+            f"  minDomains={c.min_domains}{origin}",
             f"     selector: {c.selector or '<none>'}",
-            prefix + counts,
-            f"     globalMin={c.global_min}  selfMatch={'yes' if c.self_match else 'no'}"
-            f"  minDomains={c.min_domains}  nodeAffinityPolicy={c.node_affinity_policy}"
+            f"     nodeAffinityPolicy={c.node_affinity_policy}"
             f"  nodeTaintsPolicy={c.node_taints_policy}",
+            prefix + counts,
+            f"     {_count_note(c)}: globalMin={c.global_min}"
+            f"  selfMatch={'yes' if c.self_match else 'no'}  skew={c.skew}",
         ]
+        if c.pod_domain is not None and c.when_unsatisfiable == "DoNotSchedule":
+            own = dict(c.match_counts)[c.pod_domain]
+            lines.append(
+                f"     its replacement sees {c.pod_domain}:{own - 1}, globalMin="
+                f"{c.replacement_global_min}: a node is allowed where count + "
+                f"{int(c.self_match)} - {c.replacement_global_min} <= {c.max_skew}"
+            )
     spread = expl.spread_feasible_nodes
     feasible = expl.feasible_nodes
     lines.append("")
@@ -558,6 +783,7 @@ def _camel(key: str) -> str:
 def run_data(report: RunReport) -> Data:
     """A run as data: the first plan (as ``plan -o json`` shows it), the results, the summary."""
     return {
+        "version": VERSION,
         "runId": report.run_id,
         "plan": plan_data(report.first_plan),
         "results": result_rows(report),
@@ -575,6 +801,8 @@ def run_summary(report: RunReport) -> str:
     )
     if report.server_dry_run:
         line += f"; server dry run: {s['would_evict']} would be evicted"
+    if report.costs:
+        line += f"; deletion costs: {s['costs_written']} written, {s['costs_not_written']} not"
     return line
 
 
@@ -614,26 +842,84 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
 
 
 def render_plan(
-    plan: Plan, fmt: Format, style: TableStyle | None = None, *, server: Data | None = None
+    plan: Plan,
+    fmt: Format,
+    style: TableStyle | None = None,
+    steering: Steering | None = None,
+    *,
+    server: Data | None = None,
 ) -> str:
-    """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract
-    (with a last field ``server`` when the API server's version and gates were read)."""
+    """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract;
+    with ``steering``, the deletion costs a run would write too (a table section, or the
+    ``deletionCosts`` key); with ``server`` (the API server's version and gates, when read), a
+    last field ``server``."""
     if fmt == "table":
-        return _plan_table(plan, style or TableStyle())
+        text = _plan_table(printable_fields(plan), style or TableStyle())
+        if steering is not None:
+            text += "\n" + "\n".join(_fit(steering_lines(steering), style or TableStyle())) + "\n"
+        return text
     if fmt == "html":
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
 
         return plan_html(plan)
     data = plan_data(plan)
+    if steering is not None:
+        data["deletionCosts"] = steering_data(steering)
     if server is not None:
         data["server"] = server
     return _dump(data, fmt, floats=False)
 
 
+def steering_data(steering: Steering) -> Data:
+    """Steered scale-downs as data: each cost to write (null: remove ours), what is skipped."""
+    return {
+        "enabled": steering.enabled,
+        "changes": [
+            {
+                "namespace": c.namespace,
+                "name": c.name,
+                "workload": c.workload,
+                "position": c.position,
+                "from": c.old,
+                "to": c.cost,
+            }
+            for c in steering.changes
+        ],
+        "skipped": [
+            {"workload": s.workload, "reason": str(s.reason), "pods": s.pods}
+            for s in steering.skipped
+        ],
+        "workloads": steering.workloads,
+        "deferred": steering.deferred,
+    }
+
+
+def steering_lines(steering: Steering) -> list[str]:
+    """The table section: ``Deletion costs (N)`` and one row per pod."""
+    lines = [f"Deletion costs ({len(steering.changes)})"]
+    rows = [["POD", "WORKLOAD", "POSITION", "FROM", "TO"]]
+    rows.extend(
+        [
+            f"{c.namespace}/{c.name}",
+            c.workload,
+            "-" if c.position < 0 else str(c.position),
+            "-" if c.old is None else c.old,
+            "remove" if c.cost is None else str(c.cost),
+        ]
+        for c in steering.changes
+    )
+    lines += _columns(rows) if steering.changes else ["  none"]
+    for s in steering.skipped:
+        lines.append(f"  skipped {s.workload} ({s.pods} pods): {s.reason}")
+    if steering.deferred:
+        lines.append(f"  {steering.deferred} more left for later passes (bounded per pass)")
+    return lines
+
+
 def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) -> str:
     """A finished run for people (the plan, then a results table), as HTML, or as JSON/YAML."""
     if fmt == "table":
-        return _run_table(report, style or TableStyle())
+        return _run_table(printable_fields(report), style or TableStyle())
     if fmt == "html":
         from rebalancer.cli.htmlreport import run_html  # noqa: PLC0415  # only for -o html
 
@@ -644,12 +930,13 @@ def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) 
 def render_explanation(expl: Explanation, fmt: Format, style: TableStyle | None = None) -> str:
     """``expl`` as a table for people, or as the JSON/YAML contract."""
     if fmt == "table":
-        return _explanation_table(expl, style or TableStyle())
+        return _explanation_table(printable_fields(expl), style or TableStyle())
     return _dump(explanation_data(expl), fmt, floats=False)
 
 
 def render_views(views: Sequence[ViewReport], fmt: Format, style: TableStyle | None = None) -> str:
     """Spread views (e.g. a cluster's current state) as a table, or ``{"views": [...]}``."""
     if fmt == "table":
-        return _views_table(views, style or TableStyle())
-    return _dump({"views": [view_data(v) for v in views]}, fmt, floats=False)
+        return _views_table(printable_fields(tuple(views)), style or TableStyle())
+    data = {"version": VERSION, "views": [view_data(v) for v in views]}
+    return _dump(data, fmt, floats=False)

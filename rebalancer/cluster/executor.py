@@ -50,6 +50,7 @@ from rebalancer.cluster import errors, logs
 from rebalancer.cluster.lease import EvictionRecord
 from rebalancer.cluster.outcome import EvictionResult, Outcome
 from rebalancer.core.errors import InputError
+from rebalancer.core.grace import eviction_grace
 from rebalancer.core.plan import Eviction, SkipReason
 
 
@@ -104,8 +105,15 @@ class ExecutorSettings:
     """How often to look for a replacement."""
 
 
-def eviction_body(eviction: Eviction, *, dry_run: bool = False) -> dict[str, Any]:
-    """The policy/v1 Eviction for a planned eviction: uid precondition always, grace if set."""
+def eviction_body(
+    eviction: Eviction, *, dry_run: bool = False, pod: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The policy/v1 Eviction for a planned eviction: uid precondition always, grace as a floor.
+
+    The plan's grace period is sent only when it is longer than the pod's own
+    ``terminationGracePeriodSeconds`` (30 when unset), read from ``pod`` (the pod as just
+    re-read) when given: a policy grace period never shortens a pod's shutdown (SPEC §5).
+    """
     grace = eviction.grace_period_seconds
     if grace is not None and grace < 1:
         # Not an assert: this must hold with python -O too. Grace 0 would end the pod at once.
@@ -115,6 +123,8 @@ def eviction_body(eviction: Eviction, *, dry_run: bool = False) -> dict[str, Any
     if not eviction.uid:
         raise InputError(eviction.key, ["no uid: the uid precondition is mandatory"])
     options: dict[str, Any] = {"preconditions": {"uid": eviction.uid}}
+    if pod is not None:
+        grace = eviction_grace(grace, _own_grace(pod))
     if grace is not None:
         options["gracePeriodSeconds"] = grace
     if dry_run:
@@ -138,6 +148,12 @@ def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     value = obj.get("spec")
     return value if isinstance(value, Mapping) else {}
+
+
+def _own_grace(pod: Mapping[str, Any]) -> int | None:
+    """The pod's ``spec.terminationGracePeriodSeconds``; None when unset or not an integer."""
+    value = _spec(pod).get("terminationGracePeriodSeconds")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -377,7 +393,8 @@ class Executor:
         period stops everything before anything is evicted.
         """
         dry_run = self.settings.server_dry_run
-        bodies = {e.uid: eviction_body(e, dry_run=dry_run) for e in evictions}
+        for e in evictions:
+            eviction_body(e, dry_run=dry_run)  # validates; the body sent is built per pod
         deadline = self._clock() + self.settings.wave_timeout_seconds
         groups: OrderedDict[str, deque[Eviction]] = OrderedDict()
         for e in evictions:
@@ -397,7 +414,7 @@ class Executor:
                 elif workload in stuck:
                     result = _skipped(e, stuck[workload])
                 else:
-                    result, wait = self._evict_one(e, bodies[e.uid], len(results))
+                    result, wait = self._evict_one(e, len(results))
                     if wait is not None:
                         pending[workload] = wait
                 self._emit(results, result)
@@ -421,9 +438,7 @@ class Executor:
         if self._on_result is not None:
             self._on_result(result)
 
-    def _evict_one(
-        self, e: Eviction, body: Mapping[str, Any], index: int
-    ) -> tuple[EvictionResult, _Pending | None]:
+    def _evict_one(self, e: Eviction, index: int) -> tuple[EvictionResult, _Pending | None]:
         # Re-read the pod and its node: the plan may be stale by now.
         try:
             pod = self._call(lambda: self._transport.get_pod(e.namespace, e.name))
@@ -452,6 +467,7 @@ class Executor:
             except errors.ClusterError as exc:
                 code = "lease-lost" if isinstance(exc, errors.LeaseLost) else "not-recorded"
                 return _skipped(e, SkipReason(code, f"not sent: {exc}")), None
+        body = eviction_body(e, dry_run=self.settings.server_dry_run, pod=pod)
         return self._send(e, body), pending
 
     def _prepare_wait(self, e: Eviction, pod: Mapping[str, Any], index: int) -> _Pending | None:

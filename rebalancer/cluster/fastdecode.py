@@ -7,7 +7,8 @@ at C speed and never becomes a Python object. The fragments a workload's pods sh
 owner references, node selector, affinity, tolerations, spread constraints, containers) stay
 raw JSON bytes: each distinct fragment is decoded and converted once, by the very functions of
 :mod:`rebalancer.core.convert`, and its bytes are the memo key from then on. Annotations are
-decoded as a string map, of which only the mirror key is read.
+decoded as a string map, of which only five keys are read (mirror, the descheduler's two,
+the deletion cost and rebalancer's mark of it).
 
 The converter stays the authority on what is valid and on every problem's wording: an object
 the typed path cannot take exactly as the converter would (a field of an unexpected type, any
@@ -35,6 +36,7 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
+from rebalancer.cluster.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
@@ -43,7 +45,11 @@ from rebalancer.core.convert.features import NO_FEATURES
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
 from rebalancer.core.convert.meta import controller_owner, epoch
 from rebalancer.core.convert.pods import (
+    COST_MARK_ANNOTATION,
+    DELETION_COST_ANNOTATION,
+    EVICT_ANNOTATION,
     MIRROR_ANNOTATION,
+    PREFER_NO_EVICTION_ANNOTATION,
     required_node_affinity,
     tolerations,
 )
@@ -56,7 +62,9 @@ __all__ = ["FastBuilder", "load_lines", "load_list"]
 _ABSENT: Final = Raw()
 _NULL: Final = Raw(b"null")
 _INT_MIN: Final = -(2**63)
-_INT_END: Final = 2**64  # orjson reads larger integers as floats, which the converter rejects
+_INT_END: Final = 2**63  # int64, as the API has it (the converter names anything beyond)
+_INT32_MIN: Final = -(2**31)
+_INT32_END: Final = 2**31
 _MEMO_LIMIT: Final = 16384
 _RESIZE: Final = "PodResizePending"
 _MISSING: Final = object()
@@ -77,11 +85,13 @@ class _Meta(Struct):
     creationTimestamp: str | None = None
     deletionTimestamp: Raw = _ABSENT
     labels: Raw = _ABSENT
-    # Only whether the mirror key is present is kept; decoding them as strings checks them
-    # as the converter would (anything else fails the item, which then takes the general
-    # path and is reported there), at C speed: most pods' annotations are their own.
+    # Only whether the mirror key (and the descheduler's two) is present is kept; decoding
+    # them as strings checks them as the converter would (anything else fails the item,
+    # which then takes the general path and is reported there), at C speed: most pods'
+    # annotations are their own.
     annotations: dict[str, str] | None = None
     ownerReferences: Raw = _ABSENT
+    resourceVersion: str | None = None
 
 
 class _Volume(Struct):
@@ -463,12 +473,20 @@ class FastBuilder:
             else:
                 resized = ()
         annotations = meta.annotations
-        mirror = annotations is not None and MIRROR_ANNOTATION in annotations
+        if annotations:
+            mirror = MIRROR_ANNOTATION in annotations
+            evict = EVICT_ANNOTATION in annotations
+            prefer_no = PREFER_NO_EVICTION_ANNOTATION in annotations
+            cost = annotations.get(DELETION_COST_ANNOTATION)
+            mark = annotations.get(COST_MARK_ANNOTATION)
+        else:
+            mirror = evict = prefer_no = False
+            cost = mark = None
         pvc_names, local_storage = (
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
         priority = spec.priority
-        if priority is not None and not _INT_MIN <= priority < _INT_END:
+        if priority is not None and not _INT32_MIN <= priority < _INT32_END:
             raise _Fallback
         grace = spec.terminationGracePeriodSeconds
         if grace is not None and not _INT_MIN <= grace < _INT_END:
@@ -504,6 +522,11 @@ class FastBuilder:
             grace,
             ready,
             disruption_target,
+            evict,
+            prefer_no,
+            cost,
+            mark,
+            meta.resourceVersion or "",
             (group.podGroupName or None) if group is not None else None,
         )
 
@@ -530,6 +553,11 @@ class FastBuilder:
             grace,
             ready,
             disruption_target,
+            evict,
+            prefer_no,
+            cost,
+            mark,
+            resource_version,
             pod_group,
         ) = digest
         template = self._templates.data.get(key)
@@ -578,6 +606,11 @@ class FastBuilder:
             ready,
             disruption_target,
             claims,
+            evict,
+            prefer_no,
+            cost,
+            mark,
+            resource_version,
             pod_group,
             NO_FEATURES,
             label_set,
@@ -728,6 +761,15 @@ _KINDS: Final = frozenset(
 # --- documents ------------------------------------------------------------------------------
 
 
+def may_nest_deeper(body: bytes, limit: int) -> bool:
+    """Whether one item's JSON may nest more than ``limit`` deep: cheap (two counts) for the
+    usual item, measured (:func:`~rebalancer.cluster.nesting.too_deep`) when it has many
+    brackets."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    return too_deep(body, limit) is not None
+
+
 def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     """The objects of a JSON ``kind: List`` (or a typed list such as ``PodList``) in a
     builder; None when the document is anything else or strays from plain API objects (the
@@ -871,6 +913,8 @@ def _line_bodies(
         at = offset
         offset += len(raw)
         if raw[-2:] == b",\n" and not ended:  # an item and its comma: most lines
+            if may_nest_deeper(raw, MAX_JSON_DEPTH):
+                raise _Stray  # the general path measures the whole text and refuses it
             yield (at, len(raw) - 2), raw[:-2]
             continue
         line = raw.rstrip(b"\r\n")
@@ -884,6 +928,8 @@ def _line_bodies(
             ended = True
             continue
         body = line[:-1] if line.endswith(b",") else line
+        if may_nest_deeper(body, MAX_JSON_DEPTH):
+            raise _Stray
         yield (at, len(body)), body
     if whole and not ended:
         raise _Stray
@@ -1079,6 +1125,8 @@ def page_parts(raw: bytes) -> tuple[list[Raw], str | None, str | None] | None:
     """A LIST page's items (raw), continue token (None on the last page) and
     resourceVersion; None when the page is not a plain list (the reader then parses it with
     its general path, which names what is wrong)."""
+    if too_deep(raw) is not None:
+        return None  # the general path refuses it, naming the list
     try:
         page = _PAGE.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):

@@ -19,7 +19,7 @@ from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, read_bytes, yaml
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, policy_from_document
 
-__all__ = ["load_policy", "load_policy_file"]
+__all__ = ["load_policy", "load_policy_file", "read_policy_document"]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -88,3 +88,27 @@ def load_policy_file(
     except UnicodeDecodeError as exc:
         raise InputError(source, [f"not UTF-8 text: {exc.reason} at byte {exc.start}"]) from exc
     return load_policy(text, source)
+
+
+def read_policy_document(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_POLICY_BYTES
+) -> tuple[object, str]:
+    """The one YAML document at ``path`` (``-`` is standard input), read as strictly as a
+    policy (YAML 1.2 booleans, duplicate keys refused), and the name to report it by; raise
+    :class:`InputError` when it is not one readable document. For other tools' policies
+    (``rebalancer policy import``)."""
+    source = os.fspath(path)
+    data = read_bytes(path, max_bytes)
+    if source == "-":
+        source = "standard input"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(source, [f"not UTF-8 text: {exc.reason} at byte {exc.start}"]) from exc
+    documents, loader = yaml_documents(text, source, _StrictLoader)
+    if loader.duplicates:
+        raise InputError(source, loader.duplicates)
+    if len(documents) != 1:
+        found = "several" if documents else "none"
+        raise InputError(source, [f"the file must hold one YAML document, found {found}"])
+    return documents[0], source

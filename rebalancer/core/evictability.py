@@ -2,21 +2,32 @@
 
 The checks run in a fixed order and the first that applies names the reason: what the pod is
 (mirror, DaemonSet, bare), whether it is already leaving (terminating, DisruptionTarget), its
-node, priority, the policy's scope and opt-ins (emptyDir, PVCs, DRA resourceClaims), its age,
-then the state of its workload: mid-rollout (:mod:`rebalancer.core.rollout`), and its
-PodDisruptionBudget as the Eviction API would judge it now (:mod:`rebalancer.core.budgets`).
+node, priority, the policy's scope (namespaces, labelSelector, nodeSelector), then the
+protections a pod may opt out of (emptyDir, PVCs, DRA resourceClaims, minPodAge, minReplicas,
+ignorePodsWithoutPDB, a Mandatory ``prefer-no-eviction``), then the state of its workload:
+mid-rollout (:mod:`rebalancer.core.rollout`), and its PodDisruptionBudget as the Eviction API
+would judge it now (:mod:`rebalancer.core.budgets`).
+
+A pod annotated ``descheduler.alpha.kubernetes.io/evict`` (any value) opts out of the
+protections, as the descheduler's DefaultEvictor lets it; nothing else moves for it: what
+SPEC §5 never evicts (mirror, DaemonSet, bare, leaving, unreachable node, priority threshold,
+rollout), the policy's scope and the PodDisruptionBudget's answer stay. Worked example: a
+ReplicaSet pod with an emptyDir volume, 5 minutes old, under ``minPodAge: 1h`` is skipped
+(``local-storage``); annotated, it is a candidate; annotated but at priority 2000000000 it is
+still skipped (``priority-threshold``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rebalancer.core.budgets import DisruptionBudgets
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Node, Pod, PriorityClass, Snapshot
 from rebalancer.core.plan import SkipReason
-from rebalancer.core.policy import Policy
+from rebalancer.core.policy import MANDATORY, Policy
 from rebalancer.core.rollout import Rollouts
 from rebalancer.core.selectors import node_unreachable, selector_matches
 
@@ -52,6 +63,8 @@ class EvictionContext:
     threshold: int
     budgets: DisruptionBudgets
     rollouts: Rollouts
+    replicas: Mapping[tuple[str, str, str], int]
+    """Live pods per workload (namespace, owner kind, owner name); filled for minReplicas."""
 
     @classmethod
     def build(cls, snapshot: Snapshot, policy: Policy, now: float) -> EvictionContext:
@@ -81,10 +94,25 @@ class EvictionContext:
             threshold=threshold,
             budgets=DisruptionBudgets(snapshot.pdbs),
             rollouts=Rollouts(snapshot),
+            replicas=workload_sizes(snapshot.pods) if policy.min_replicas > 1 else {},
         )
 
     def priority(self, pod: Pod) -> int:
         return resolve_priority(pod, self.classes, self.default_priority)
+
+
+_GONE_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def workload_sizes(pods: Iterable[Pod]) -> dict[tuple[str, str, str], int]:
+    """The live pods of each workload (its controller's namespace, kind and name): neither
+    leaving (terminating, DisruptionTarget) nor finished (Succeeded, Failed)."""
+    sizes: Counter[tuple[str, str, str]] = Counter()
+    for pod in pods:
+        owner = pod.owner
+        if owner is not None and not pod.leaving and pod.phase not in _GONE_PHASES:
+            sizes[(pod.namespace, owner.kind, owner.name)] += 1
+    return dict(sizes)
 
 
 def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
@@ -120,6 +148,22 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
         policy.label_selector, pod.labels
     ):
         return SkipReason("label-selector", "does not match the policy's labelSelector")
+    if policy.node_selector is not None:
+        node_labels = node.labels if node is not None else {}
+        if not selector_matches(policy.node_selector, node_labels):
+            return SkipReason(
+                "node-selector", f"node {pod.node_name} does not match the policy's nodeSelector"
+            )
+    if not pod.evict_requested:
+        reason = _protection(pod, ctx)
+        if reason is not None:
+            return reason
+    return ctx.rollouts.reason(pod) or ctx.budgets.judge(pod)[0]
+
+
+def _protection(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
+    """The protections a pod annotated ``descheduler.alpha.kubernetes.io/evict`` opts out of."""
+    policy = ctx.policy
     if pod.local_storage and not policy.evict_local_storage_pods:
         return SkipReason("local-storage", "uses emptyDir (evictLocalStoragePods is false)")
     if pod.pvc_names and not policy.evict_pods_with_pvc:
@@ -134,4 +178,22 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
         return SkipReason(
             "too-young", f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
         )
-    return ctx.rollouts.reason(pod) or ctx.budgets.judge(pod)[0]
+    owner = pod.owner
+    if policy.min_replicas > 1 and owner is not None:
+        live = ctx.replicas.get((pod.namespace, owner.kind, owner.name), 0)
+        if live < policy.min_replicas:
+            return SkipReason(
+                "min-replicas",
+                f"{owner.kind} {owner.name} has {live} pods, minReplicas is {policy.min_replicas}",
+            )
+    if policy.ignore_pods_without_pdb and not ctx.budgets.covering(pod):
+        return SkipReason(
+            "no-pdb", "no PodDisruptionBudget covers it (ignorePodsWithoutPDB is true)"
+        )
+    if pod.prefer_no_eviction and policy.no_eviction_policy == MANDATORY:
+        return SkipReason(
+            "prefer-no-eviction",
+            "annotated descheduler.alpha.kubernetes.io/prefer-no-eviction "
+            "(noEvictionPolicy is Mandatory)",
+        )
+    return None

@@ -1,4 +1,9 @@
-"""``explain``: where could this pod go, and why not there? (pure)."""
+"""``explain``: where could this pod go, and why not there? And what does the plan do with it?
+(pure).
+
+The counts are the plan's: every matching pod on an eligible node, the pod itself included
+where it is counted (``pod_domain``). Placing its replacement, the scheduler sees the same
+counts with the pod gone (``replacement_global_min``); the feasible nodes are computed so."""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ from dataclasses import dataclass
 
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
+from rebalancer.core.plan import Plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import selector_matches, selector_string
 from rebalancer.core.simulate import SimState, static_reason, volume_pins
-from rebalancer.core.spread import analyze, view_key_constraint
+from rebalancer.core.spread import Analysis, analyze, considered, view_key_constraint
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +29,32 @@ class ConstraintExplanation:
     node_affinity_policy: str
     node_taints_policy: str
     selector: str
-    match_counts: tuple[tuple[str, int], ...]  # domain value -> matching pods, eligible nodes only
-    global_min: int
+    match_counts: tuple[tuple[str, int], ...]  # domain -> matching pods, as the plan counts them
+    global_min: int  # of match_counts
     self_match: bool
     default: bool  # came from the cluster defaults, not the pod spec
+    pod_domain: str | None = None  # where match_counts count the pod itself; None: not counted
+    replacement_global_min: int = 0  # the global minimum with the pod gone (its replacement's)
+    skew: int = 0  # of match_counts
+
+
+PLANNED = "planned"
+SKIPPED = "skipped"
+NOT_PLANNED = "not-planned"
+NOT_VIOLATED = "not-violated"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStatus:
+    """What the plan does with the pod: evicts it (``planned``: wave, target), may not
+    (``skipped``: the reason), leaves it although a view counting it is violated
+    (``not-planned``), or has nothing to do (``not-violated``)."""
+
+    state: str
+    detail: str  # the eviction's or the skip's reason, or why it is not in the plan
+    wave: int | None = None
+    target_node: str | None = None
+    target_domain: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +66,15 @@ class Explanation:
     spread_feasible_nodes: tuple[str, ...]  # nodes the PodTopologySpread filter alone accepts
     feasible_nodes: tuple[str, ...]  # nodes passing every hard filter
     rejected: tuple[tuple[str, str], ...]  # node -> first filter that rejects it
+    status: PlanStatus | None = None  # with the plan: what it does with the pod
 
 
-def explain(snapshot: Snapshot, policy: Policy, namespace: str, name: str) -> Explanation:
-    """Each constraint as kube-scheduler sees it when placing this pod, and the feasible nodes.
-
-    For a bound pod the counts leave the pod itself out, as when its replacement is placed.
-    """
+def explain(
+    snapshot: Snapshot, policy: Policy, namespace: str, name: str, plan: Plan | None = None
+) -> Explanation:
+    """Each constraint as the plan counts it, the nodes where kube-scheduler would place this
+    pod's replacement (the pod itself gone), and, given ``plan`` (made from the same snapshot
+    and policy), what the plan does with the pod."""
     index = next(
         (i for i, p in enumerate(snapshot.pods) if p.namespace == namespace and p.name == name),
         None,
@@ -54,10 +84,11 @@ def explain(snapshot: Snapshot, policy: Policy, namespace: str, name: str) -> Ex
     pod = snapshot.pods[index]
     analysis = analyze(snapshot, policy)
     state = SimState(snapshot, analysis, range(len(analysis.views)))
+    views = state.own_views.get(index, [])
+    counted = {v: (dict(state.counts[v]), state.gmin(v), state.skew(v)) for v in views}
     if index in state.placement:
         state.remove(index)
-    views = state.own_views.get(index, [])
-    constraints = tuple(_constraint(state, v, index) for v in views)
+    constraints = tuple(_constraint(state, v, index, counted[v]) for v in views)
     spread_ok: list[str] = []
     feasible: list[str] = []
     rejected: list[tuple[str, str]] = []
@@ -83,13 +114,44 @@ def explain(snapshot: Snapshot, policy: Policy, namespace: str, name: str) -> Ex
         spread_feasible_nodes=tuple(spread_ok),
         feasible_nodes=tuple(feasible),
         rejected=tuple(rejected),
+        status=None if plan is None else _status(plan, analysis, policy, index),
     )
 
 
-def _constraint(state: SimState, v: int, index: int) -> ConstraintExplanation:
+def _status(plan: Plan, analysis: Analysis, policy: Policy, index: int) -> PlanStatus:
+    pod = analysis.pods[index]
+    for e in plan.evictions:
+        if e.uid == pod.uid:
+            return PlanStatus(PLANNED, e.reason, e.wave, e.target_node, e.target_domain)
+    for s in plan.skipped:
+        if (s.namespace, s.name) == (pod.namespace, pod.name):
+            return PlanStatus(SKIPPED, str(s.reason))
+    violated = [
+        v
+        for v, view in enumerate(analysis.views)
+        if view.violated and considered(view, policy) and index in view.members
+    ]
+    if not violated:
+        return PlanStatus(NOT_VIOLATED, "no view counting it is above its maxSkew")
+    return PlanStatus(
+        NOT_PLANNED,
+        f"{len(violated)} violated view(s) count it; the plan repairs them with other pods, or "
+        "evicting it would not help (see the plan's views left above maxSkew)",
+    )
+
+
+def _constraint(
+    state: SimState, v: int, index: int, counted: tuple[dict[str, int], int, int]
+) -> ConstraintExplanation:
+    """View v as the plan counts it (``counted``: counts, global minimum, skew), ``state``
+    being the counts with the pod gone."""
+    counts, gmin, skew = counted
     pod = state.analysis.pods[index]
-    spec = state.views[v].spec
+    view = state.views[v]
+    spec = view.spec
     c = spec.constraint
+    node = state.analysis.placement.get(index)
+    own = node is not None and index in view.members
     return ConstraintExplanation(
         topology_key=c.topology_key,
         when_unsatisfiable=c.when_unsatisfiable,
@@ -98,11 +160,14 @@ def _constraint(state: SimState, v: int, index: int) -> ConstraintExplanation:
         node_affinity_policy=c.node_affinity_policy,
         node_taints_policy=c.node_taints_policy,
         selector=selector_string(c.selector),
-        match_counts=tuple(state.views[v].all_counts(state.counts[v]).items()),
-        global_min=state.gmin(v),
+        match_counts=tuple(view.all_counts(counts).items()),
+        global_min=gmin,
         self_match=selector_matches(c.selector, pod.labels),
         default=any(
             own.default and view_key_constraint(own) == c
             for own in state.analysis.constraints.get(index, ())
         ),
+        pod_domain=view.node_domain.get(node) if own and node is not None else None,
+        replacement_global_min=state.gmin(v),
+        skew=skew,
     )

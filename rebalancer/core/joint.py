@@ -21,6 +21,12 @@ the first depth holding a solution is the joint minimum. At that depth the searc
 end state (every way to choose how many victims each node gives), so the planner can pick
 victims over all minimal plans (:mod:`rebalancer.core.victims`).
 
+Soft views opted in come second (SPEC §3): :func:`search_then_soft` first finds the hard
+views' joint minimum H and every end state at it, then, from all of them at once, the fewest
+further moves F that bring the soft views (:attr:`JointProblem.soft`; they filter nothing)
+within maxSkew, each further state keeping every hard view within its maxSkew. The plan is the
+H + F moves of the best such path: the hard views get the count they get with soft views off.
+
 The search is exact but exponential: it runs only on small groups (:data:`MAX_PODS` pods,
 :data:`MAX_ELIGIBLE` eligible nodes of which at most :data:`MAX_NODES` are modelled: those
 holding the pods and, of the empty ones, as many of each kind as pods could move, see
@@ -64,6 +70,7 @@ class JointProblem:
     cap: tuple[int, ...]  # most pods a node can hold (room for replacements)
     accepts: tuple[bool, ...]  # the node passes the pods' static filters
     twins: tuple[int, ...] = ()  # a node that started empty: the first node of its kind; else -1
+    soft: tuple[JointView, ...] = ()  # soft views over the same pods: no filter, second goal
 
 
 State = tuple[tuple[int, ...], tuple[int, ...]]  # (pods per node, evictable left per node)
@@ -78,6 +85,7 @@ class JointResult:
     complete: bool  # the search ended within its budget
     ends: dict[State, list[Step]] = field(default_factory=dict)
     visits: int = 0  # states generated (each costs a few µs)
+    hard: int | None = None  # of ``minimum``, the moves that bring the hard views within
 
 
 def domain_counts(view: JointView, counts: Sequence[int]) -> list[int]:
@@ -93,8 +101,13 @@ def _gmin(view: JointView, per_domain: Sequence[int]) -> int:
 
 
 def balanced(problem: JointProblem, counts: Sequence[int]) -> bool:
-    """Every view within its maxSkew (a domain holding pods at most maxSkew above the min)."""
-    for view in problem.views:
+    """Every hard view within its maxSkew (a domain holding pods at most maxSkew above the
+    min)."""
+    return _within(problem.views, counts)
+
+
+def _within(views: Sequence[JointView], counts: Sequence[int]) -> bool:
+    for view in views:
         per_domain = domain_counts(view, counts)
         gmin = _gmin(view, per_domain)
         if any(c > 0 and c - gmin > view.max_skew for c in per_domain):
@@ -103,10 +116,14 @@ def balanced(problem: JointProblem, counts: Sequence[int]) -> bool:
 
 
 def distance(problem: JointProblem, state: State) -> int:
-    """The largest distance to balance over the views: a lower bound on the moves left."""
+    """The largest distance to balance over the hard views: a lower bound on the moves left."""
+    return _distance(problem.views, state)
+
+
+def _distance(views: Sequence[JointView], state: State) -> int:
     counts, movable = state
     best = 0
-    for view in problem.views:
+    for view in views:
         per_domain = domain_counts(view, counts)
         if view.forced_zero:
             # the global minimum stays 0: every domain must end at most maxSkew
@@ -237,5 +254,125 @@ def search(problem: JointProblem, max_visits: int = MAX_VISITS) -> JointResult:
             result.minimum, result.complete = bound, True
             return result
         bound = run.next_bound  # beyond ``limit`` when no path was cut: out of reach
+    result.complete = True
+    return result
+
+
+def _reachable(problem: JointProblem, view: JointView) -> bool:
+    """A necessary condition for the view to end within maxSkew: each domain d can hold at
+    most u_d pods (what its nodes can take, or keep when they take none; 0 for a domain of no
+    modelled node), so the global minimum stays at most U = min u_d, every domain at most
+    U + maxSkew, and all the pods must fit: N <= sum of min(u_d, U + maxSkew)."""
+    most = [0] * view.domains
+    for node, start in enumerate(problem.start):
+        most[view.domain_of[node]] += problem.cap[node] if problem.accepts[node] else start
+    ceiling = min(most) + view.max_skew
+    return sum(problem.start) <= sum(min(u, ceiling) for u in most)
+
+
+class _SoftDeepening:
+    """The second search of :func:`search_then_soft`: IDA* from every end state of the hard
+    views' minimum at once, towards the soft views' balance, the hard views kept within."""
+
+    def __init__(
+        self,
+        problem: JointProblem,
+        starts: dict[State, list[Step]],
+        run: JointResult,
+        max_visits: int,
+    ) -> None:
+        self.problem = problem
+        self.starts = starts
+        self.result = run
+        self.max_visits = max_visits
+        self.ends: dict[State, list[Step]] = {}
+        self.h_cache: dict[State, int] = {}
+        self.bound = 0
+        self.next_bound = 0
+        self.seen: dict[State, int] = {}
+        self.path: list[Step] = []
+
+    def h(self, state: State) -> int:
+        found = self.h_cache.get(state)
+        if found is None:
+            found = self.h_cache[state] = _distance(self.problem.soft, state)
+        return found
+
+    def round(self, bound: int, limit: int) -> bool:
+        """Explore every path of at most ``bound`` further moves from every start; False once
+        the budget is spent."""
+        self.bound = bound
+        self.next_bound = limit + 1
+        self.seen = {}
+        for start, path in self.starts.items():
+            self.path = list(path)
+            if not self.walk(start, 0):
+                return False
+        return True
+
+    def walk(self, state: State, g: int) -> bool:
+        result = self.result
+        result.visits += 1
+        if result.visits > self.max_visits:
+            return False
+        f = g + self.h(state)
+        if f > self.bound:
+            self.next_bound = min(self.next_bound, f)
+            return True
+        if g == self.bound:
+            if _within(self.problem.soft, state[0]):
+                self.ends.setdefault(state, list(self.path))
+            return True
+        if self.seen.get(state, self.bound + 1) <= g:
+            return True
+        self.seen[state] = g
+        counts, movable = state
+        problem = self.problem
+        for source in range(len(counts)):
+            if movable[source] == 0:
+                continue
+            left = list(counts)
+            left[source] -= 1
+            still = list(movable)
+            still[source] -= 1
+            left_movable = tuple(still)
+            for target in legal_targets(problem, left, source):
+                moved = list(left)
+                moved[target] += 1
+                if not balanced(problem, moved):
+                    continue  # a further move never takes a hard view above its maxSkew
+                self.path.append((source, target))
+                ok = self.walk((tuple(moved), left_movable), g + 1)
+                self.path.pop()
+                if not ok:
+                    return False
+        return True
+
+
+def search_then_soft(problem: JointProblem, max_visits: int = MAX_VISITS) -> JointResult:
+    """The hard views' joint minimum H (:func:`search`), then the fewest further moves F that
+    bring the soft views within maxSkew as well, keeping the hard views within: ``minimum`` is
+    H + F, ``hard`` is H, ``ends`` the end states after H + F moves with their paths (the
+    first H moves of each path balance the hard views). ``minimum`` is None when either goal
+    is out of reach or the budget runs out (``hard`` then says whether the first was met)."""
+    first = search(problem, max_visits)
+    if first.minimum is None or not problem.soft:
+        first.hard = first.minimum
+        return first
+    result = JointResult(minimum=None, complete=False, visits=first.visits, hard=first.minimum)
+    if not all(_reachable(problem, view) for view in problem.soft):
+        result.complete = True
+        return result
+    run = _SoftDeepening(problem, first.ends, result, max_visits)
+    limit = sum(next(iter(first.ends))[1])  # every end has as many evictable pods left
+    bound = min(run.h(start) for start in first.ends)
+    while bound <= limit:
+        if not run.round(bound, limit):
+            return result  # budget spent: nothing proven
+        if run.ends:
+            result.minimum, result.complete = first.minimum + bound, True
+            result.ends = run.ends
+            return result
+        bound = run.next_bound
     result.complete = True
     return result

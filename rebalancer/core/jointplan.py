@@ -40,7 +40,7 @@ from rebalancer.core.joint import (
     JointView,
     Step,
     domain_counts,
-    search,
+    search_then_soft,
 )
 from rebalancer.core.victims import PlanKey, VictimKey, ViewId, plan_key
 
@@ -51,10 +51,15 @@ UNLIMITED = 1 << 30
 
 
 def _problem(
-    planner: Planner, group: list[ViewId]
+    planner: Planner, group: list[ViewId], with_soft: bool = False
 ) -> tuple[JointProblem, list[str], list[int]] | None:
     """The search problem, its nodes (by index) and the views it models; None when the group
-    is not one the search models faithfully (see the module docstring)."""
+    is not one the search models faithfully (see the module docstring).
+
+    Without ``with_soft`` considered soft views are left out as if the policy left them out
+    (the hard views' plan is the one they get with soft views off); with it, every considered
+    soft view counting the pods is modelled as a soft view of the problem, and there must be
+    one."""
     state = planner.state
     views = planner.analysis.views
     members = views[group[0]].members
@@ -63,24 +68,30 @@ def _problem(
     first = members[0]
     own = state.own_views.get(first, [])
     modelled = [w for w in own if views[w].spec.hard]
-    if not set(group) <= set(modelled):
+    soft = _soft_views(planner, first) if with_soft else []
+    if with_soft and not soft:
         return None
-    node_domain = views[modelled[0]].node_domain
+    if not set(group) <= set(modelled) | set(soft):
+        return None
+    node_domain = views[(modelled + soft)[0]].node_domain
     if len(node_domain) > MAX_ELIGIBLE:
         return None
-    for w in modelled:
+    for w in modelled + soft:
         if views[w].members != members or views[w].node_domain.keys() != node_domain.keys():
             return None
     pods = planner.analysis.pods
     statics = state.shared.static_nodes(first)
     requests = pods[first].requests
-    wanted = set(modelled)
+    wanted = set(modelled + soft)
     for i in members:
         if state.own_views.get(i) != own or pods[i].requests != requests:
             return None
         if state.shared.static_nodes(i) != statics:
             return None
-        if any(w in state.rank_views and w not in wanted for w in state.selector_views(i)):
+        if any(
+            w in state.rank_views and w not in wanted and (with_soft or views[w].spec.hard)
+            for w in state.selector_views(i)
+        ):
             return None
     occupied = {state.placement[i] for i in members}
     if len(occupied) > MAX_NODES:
@@ -93,14 +104,14 @@ def _problem(
     # except one-node domains (hostname), on the filters and on room (up to what could move):
     # keep as many of each kind as pods could move; the others stay empty in some minimal
     # plan, and their domains count 0 anyway.
-    per_node = {w for w in modelled if len(views[w].domains) == len(views[w].node_domain)}
+    per_node = {w for w in modelled + soft if len(views[w].domains) == len(views[w].node_domain)}
     allowed = set(statics)
     kinds: dict[tuple[object, ...], list[str]] = {}
     for n in sorted(node_domain):
         if n in occupied or n not in allowed or rooms[n] == 0:
             continue
         kind = (
-            tuple(views[w].node_domain[n] for w in modelled if w not in per_node),
+            tuple(views[w].node_domain[n] for w in modelled + soft if w not in per_node),
             min(rooms[n], movable_total),
         )
         kinds.setdefault(kind, []).append(n)
@@ -113,7 +124,7 @@ def _problem(
         return None
     index = {n: k for k, n in enumerate(nodes)}
     joint_views = []
-    for w in modelled:
+    for w in modelled + soft:
         view = views[w]
         c = view.spec.constraint
         domain_index = {d: k for k, d in enumerate(view.domains)}
@@ -122,7 +133,7 @@ def _problem(
                 domain_of=tuple(domain_index[view.node_domain[n]] for n in nodes),
                 domains=len(view.domains),
                 max_skew=c.max_skew,
-                forced_zero=len(view.domains) < c.min_domains,
+                forced_zero=c.hard and len(view.domains) < c.min_domains,
             )
         )
     start = [0] * len(nodes)
@@ -134,14 +145,24 @@ def _problem(
             movable[k] += 1
     cap = [start[k] + rooms[n] for k, n in enumerate(nodes)]
     problem = JointProblem(
-        views=tuple(joint_views),
+        views=tuple(joint_views[: len(modelled)]),
         start=tuple(start),
         movable=tuple(movable),
         cap=tuple(cap),
         accepts=tuple(n in allowed for n in nodes),
         twins=tuple(index[twins_of[n]] if n in twins_of else -1 for n in nodes),
+        soft=tuple(joint_views[len(modelled) :]),
     )
-    return problem, nodes, modelled
+    return problem, nodes, modelled + soft
+
+
+def _soft_views(planner: Planner, first: int) -> list[int]:
+    """The considered soft views that count pod ``first``."""
+    state = planner.state
+    views = planner.analysis.views
+    return [
+        w for w in state.selector_views(first) if w in state.rank_views and not views[w].spec.hard
+    ]
 
 
 @dataclass(slots=True)
@@ -152,25 +173,41 @@ class JointPlan:
     steps: deque[tuple[int, str]]
     minimum: int  # proven once every step has been made
     views: list[int]  # every view the search kept within maxSkew at the end
+    soft_steps: int = 0  # the last steps, made for the soft views once the hard are within
 
 
-def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
+def plan_group(planner: Planner, group: list[ViewId], with_soft: bool = False) -> JointPlan | None:
     """Plan ``group`` to its joint minimum, or None when the group is left to the
-    move-by-move search."""
-    built = _problem(planner, group)
+    move-by-move search.
+
+    ``with_soft``: hard first, then soft (SPEC §3): the considered soft views counting the
+    group's pods are planned too, after the hard views' minimum
+    (:func:`~rebalancer.core.joint.search_then_soft`); None (nothing counted in the stats)
+    when there are none, the search does not model them, the soft views cannot be brought
+    within, or, for a group of soft views alone, the hard views are not within already."""
+    built = _problem(planner, group, with_soft)
     if built is None:
-        planner.stats["joint-fallback"] += 1
+        if not with_soft:
+            planner.stats["joint-fallback"] += 1
         return None
     problem, nodes, modelled = built
     started = time.perf_counter()
-    result = search(problem, planner.joint_budget)
+    # The soft views' searches have a budget of their own: the hard views' plans, and the
+    # budget they spend, are the ones they get with soft views off.
+    budget = planner.soft_budget if with_soft else planner.joint_budget
+    result = search_then_soft(problem, budget)
     planner.stats["joint-seconds"] += time.perf_counter() - started
-    planner.stats["joint-visits"] += result.visits
-    planner.joint_budget = max(0, planner.joint_budget - result.visits)
-    if result.minimum is None:
-        planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
+    planner.stats["joint-soft-visits" if with_soft else "joint-visits"] += result.visits
+    if with_soft:
+        planner.soft_budget = max(0, budget - result.visits)
+    else:
+        planner.joint_budget = max(0, budget - result.visits)
+    hard_group = any(planner.analysis.views[v].spec.hard for v in group)
+    if result.minimum is None or (result.hard and not hard_group):
+        if not with_soft:
+            planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
         return None
-    planner.stats["joint-exact"] += 1
+    planner.stats["joint-soft-exact" if with_soft else "joint-exact"] += 1
     views = planner.analysis.views
     by_node: list[list[tuple[VictimKey, int]]] = [[] for _ in nodes]
     index = {n: k for k, n in enumerate(nodes)}
@@ -189,7 +226,8 @@ def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
             key for k, pods in enumerate(by_node) for key, _ in pods[: problem.movable[k] - left[k]]
         ]
         evenness = tuple(
-            tuple(sorted(domain_counts(view, end), reverse=True)) for view in problem.views
+            tuple(sorted(domain_counts(view, end), reverse=True))
+            for view in problem.views + problem.soft
         )
         key = (plan_key(chosen)._replace(can_return=0), evenness)
         if best is None or key < best[0]:
@@ -200,4 +238,7 @@ def plan_group(planner: Planner, group: list[ViewId]) -> JointPlan | None:
     for source, target in best[1]:
         steps.append((by_node[source][taken[source]][1], nodes[target]))
         taken[source] += 1
-    return JointPlan(steps=deque(steps), minimum=result.minimum, views=modelled)
+    soft_steps = result.minimum - (result.hard or 0)
+    return JointPlan(
+        steps=deque(steps), minimum=result.minimum, views=modelled, soft_steps=soft_steps
+    )

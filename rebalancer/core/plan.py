@@ -66,12 +66,36 @@ class Eviction:
     domain: str  # the domain the pod leaves, in the view that chose it
     topology_key: str
     target_node: str | None  # where the simulated scheduler placed the replacement
-    grace_period_seconds: int | None  # the policy's override; None keeps the pod's own
+    grace_period_seconds: int | None  # the policy's floor when above the pod's own, else None
     pdb: str = ""  # the PodDisruptionBudget whose budget (per wave) this eviction spends, if any
+    target_domain: str | None = None  # the target node's domain in ``topology_key``
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """One reason a view stays above its maxSkew, and how many of its pods it holds."""
+
+    code: str  # a skip code (``has-pvc``, ``pdb``, ``limit``, ``no-fit``, ...) or ``min-domains``
+    pods: int
+    detail: str  # the detail of the first such pod (namespace/name order), for people
+
+
+@dataclass(frozen=True, slots=True)
+class Unrepaired:
+    """A considered view still above its maxSkew after the plan, and what holds it there."""
+
+    view: ViewReport  # after the plan
+    skew_before: int
+    needed: int  # fewest evictions bringing it within maxSkew from before the plan, none held
+    reasons: tuple[Hold, ...]  # the most pods first, then by code
+
+    @property
+    def skew_after(self) -> int:
+        return self.view.skew
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +106,9 @@ class Plan:
     skipped: tuple[Skip, ...]
     violations: tuple[ViewReport, ...]  # violated views, before the plan
     after: tuple[ViewReport, ...]  # the same views after the simulated plan
-    lower_bound: int  # no plan reaching the same views' balance evicts fewer pods
+    lower_bound: int  # no plan reaching the skews this plan reaches evicts fewer pods
     notes: tuple[str, ...] = ()
+    unrepaired: tuple[Unrepaired, ...] = ()  # considered views left above maxSkew, worst first
 
     @property
     def waves(self) -> tuple[tuple[str, ...], ...]:
@@ -94,6 +119,12 @@ class Plan:
 
     @property
     def minimal(self) -> bool:
-        """True when the plan is proven minimal: it balances every violated view and its size
-        meets the lower bound."""
-        return len(self.evictions) == self.lower_bound and not any(v.violated for v in self.after)
+        """True when the plan is proven minimal: its size meets the lower bound, the bound of
+        what it sets out to reach (every view it repairs within maxSkew, every other one at
+        the skew it ends at; :attr:`unrepaired` says what holds those)."""
+        return len(self.evictions) == self.lower_bound
+
+    @property
+    def repaired(self) -> int:
+        """Violated views the plan brings within their maxSkew."""
+        return sum(not v.violated for v in self.after)

@@ -16,6 +16,15 @@ into groups that share pods (:func:`violated_groups`); groups never interact thr
 
 Moves of all groups are made one at a time, worst view first, in one simulation.
 
+Soft views, when the policy opts them in, come second (SPEC §3). The hard views' groups are
+formed and planned exactly as with soft views off, and a soft view never blocks a hard view's
+move; the hard views move first. A group whose pods soft views count is then replanned
+exactly with them (:func:`rebalancer.core.joint.search_then_soft`): the hard views' minimum
+first, then the fewest further evictions for the soft views, keeping the hard views within
+maxSkew; the replan is kept only when its hard part is as large as the plan without soft
+views. The soft views left over are planned after, and a move for them never makes a hard
+view worse.
+
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
 * distance: N=6 pods over D=4 zones; the only band that can hold them is [1, 2]. Zone a is
@@ -29,8 +38,10 @@ A greedy descheduler that moves "everything above the average" would evict 3 her
 Victims follow SPEC §3's order (:class:`rebalancer.core.victims.VictimKey` for one pod,
 :func:`rebalancer.core.victims.plan_key` for a plan): first pods whose own hard constraints
 forbid their replacement from returning to their current domain, then preemption's order over
-the victims' priorities, then pods whose PodDisruptionBudget still allows a disruption, then
-the youngest, then the pods' own namespace, name and uid; never a domain or node name. The
+the victims' priorities, then pods without the descheduler's ``prefer-no-eviction``
+annotation, then pods whose PodDisruptionBudget still allows a disruption, then (one view) the
+most populated domains, then the youngest, then the pods' own namespace, name and uid; never a
+domain or node name. The
 moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 """
 
@@ -42,6 +53,7 @@ from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
+from rebalancer.core.grace import eviction_grace
 from rebalancer.core.joint import MAX_VISITS
 from rebalancer.core.jointplan import JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
@@ -59,6 +71,7 @@ from rebalancer.core.spread import (
     global_min,
     skew_of,
 )
+from rebalancer.core.unrepaired import unrepaired
 from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
 from rebalancer.core.waves import assign_waves
 
@@ -124,6 +137,8 @@ class Planner:
             v for v, view in enumerate(self.analysis.views) if considered(view, policy)
         ]
         self.violated = [v for v in self.considered if self.analysis.views[v].violated]
+        # Soft views opted in come second (SPEC §3): they never block a hard view's move.
+        self.soft_considered = any(not self.analysis.views[v].spec.hard for v in self.considered)
         self.state = SimState(snapshot, self.analysis, self.considered)
         self.budget = Budget(policy, before)
         self.owners = {
@@ -144,6 +159,7 @@ class Planner:
         self.joint: dict[int, tuple[ViewId, JointPlan]] = {}  # view -> (first view, its plan)
         self._distance_at_start: dict[int, int] = {}
         self.joint_budget = MAX_VISITS  # visits left for the exact joint search
+        self.soft_budget = MAX_VISITS  # and for its soft views, when the policy opts them in
         self.stats: dict[str, float] = defaultdict(float)  # how groups were planned: plan()
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
@@ -185,9 +201,10 @@ class Planner:
 
     def victim_key(self, i: int, v: int, blocked: bool) -> VictimKey:
         """Pod i's place in the victim order for view v (SPEC §3): pods that cannot return
-        first, then the lowest priority, a PodDisruptionBudget allowing a disruption, the
-        youngest, and the pod's own identity. ``blocked``: :meth:`returns_blocked` for view v
-        and the pod's domain (it applies when v is one of the pod's own views)."""
+        first, then the lowest priority, no prefer-no-eviction annotation, a PodDisruptionBudget
+        allowing a disruption, the youngest, and the pod's own identity. ``blocked``:
+        :meth:`returns_blocked` for view v and the pod's domain (it applies when v is one of
+        the pod's own views)."""
         rank = self._rank.get(i)
         if rank is None:
             pod = self.analysis.pods[i]
@@ -198,6 +215,7 @@ class Planner:
         return VictimKey(
             not (blocked and v in self.state.own_views.get(i, ())),  # can_return
             priority,
+            self.analysis.pods[i].prefer_no_eviction,
             bool(pdbs) and self.pdb_left[pdbs[0]] <= 0,  # pdb_blocked
             age,
             namespace,
@@ -302,6 +320,9 @@ class Planner:
         """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
         state = self.state
         touched = [w for w in state.selector_views(i) if w in state.rank_views]
+        if self.soft_considered and self.analysis.views[v].spec.hard:
+            views = self.analysis.views
+            touched = [w for w in touched if views[w].spec.hard]  # soft views never block
         before: dict[int, tuple[int, int]] = {}
         for w in touched:
             excess = state.excess(w)
@@ -433,8 +454,12 @@ class Planner:
         if found is None or not found[1].steps:
             return None
         first, joint = found
+        soft_step = len(joint.steps) <= joint.soft_steps
         i, target = joint.steps.popleft()
         group = [w for w, (f, _) in self.joint.items() if f == first]
+        if self.soft_considered:
+            views = self.analysis.views
+            group = [w for w in group if views[w].spec.hard != soft_step] or group
         move = None
         if self.evictable(i) and not self.limited(i):
             move = self.place_at(i, group, target)
@@ -499,22 +524,29 @@ class Planner:
         """
         moves: list[Move] = []
         state = self.state
-        self.groups = violated_groups(self)
+        views = self.analysis.views
+        hard = [v for v in self.violated if views[v].spec.hard]
+        self.groups = violated_groups(self, hard if self.soft_considered else None)
+        joined: set[int] = set()  # soft views planned with a hard group
         for group in self.groups:
-            if len(group) > 1 or self._declares_more(group[0]):
-                joint = plan_group(self, group)
-                if joint is not None:
-                    for member in group:
-                        self.joint[member] = (group[0], joint)
-                    continue
-            if len(group) == 1:
-                victims = self.plan_victims(group[0])
-                if victims:
-                    self.planned[group[0]] = list(victims)
-        heap = [(-state.excess(v), v, state.version[v]) for v in self.violated]
+            size = self._plan_group(group)
+            if self.soft_considered and size is not None:
+                joined.update(self._with_soft(group, size))
+        if self.soft_considered:
+            # Soft views come second (SPEC §3): those left over, in groups of their own.
+            left = [v for v in self.violated if not views[v].spec.hard and v not in joined]
+            soft_groups = violated_groups(self, left)
+            for group in soft_groups:
+                if not self._with_soft(group, 0):
+                    self._plan_group(group)
+            self.groups = self._disjoint(self.groups + soft_groups)
+        # Hard views first: a soft view moves only while no hard view can (SPEC §3).
+        heap = [
+            (not views[v].spec.hard, -state.excess(v), v, state.version[v]) for v in self.violated
+        ]
         heapq.heapify(heap)
         while heap:
-            neg, v, version = heapq.heappop(heap)
+            soft, neg, v, version = heapq.heappop(heap)
             if version != state.version[v]:
                 continue  # stale; a fresh entry was pushed when the view changed
             move = self.best_move(v)
@@ -523,10 +555,54 @@ class Planner:
             moves.append(move)
             for w in state.selector_views(move.pod):
                 if w in state.rank_views and state.excess(w) > 0:
-                    heapq.heappush(heap, (-state.excess(w), w, state.version[w]))
+                    entry = (not views[w].spec.hard, -state.excess(w), w, state.version[w])
+                    heapq.heappush(heap, entry)
             if state.version[v] == version:  # the move did not touch v's counts
-                heapq.heappush(heap, (neg, v, version))
+                heapq.heappush(heap, (soft, neg, v, version))
         return moves
+
+    def _disjoint(self, planned: list[list[ViewId]]) -> list[list[ViewId]]:
+        """The violated views in groups that share no pod (:func:`lower_bound` sums over
+        them), from the groups planned hard first, then soft: a group planned whole keeps
+        its order (its first view keys its proven minimum); views planned apart that share
+        pods are one group again."""
+        whole = {frozenset(group): group for group in planned}
+        return [whole.get(frozenset(group), group) for group in violated_groups(self)]
+
+    def _plan_group(self, group: list[ViewId]) -> int | None:
+        """Plan a group up front: its exact joint plan, or the victims of its one view; the
+        number of evictions planned, or None when the group is left to the move-by-move
+        search."""
+        if len(group) > 1 or self._declares_more(group[0]):
+            joint = plan_group(self, group)
+            if joint is not None:
+                for member in group:
+                    self.joint[member] = (group[0], joint)
+                return joint.minimum
+        if len(group) == 1:
+            victims = self.plan_victims(group[0])
+            if victims:
+                self.planned[group[0]] = list(victims)
+                return len(victims)
+        return None
+
+    def _with_soft(self, group: list[ViewId], hard_size: int) -> list[int]:
+        """Hard first, then soft (SPEC §3): replan a group exactly with the soft views that
+        count its pods, keeping it only when its hard views need exactly ``hard_size``
+        evictions, the number planned with soft views off (0 for a group of soft views);
+        the soft views then join the group. Returns them (none when not kept)."""
+        views = self.analysis.views
+        joint = plan_group(self, group, with_soft=True)
+        if joint is None or joint.minimum - joint.soft_steps != hard_size:
+            return []
+        self.planned.pop(group[0], None)
+        for member in [w for w, (first, _) in self.joint.items() if first == group[0]]:
+            del self.joint[member]
+        for member in joint.views:
+            self.joint[member] = (group[0], joint)
+        soft = [w for w in joint.views if not views[w].spec.hard]
+        group.extend(ViewId(w) for w in soft if w in self.violated and w not in group)
+        return soft
 
 
 def trim(planner: Planner, moves: list[Move]) -> list[Move]:
@@ -535,7 +611,8 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
 
     The objective is the worst excess over the violated views, then their summed excess. The
     views an exact joint plan balances count too: its steps may pass through states where a
-    view that was within maxSkew is not, and cutting them there would leave it so.
+    view that was within maxSkew is not, and cutting them there would leave it so. With soft
+    views opted in, the hard views' objective comes first, then the soft views' (SPEC §3).
     """
     state = planner.state
     if not any(state.excess(v) for v in planner.violated):
@@ -544,22 +621,33 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     tracked = set(planner.violated)
     for _, joint in planner.joint.values():
         tracked.update(joint.views)
+    views = planner.analysis.views
     excess = {v: replay.excess(v) for v in sorted(tracked)}
-    levels: Counter[int] = Counter(excess.values())
-    total = sum(excess.values())
-    objectives = [(max(levels), total)]
+    # per kind (0: hard, 1: soft): views by excess, and the summed excess
+    levels: list[Counter[int]] = [Counter(), Counter()]
+    totals = [0, 0]
+    for v, e in excess.items():
+        levels[not views[v].spec.hard][e] += 1
+        totals[not views[v].spec.hard] += e
+
+    def objective() -> tuple[int, int, int, int]:
+        worst = [max((k for k, n in level.items() if n > 0), default=0) for level in levels]
+        return worst[0], totals[0], worst[1], totals[1]
+
+    objectives = [objective()]
     for m in moves:
         replay.remove(m.pod)
         if m.target is not None:
             replay.add(m.pod, m.target)
         for w in replay.selector_views(m.pod):
             if w in excess:
+                kind = not views[w].spec.hard
                 new = replay.excess(w)
-                levels[excess[w]] -= 1
-                levels[new] += 1
-                total += new - excess[w]
+                levels[kind][excess[w]] -= 1
+                levels[kind][new] += 1
+                totals[kind] += new - excess[w]
                 excess[w] = new
-        objectives.append((max(k for k, n in levels.items() if n > 0), total))
+        objectives.append(objective())
     kept = moves[: objectives.index(objectives[-1])]
     for m in reversed(moves[len(kept) :]):
         if m.target is not None:
@@ -568,11 +656,13 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     return kept
 
 
-def violated_groups(planner: Planner) -> list[list[ViewId]]:
-    """The violated views in groups that share pods (each group in view order, the groups in
-    the order of their first view). An eviction changes only the views whose selector
-    matches the pod, so views of different groups are planned independently."""
-    violated = set(planner.violated)
+def violated_groups(planner: Planner, among: Sequence[int] | None = None) -> list[list[ViewId]]:
+    """The violated views (``among`` them, when given) in groups that share pods (each group
+    in view order, the groups in the order of their first view). An eviction changes only the
+    views whose selector matches the pod, so views of different groups are planned
+    independently."""
+    chosen = planner.violated if among is None else among
+    violated = set(chosen)
     parent = {v: v for v in violated}
 
     def find(v: int) -> int:
@@ -583,7 +673,7 @@ def violated_groups(planner: Planner) -> list[list[ViewId]]:
 
     state = planner.state
     linked_once: set[int] = set()  # pods of one template share their selector_views answer
-    for v in planner.violated:
+    for v in chosen:
         for i in planner.analysis.views[v].members:
             views_of_pod = state.selector_views(i)
             if id(views_of_pod) in linked_once:
@@ -593,42 +683,65 @@ def violated_groups(planner: Planner) -> list[list[ViewId]]:
             for w in linked[1:]:
                 parent[find(w)] = find(linked[0])
     groups: dict[int, list[ViewId]] = {}
-    for v in planner.violated:
+    for v in chosen:
         groups.setdefault(find(v), []).append(ViewId(v))
     return list(groups.values())
 
 
 def lower_bound(planner: Planner) -> int:
-    """No plan that brings these views within maxSkew evicts fewer pods.
+    """No plan that reaches the skews this plan reaches evicts fewer pods.
 
     Groups of violated views that share no pod are independent (:func:`violated_groups`), so
     the bound is a sum over groups. Within a group, each eviction lowers each view's distance
     to balance (:func:`rebalancer.core.minimal.min_moves`, unevictable pods as floors) by at
     most one, so the largest distance is a joint bound; where the exact search
     (:mod:`rebalancer.core.joint`) proved a group's minimum, that minimum is the bound.
-    A group the plan cannot bring within maxSkew still has its bound (what balance would cost;
-    the plan is then not reported as proven minimal), unless the bound exceeds the group's
-    evictable pods: a plan evicts a pod at most once, so no plan balances that group, and it
-    adds nothing.
+    A group the plan leaves above maxSkew (:mod:`rebalancer.core.unrepaired` says what holds
+    it) is bounded by what the plan sets out to reach there: each view's distance to the skew
+    it ends at, ``max(maxSkew, skew after)``. So the bound never exceeds the plan's size, and
+    a plan that meets it is minimal for what it reaches.
     """
     total = 0
-    views = planner.analysis.views
+    state = planner.state
     for group in planner.groups:
-        proven = planner.proven.get(group[0])
-        if proven is not None:
-            total += proven
+        if any(state.excess(v) for v in group):
+            total += max(_distance_to(planner, v, state.skew(v)) for v in group)
             continue
-        bound = max(planner.distance_at_start(v) for v in group)
-        movable: set[int] = set()
-        for v in group:
-            movable.update(
-                i for i in views[v].members if i in planner.evicted or planner.evictable(i)
-            )
-            if len(movable) >= bound:
-                break
-        if len(movable) >= bound:
-            total += bound
+        proven = planner.proven.get(group[0])
+        total += proven if proven is not None else max(planner.distance_at_start(v) for v in group)
     return total
+
+
+def _distance_to(planner: Planner, v: int, skew: int) -> int:
+    """View v's distance from its start to ``max(maxSkew, skew)`` (unevictable pods as
+    floors): a lower bound on the evictions that bring it there."""
+    view = planner.analysis.views[v]
+    c = view.spec.constraint
+    pods = planner.analysis.pods
+    floors = Counter(
+        view.node_domain[pods[i].node_name or ""]
+        for i in view.members
+        if planner.skip(i) is not None
+    )
+    return min_moves(
+        list(view.counts.values()),
+        max(c.max_skew, skew),
+        c.min_domains,
+        c.hard,
+        max(floors.values(), default=0),
+        empty=len(view.domains) - len(view.counts),
+    )
+
+
+def held_by(planner: Planner, i: int) -> SkipReason | None:
+    """Why pod i, still in place after the plan, was not moved: the rule that forbids its
+    eviction, a policy limit reached, or a replacement that would stay Pending."""
+    reason = planner.skip(i)
+    if reason is None:
+        pod = planner.analysis.pods[i]
+        node = planner.state.placement[i]
+        reason = planner.budget.allows(node, pod.namespace, workload_of(pod, planner.owners))
+    return reason or planner.no_fit.get(i)
 
 
 def view_report(view: View, counts: dict[str, int], declared: tuple[str, ...]) -> ViewReport:
@@ -664,7 +777,8 @@ def plan(
     large snapshot in memory each of its full passes would cost more than the planning.
     ``stats``, when given, receives how the groups of views sharing pods were planned
     (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
-    ``joint-seconds``), for the benchmarks.
+    ``joint-seconds``; with soft views, ``joint-soft-exact`` and ``joint-soft-visits``), for
+    the benchmarks.
     """
     with gc_paused():
         planner = Planner(snapshot, policy, now, evicted_before)
@@ -695,9 +809,22 @@ def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
     violations = tuple(view_report(views[v], views[v].counts, declared[v]) for v in violated)
     after = tuple(view_report(views[v], final.counts[v], declared[v]) for v in violated)
     lower = lower_bound(planner)
-    skipped = _skipped(planner, {m.pod for m in moves})
+    moved = {m.pod for m in moves}
+    skipped = _skipped(planner, moved)
     notes = tuple(sorted(planner.limit_notes))
-    return Plan(tuple(evictions), skipped, violations, after, lower, notes)
+    left = unrepaired(
+        final,
+        planner.considered,
+        lambda v: view_report(views[v], final.counts[v], _declared(planner, v)),
+        lambda i: held_by(planner, i),
+        moved,
+    )
+    return Plan(tuple(evictions), skipped, violations, after, lower, notes, left)
+
+
+def _declared(planner: Planner, v: int) -> tuple[str, ...]:
+    pods = planner.analysis.pods
+    return tuple(sorted(pods[i].key for i in planner.analysis.views[v].declarers))
 
 
 def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
@@ -737,8 +864,11 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         domain=domain,
         topology_key=spec.topology_key,
         target_node=m.target,
-        grace_period_seconds=planner.policy.grace_period_seconds,
+        grace_period_seconds=eviction_grace(
+            planner.policy.grace_period_seconds, pod.grace_period_seconds
+        ),
         pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.pdbs(m.pod)),
+        target_domain=target_domain,
     )
 
 

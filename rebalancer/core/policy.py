@@ -35,6 +35,10 @@ from rebalancer.core.schedule import Schedule, Window, cron_problem, time_zone_p
 
 SYSTEM_CRITICAL = 2_000_000_000
 
+PREFERRED: Final = "Preferred"
+MANDATORY: Final = "Mandatory"
+NO_EVICTION_POLICIES: Final = (PREFERRED, MANDATORY)
+
 API_VERSION: Final = "rebalancer/v1alpha1"
 KIND: Final = "RebalancerPolicy"
 
@@ -98,9 +102,20 @@ class Policy:
     limits: Limits = field(default_factory=Limits)
     """Upper bounds on evictions in one run."""
     grace_period_seconds: int | None = None
-    """None keeps each pod's own terminationGracePeriodSeconds; else >= 1."""
+    """A floor (>= 1): sent only when longer than a pod's own terminationGracePeriodSeconds
+    (30 when unset), so a pod's shutdown is never shortened; None keeps each pod's own."""
     schedule: Schedule = field(default_factory=Schedule)
     """Maintenance windows: ``run`` evicts only inside one; no windows means at any time."""
+    min_replicas: int = 0
+    """Pods of a workload with fewer live pods than this are never evicted; 0 and 1 mean off."""
+    node_selector: LabelSelector | None = None
+    """Only pods on nodes whose labels match it are evicted (all pods still count)."""
+    ignore_pods_without_pdb: bool = False
+    """True: pods that no PodDisruptionBudget covers are never evicted."""
+    no_eviction_policy: str = PREFERRED
+    """The ``prefer-no-eviction`` pod annotation: Preferred (evicted last) or Mandatory (never)."""
+    steer_scale_down: bool = False
+    """True: keep ``pod-deletion-cost`` on ReplicaSet pods so scale-downs keep the spread."""
 
 
 _DEFAULTS: Final = Policy()
@@ -310,6 +325,11 @@ _TOP_KEYS: Final = (
     "limits",
     "gracePeriodSeconds",
     "schedule",
+    "minReplicas",
+    "nodeSelector",
+    "ignorePodsWithoutPDB",
+    "noEvictionPolicy",
+    "steerScaleDown",
 )
 _WINDOW_KEYS: Final = ("cron", "duration", "timeZone")
 _DEFAULT_CONSTRAINT_KEYS: Final = (
@@ -549,6 +569,27 @@ def _schedule(check: _Checker, value: object, path: str) -> Schedule:
     return Schedule(tuple(w for w in found if w is not None))
 
 
+def _node_selector(check: _Checker, value: object, path: str) -> LabelSelector | None:
+    """A label selector on node labels; the descheduler's string form gets a pointer."""
+    if isinstance(value, str):
+        check.add(
+            path,
+            "must be a label selector mapping (matchLabels, matchExpressions), "
+            f"got {_show(value)}; rebalancer policy import converts the descheduler's string form",
+        )
+        return None
+    return _label_selector(check, value, path)
+
+
+def _min_replicas(check: _Checker, value: object, path: str) -> int:
+    found = check.bounded_int(value, path, 0, None, nullable=False)
+    return _DEFAULTS.min_replicas if found is None else found
+
+
+def _no_eviction_policy(check: _Checker, value: object, path: str) -> str:
+    return check.choice(value, path, NO_EVICTION_POLICIES) or _DEFAULTS.no_eviction_policy
+
+
 # --------------------------------------------------------------------------------------------
 # Public API
 
@@ -617,6 +658,15 @@ def _policy(check: _Checker, document: object) -> Policy:
             "gracePeriodSeconds", _grace_period, defaults.grace_period_seconds
         ),
         schedule=read("schedule", _schedule, defaults.schedule),
+        min_replicas=read("minReplicas", _min_replicas, defaults.min_replicas),
+        node_selector=read("nodeSelector", _node_selector, defaults.node_selector),
+        ignore_pods_without_pdb=read(
+            "ignorePodsWithoutPDB", _boolean, defaults.ignore_pods_without_pdb
+        ),
+        no_eviction_policy=read(
+            "noEvictionPolicy", _no_eviction_policy, defaults.no_eviction_policy
+        ),
+        steer_scale_down=read("steerScaleDown", _boolean, defaults.steer_scale_down),
     )
 
 
@@ -703,4 +753,11 @@ def policy_to_dict(policy: Policy) -> dict[str, object]:
             if policy.schedule.windows
             else None
         ),
+        "minReplicas": policy.min_replicas,
+        "nodeSelector": (
+            None if policy.node_selector is None else label_selector_to_dict(policy.node_selector)
+        ),
+        "ignorePodsWithoutPDB": policy.ignore_pods_without_pdb,
+        "noEvictionPolicy": policy.no_eviction_policy,
+        "steerScaleDown": policy.steer_scale_down,
     }

@@ -39,8 +39,10 @@ def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: obj[k] for k in keys if k in obj}
 
 
-def _metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in meta.items() if k not in ("managedFields", "resourceVersion")}
+def _metadata(meta: Mapping[str, Any], keep_version: bool = False) -> dict[str, Any]:
+    """``keep_version``: a pod's resourceVersion stays (steering's writes are conditional on it)."""
+    dropped = ("managedFields",) if keep_version else ("managedFields", "resourceVersion")
+    out = {k: v for k, v in meta.items() if k not in dropped}
     annotations = out.get("annotations")
     if annotations:
         kept = {k: v for k, v in annotations.items() if k not in DROP_ANNOTATIONS}
@@ -95,7 +97,9 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
         kept = [c for c in kept if len(c) > 1]  # only resize data matters
         if kept:
             out_status[key] = kept
-    return {**_head(obj), "spec": out_spec, "status": out_status}
+    head = {k: v for k, v in obj.items() if k in ("apiVersion", "kind")}
+    head["metadata"] = _metadata(obj.get("metadata") or {}, keep_version=True)
+    return {**head, "spec": out_spec, "status": out_status}
 
 
 def _node(obj: Mapping[str, Any]) -> dict[str, Any]:

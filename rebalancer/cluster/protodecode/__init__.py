@@ -29,7 +29,13 @@ from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.features import NO_FEATURES
 from rebalancer.core.convert.memo import EMPTY_NUMBER
-from rebalancer.core.convert.pods import MIRROR_ANNOTATION
+from rebalancer.core.convert.pods import (
+    COST_MARK_ANNOTATION,
+    DELETION_COST_ANNOTATION,
+    EVICT_ANNOTATION,
+    MIRROR_ANNOTATION,
+    PREFER_NO_EVICTION_ANNOTATION,
+)
 from rebalancer.core.convert.requests import pod_requests
 from rebalancer.core.model import Pod, new_pod
 
@@ -500,6 +506,7 @@ class ProtoBuilder(FastBuilder):
         ) = template
         pvc_names, local_storage = _volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         ready, disruption_target = _conditions(status.conditions)
+        mirror, evict, prefer_no, cost, mark = _annotations(meta.annotations)
         # Positional, in the order of the model's fields (new_pod, as fastdecode builds it),
         # with the strings many pods hold alike interned as fastdecode does.
         return new_pod(
@@ -522,7 +529,7 @@ class ProtoBuilder(FastBuilder):
             requests,
             pvc_names,
             local_storage,
-            _mirror(meta.annotations),
+            mirror,
             (
                 spec.terminationGracePeriodSeconds
                 if spec.HasField("terminationGracePeriodSeconds")
@@ -531,6 +538,11 @@ class ProtoBuilder(FastBuilder):
             ready,
             disruption_target,
             claims,
+            evict,
+            prefer_no,
+            cost,
+            mark,
+            meta.resourceVersion,
             (spec.schedulingGroup.podGroupName or None)
             if spec.HasField("schedulingGroup")
             else None,
@@ -596,12 +608,27 @@ def _conditions(conditions: Iterable[pb.PodCondition]) -> tuple[bool, bool]:
     return ready, disruption_target
 
 
-def _mirror(entries: Sequence[pb.StringEntry]) -> bool:
-    """Whether the pod is a static pod's mirror: the one annotation read."""
-    for entry in entries:  # noqa: SIM110 - a loop, not any(): no generator per pod
-        if entry.key == MIRROR_ANNOTATION:
-            return True
-    return False
+def _annotations(
+    entries: Sequence[pb.StringEntry],
+) -> tuple[bool, bool, bool, str | None, str | None]:
+    """The five annotations read (as :func:`rebalancer.core.convert.pods.pod`): whether the pod
+    carries a static pod's mirror, the descheduler's evict and prefer-no-eviction; the deletion
+    cost and rebalancer's mark of it. A key given twice: the last one wins, as in JSON."""
+    mirror = evict = prefer_no = False
+    cost = mark = None
+    for entry in entries:
+        key = entry.key
+        if key == MIRROR_ANNOTATION:
+            mirror = True
+        elif key == EVICT_ANNOTATION:
+            evict = True
+        elif key == PREFER_NO_EVICTION_ANNOTATION:
+            prefer_no = True
+        elif key == DELETION_COST_ANNOTATION:
+            cost = entry.value
+        elif key == COST_MARK_ANNOTATION:
+            mark = entry.value
+    return mirror, evict, prefer_no, cost, mark
 
 
 def _resized(

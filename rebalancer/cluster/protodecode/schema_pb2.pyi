@@ -72,10 +72,11 @@ class Time(_message.Message):
     def __init__(self, seconds: _Optional[int] = ..., nanos: _Optional[int] = ...) -> None: ...
 
 class ObjectMeta(_message.Message):
-    __slots__ = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences")
+    __slots__ = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCEVERSION_FIELD_NUMBER: _ClassVar[int]
     CREATIONTIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     DELETIONTIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
@@ -84,12 +85,13 @@ class ObjectMeta(_message.Message):
     name: str
     namespace: str
     uid: str
+    resourceVersion: str
     creationTimestamp: Time
     deletionTimestamp: Time
     labels: _containers.RepeatedScalarFieldContainer[bytes]
     annotations: _containers.RepeatedCompositeFieldContainer[StringEntry]
     ownerReferences: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resourceVersion: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PodSpec(_message.Message):
     __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources", "schedulingGroup", "ephemeralContainers", "hostNetwork", "hostUsers")

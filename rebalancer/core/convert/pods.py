@@ -28,13 +28,25 @@ from rebalancer.core.model import (
 )
 
 __all__ = [
+    "COST_MARK_ANNOTATION",
+    "DELETION_COST_ANNOTATION",
+    "EVICT_ANNOTATION",
     "MIRROR_ANNOTATION",
+    "PREFER_NO_EVICTION_ANNOTATION",
     "pod",
     "required_node_affinity",
     "tolerations",
 ]
 
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+# The descheduler's per-pod annotations, with its meaning (their presence counts, not the value):
+# opt the pod in despite the policy's protections, and prefer evicting the pod last.
+EVICT_ANNOTATION: Final = "descheduler.alpha.kubernetes.io/evict"
+PREFER_NO_EVICTION_ANNOTATION: Final = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+# The ReplicaSet controller removes pods with a lower cost first; rebalancer's own mark holds
+# the cost it last wrote, so a cost that differs from the mark was set by someone else.
+DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
+COST_MARK_ANNOTATION: Final = "rebalancer/deletion-cost"
 _REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -126,16 +138,18 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     spec = chk.obj(obj, "spec", "")
     status = chk.obj(obj, "status", "")
     labels, label_set = caches.labels.get(chk, meta, "labels", "metadata")
-    # Annotations are checked, and only the mirror one is kept (as a flag): a pod's annotations
-    # are often its own, and nothing else in them is read.
-    mirror = MIRROR_ANNOTATION in chk.string_map(meta, "annotations", "metadata")
+    # Annotations are checked, and only five are kept (three as flags, the deletion cost and
+    # rebalancer's mark of it as text): a pod's annotations are often its own, and nothing
+    # else in them is read.
+    annotations = chk.string_map(meta, "annotations", "metadata")
+    mirror = MIRROR_ANNOTATION in annotations
     pvc_names, local_storage = _volumes(chk, spec, name)
     # Read in the order of the fields, so problems come out in that order.
     uid = chk.text(meta, "uid", "metadata")
     node_name = sys.intern(chk.text(spec, "nodeName", "spec")) or None
     created = epoch(chk, meta.get("creationTimestamp"), "metadata.creationTimestamp")
     phase = chk.text(status, "phase", "status") or "Pending"
-    priority = chk.integer(spec, "priority", "spec")
+    priority = chk.integer(spec, "priority", "spec", bits=32)
     priority_class_name = chk.text(spec, "priorityClassName", "spec") or None
     owner = controller_owner(chk, meta, caches.owners)
     node_selector, selector_number = caches.node_selectors.get(chk, spec, "nodeSelector", "spec")
@@ -169,6 +183,11 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         ready=ready,
         disruption_target=disruption_target,
         resource_claims=resource_claims(chk, spec),
+        evict_requested=EVICT_ANNOTATION in annotations,
+        prefer_no_eviction=PREFER_NO_EVICTION_ANNOTATION in annotations,
+        deletion_cost=annotations.get(DELETION_COST_ANNOTATION),
+        cost_mark=annotations.get(COST_MARK_ANNOTATION),
+        resource_version=chk.text(meta, "resourceVersion", "metadata"),
         scheduling_group=pod_group(chk, spec),
         required_features=pod_features(chk, spec),
         label_set=label_set,

@@ -1,0 +1,246 @@
+"""rebalancer policy import: descheduler policies from its documentation, mapped field by field
+(tests/data/descheduler_import_cases.yaml), the imported policies accepted by policy check, and
+bad input refused with every problem named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rebalancer.cli.main import main
+from rebalancer.cluster.policyfile import load_policy, read_policy_document
+from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from rebalancer.core.fromdescheduler import from_descheduler
+from rebalancer.core.gosyntax import and_selectors, parse_go_duration, parse_label_selector
+from rebalancer.core.model import LabelSelector, Requirement
+from rebalancer.core.policy import API_VERSION, KIND, policy_to_dict
+
+DATA = Path(__file__).parent / "data"
+POLICIES = DATA / "descheduler"
+CASES: dict[str, Any] = yaml.safe_load((DATA / "descheduler_import_cases.yaml").read_text())
+IMPORTS: list[dict[str, Any]] = CASES["imports"]
+REJECTS: list[dict[str, Any]] = CASES["rejects"]
+FIELDS = [(case, key) for case in IMPORTS for key in case["policy"]]
+
+
+def _imported(case: dict[str, Any]) -> Any:
+    document, source = read_policy_document(POLICIES / case["file"])
+    return from_descheduler(document, source)
+
+
+def test_every_policy_file_has_a_case() -> None:
+    """Each descheduler policy kept as test data is imported by a case, and the reverse."""
+    assert sorted(c["file"] for c in IMPORTS) == sorted(p.name for p in POLICIES.glob("*.yaml"))
+
+
+@pytest.mark.parametrize(("case", "key"), FIELDS, ids=[f"{c['file']}:{k}" for c, k in FIELDS])
+def test_each_field_maps_as_the_table_says(case: dict[str, Any], key: str) -> None:
+    """One field of an imported policy has the value derived by hand from the mapping."""
+    assert _imported(case).document[key] == case["policy"][key]
+
+
+@pytest.mark.parametrize("case", IMPORTS, ids=[c["file"] for c in IMPORTS])
+def test_the_import_writes_exactly_the_expected_keys(case: dict[str, Any]) -> None:
+    """No key beyond the expected ones (and the header) is written, and the right profile is
+    the one imported."""
+    imported = _imported(case)
+    assert list(imported.document)[:2] == ["apiVersion", "kind"]
+    assert imported.document["apiVersion"] == API_VERSION
+    assert imported.document["kind"] == KIND
+    assert set(imported.document) - {"apiVersion", "kind"} == set(case["policy"])
+    assert imported.profile == case["profile"]
+
+
+@pytest.mark.parametrize("case", IMPORTS, ids=[c["file"] for c in IMPORTS])
+def test_every_setting_left_behind_has_one_note(case: dict[str, Any]) -> None:
+    """The notes name, in order, the settings that do not carry over or change meaning."""
+    notes = _imported(case).notes
+    assert [note.split(": ", 1)[0] for note in notes] == case["notes"]
+    assert all(len(note.split(": ", 1)[1]) > 20 for note in notes)  # each says why
+
+
+@pytest.mark.parametrize("case", IMPORTS, ids=[c["file"] for c in IMPORTS])
+def test_the_imported_policy_passes_policy_check(
+    case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy import` prints a policy that `policy check` accepts, and the notes on stderr;
+    the checked policy is the one the import built."""
+    assert main(["policy", "import", str(POLICIES / case["file"])]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert out.startswith("# Imported by rebalancer policy import from ")
+    assert err.splitlines() == list(_imported(case).notes)
+    written = tmp_path / "imported.yaml"
+    written.write_text(out)
+    assert main(["policy", "check", str(written)]) == EXIT_OK
+    checked, _ = capsys.readouterr()
+    assert checked.startswith(f"{written}: ok\n")
+    assert load_policy(out, "imported") == _imported(case).policy
+    effective = policy_to_dict(_imported(case).policy)
+    for key, value in case["policy"].items():
+        assert effective[key] == value, key
+
+
+@pytest.mark.parametrize("case", REJECTS, ids=[c["name"] for c in REJECTS])
+def test_bad_input_is_refused_naming_field_and_value(case: dict[str, Any]) -> None:
+    """A file that is not a descheduler/v1alpha2 DeschedulerPolicy with one profile to import
+    fails with exactly these problems."""
+    with pytest.raises(InputError) as info:
+        from_descheduler(yaml.safe_load(case["text"]), "in.yaml")
+    assert list(info.value.problems) == case["problems"]
+    assert info.value.source == "in.yaml"
+
+
+def test_bad_input_exits_2_and_prints_nothing_on_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command exits 2 with the problems on stderr and no policy on stdout."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: []\n")
+    assert main(["policy", "import", str(bad)]) == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "profiles: no profile enables RemovePodsViolatingTopologySpreadConstraint" in err
+
+
+def test_not_yaml_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Invalid YAML and a key written twice are refused with their line."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [DeschedulerPolicy\n")
+    assert main(["policy", "import", str(bad)]) == EXIT_BAD_INPUT
+    assert "line 2" in capsys.readouterr().err
+    bad.write_text("kind: a\nkind: b\n")
+    assert main(["policy", "import", str(bad)]) == EXIT_BAD_INPUT
+    assert "line 2, column 1: duplicate key kind" in capsys.readouterr().err
+
+
+SEVERAL = """\
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+  - name: shop
+    pluginConfig:
+      - {name: RemovePodsViolatingTopologySpreadConstraint, args: {namespaces: {include: [shop]}}}
+    plugins: {balance: {enabled: [RemovePodsViolatingTopologySpreadConstraint]}}
+  - name: batch
+    pluginConfig:
+      - {name: RemovePodsViolatingTopologySpreadConstraint, args: {constraints: [ScheduleAnyway]}}
+    plugins: {balance: {enabled: [RemovePodsViolatingTopologySpreadConstraint]}}
+"""
+
+
+def test_profile_chooses_among_several(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--profile picks one of several profiles that enable the plugin; the other is noted;
+    a profile that does not exist or does not enable the plugin is refused."""
+    path = tmp_path / "several.yaml"
+    path.write_text(SEVERAL)
+    assert main(["policy", "import", str(path)]) == EXIT_BAD_INPUT
+    assert '2 profiles enable RemovePodsViolatingTopologySpreadConstraint ("shop", "batch")' in (
+        capsys.readouterr().err
+    )
+    assert main(["policy", "import", "--profile", "batch", str(path)]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert yaml.safe_load(out)["constraints"] == ["ScheduleAnyway"]
+    assert err.splitlines()[0].startswith('profiles[0]: profile "shop" is not carried')
+    document = yaml.safe_load(SEVERAL)
+    assert from_descheduler(document, "s", "shop").policy.namespaces_include == ("shop",)
+    with pytest.raises(InputError) as info:
+        from_descheduler(document, "s", "nightly")
+    assert info.value.problems == (
+        '--profile: no profile is named "nightly" (profiles: shop, batch)',
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0", 0.0),
+        ("0s", 0.0),
+        ("90s", 90.0),
+        ("5m", 300.0),
+        ("1h30m0s", 5400.0),
+        ("1.5h", 5400.0),
+        ("500ms", 0.5),
+        ("2h45m30.5s", 9930.5),
+        ("+1m", 60.0),
+        ("1500us", 0.0015),
+        ("1000000ns", 0.001),
+        ("3µs", 3e-6),
+    ],
+)
+def test_go_durations(text: str, seconds: float) -> None:
+    """metav1.Duration strings read as Go's time.ParseDuration reads them."""
+    assert parse_go_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5", "-1m", "1d", "5 m", "m", "1h-5m", "1.2.3s"])
+def test_go_durations_refused(text: str) -> None:
+    """Negative, unitless (but 0), unknown units and stray characters are refused."""
+    with pytest.raises(ValueError, match=r"duration|negative"):
+        parse_go_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "expressions"),
+    [
+        ("", {}, []),
+        ("node=node1", {"node": "node1"}, []),
+        ("node==node1, tier=web", {"node": "node1", "tier": "web"}, []),
+        ("role=", {"role": ""}, []),
+        ("pool!=spot", {}, [("pool", "NotIn", ("spot",))]),
+        ("gpu", {}, [("gpu", "Exists", ())]),
+        ("!gpu", {}, [("gpu", "DoesNotExist", ())]),
+        (
+            "zone in (a, b),tier notin (x)",
+            {},
+            [("zone", "In", ("a", "b")), ("tier", "NotIn", ("x",))],
+        ),
+        ("a=1,a=2", {"a": "1"}, [("a", "In", ("2",))]),
+        ("example.com/x in (a)", {}, [("example.com/x", "In", ("a",))]),
+    ],
+)
+def test_string_node_selectors(
+    text: str, labels: dict[str, str], expressions: list[tuple[str, str, tuple[str, ...]]]
+) -> None:
+    """The descheduler's string selectors (labels.Parse syntax) as label selectors."""
+    expected = LabelSelector(
+        tuple(sorted(labels.items())),
+        tuple(Requirement(k, op, v) for k, op, v in expressions),  # type: ignore[arg-type]
+    )
+    assert parse_label_selector(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("cpu>4", "numeric comparison"),
+        ("cpu<4", "numeric comparison"),
+        ("zone in ()", "needs at least one value"),
+        ("bad key!=x", "does not parse"),
+        ("zone=a b", "does not parse"),
+        ("-x=1", "not a label key"),
+        ("x=not valid!", "does not parse"),
+        ("x=-a", "not a label value"),
+    ],
+)
+def test_string_node_selectors_refused(text: str, message: str) -> None:
+    """Selectors with no label selector counterpart, or that do not parse, are refused."""
+    with pytest.raises(ValueError, match=message):
+        parse_label_selector(text)
+
+
+def test_two_selectors_together() -> None:
+    """ANDing selectors: labels and expressions of both; a key pinned to two values becomes
+    an In per value (nothing matches both, as nothing matches the two selectors); None is
+    everything."""
+    web = LabelSelector((("app", "web"),), (Requirement("tier", "Exists"),))
+    shop = LabelSelector((("app", "shop"), ("team", "a")))
+    assert and_selectors(None, web) == web
+    assert and_selectors(web, None) == web
+    assert and_selectors(None, None) is None
+    assert and_selectors(web, shop) == LabelSelector(
+        (("app", "web"), ("team", "a")),
+        (Requirement("tier", "Exists"), Requirement("app", "In", ("shop",))),
+    )
