@@ -8,7 +8,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.printable import printable
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
@@ -113,14 +113,21 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
 
 
 def write_plan(
-    planned: Plan, policy: Policy, args: argparse.Namespace, snapshot: Snapshot | None = None
+    planned: Plan,
+    policy: Policy,
+    args: argparse.Namespace,
+    snapshot: Snapshot | None = None,
+    *,
+    server: Any = None,
 ) -> None:
     """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
     window (when the policy has a schedule). With ``snapshot``, the deletion costs a run would
-    write follow (steered scale-downs: when the policy turns them on, or costs of ours remain)."""
+    write follow (steered scale-downs: when the policy turns them on, or costs of ours remain).
+    ``server``: the API server's version and feature gates (JSON/YAML only; a plan from a
+    snapshot has none)."""
     fmt: Format = args.output
     steering = steering_of(snapshot, policy) if snapshot is not None else None
-    text = render_plan(planned, fmt, table_style(args), steering)
+    text = render_plan(planned, fmt, table_style(args), steering, server=server)
     status = window_status(policy)
     if status is not None and fmt == "table":
         text += f"Maintenance window: {status[1]}\n"

@@ -390,6 +390,18 @@ class _Reader:
         return self.rejected
 
 
+def _server_info(kube: Kube) -> dict[str, Any]:
+    """The server's version and behaviour-changing feature gates (GETs only; best effort)."""
+    from rebalancer.cluster.serverinfo import read_server_info  # noqa: PLC0415  # on use
+
+    def get(path: str) -> tuple[int, bytes]:
+        accept = "text/plain" if path == "/metrics" else "application/json"
+        response = kube.request("GET", path, accept=accept)
+        return response.status, response.body
+
+    return read_server_info(get).data()
+
+
 def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
     """One warning per object a read could not convert, naming it and its problems."""
     log = logs.get_logger("rebalancer.cli")
@@ -569,10 +581,11 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     oneshot.loading()  # as for a snapshot file: the collector stays off from the read on
     try:
         snapshot = reader()
+        server = _server_info(kube)
     finally:
         kube.close()
     oneshot.keep(snapshot)
-    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
+    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot, server=server)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
@@ -761,6 +774,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         undo = install_stop_handlers(stop)
         try:
             runner = Runner(cluster, policy, settings, stop=stop)
+            runner.server = _server_info(kube)  # read once: in every run's summary line
             if checked.interval is not None:
                 return _loop(runner, checked, args, evicting=evicting)
             report = _run_once(runner, args, evicting=evicting)

@@ -842,11 +842,17 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
 
 
 def render_plan(
-    plan: Plan, fmt: Format, style: TableStyle | None = None, steering: Steering | None = None
+    plan: Plan,
+    fmt: Format,
+    style: TableStyle | None = None,
+    steering: Steering | None = None,
+    *,
+    server: Data | None = None,
 ) -> str:
     """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract;
     with ``steering``, the deletion costs a run would write too (a table section, or the
-    ``deletionCosts`` key)."""
+    ``deletionCosts`` key); with ``server`` (the API server's version and gates, when read), a
+    last field ``server``."""
     if fmt == "table":
         text = _plan_table(printable_fields(plan), style or TableStyle())
         if steering is not None:
@@ -859,6 +865,8 @@ def render_plan(
     data = plan_data(plan)
     if steering is not None:
         data["deletionCosts"] = steering_data(steering)
+    if server is not None:
+        data["server"] = server
     return _dump(data, fmt, floats=False)
 
 

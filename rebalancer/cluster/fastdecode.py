@@ -41,6 +41,7 @@ from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.disruption import resource_claims
+from rebalancer.core.convert.features import NO_FEATURES
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
 from rebalancer.core.convert.meta import controller_owner, epoch
 from rebalancer.core.convert.pods import (
@@ -100,6 +101,10 @@ class _Volume(Struct):
     ephemeral: Raw = _ABSENT
 
 
+class _SchedulingGroup(Struct):
+    podGroupName: str | None = None
+
+
 class _Spec(Struct):
     nodeName: str | None = None
     nodeSelector: Raw = _ABSENT
@@ -115,6 +120,11 @@ class _Spec(Struct):
     resources: Raw = _ABSENT
     resourceClaims: Raw = _ABSENT
     volumes: list[_Volume] | None = None
+    schedulingGroup: _SchedulingGroup | None = None
+    # Read only to send the rare pod that may need a node feature to the general path.
+    hostNetwork: bool | None = None
+    hostUsers: Raw = _ABSENT
+    ephemeralContainers: Raw = _ABSENT
 
 
 class _Condition(Struct):
@@ -165,6 +175,11 @@ _EMPTY_STATUS: Final = _Status()
 _ITEM: Final = msgspec.json.Decoder(_Item)
 _LIST: Final = msgspec.json.Decoder(_List)
 _PAGE: Final = msgspec.json.Decoder(_Page)
+
+
+# Container fields from which kube-scheduler infers node features a pod needs
+# (rebalancer.core.convert.features): a pod naming one takes the general path.
+_FEATURE_FIELDS: Final = (b'"restartPolicyRules"', b'"bindMountOptions"')
 
 
 def _given(raw: Raw) -> bool:
@@ -289,7 +304,7 @@ class FastBuilder:
             item = _ITEM.decode(raw)
         except msgspec.ValidationError:
             return self._add_general(raw, kind, listed=False)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):  # not UTF-8: the general path says so
             return False
         item_kind = item.kind if item.kind is not None else kind
         if not item_kind or len(item.items) > 0:
@@ -303,7 +318,7 @@ class FastBuilder:
             item = _ITEM.decode(raw)
         except msgspec.ValidationError:
             return self._add_general(raw, kind, listed=True)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return False
         return self._add_item(item, kind, raw, listed=True)
 
@@ -378,6 +393,9 @@ class FastBuilder:
 
     def _template(self, meta: _Meta, spec: _Spec, resized: Any, reasons: Any) -> tuple[Any, ...]:
         """What a workload's pods share, each fragment through its own memo."""
+        for raw in (bytes(spec.containers), bytes(spec.initContainers)):
+            if _FEATURE_FIELDS[0] in raw or _FEATURE_FIELDS[1] in raw:
+                raise _Fallback  # it may need node features: the general path infers them
         shared = self._shared
         labels, label_set = shared(self._labels, meta.labels, self._labels_of)
         node_selector, selector_number = shared(
@@ -419,8 +437,12 @@ class FastBuilder:
         spec = item.spec or _EMPTY_SPEC
         status = item.status or _EMPTY_STATUS
         name = meta.name
-        if not name:
-            raise _Fallback
+        if (
+            not name
+            or (spec.hostNetwork and _given(spec.hostUsers))
+            or _given(spec.ephemeralContainers)
+        ):
+            raise _Fallback  # no name; or it may need node features (convert.features)
         # One lookup for everything a workload's pods share, by the bytes of its fragments,
         # joined by NUL (which JSON text never holds unescaped, so distinct fragments give
         # distinct keys; an absent field is empty, a null one "null"). One join per pod: a
@@ -480,6 +502,7 @@ class FastBuilder:
         if timestamp is not None:
             found = self._times.get(timestamp)
             created = found if found is not None else self._epoch(timestamp)
+        group = spec.schedulingGroup
         return (
             key,
             resized,
@@ -504,6 +527,7 @@ class FastBuilder:
             cost,
             mark,
             meta.resourceVersion or "",
+            (group.podGroupName or None) if group is not None else None,
         )
 
     def _finish(self, key: Any, digest: _Digest, item: _Item | None = None) -> Pod:
@@ -534,6 +558,7 @@ class FastBuilder:
             cost,
             mark,
             resource_version,
+            pod_group,
         ) = digest
         template = self._templates.data.get(key)
         if template is None:
@@ -586,6 +611,8 @@ class FastBuilder:
             cost,
             mark,
             resource_version,
+            pod_group,
+            NO_FEATURES,
             label_set,
             template_number,
         )
@@ -750,7 +777,7 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     items are digested by a second process meanwhile (:func:`_fork`)."""
     try:
         document = _LIST.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         return None
     kind = document.kind
     if document.items is None or (kind is not None and not kind.endswith("List")):
@@ -1102,7 +1129,7 @@ def page_parts(raw: bytes) -> tuple[list[Raw], str | None, str | None] | None:
         return None  # the general path refuses it, naming the list
     try:
         page = _PAGE.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         return None
     if page.metadata is None:
         return page.items, None, None

@@ -327,6 +327,8 @@ class Runner:
         self._lease: Lease | None = None
         self._run_id = ""
         self._records: tuple[EvictionRecord, ...] = ()
+        self.server: Mapping[str, Any] | None = None
+        """The API server's version and feature gates, read once (in the summary line)."""
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -393,8 +395,11 @@ class Runner:
             duration_seconds=self._clock() - started,
             lease_holder=holder,
         )
-        self._log.info(logs.RUN_SUMMARY, **report.summary())
+        self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
         return report
+
+    def _server(self) -> dict[str, Any]:
+        return {} if self.server is None else {"server": dict(self.server)}
 
     def _stopping(self) -> bool:
         lease = self._lease
@@ -459,7 +464,7 @@ class Runner:
             invalid_objects=invalid,
             costs=self._steer(loop.snapshot),
         )
-        self._log.info(logs.RUN_SUMMARY, **report.summary())
+        self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
         return report
 
     def _waves(self, loop: _Loop) -> None:

@@ -129,6 +129,7 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True  # the Ready condition is True (False or Unknown make it NotReady)
+    declared_features: frozenset[str] = frozenset()  # status.declaredFeatures (1.36+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,8 @@ class Pod:
     deletion_cost: str | None = None  # controller.kubernetes.io/pod-deletion-cost, as written
     cost_mark: str | None = None  # rebalancer/deletion-cost: the cost rebalancer last wrote
     resource_version: str = ""  # metadata.resourceVersion (a write's precondition)
+    scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: a gang's PodGroup
+    required_features: frozenset[str] = frozenset()  # node features it needs (convert.features)
     label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
     """Pods converted in one snapshot with equal labels carry the same number (see template)."""
     template: int = field(default=NOT_SHARED, compare=False, repr=False)

@@ -24,8 +24,11 @@ POD_SPEC_KEYS = (
     "terminationGracePeriodSeconds",
     "resources",
     "resourceClaims",
+    "schedulingGroup",
+    "hostNetwork",
+    "hostUsers",
 )
-CONTAINER_KEYS = ("name", "resources", "restartPolicy")
+CONTAINER_KEYS = ("name", "resources", "restartPolicy", "restartPolicyRules")
 VOLUME_SOURCES = ("persistentVolumeClaim", "emptyDir", "ephemeral")
 STATUS_CONTAINER_KEYS = ("name", "allocatedResources", "resources")
 CONDITION_KEYS = ("type", "status", "reason")
@@ -57,12 +60,25 @@ def _conditions(status: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return [_pick(c, CONDITION_KEYS) for c in conditions]
 
 
+def _container(container: Mapping[str, Any]) -> dict[str, Any]:
+    """What the requests and the node features a pod needs come from (mounts: bind options)."""
+    out = _pick(container, CONTAINER_KEYS)
+    mounts = [
+        {"bindMountOptions": m["bindMountOptions"]}
+        for m in container.get("volumeMounts") or ()
+        if m.get("bindMountOptions")
+    ]
+    if mounts:
+        out["volumeMounts"] = mounts
+    return out
+
+
 def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec = obj.get("spec") or {}
     out_spec = _pick(spec, POD_SPEC_KEYS)
-    for key in ("containers", "initContainers"):
+    for key in ("containers", "initContainers", "ephemeralContainers"):
         if key in spec:
-            out_spec[key] = [_pick(c, CONTAINER_KEYS) for c in spec[key]]
+            out_spec[key] = [_container(c) for c in spec[key]]
     if "volumes" in spec:
         out_spec["volumes"] = [
             v for v in spec["volumes"] if any(src in v for src in VOLUME_SOURCES)
@@ -88,7 +104,7 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
     status = obj.get("status") or {}
-    out_status = _pick(status, ("allocatable", "capacity"))
+    out_status = _pick(status, ("allocatable", "capacity", "declaredFeatures"))
     conditions = _conditions(status)
     if conditions is not None:
         out_status["conditions"] = conditions

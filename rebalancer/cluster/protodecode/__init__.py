@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from rebalancer.cluster.fastdecode import FastBuilder, Sink
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.core.convert.constraints import spread_constraints
+from rebalancer.core.convert.features import NO_FEATURES
 from rebalancer.core.convert.memo import EMPTY_NUMBER
 from rebalancer.core.convert.pods import (
     COST_MARK_ANNOTATION,
@@ -192,6 +193,8 @@ def _requirements_of(raw: bytes) -> dict[str, Any]:
 
 def _container(raw: bytes) -> dict[str, Any]:
     message = pb.Container.FromString(raw)
+    if message.restartPolicyRules or any(m.bindMountOptions for m in message.volumeMounts):
+        raise _Fallback  # it may need node features: the general path infers them
     doc: dict[str, Any] = {
         "name": message.name,
         "resources": _resource_requirements(message.resources),
@@ -466,8 +469,12 @@ class ProtoBuilder(FastBuilder):
         spec = item.spec
         status = item.status
         name = meta.name
-        if not name:
-            raise _Fallback
+        if (
+            not name
+            or (spec.hostNetwork and spec.HasField("hostUsers"))
+            or spec.ephemeralContainers
+        ):
+            raise _Fallback  # no name; or it may need node features (convert.features)
         resized: Any = ()
         reasons: Any = ()
         if status.containerStatuses or status.initContainerStatuses:
@@ -536,6 +543,10 @@ class ProtoBuilder(FastBuilder):
             cost,
             mark,
             meta.resourceVersion,
+            (spec.schedulingGroup.podGroupName or None)
+            if spec.HasField("schedulingGroup")
+            else None,
+            NO_FEATURES,  # a pod that may need node features took the general path
             label_set,
             template_number,
         )

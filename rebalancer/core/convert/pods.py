@@ -15,6 +15,7 @@ from typing import Any, Final
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.disruption import pod_conditions, resource_claims
+from rebalancer.core.convert.features import pod_features
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches, fingerprint
 from rebalancer.core.convert.meta import controller_owner, epoch, identify
 from rebalancer.core.convert.nodes import TAINT_EFFECTS
@@ -124,6 +125,13 @@ def _volumes(chk: Checker, spec: Mapping[str, Any], pod_name: str) -> tuple[tupl
     return tuple(claims), local
 
 
+def pod_group(chk: Checker, spec: Mapping[str, Any]) -> str | None:
+    """``spec.schedulingGroup.podGroupName`` (Kubernetes 1.36+, the workload API): the PodGroup
+    whose pods are scheduled as a gang; None when the pod belongs to none."""
+    group = chk.obj(spec, "schedulingGroup", "spec")
+    return chk.text(group, "podGroupName", "spec.schedulingGroup") or None
+
+
 def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     """A Pod (effective requests, normalised constraints); problems go to ``problems``."""
     chk, meta, namespace, name = identify(obj, "Pod", problems, namespaced=True)
@@ -180,6 +188,8 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         deletion_cost=annotations.get(DELETION_COST_ANNOTATION),
         cost_mark=annotations.get(COST_MARK_ANNOTATION),
         resource_version=chk.text(meta, "resourceVersion", "metadata"),
+        scheduling_group=pod_group(chk, spec),
+        required_features=pod_features(chk, spec),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)
