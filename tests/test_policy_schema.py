@@ -296,22 +296,19 @@ def test_schema_and_validator_agree_key_by_key(key: str) -> None:
     agree()
 
 
-def test_strategies_reach_both_verdicts_for_every_key() -> None:
-    """The draws above are not all good or all bad: for every key, each verdict occurs."""
-    seen: dict[str, set[bool]] = {key: set() for key in POLICY_KEYS}
+@pytest.mark.parametrize("key", POLICY_KEYS)
+def test_strategies_reach_both_verdicts_for_every_key(key: str) -> None:
+    """The draws above are not all good or all bad: for every key, each verdict occurs (drawn
+    per key and derandomized, so the check does not depend on how a run's draws fall)."""
+    seen: set[bool] = set()
 
-    @settings(max_examples=400, deadline=None, database=None)
-    @given(
-        st.sampled_from(POLICY_KEYS).flatmap(
-            lambda k: st.tuples(st.just(k), mixed(KEY_VALUES.get(k, st.booleans())))
-        )
-    )
-    def draw(pair: tuple[str, Any]) -> None:
-        key, value = pair
-        seen[key].add(not validator_problems({key: value}))
+    @settings(max_examples=100, deadline=None, database=None, derandomize=True)
+    @given(mixed(KEY_VALUES.get(key, st.booleans())))
+    def draw(value: Any) -> None:
+        seen.add(not validator_problems({key: value}))
 
     draw()
-    assert {key: verdicts for key, verdicts in seen.items() if verdicts != {True, False}} == {}
+    assert seen == {True, False}
 
 
 @pytest.mark.parametrize(
