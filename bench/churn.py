@@ -19,7 +19,7 @@ same events at the same (sped-up) times:
 * ``steer``: the same with a policy setting ``steerScaleDown: true``; skipped, saying so, when
   ``rebalancer policy check`` rejects that key.
 
-Each tool talks to kube-apiserver as its own user (an impersonating kubeconfig), so the audit
+Each tool talks to kube-apiserver as its own ServiceAccount (cluster-admin), so the audit
 log tells its requests apart: evictions, 429 answers and pod DELETEs are counted from it. A
 sampler LISTs the namespace's pods every second: skew-seconds (per sample, over every hard
 zone view, how far the skew is above maxSkew, times the sample interval), the tool's RSS, and
@@ -98,8 +98,24 @@ class Result:
         return any(self.most_unavailable.get(w, 0) > n for w, n in self.pdb.items())
 
 
+TOOL_NAMESPACE = "rebalancer"  # where the tools' ServiceAccounts live (and run's Lease)
+
+
 def user_of(contestant: str) -> str:
-    return f"churn-{contestant}"
+    return f"system:serviceaccount:{TOOL_NAMESPACE}:churn-{contestant}"
+
+
+def tool_kubeconfig(cp: Any, contestant: str) -> Path:
+    """A kubeconfig of the contestant's own ServiceAccount (bound to cluster-admin), so that
+    the audit log tells its requests apart by user."""
+    sa = f"churn-{contestant}"
+    cp.kubectl("create", "serviceaccount", sa, "-n", TOOL_NAMESPACE, check=False)
+    cp.kubectl(
+        "create", "clusterrolebinding", sa, "--clusterrole=cluster-admin",
+        f"--serviceaccount={TOOL_NAMESPACE}:{sa}", check=False,
+    )  # fmt: skip
+    path: Path = cp.token_kubeconfig(TOOL_NAMESPACE, sa)
+    return path
 
 
 def _rfc3339(ts: str) -> float:
@@ -300,8 +316,9 @@ class Replay:
                     skew = max(c[z] for z in zones) - min(c[z] for z in zones)
                     excess += max(0, skew - by_name[app].max_skew)
                 self.samples.append((now - t0, excess))
-            if self.pid is not None:
-                self.rss.append((now - t0, rss_bytes(self.pid) / 2**20))
+            rss = rss_bytes(self.pid) if self.pid is not None else 0
+            if rss:
+                self.rss.append((now - t0, rss / 2**20))
             next_at += SAMPLE_SECONDS
             self._stop.wait(max(0.0, next_at - time.time()))
         kube.close()
@@ -376,7 +393,7 @@ def steer_policy(stem: Path) -> Path:
 def tool_requests(cp: Any, user: str, since: float) -> list[dict[str, Any]]:
     out = []
     for ev in cp.audit_events():
-        who = (ev.get("impersonatedUser") or ev.get("user") or {}).get("username")
+        who = (ev.get("user") or {}).get("username")
         if who != user or ev.get("stage") != "ResponseComplete":
             continue
         if _rfc3339(ev["requestReceivedTimestamp"]) < since:
@@ -490,7 +507,7 @@ def run_contestant(
             print(f"  steer: SKIPPED ({result.skipped})", file=sys.stderr, flush=True)
             return result
     replay.setup()
-    kubeconfig = cp.impersonation_kubeconfig(user_of(contestant), ["system:masters"])
+    kubeconfig = tool_kubeconfig(cp, contestant)
     argv = tool_argv(contestant, replay, kubeconfig, interval, descheduler)
     apiserver = apiserver_pid(str(cp.kubeconfig))
     proc: subprocess.Popen[bytes] | None = None
@@ -652,8 +669,8 @@ def run_all(
     descheduler: Path | None = None,
 ) -> list[Result]:
     """Every contestant on the same trace, one after the other, on the control plane ``cp``
-    (``e2e.cluster.controlplane.ControlPlane``: node_manifest, audit log, impersonation)."""
-    cp.kubectl("create", "namespace", "rebalancer", check=False)  # where `run` holds its Lease
+    (``e2e.cluster.controlplane.ControlPlane``: node_manifest, audit log, tokens)."""
+    cp.kubectl("create", "namespace", TOOL_NAMESPACE, check=False)  # and run's Lease
     rows = []
     for c in contestants:
         print(f"contestant {c} ({trace.name}, speed-up {speedup})", file=sys.stderr, flush=True)
