@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -69,6 +70,7 @@ ZONE = "topology.kubernetes.io/zone"
 CONTESTANT_LABEL = "bench.rebalancer/churn"
 CONTESTANTS = ("nothing", "descheduler", "rebalancer", "steer")
 THRASH_WINDOW = 600.0
+REPLACEMENT_SECONDS = 5.0
 SAMPLE_SECONDS = 1.0
 TAIL_SECONDS = 10.0
 STOP_GRACE = 30.0
@@ -145,6 +147,8 @@ class Replay:
         self.samples: list[tuple[float, int]] = []
         self.first_seen: dict[str, tuple[str, float]] = {}  # pod -> (workload, wall time)
         self.ready_at: dict[str, float] = {}
+        self.ready_counts: list[tuple[float, Counter[str]]] = []  # wall time, app -> Ready
+        self.changed: list[tuple[float, str]] = []  # wall time, workload scaled or rolled out
         self.rss: list[tuple[float, float]] = []
         self.pid: int | None = None
         self._stop = threading.Event()
@@ -246,6 +250,8 @@ class Replay:
     # -- the events ----------------------------------------------------------------------------
     def apply_event(self, kind: str, target: str, value: int) -> None:
         cp, ns = self.cp, self.ns
+        if kind in (SCALE, ROLLOUT):
+            self.changed.append((time.time(), target))
         if kind == SCALE:
             cp.kubectl("scale", "deployment", target, "-n", ns, f"--replicas={value}", check=False)
         elif kind == ROLLOUT:
@@ -295,6 +301,7 @@ class Replay:
                 pods = None
             if pods is not None:
                 counts: dict[str, Counter[str]] = {w: Counter() for w in by_name}
+                ready_now: Counter[str] = Counter()
                 for p in pods:
                     meta, spec, status = p["metadata"], p["spec"], p.get("status") or {}
                     app = (meta.get("labels") or {}).get("app", "")
@@ -308,6 +315,8 @@ class Replay:
                     )
                     if ready and name not in self.ready_at:
                         self.ready_at[name] = now
+                    if ready and not meta.get("deletionTimestamp"):
+                        ready_now[app] += 1
                     node = spec.get("nodeName")
                     if node in self.nodes and not meta.get("deletionTimestamp"):
                         counts[app][self.nodes[node]] += 1
@@ -316,6 +325,7 @@ class Replay:
                     skew = max(c[z] for z in zones) - min(c[z] for z in zones)
                     excess += max(0, skew - by_name[app].max_skew)
                 self.samples.append((now - t0, excess))
+                self.ready_counts.append((now, ready_now))
             rss = rss_bytes(self.pid) if self.pid is not None else 0
             if rss:
                 self.rss.append((now - t0, rss / 2**20))
@@ -439,8 +449,9 @@ def replacements(
     first_seen: dict[str, tuple[str, float]],
 ) -> list[tuple[float, str, str, str | None]]:
     """(time, pod, workload, replacement): the replacement of an eviction is the workload's
-    first pod first seen after it, not already another eviction's (a scale-up's new pod can be
-    taken for one: an approximation)."""
+    first pod first seen after it, within :data:`REPLACEMENT_SECONDS`, not already another
+    eviction's (none: a scale-down made it moot; a scale-up's new pod seen in the same second
+    can still be taken for one: an approximation)."""
     created: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for pod, (app, at) in first_seen.items():
         created[app].append((at, pod))
@@ -450,7 +461,14 @@ def replacements(
     out = []
     for at, pod in evictions:
         app = first_seen.get(pod, ("", 0.0))[0]
-        repl = next((p for t, p in created.get(app, ()) if t >= at and p not in taken), None)
+        repl = next(
+            (
+                p
+                for t, p in created.get(app, ())
+                if at <= t <= at + REPLACEMENT_SECONDS and p not in taken
+            ),
+            None,
+        )
         if repl is not None:
             taken.add(repl)
         out.append((at, pod, app, repl))
@@ -467,13 +485,27 @@ def thrash(matched: Sequence[tuple[float, str, str, str | None]]) -> int:
 
 
 def most_unavailable(
-    matched: Sequence[tuple[float, str, str, str | None]], ready_at: dict[str, float], end: float
+    evictions: Sequence[tuple[float, str]],
+    first_seen: dict[str, tuple[str, float]],
+    ready_counts: Sequence[tuple[float, Counter[str]]],
+    changed: Sequence[tuple[float, str]],
 ) -> dict[str, int]:
-    """Per workload, the most evicted pods at once whose replacement was not Ready yet."""
+    """Per workload, the most of its evictions open at once. An eviction is open from its
+    time until the workload has as many Ready pods again as at the last sample before it, or
+    until the trace scales or rolls the workload out (then its replacement may be moot). No
+    replacement matching is needed; a scale-up's Ready pods can close one early."""
     edges: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for at, _, app, repl in matched:
-        until = ready_at.get(repl, end) if repl is not None else end
-        edges[app] += [(at, 1), (max(at, until), -1)]
+    for at, pod in evictions:
+        app = first_seen.get(pod, ("", 0.0))[0]
+        before = [c[app] for t, c in ready_counts if t < at]
+        if not before:
+            continue
+        after = (t for t, c in ready_counts if t > at and c[app] >= before[-1])
+        end = min(
+            next(after, math.inf),
+            next((t for t, w in changed if t > at and w == app), math.inf),
+        )
+        edges[app] += [(at, 1), (end, -1)]
     out = {}
     for app, es in edges.items():
         level = top = 0
@@ -561,7 +593,9 @@ def score(cp: Any, result: Result, replay: Replay, since: float) -> None:
         for ev in requests
         if ev.get("verb") == "delete" and (ev.get("objectRef") or {}).get("resource") == "pods"
     )
-    result.most_unavailable = most_unavailable(matched, replay.ready_at, time.time())
+    result.most_unavailable = most_unavailable(
+        evictions, replay.first_seen, replay.ready_counts, replay.changed
+    )
     result.pdb = {
         w.name: w.pdb_max_unavailable
         for w in replay.trace.workloads
