@@ -120,13 +120,17 @@ def test_nodes_are_ready_in_three_zones(cluster: Cluster) -> None:
         assert cluster.node_ready(name), name
 
 
+@pytest.mark.k8s_versions
 def test_server_reports_real_version(cluster: Cluster) -> None:
-    """kubectl and kube-apiserver report a real v1.x version, not v0.0.0-master."""
+    """kubectl and kube-apiserver report a real v1.x version, not v0.0.0-master: the minor
+    that REBALANCER_E2E_K8S (--k8s) asked for."""
     v = json.loads(cluster.kubectl("version", "-o", "json").stdout)
     assert v["serverVersion"]["gitVersion"].startswith("v1."), v
     if isinstance(cluster, ControlPlane):
         assert v["clientVersion"]["gitVersion"] == v["serverVersion"]["gitVersion"], v
         assert v["serverVersion"]["minor"] == v["serverVersion"]["gitVersion"].split(".")[1]
+        want = os.environ.get("REBALANCER_E2E_K8S", "1.35")
+        assert f"{v['serverVersion']['major']}.{v['serverVersion']['minor']}" == want, v
 
 
 def test_deployment_is_scheduled_spread_and_running(cluster: Cluster, app_ns: str) -> None:

@@ -456,6 +456,7 @@ def test_a_proxy_injecting_5xx_and_429_gets_bounded_retries_that_honour_retry_af
 # -- 4. two runs at once --------------------------------------------------------------------------
 
 
+@pytest.mark.k8s_versions
 def test_two_concurrent_runs_evict_one_plan_under_one_lease_holder(
     cluster: Cluster, control: ControlPlane, skewed: Imbalance
 ) -> None:

@@ -223,6 +223,7 @@ def _read(kubeconfig: Path, ns: str, *, proto: bool) -> tuple[ReadResult, list[b
     return result, encodings, json_pod_pages
 
 
+@pytest.mark.k8s_versions
 def test_protobuf_read_gives_the_json_snapshot_and_plan(cluster: Cluster, varied: str) -> None:
     ns = varied
     for _ in range(5):  # kwok may still be updating statuses between the two reads

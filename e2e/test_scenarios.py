@@ -488,6 +488,7 @@ def test_h2_min_domains_converges_without_churn(
 # -- p: a PodDisruptionBudget is a budget each wave spends ---------------------------------------
 
 
+@pytest.mark.k8s_versions
 def test_p_pdb_budget_is_spent_one_wave_at_a_time(
     cluster: Cluster, pool: Pool, tmp_path: Path
 ) -> None:
@@ -556,6 +557,7 @@ def plan_json(cluster: Cluster, ns: str) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.k8s_versions
 def test_r_pods_of_the_replaced_revision_are_skipped_while_the_rollout_runs(
     cluster: Cluster, pool: Pool
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import io
 import itertools
 import shutil
 import socket
@@ -175,6 +176,23 @@ class FakeApi:
         return [c[1] for c in self.calls if c[0] == "POST"]
 
 
+class BodyStream:
+    """Stands in for the urllib3 response under a client answer: its body read in pieces."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = io.BytesIO(body)
+        self.released = self.closed = False
+
+    def read(self, amt: int | None = None) -> bytes:
+        return self._body.read(amt)
+
+    def release_conn(self) -> None:
+        self.released = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
 @dataclass
 class _Raw:
     status: int
@@ -182,6 +200,10 @@ class _Raw:
 
     def read(self) -> bytes:
         return self.body
+
+    @property
+    def response(self) -> BodyStream:
+        return BodyStream(self.body)
 
     def getheaders(self) -> dict[str, str]:
         return {}

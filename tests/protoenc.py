@@ -58,6 +58,10 @@ def _container(value: Mapping[str, Any]) -> bytes:
     )
     if value.get("restartPolicy") is not None:
         message.restartPolicy = value["restartPolicy"]
+    # The schema keeps the rules as bytes (presence only): any non-empty message stands for one.
+    message.restartPolicyRules.extend(b"\n\x01x" for _ in value.get("restartPolicyRules") or ())
+    for mount in value.get("volumeMounts") or ():
+        message.volumeMounts.add().bindMountOptions.extend(mount.get("bindMountOptions") or ())
     return message.SerializeToString()
 
 
@@ -172,6 +176,8 @@ def encode_pod(obj: Mapping[str, Any]) -> pb.Pod:
     m.name = meta.get("name", "")
     m.namespace = meta.get("namespace", "")
     m.uid = meta.get("uid", "")
+    if meta.get("resourceVersion"):
+        m.resourceVersion = meta["resourceVersion"]
     m.creationTimestamp.CopyFrom(_seconds(meta.get("creationTimestamp")))
     if meta.get("deletionTimestamp") is not None:
         m.deletionTimestamp.CopyFrom(_seconds(meta["deletionTimestamp"]))
@@ -201,6 +207,15 @@ def encode_pod(obj: Mapping[str, Any]) -> pb.Pod:
     s.resourceClaims.extend(_claim(c) for c in spec.get("resourceClaims") or ())
     if spec.get("resources") is not None:
         s.resources = _requirements_message(spec["resources"]).SerializeToString()
+    if spec.get("hostNetwork") is not None:
+        s.hostNetwork = spec["hostNetwork"]
+    if spec.get("hostUsers") is not None:
+        s.hostUsers = spec["hostUsers"]
+    s.ephemeralContainers.extend(b"\n\x03dbg" for _ in spec.get("ephemeralContainers") or ())
+    if spec.get("schedulingGroup") is not None:
+        s.schedulingGroup.SetInParent()
+        if "podGroupName" in spec["schedulingGroup"]:
+            s.schedulingGroup.podGroupName = spec["schedulingGroup"]["podGroupName"]
     st = pod.status
     st.phase = status.get("phase", "")
     st.conditions.extend(

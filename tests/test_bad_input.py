@@ -282,8 +282,8 @@ def test_closed_stdin_in_a_real_process() -> None:
 
 
 def test_input_size_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
-    """/dev/zero ends with a clear error at the cap, which --max-input-bytes sets."""
-    code, _, err = _run(["plan", "--snapshot", "/dev/zero", "--max-input-bytes", "4096"], capsys)
+    """A snapshot above the cap, which --max-input-bytes sets, ends with a clear error."""
+    code, _, err = _run(["plan", "--snapshot", str(SNAPSHOT), "--max-input-bytes", "4096"], capsys)
     assert code == EXIT_BAD_INPUT
     assert "larger than 4096 bytes" in err and "--max-input-bytes" in err
     code, _, err = _run(["--max-input-bytes", "10", "policy", "check", str(SNAPSHOT)], capsys)

@@ -139,6 +139,29 @@ def test_default_render_is_deploy_base() -> None:
     assert labels["app.kubernetes.io/name"] == "rebalancer"
 
 
+def _grants(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_only_deployment_mode_grants_watch() -> None:
+    """mode=deployment (``run --interval``, which WATCHes between runs) grants what the base
+    ClusterRole and the deployment overlay's watch ClusterRole grant together; the CronJob mode
+    grants watch nowhere and events only create."""
+    cronjob = _grants(only(render(), "ClusterRole")["rules"])
+    assert all("watch" not in verbs for verbs in cronjob.values())
+    assert cronjob[("", "events")] == {"create"}
+    expected = _grants(load(BASE / "clusterrole.yaml")["rules"])
+    watch_role = next(yaml.safe_load_all((OVERLAY / "clusterrole-watch.yaml").read_text()))
+    for key, verbs in _grants(watch_role["rules"]).items():
+        expected[key] = expected[key] | verbs
+    assert _grants(only(render("mode=deployment"), "ClusterRole")["rules"]) == expected
+
+
 def test_deployment_mode_is_the_deployment_overlay() -> None:
     """mode=deployment renders deploy/overlays/deployment's Deployment and Service, no CronJob."""
     docs = render("mode=deployment")
@@ -301,7 +324,18 @@ def test_release_name_and_namespace_are_used_everywhere() -> None:
     ("value", "path"),
     [
         ("mode=daemonset", "/mode"),
-        ("dryRun=true", "/dryRun"),
+        ("dryRun=maybe", "/dryRun"),
+        ("kind=Job", "/kind"),
+        ("replicas=0", "/replicas"),
+        ("policy.minPodAge=100us", "/policy/minPodAge"),
+        ("policy.defaultConstraints[0].maxSkew=1", "topologyKey"),
+        (
+            "policy.defaultConstraints[0].maxSkew=0,policy.defaultConstraints[0].topologyKey=z",
+            "maxSkew",
+        ),
+        ("policy.schedule.windows[0].duration=1h", "cron"),
+        ("nameOverride=Bad_Name", "/nameOverride"),
+        ("pushgateway.url=pg:9091", "/pushgateway/url"),
         ("output=html5", "/output"),
         ("deployment.interval=ten", "/deployment/interval"),
         ("policy.minPodAge=5 minutes", "/policy/minPodAge"),
@@ -309,7 +343,10 @@ def test_release_name_and_namespace_are_used_everywhere() -> None:
         ("policy.gracePeriodSeconds=0", "/policy/gracePeriodSeconds"),
         ("lease.name=Not_A_Name", "/lease/name"),
         ("imagePullPolicy=Always", "imagePullPolicy"),
-        ("policy.namespaces.include={a},policy.namespaces.exclude={b}", "/policy/namespaces"),
+        (
+            "policy.namespaces.include={a},policy.namespaces.exclude={b}",
+            "/policy/namespaces/exclude",
+        ),
         ("policy.priorityThreshold.value=5,policy.priorityThreshold.name=x", "/priorityThreshold"),
     ],
 )
@@ -346,3 +383,150 @@ def test_the_run_holds_the_lease_the_role_names() -> None:
         "fieldPath": "metadata.namespace"
     }
     assert "--lease-name" not in container_args(only(render(), "CronJob"))
+
+
+# -- the descheduler chart's value names ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        (["kind=Deployment"], ["mode=deployment"]),
+        (["kind=CronJob"], ["mode=cronjob"]),
+        (["schedule=0 * * * *"], ["cronjob.schedule=0 * * * *"]),
+        (
+            ["kind=Deployment", "deschedulingInterval=5m"],
+            ["mode=deployment", "deployment.interval=5m"],
+        ),
+        (["dryRun=true"], ["dryRun=client"]),
+        (["dryRun=false"], ["dryRun=none"]),
+    ],
+    ids=",".join,
+)
+def test_descheduler_names_render_as_the_old_ones(new: list[str], old: list[str]) -> None:
+    """kind, schedule, deschedulingInterval and dryRun true/false render exactly what the old
+    names (still accepted) render."""
+    assert render(*new) == render(*old)
+
+
+def test_schedule_and_kind_reach_the_objects() -> None:
+    """schedule sets the CronJob's; kind Deployment renders a Deployment and no CronJob; an old
+    name set explicitly wins over the new one's default."""
+    assert only(render("schedule=5 4 * * *"), "CronJob")["spec"]["schedule"] == "5 4 * * *"
+    docs = render("kind=Deployment", "deschedulingInterval=3m")
+    assert not [d for d in docs if d["kind"] == "CronJob"]
+    parsed = build_parser().parse_args(container_args(only(docs, "Deployment")))
+    assert parsed.interval == "3m"
+    assert only(render("cronjob.schedule=1 1 * * *"), "CronJob")["spec"]["schedule"] == "1 1 * * *"
+
+
+def test_name_overrides() -> None:
+    """nameOverride replaces the chart's name in names and the name label; fullnameOverride
+    the whole name."""
+    docs = render("nameOverride=spread", release="prod")
+    assert only(docs, "ClusterRole")["metadata"]["name"] == "prod-spread"
+    assert only(docs, "ConfigMap")["metadata"]["name"] == "prod-spread-policy"
+    labels = only(docs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == "spread"
+    full = render("fullnameOverride=spreader", release="prod")
+    names = {d["metadata"]["name"] for d in full}
+    assert names == {"spreader", "spreader-policy", "spreader-lease"}
+    pod = pod_spec_of(only(full, "CronJob"))
+    assert pod["serviceAccountName"] == "spreader"
+
+
+def test_replicas_use_the_lease_as_leader_election() -> None:
+    """replicas sets the Deployment's; more than one without the Lease is refused, saying why."""
+    deployment = only(render("kind=Deployment", "replicas=3"), "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert only(render("kind=Deployment"), "Deployment")["spec"]["replicas"] == 1
+    proc = helm(
+        "template", "r", str(CHART), "--set", "kind=Deployment,replicas=2,lease.enabled=false"
+    )
+    assert proc.returncode != 0
+    assert "replicas > 1 needs lease.enabled" in proc.stderr
+
+
+@pytest.mark.parametrize("monitor", ["ServiceMonitor", "PodMonitor"])
+def test_monitors_scrape_the_metrics_port(monitor: str) -> None:
+    """serviceMonitor / podMonitor render a Prometheus Operator object selecting the metrics
+    Service (or the pods) on port metrics; with kind CronJob they are refused, saying why."""
+    key = monitor[0].lower() + monitor[1:]
+    docs = render(
+        "kind=Deployment",
+        f"{key}.enabled=true",
+        f"{key}.interval=30s",
+        f"{key}.additionalLabels.release=prom",
+    )
+    (obj,) = [d for d in docs if d["kind"] == monitor]
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+    assert obj["metadata"]["labels"]["release"] == "prom"
+    endpoints = obj["spec"]["endpoints" if monitor == "ServiceMonitor" else "podMetricsEndpoints"]
+    assert endpoints == [
+        {"port": "metrics", "path": "/metrics", "honorLabels": True, "interval": "30s"}
+    ]
+    selector = obj["spec"]["selector"]["matchLabels"]
+    target = only(docs, "Service" if monitor == "ServiceMonitor" else "Deployment")
+    target_labels = (
+        target["metadata"]["labels"]
+        if monitor == "ServiceMonitor"
+        else target["spec"]["template"]["metadata"]["labels"]
+    )
+    assert selector.items() <= target_labels.items()
+    if monitor == "ServiceMonitor":
+        assert [p["name"] for p in target["spec"]["ports"]] == ["metrics"]
+    assert not [d for d in render("kind=Deployment") if d["kind"] == monitor]
+    proc = helm("template", "r", str(CHART), "--set", f"{key}.enabled=true")
+    assert proc.returncode != 0
+    assert f"{monitor} needs kind: Deployment" in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["CronJob", "Deployment"])
+def test_pushgateway_url_reaches_the_run(kind: str) -> None:
+    """pushgateway.url becomes `run --pushgateway URL`; empty, no flag."""
+    docs = render(f"kind={kind}", "pushgateway.url=http://pushgateway.monitoring:9091")
+    args = container_args(only(docs, kind))
+    parsed = build_parser().parse_args(args)
+    assert parsed.pushgateway == "http://pushgateway.monitoring:9091"
+    assert "--pushgateway" not in container_args(only(render(f"kind={kind}"), kind))
+
+
+def test_chart_repository_layout(tmp_path: Path) -> None:
+    """`helm package` and `helm repo index` give a chart repository: index.yaml listing the
+    chart's version with the archive's digest, and the archive installs (template) as the
+    directory does."""
+    import hashlib  # noqa: PLC0415
+
+    proc = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    chart = load(CHART / "Chart.yaml")
+    archive = tmp_path / f"rebalancer-{chart['version']}.tgz"
+    assert archive.is_file()
+    proc = helm("repo", "index", str(tmp_path), "--url", "https://charts.example.invalid")
+    assert proc.returncode == 0, proc.stderr
+    index = load(tmp_path / "index.yaml")
+    (entry,) = index["entries"]["rebalancer"]
+    assert entry["version"] == chart["version"]
+    assert entry["appVersion"] == chart["appVersion"]
+    assert entry["urls"] == [f"https://charts.example.invalid/{archive.name}"]
+    assert entry["digest"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    packaged = helm("template", "rebalancer", str(archive), "--namespace", "rebalancer")
+    assert packaged.returncode == 0, packaged.stderr
+    assert [d for d in yaml.safe_load_all(packaged.stdout) if d] == render()
+
+
+def test_prometheus_rule_carries_the_alerts_of_deploy_monitoring() -> None:
+    """prometheusRule.enabled renders the rule groups of deploy/monitoring, from the chart's
+    copy, which is the same file."""
+    rules = ROOT / "deploy" / "monitoring" / "rebalancer.rules.yaml"
+    copy_ = CHART / "files" / "rebalancer.rules.yaml"
+    assert copy_.read_text() == rules.read_text()
+    assert not [d for d in render() if d["kind"] == "PrometheusRule"]
+    for kind in ("CronJob", "Deployment"):
+        docs = render(
+            f"kind={kind}", "prometheusRule.enabled=true", "prometheusRule.additionalLabels.a=b"
+        )
+        rule = only(docs, "PrometheusRule")
+        assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+        assert rule["metadata"]["labels"]["a"] == "b"
+        assert rule["spec"]["groups"] == load(rules)["groups"]

@@ -1079,6 +1079,22 @@ def test_the_descheduler_annotations_are_read_by_their_exact_keys_whatever_the_v
     )
 
 
+def test_the_deletion_cost_its_mark_and_the_resource_version_are_kept_as_written() -> None:
+    """controller.kubernetes.io/pod-deletion-cost and rebalancer/deletion-cost are kept as
+    the text written (absent: None), and metadata.resourceVersion as text (absent: "")."""
+    cost = "controller.kubernetes.io/pod-deletion-cost"
+    mark = "rebalancer/deletion-cost"
+
+    def kept(meta: dict[str, Any]) -> tuple[str | None, str | None, str]:
+        pod = pod_from_api(pod_obj("web-1", meta=meta))
+        return pod.deletion_cost, pod.cost_mark, pod.resource_version
+
+    assert kept({}) == (None, None, "")
+    assert kept({"annotations": {cost: "-7"}, "resourceVersion": "981"}) == ("-7", None, "981")
+    assert kept({"annotations": {cost: "x", mark: "3"}}) == ("x", "3", "")
+    assert kept({"annotations": {cost + "s": "1", "a": cost}}) == (None, None, "")
+
+
 def test_annotations_are_checked_and_only_the_mirror_key_marks_a_mirror() -> None:
     """Annotations are not kept, but a bad one is still reported, and only the exact mirror
     key (whatever its value) makes a pod a static pod's mirror."""

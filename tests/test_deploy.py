@@ -56,8 +56,9 @@ def rules() -> dict[tuple[str, str], set[str]]:
 
 
 def test_clusterrole_has_exactly_the_verbs_rebalancer_needs() -> None:
-    """The ClusterRole grants get/list on what is read, create on evictions and events only."""
-    read = {"get", "list", "watch"}  # watch: loop mode keeps the cluster current
+    """The ClusterRole grants get/list on what is read, create on evictions and events only:
+    no watch (the CronJob's one-shot run never watches), no patch on events."""
+    read = {"get", "list"}
     assert rules() == {
         ("", "nodes"): read,
         ("", "pods"): read,
@@ -71,9 +72,32 @@ def test_clusterrole_has_exactly_the_verbs_rebalancer_needs() -> None:
         ("apps", "statefulsets"): read,
         ("apps", "deployments"): read,
         ("", "pods/eviction"): {"create"},
-        ("", "events"): {"create", "patch"},
+        ("", "events"): {"create"},
         ("authorization.k8s.io", "selfsubjectaccessreviews"): {"create"},
     }
+
+
+def test_only_the_deployment_overlay_grants_watch_on_what_is_read() -> None:
+    """deploy/overlays/deployment (``run --interval``, which keeps the cluster current with
+    WATCH) binds a second ClusterRole with watch, and only watch, on exactly the resources the
+    base lets rebalancer read; the base grants watch nowhere."""
+    overlay_dir = DEPLOY / "overlays" / "deployment"
+    assert "clusterrole-watch.yaml" in load(overlay_dir / "kustomization.yaml")["resources"]
+    role, binding = yaml.safe_load_all((overlay_dir / "clusterrole-watch.yaml").read_text())
+    watched: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                watched.setdefault((group, resource), set()).update(rule["verbs"])
+    read = {key for key, verbs in rules().items() if verbs == {"get", "list"}}
+    assert watched == {key: {"watch"} for key in read}
+    assert all("watch" not in verbs for verbs in rules().values())
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == base_doc("ClusterRoleBinding")["subjects"]
 
 
 def test_clusterrole_never_allows_deleting_pods() -> None:
@@ -281,6 +305,7 @@ def _rendered(path: Path) -> Iterator[dict[str, Any]]:
         ("deploy", "CronJob"),
         ("deploy/overlays/evict", "CronJob"),
         ("deploy/overlays/deployment", "Deployment"),
+        ("deploy/overlays/steer", "CronJob"),
     ],
 )
 def test_kustomize_renders(path: str, workload: str) -> None:

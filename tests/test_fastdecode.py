@@ -148,7 +148,8 @@ def test_pod_fields_are_in_the_order_the_typed_path_builds_them() -> None:
         "priority", "priority_class_name", "owner", "node_selector", "required_affinity",
         "tolerations", "constraints", "requests", "pvc_names", "local_storage", "mirror",
         "grace_period_seconds", "ready", "disruption_target",
-        "resource_claims", "evict_requested", "prefer_no_eviction", "label_set", "template",
+        "resource_claims", "evict_requested", "prefer_no_eviction", "deletion_cost", "cost_mark",
+        "resource_version", "scheduling_group", "required_features", "label_set", "template",
     ]  # fmt: skip
 
 
@@ -195,6 +196,12 @@ containers = st.lists(
             ),
             "restartPolicy": st.just("Always"),
             "image": st.just("x"),
+            "restartPolicyRules": st.sampled_from(
+                [[], [{"action": "RestartAllContainers"}], [{"action": "Restart"}]]
+            ),
+            "volumeMounts": st.sampled_from(
+                [[{"name": "v", "mountPath": "/v"}], [{"name": "v", "bindMountOptions": ["ro"]}]]
+            ),
         },
     ),
     max_size=2,
@@ -349,7 +356,15 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                     st.just({"kubectl.kubernetes.io/last-applied-configuration": "{}"}),
                     st.just({"descheduler.alpha.kubernetes.io/evict": ""}),
                     st.just({"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"}),
+                    st.just(
+                        {
+                            "controller.kubernetes.io/pod-deletion-cost": "-3",
+                            "rebalancer/deletion-cost": "-3",
+                        }
+                    ),
+                    st.just({"controller.kubernetes.io/pod-deletion-cost": "7"}),
                 ),
+                "resourceVersion": st.sampled_from(["1", "42", None]),
                 "creationTimestamp": timestamps,
                 "deletionTimestamp": timestamps,
                 "ownerReferences": owner_refs,
@@ -375,6 +390,28 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
                 "resources": st.fixed_dictionaries({}, optional={"requests": resource_lists}),
                 "resourceClaims": st.lists(st.fixed_dictionaries({"name": names}), max_size=2),
                 "volumes": volumes,
+                "hostNetwork": st.booleans(),
+                "hostUsers": st.sampled_from([False, True, None]),
+                "ephemeralContainers": st.sampled_from(
+                    [
+                        [],
+                        [
+                            {
+                                "name": "dbg",
+                                "volumeMounts": [{"name": "v", "bindMountOptions": ["x"]}],
+                            }
+                        ],
+                    ]
+                ),
+                "schedulingGroup": st.sampled_from(
+                    [
+                        None,
+                        {},
+                        {"podGroupName": "gang-a"},
+                        {"podGroupName": ""},
+                        {"podGroupName": 5},
+                    ]
+                ),
             },
         )
     )
@@ -740,3 +777,15 @@ def test_when_no_worker_can_start_one_process_reads_it_all(
             patch.setattr(fastdecode, "_can_fork", lambda: True)
             patch.setattr(os, "fork", no_fork)
             assert numbered(loaded(path)) == expected
+
+
+def test_a_string_that_is_not_utf8_is_bad_input_not_a_crash(tmp_path: Path) -> None:
+    """A list item whose kind holds a byte that is not UTF-8: the file is refused as invalid
+    JSON (exit 2 from the CLI), as the general path refuses it."""
+    path = tmp_path / "bad.json"
+    path.write_bytes(
+        b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "\x80Node",'
+        b' "metadata": {"name": "n"}}]}'
+    )
+    with pytest.raises(InputError, match="UTF-8"):
+        load_snapshot(path)

@@ -181,43 +181,91 @@ def test_pip_installs_the_kubectl_rebalance_executable() -> None:
     assert proc.stdout.startswith("usage: kubectl rebalance")
 
 
-def test_krew_package_and_manifest(tmp_path: Path) -> None:
-    """deploy/krew/package.sh builds a reproducible archive holding the executable shim, and a
-    manifest naming the plugin, the archive's URL and its sha256."""
-    base = "https://downloads.example.org/rebalancer/v0.1.0"
-    for out in ("a", "b"):
-        subprocess.run(
-            ["bash", str(ROOT / "deploy" / "krew" / "package.sh"), base, str(tmp_path / out)],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+def _build_plugin_module() -> Any:
+    """scripts/build_plugin.py, imported (scripts/ is no package)."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(
+        "build_plugin", ROOT / "scripts" / "build_plugin.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_krew_manifest_template() -> None:
+    """deploy/krew/rebalance.yaml names the plugin, its version, a homepage to fill and the
+    caveat of the single file; its platforms are written per archive."""
+    manifest = yaml.safe_load((ROOT / "deploy" / "krew" / "rebalance.yaml").read_text())
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    archive_name = f"kubectl-rebalance-v{version}.tar.gz"
-    archive = tmp_path / "a" / archive_name
-    assert archive.read_bytes() == (tmp_path / "b" / archive_name).read_bytes()
-    manifest = yaml.safe_load((tmp_path / "a" / "rebalance.yaml").read_text())
     assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
     assert manifest["kind"] == "Plugin"
     assert manifest["metadata"]["name"] == "rebalance"
     assert manifest["spec"]["version"] == f"v{version}"
-    (platform,) = manifest["spec"]["platforms"]
-    assert platform["uri"] == f"{base}/{archive_name}"
-    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
-    assert platform["bin"] == "kubectl-rebalance"
-    with tarfile.open(archive) as tar:
-        member = tar.getmember("kubectl-rebalance")
-        assert member.mode & stat.S_IXUSR
-        (tmp_path / "x").mkdir()
-        tar.extractall(tmp_path / "x", filter="data")
-    shim = tmp_path / "x" / "kubectl-rebalance"
-    proc = subprocess.run(
-        [str(shim), "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env={**os.environ, "REBALANCER_PYTHON": sys.executable},
+    assert manifest["spec"]["homepage"] == "@HOMEPAGE@"
+    assert manifest["spec"]["platforms"] == []
+    assert "python3" in manifest["spec"]["caveats"]
+
+
+def test_krew_archives_and_manifest(tmp_path: Path) -> None:
+    """scripts/build_plugin.py --krew: one reproducible archive per platform built, holding the
+    executable single file, and a manifest entry per archive (os/arch selector, uri, sha256);
+    platforms not built are left out."""
+    build_plugin = _build_plugin_module()
+    base = "https://downloads.example.org/rebalancer/v0.1.0"
+    built = {"linux/amd64": b"#!/usr/bin/env python3\namd64", "darwin/arm64": b"arm64"}
+    for out in ("a", "b"):
+        for platform, content in built.items():
+            single = tmp_path / out / platform.replace("/", "-") / "kubectl-rebalance"
+            single.parent.mkdir(parents=True)
+            single.write_bytes(content)
+        build_plugin.krew(tmp_path / out, base, "https://rebalancer.example.org")
+    manifest = yaml.safe_load((tmp_path / "a" / "krew" / "rebalance.yaml").read_text())
+    assert manifest["spec"]["homepage"] == "https://rebalancer.example.org"
+    version = manifest["spec"]["version"]
+    platforms = manifest["spec"]["platforms"]
+    assert [p["selector"]["matchLabels"] for p in platforms] == [
+        {"os": "darwin", "arch": "arm64"},
+        {"os": "linux", "arch": "amd64"},
+    ]
+    for entry in platforms:
+        labels = entry["selector"]["matchLabels"]
+        name = f"kubectl-rebalance-{version}-{labels['os']}-{labels['arch']}.tar.gz"
+        archive = tmp_path / "a" / "krew" / name
+        assert archive.read_bytes() == (tmp_path / "b" / "krew" / name).read_bytes()
+        assert entry["uri"] == f"{base}/{name}"
+        assert entry["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+        assert entry["bin"] == "kubectl-rebalance"
+        assert entry["files"] == [{"from": "kubectl-rebalance", "to": "."}]
+        with tarfile.open(archive) as tar:
+            (member,) = tar.getmembers()
+            assert member.name == "kubectl-rebalance"
+            assert member.mode & stat.S_IXUSR
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            assert extracted.read() == built[f"{labels['os']}/{labels['arch']}"]
+
+
+@pytest.mark.parametrize(("pythons", "ok"), [("3.11 3.12 3.13 3.14", True), ("2.7 9.9", False)])
+def test_single_file_preamble_names_the_pythons_it_runs_on(
+    pythons: str, ok: bool, tmp_path: Path
+) -> None:
+    """Before anything is imported, the single file's preamble stops (exit 2) on a Python it
+    has no compiled modules for, naming the ones it has."""
+    (tmp_path / "rebalancer_plugin_pythons.txt").write_text(pythons + "\n")
+    code = (
+        "import runpy, sys; runpy.run_path(sys.argv[1], "
+        "init_globals={'site_packages': sys.argv[2]}, run_name='__main__'); print('went on')"
     )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: kubectl rebalance")
+    preamble = ROOT / "scripts" / "plugin_preamble.py"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(preamble), str(tmp_path)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if ok:
+        assert (proc.returncode, proc.stdout) == (0, "went on\n"), proc.stderr
+    else:
+        assert proc.returncode == 2
+        assert "runs on CPython 2.7, 9.9" in proc.stderr
+        assert proc.stdout == ""

@@ -144,6 +144,7 @@ def test_dashboard_shows_every_exported_metric() -> None:
         "rebalancer_planned_moves",
         "rebalancer_skew_before",
         "rebalancer_skew_after",
+        "rebalancer_unrepaired_skew",
         "rebalancer_run_duration_seconds",
         "rebalancer_invalid_objects",
     }
@@ -208,3 +209,95 @@ def test_monitoring_kustomization_renders() -> None:
     ports = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
     assert endpoint["port"] in {p["name"] for p in ports}
     assert endpoint["honorLabels"] is True  # keeps the views' own `namespace` label
+
+
+# -- alert series on a large cluster -------------------------------------------------------------
+
+
+def _series(metrics: Metrics, name: str) -> list[dict[str, str]]:
+    return [
+        sample.labels
+        for family in metrics.registry.collect()
+        if family.name == name
+        for sample in family.samples
+    ]
+
+
+@pytest.fixture(scope="module")
+def medium_cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    """bench.gen's 1,000-node, 30,000-pod cluster (seed 1) and its plan with the default policy."""
+    from bench.gen import SIZES, generate  # noqa: PLC0415
+    from rebalancer.cluster.snapshot import dump_objects, load_snapshot  # noqa: PLC0415
+    from rebalancer.core.planner import plan  # noqa: PLC0415
+    from rebalancer.core.policy import Policy  # noqa: PLC0415
+
+    path = tmp_path_factory.mktemp("bench") / "medium.json"
+    nodes, pods = SIZES["medium"]
+    path.write_bytes(dump_objects(list(generate(nodes, pods, 1)), "json"))
+    snapshot = load_snapshot(path)
+    return snapshot, plan(snapshot, Policy(), 1_760_100_000.0)
+
+
+def _report(planned: Any, after: str, *, server_dry_run: bool = False) -> Any:
+    """A run of ``planned`` whose views end as ``after`` says: "before" (nothing moved: every
+    eviction blocked) or "planned" (the simulated end state, what a run that evicts reaches)."""
+    from rebalancer.cluster.outcome import RunEnd  # noqa: PLC0415
+    from rebalancer.cluster.runner import RunReport, ViewSkew  # noqa: PLC0415
+
+    ends = {id(v): a.skew for v, a in zip(planned.violations, planned.after, strict=True)}
+    skews = tuple(
+        ViewSkew(
+            v.namespace,
+            v.topology_key,
+            v.selector,
+            v.max_skew,
+            v.when_unsatisfiable,
+            v.skew,
+            v.skew if after == "before" else ends[id(v)],
+        )
+        for v in planned.violations
+    )
+    return RunReport(
+        "r", planned, (), None, RunEnd.NOTHING_EVICTED, skews, 1.0, server_dry_run=server_dry_run
+    )
+
+
+def test_skew_alert_series_on_the_30000_pod_cluster(medium_cluster: tuple[Any, Any]) -> None:
+    """On bench.gen's 30,000-pod cluster the old alert (rebalancer_skew_before > 0) had one
+    series per violated view, 457, firing in dry run too. Now: none in dry run or server dry
+    run, none once a run reaches its plan, and even when every eviction is blocked at most one
+    per workload, none with a pod-template-hash in its labels."""
+    snapshot, planned = medium_cluster
+    assert len(planned.violations) == 457  # the old alert's series (and alerts)
+    hashes = {
+        p.labels["pod-template-hash"] for p in snapshot.pods if "pod-template-hash" in p.labels
+    }
+    assert hashes
+
+    for evicting, server in ((False, False), (True, True)):
+        quiet = Metrics(evicting=evicting)
+        quiet.record(_report(planned, "before", server_dry_run=server))
+        assert _series(quiet, "rebalancer_unrepaired_skew") == []
+    repaired = Metrics(evicting=True)
+    repaired.record(_report(planned, "planned"))
+    assert _series(repaired, "rebalancer_unrepaired_skew") == []
+
+    blocked = Metrics(evicting=True)
+    blocked.record(_report(planned, "before"))
+    series = _series(blocked, "rebalancer_unrepaired_skew")
+    workloads = {(p.namespace, p.owner.kind, p.owner.name) for p in snapshot.pods if p.owner}
+    # Only views the plan brings within maxSkew; one series per workload at most.
+    repairable = [a for a in planned.after if a.skew <= a.max_skew]
+    assert 0 < len(series) <= len(repairable) < len(planned.violations)
+    assert len(series) <= len(workloads)
+    assert len({(s["namespace"], s["workload"]) for s in series}) == len(series)
+    for labels in series:
+        assert set(labels) == {"namespace", "workload"}
+        assert not any(h in labels["workload"] for h in hashes), labels
+    print(  # the figures in docs/monitoring.md (pytest -s)
+        f"alert series: before {len(planned.violations)}, dry run 0, "
+        f"all evictions blocked {len(series)}, repaired 0"
+    )
+    # The dashboard's view gauges lose the hashes too.
+    for labels in _series(blocked, "rebalancer_skew_before"):
+        assert not any(h in labels["selector"] for h in hashes), labels

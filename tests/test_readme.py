@@ -1,8 +1,10 @@
-"""README's sample plan is exactly what the command prints for the bundled example."""
+"""README's sample plan is exactly what the command prints for the bundled example; README and
+docs/ link to files and sections that exist, and speak to users."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,9 @@ from rebalancer.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = "$ rebalancer plan --snapshot examples/skewed-cluster.yaml\n"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 
 
 def test_readme_sample_plan_is_current(
@@ -24,3 +29,44 @@ def test_readme_sample_plan_is_current(
     monkeypatch.chdir(ROOT)
     assert main(["plan", "--snapshot", os.path.join("examples", "skewed-cluster.yaml")]) == 0
     assert capsys.readouterr().out == sample
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation but '-' and '_' dropped, spaces to '-'."""
+    text = FENCE.sub("", page.read_text())
+    headings = re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_links_point_at_files_and_sections_that_exist(page: Path) -> None:
+    """Every relative link of README.md and docs/*.md names a file of the repository and, with
+    '#section', a heading of that file."""
+    broken = []
+    for target in LINK.findall(FENCE.sub("", page.read_text())):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in _anchors(dest)):
+            broken.append(target)
+    assert broken == []
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    """A page under docs/ that the README does not link is a page nobody finds."""
+    readme = (ROOT / "README.md").read_text()
+    linked = {t.partition("#")[0] for t in LINK.findall(readme)}
+    assert [p.name for p in PAGES[1:] if f"docs/{p.name}" not in linked] == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_pages_speak_to_users(page: Path) -> None:
+    """No issue numbers and no paths of the machine the project is developed on."""
+    text = page.read_text()
+    assert re.findall(r"\bissue \d+|/work/|/tmp/|shared/SPEC", text, re.IGNORECASE) == []
+
+
+def test_readme_fits_on_a_few_screens() -> None:
+    """The README stays an overview; details go to docs/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 400

@@ -20,8 +20,11 @@ from hypothesis import strategies as st
 from rebalancer.core.explain import explain
 from rebalancer.core.minimal import min_moves, water_level
 from rebalancer.core.model import ZONE_KEY, OwnerRef, Pod, Snapshot
-from rebalancer.core.planner import plan
+from rebalancer.core.moves import Move
+from rebalancer.core.planner import Planner, plan
 from rebalancer.core.policy import Policy
+from rebalancer.core.victims import victim_heights
+from rebalancer.core.waves import assign_waves
 from tests.builders import node, pod, zone_constraint, zones_cluster
 from tests.strategies import NOW, Cluster, clusters, domain_counts
 
@@ -313,3 +316,86 @@ def test_pinned_example_converges_with_a_cooperative_scheduler() -> None:
     assert _zone_counts(run.snapshot) == [3, 1, 1]
     assert not run.stalled
     assert run.evictions == 1
+
+
+def _six_seven_one(priority_b: int = 0) -> Snapshot:
+    """Zones [6, 7, 1], maxSkew 2; zone-b's pods at ``priority_b``."""
+    c = zone_constraint("web", 2)
+    nodes = [node(f"n-{z}", f"zone-{z}") for z in "abc"]
+    pods = [
+        pod(f"web-{z}-{k}", f"n-{z}", constraints=[c], created=1000.0 + k, priority=priority)
+        for z, count, priority in (("a", 6, 0), ("b", 7, priority_b), ("c", 1, 0))
+        for k in range(count)
+    ]
+    return Snapshot(nodes=tuple(nodes), pods=tuple(pods))
+
+
+def test_a_wave_is_checked_for_all_its_replacements_together() -> None:
+    """Moves from zone-a, zone-a, zone-b of [6, 7, 1] maxSkew 2: after all three leave,
+    [4, 6, 1], two replacements can lift the minimum to 3 and the third could then land in
+    zone-a (4 + 1 - 3 <= 2). The move from zone-b keeps its own zone shut (6 + 1 - 3 > 2), but
+    it would let zone-a take a replacement back: it waits for wave 2."""
+    planner = Planner(_six_seven_one(), DEFAULT, NOW, ())
+    (view,) = planner.violated
+    by_node: dict[str, list[int]] = {}
+    for i, p in enumerate(planner.analysis.pods):
+        by_node.setdefault(p.node_name or "", []).append(i)
+    moves = [
+        Move(by_node["n-a"][0], view, "n-a", "n-c", 6, 1),
+        Move(by_node["n-a"][1], view, "n-a", "n-c", 5, 1),
+        Move(by_node["n-b"][0], view, "n-b", "n-c", 7, 1),
+    ]
+    waves = assign_waves(
+        planner.state.fresh(),
+        planner.analysis.views,
+        planner.pdbs,
+        planner.ctx.budgets.allowed,
+        moves,
+    )
+    assert waves == [1, 1, 2]
+    assert water_level([4, 6, 1], 2) == 3
+
+
+def test_the_fullest_zone_goes_first_whatever_chose_the_victims() -> None:
+    """[6, 7, 1] maxSkew 2, zone-b at priority 100: preemption's order takes two pods from
+    zone-a and one from zone-b; zone-b's goes first, with one from zone-a ([5, 6, 1]: one other
+    replacement lifts the minimum to 2, 5 + 1 - 2 > 2), and the last waits for wave 2. Against
+    the worst scheduler that run needs 3 evictions; starting with two from zone-a needs 4."""
+    result = plan(_six_seven_one(priority_b=100), DEFAULT, NOW)
+    assert [(e.domain, e.priority, e.wave) for e in result.evictions] == [
+        ("zone-b", 100, 1),
+        ("zone-a", 0, 1),
+        ("zone-a", 0, 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "removals", "heights"),
+    [
+        ([6, 7, 1], [1, 2, 0], (-7, -6, -6)),
+        ([6, 7, 1], [2, 1, 0], (-7, -6, -5)),
+        ([6, 7, 1], [0, 3, 0], (-7, -6, -5)),
+        ([3, 9, 0, 9], [0, 3, 0, 2], (-9, -9, -8, -8, -7)),
+        ([5], [0], ()),
+    ],
+)
+def test_victim_heights(sizes: list[int], removals: list[int], heights: tuple[int, ...]) -> None:
+    """Each victim's domain count as it leaves, highest first, negated: the plan that takes its
+    victims from the most populated domains compares smallest."""
+    assert victim_heights(sizes, removals) == heights
+
+
+def test_equal_pods_leave_the_most_populated_zones_first() -> None:
+    """[6, 7, 1] maxSkew 2 with pods alike: one victim from the 6 and two from the 7, whichever
+    zone's pods are the youngest (age decides only after the domains' counts)."""
+    for ages in ((1000.0, 2000.0), (2000.0, 1000.0)):
+        c = zone_constraint("web", 2)
+        nodes = [node(f"n-{z}", f"zone-{z}") for z in "abc"]
+        pods = [
+            pod(f"web-{z}-{k}", f"n-{z}", constraints=[c], created=created + k)
+            for z, count, created in (("a", 6, ages[0]), ("b", 7, ages[1]), ("c", 1, 0.0))
+            for k in range(count)
+        ]
+        result = plan(Snapshot(nodes=tuple(nodes), pods=tuple(pods)), DEFAULT, NOW)
+        assert sorted(e.domain for e in result.evictions) == ["zone-a", "zone-b", "zone-b"]
+        assert {e.wave for e in result.evictions} == {1}

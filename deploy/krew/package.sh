@@ -1,21 +1,16 @@
 #!/usr/bin/env bash
-# Build the krew archive of `kubectl rebalance` and its manifest:
-#   deploy/krew/package.sh BASE_URL [OUT_DIR]
-# writes OUT_DIR (default dist/krew)/kubectl-rebalance-<version>.tar.gz and rebalance.yaml, the
-# manifest of deploy/krew/rebalance.yaml with uri BASE_URL/<archive> and the archive's sha256.
-# The archive is reproducible: same files, same bytes.
+# Build the krew archives of `kubectl rebalance` and their manifest:
+#   deploy/krew/package.sh BASE_URL [OUT_DIR] [HOMEPAGE]
+# builds OUT_DIR (default dist/plugin)/<os>-<arch>/kubectl-rebalance for every krew platform
+# (scripts/build_plugin.py; PLATFORMS="linux/amd64 ..." limits them) and writes OUT_DIR/krew/:
+# kubectl-rebalance-<version>-<os>-<arch>.tar.gz (reproducible: same file, same bytes) and
+# rebalance.yaml with uri BASE_URL/<archive>, each archive's sha256 and homepage HOMEPAGE
+# (default BASE_URL).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-HERE="$ROOT/deploy/krew"
-BASE_URL="${1:?usage: $0 BASE_URL [OUT_DIR]}"
-OUT="${2:-$ROOT/dist/krew}"
-VERSION="$(awk '$1 == "version:" {print $2; exit}' "$HERE/rebalance.yaml")"
-[[ "$VERSION" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "package.sh: bad spec.version: $VERSION" >&2; exit 2; }
-mkdir -p "$OUT"
-ARCHIVE="kubectl-rebalance-$VERSION.tar.gz"
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 --mode='u+rwX,go+rX,go-w' \
-  -C "$HERE" -cf - kubectl-rebalance | gzip -n >"$OUT/$ARCHIVE"
-SHA="$(sha256sum "$OUT/$ARCHIVE" | cut -d' ' -f1)"
-sed -e "s|@URI@|${BASE_URL%/}/$ARCHIVE|" -e "s|@SHA256@|$SHA|" "$HERE/rebalance.yaml" >"$OUT/rebalance.yaml"
-echo "$OUT/$ARCHIVE sha256 $SHA"
-echo "$OUT/rebalance.yaml"
+BASE_URL="${1:?usage: $0 BASE_URL [OUT_DIR] [HOMEPAGE]}"
+OUT="${2:-$ROOT/dist/plugin}"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+args=()
+for p in ${PLATFORMS:-}; do args+=(--platform "$p"); done
+"$PY" "$ROOT/scripts/build_plugin.py" -o "$OUT" "${args[@]}" --krew "$BASE_URL" --homepage "${3:-$BASE_URL}"

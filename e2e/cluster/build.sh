@@ -13,17 +13,29 @@
 #   e2e/cluster/build.sh            build what is missing, print timings and BIN_DIR=...
 #   e2e/cluster/build.sh --bin-dir  only print the bin dir (no build)
 #   e2e/cluster/build.sh --force    rebuild everything
+# The Kubernetes minor comes from REBALANCER_E2E_K8S (1.32, 1.35 or 1.37; default 1.35),
+# or from --k8s MINOR given first (e.g. `build.sh --k8s 1.32 --bin-dir`).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GOMOD="$HERE/gomod"
 
+K8S_MINOR="${REBALANCER_E2E_K8S:-1.35}"
+if [[ "${1:-}" == "--k8s" ]]; then K8S_MINOR="${2:-}"; shift 2 || shift $#; fi
+# One wrapper module per Kubernetes minor, with the etcd that fits it; kwok is shared.
+case "$K8S_MINOR" in
+  1.32) K8S_MOD=kubernetes-1.32 ETCD_MOD=etcd-3.5 ;;
+  1.35) K8S_MOD=kubernetes ETCD_MOD=etcd ;;
+  1.37) K8S_MOD=kubernetes-1.37 ETCD_MOD=etcd-3.7 ;;
+  *) echo "build.sh: REBALANCER_E2E_K8S/--k8s must be 1.32, 1.35 or 1.37, got '$K8S_MINOR'" >&2; exit 2 ;;
+esac
+
 # Versions come from the wrapper go.mod files (single source of truth).
 modver() { # modver DIR MODULE
   awk -v m="$2" '($1 == "require" && $2 == m) {print $3; exit} ($1 == m) {print $2; exit}' "$1/go.mod"
 }
-K8S_VERSION="$(modver "$GOMOD/kubernetes" k8s.io/kubernetes)"
-ETCD_VERSION="$(modver "$GOMOD/etcd" go.etcd.io/etcd/server/v3)"
+K8S_VERSION="$(modver "$GOMOD/$K8S_MOD" k8s.io/kubernetes)"
+ETCD_VERSION="$(modver "$GOMOD/$ETCD_MOD" go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(modver "$GOMOD/kwok" sigs.k8s.io/kwok)"
 for v in "$K8S_VERSION" "$ETCD_VERSION" "$KWOK_VERSION"; do
   [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "build.sh: cannot read versions from $GOMOD/*/go.mod" >&2; exit 2; }
@@ -39,7 +51,7 @@ case "${1:-}" in
   --bin-dir) echo "$BIN"; exit 0 ;;
   --force) FORCE=1 ;;
   "") ;;
-  *) echo "usage: $0 [--bin-dir|--force]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--k8s 1.32|1.35|1.37] [--bin-dir|--force]" >&2; exit 2 ;;
 esac
 
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
@@ -98,12 +110,16 @@ trap 'rm -rf "$TMP"' EXIT
 install_bins() { local b; for b in "$@"; do mv -f "$TMP/$b" "$BIN/$b"; done; }
 
 phase "download modules"
-for d in etcd kwok kubernetes; do (cd "$GOMOD/$d" && go mod download) ; done
+# Only the modules the binaries need: some unused staging modules (sample-*) of
+# older releases are not served by the module proxy, so `go mod download` would fail.
+(cd "$GOMOD/$ETCD_MOD" && go list -deps go.etcd.io/etcd/server/v3 >/dev/null)
+(cd "$GOMOD/kwok" && go list -deps sigs.k8s.io/kwok/cmd/kwok >/dev/null)
+(cd "$GOMOD/$K8S_MOD" && go list -deps $(printf 'k8s.io/kubernetes/cmd/%s ' "${K8S_BINS[@]}") >/dev/null)
 phase_done "download modules"
 
 if [[ $FORCE == 1 ]] || ! have etcd; then
   phase "build etcd $ETCD_VERSION"
-  gobuild "$GOMOD/etcd" "$TMP/etcd" "-s -w" go.etcd.io/etcd/server/v3
+  gobuild "$GOMOD/$ETCD_MOD" "$TMP/etcd" "-s -w" go.etcd.io/etcd/server/v3
   install_bins etcd
   phase_done "etcd"
 fi
@@ -129,7 +145,7 @@ if (( ${#need_k8s[@]} )); then
   done
   pkgs=()
   for b in "${need_k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  gobuild "$GOMOD/kubernetes" "$TMP/" "$ld" "${pkgs[@]}"
+  gobuild "$GOMOD/$K8S_MOD" "$TMP/" "$ld" "${pkgs[@]}"
   install_bins "${need_k8s[@]}"
   phase_done "Kubernetes"
 fi

@@ -91,8 +91,30 @@ def run_build_script(
 
 
 def build(*, quiet: bool = False, timeout: float = 3 * 3600) -> Path:
-    """Run build.sh (a no-op when the cache is warm) and return the bin dir."""
+    """Run build.sh (a no-op when the cache is warm) and return the bin dir (of the Kubernetes
+    minor ``REBALANCER_E2E_K8S`` names, 1.35 by default)."""
     return run_build_script(BUILD_SH, "BIN_DIR", quiet=quiet, timeout=timeout)
+
+
+def k8s_minor_of(bin_dir: Path) -> tuple[int, int]:
+    """The Kubernetes (major, minor) build.sh built into ``bin_dir`` (from its VERSIONS file)."""
+    for line in (bin_dir.parent / "VERSIONS").read_text(encoding="utf-8").splitlines():
+        if line.startswith("k8s=v"):
+            major, minor = line.removeprefix("k8s=v").split(".")[:2]
+            return int(major), int(minor)
+    raise ControlPlaneError(f"no k8s= line in {bin_dir.parent / 'VERSIONS'}")
+
+
+def version_flags(component: str, minor: tuple[int, int]) -> list[str]:
+    """Flags that differ by Kubernetes version. Every flag the control plane passes exists
+    from 1.32 to 1.37; on 1.37 the workload API (GenericWorkload, beta, off by default) is
+    turned on, so that pods can belong to a PodGroup (spec.schedulingGroup)."""
+    if minor < (1, 37):
+        return []
+    flags = ["--feature-gates=GenericWorkload=true"]
+    if component == "kube-apiserver":
+        flags.append("--runtime-config=scheduling.k8s.io/v1beta1=true")
+    return flags
 
 
 # --------------------------------------------------------------------------- helpers
@@ -633,6 +655,7 @@ class ControlPlane(Cluster):
         api_address: str = LOOPBACK,
     ) -> None:
         self.bin_dir = Path(bin_dir)
+        self.k8s_minor = k8s_minor_of(self.bin_dir)
         rd = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="rebalancer-e2e-"))
         rd.mkdir(parents=True, exist_ok=True)
         super().__init__(
@@ -954,6 +977,7 @@ class ControlPlane(Cluster):
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-maxsize=100",
                 "--audit-log-maxbackup=1",
+                *version_flags("kube-apiserver", self.k8s_minor),
                 f"--v={self.verbosity}",
             ],
         )
@@ -993,6 +1017,7 @@ class ControlPlane(Cluster):
                 f"--cluster-signing-key-file={pki.ca_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--profiling=false",
+                *version_flags("kube-controller-manager", self.k8s_minor),
                 f"--v={self.verbosity}",
             ],
         )
@@ -1009,6 +1034,7 @@ class ControlPlane(Cluster):
                 f"--cert-dir={self.run_dir / 'scheduler-certs'}",
                 "--leader-elect=false",
                 "--profiling=false",
+                *version_flags("kube-scheduler", self.k8s_minor),
                 f"--v={self.verbosity}",
             ],
         )

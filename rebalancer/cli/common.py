@@ -8,7 +8,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.printable import printable
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
@@ -18,7 +18,9 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, restrict_to_namespace
 
 if TYPE_CHECKING:
+    from rebalancer.core.model import Snapshot
     from rebalancer.core.plan import Plan
+    from rebalancer.core.steer import Steering
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
@@ -110,15 +112,40 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
     return state.inside, describe(state, policy.schedule.windows[0].time_zone)
 
 
-def write_plan(planned: Plan, policy: Policy, args: argparse.Namespace) -> None:
+def write_plan(
+    planned: Plan,
+    policy: Policy,
+    args: argparse.Namespace,
+    snapshot: Snapshot | None = None,
+    *,
+    server: Any = None,
+) -> None:
     """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
-    window (when the policy has a schedule)."""
+    window (when the policy has a schedule). With ``snapshot``, the deletion costs a run would
+    write follow (steered scale-downs: when the policy turns them on, or costs of ours remain).
+    ``server``: the API server's version and feature gates (JSON/YAML only; a plan from a
+    snapshot has none)."""
     fmt: Format = args.output
-    text = render_plan(planned, fmt, table_style(args))
+    steering = steering_of(snapshot, policy) if snapshot is not None else None
+    text = render_plan(planned, fmt, table_style(args), steering, server=server)
     status = window_status(policy)
     if status is not None and fmt == "table":
         text += f"Maintenance window: {status[1]}\n"
     write(text)
+    if getattr(args, "pushgateway", None):
+        from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
+
+        push_plan(args, planned)
+
+
+def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:
+    """The deletion costs a run would write; None when steering is off and no cost is ours."""
+    from rebalancer.core.spread import analyze  # noqa: PLC0415  # the core, on use
+    from rebalancer.core.steer import ours, steer  # noqa: PLC0415
+
+    if not policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
+        return None
+    return steer(snapshot, policy, analyze(snapshot, policy))
 
 
 def write(text: str) -> None:

@@ -31,6 +31,13 @@ from rebalancer.cli.common import (
     write_plan,
 )
 from rebalancer.cli.errorline import say
+from rebalancer.cli.pushgateway import (
+    add_pushgateway_arguments,
+    check_pushgateway_args,
+    push_error,
+    push_metrics,
+    push_report,
+)
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
 from rebalancer.cluster import errors, logs
 from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
@@ -41,6 +48,7 @@ from rebalancer.core.policy import Policy, format_duration, parse_duration
 
 if TYPE_CHECKING:
     from rebalancer.cluster.kubeclient import Kube
+    from rebalancer.cluster.runner import RunReport
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -102,11 +110,33 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         ", plus 1s per 1,000 objects read, so it grows with the cluster); past it: exit 3",
     )
     parser.add_argument(
+        "--max-objects",
+        metavar="N",
+        type=_object_count,
+        default=DEFAULT_MAX_OBJECTS,
+        help=f"most objects one read of the cluster may take in (default {DEFAULT_MAX_OBJECTS:,}"
+        "); past it, or past 16 GiB received: exit 3, whatever the server sends",
+    )
+    parser.add_argument(
         "--paged-lists",
         action="store_true",
         help="read pods in paginated LISTs (2,000 a page) instead of one LIST read as a stream "
         "(the default: served from the API server's watch cache, at a fraction of the CPU)",
     )
+
+
+DEFAULT_MAX_OBJECTS: Final = 1_000_000
+MAX_OBJECTS: Final = 100_000_000
+
+
+def _object_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_OBJECTS:
+        raise argparse.ArgumentTypeError(f"must be a number from 1 to {MAX_OBJECTS}, got {text!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,20 +148,51 @@ class Timeouts:
     read: float
 
 
+DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
+    # flag: (lowest, highest) seconds; 0 as the lowest means "> 0" unless it is the cooldown.
+    "--connect-timeout": (0.0, 600.0),
+    "--request-timeout": (0.0, 3600.0),
+    "--read-deadline": (0.0, 86400.0),
+    "--interval": (1.0, 30 * 86400.0),
+    "--wave-timeout": (1.0, 86400.0),
+    "--cooldown": (0.0, 30 * 86400.0),
+    "--workload-cooldown": (0.0, 86400.0),
+    "--lease-duration": (3.0, 86400.0),
+}
+"""The range every duration flag must fall in (a huge or zero value is a typo, and one the API
+server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
+replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
+ZERO_ALLOWED: Final = frozenset({"--cooldown", "--workload-cooldown"})
+MAX_WAVES: Final = 1000
+
+
+def parse_duration_flag(flag: str, text: str, problems: list[str], fallback: float) -> float:
+    """``text`` in seconds, checked against :data:`DURATION_RANGES`; a problem naming the flag
+    and the value is added (and ``fallback`` returned) when it is not a duration in range."""
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        problems.append(f"{flag}: {exc}")
+        return fallback
+    low, high = DURATION_RANGES[flag]
+    if low == 0 and value <= 0 and flag not in ZERO_ALLOWED:
+        problems.append(f"{flag}: must be > 0, got {text!r}")
+        return fallback
+    if value < low or value > high:
+        problems.append(
+            f"{flag}: must be between {format_duration(low)} and {format_duration(high)}, "
+            f"got {text!r}"
+        )
+        return fallback
+    return value
+
+
 def _timeouts(args: argparse.Namespace, problems: list[str]) -> Timeouts:
     """Parse the timeout flags, adding a problem for each bad one."""
     values: list[float] = []
     for flag in ("connect_timeout", "request_timeout", "read_deadline"):
         name = "--" + flag.replace("_", "-")
-        try:
-            value = parse_duration(getattr(args, flag))
-        except ValueError as exc:
-            problems.append(f"{name}: {exc}")
-            value = 1.0
-        else:
-            if value <= 0:
-                problems.append(f"{name}: must be > 0")
-        values.append(value)
+        values.append(parse_duration_flag(name, getattr(args, flag), problems, 1.0))
     return Timeouts(*values)
 
 
@@ -278,6 +339,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
         default=os.environ.get("REBALANCER_METRICS_BIND_ADDRESS", ""),
         help="serve Prometheus metrics here in --interval mode, e.g. 127.0.0.1:8080 (default: off)",
     )
+    add_pushgateway_arguments(run)
     run.set_defaults(handler=_cmd_run)
 
 
@@ -301,17 +363,30 @@ def _read_deadline(timeouts: Timeouts) -> Any:
     return ReadDeadline(base_seconds=timeouts.read)
 
 
+def _read_limits(args: argparse.Namespace) -> Any:
+    from rebalancer.cluster.reader import ReadLimits  # noqa: PLC0415  # on use
+
+    return ReadLimits(max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS))
+
+
 class _Reader:
     """Reads the live cluster; an object it cannot convert leaves its namespace out of the
     read (logged, and counted in :attr:`rejected`) instead of stopping everything."""
 
     def __init__(
-        self, kube: Kube, namespace: str | None, timeouts: Timeouts, *, paged: bool = False
+        self,
+        kube: Kube,
+        namespace: str | None,
+        timeouts: Timeouts,
+        *,
+        paged: bool = False,
+        limits: Any = None,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
         self._timeouts = timeouts
         self._paged = paged
+        self._limits = limits
         self.rejected: tuple[Any, ...] = ()
         """The objects left out by the last read."""
 
@@ -322,6 +397,7 @@ class _Reader:
             self._kube.list_page,
             namespace=self._namespace,
             deadline=_read_deadline(self._timeouts),
+            limits=self._limits,
             skip_invalid=True,
             list_page_proto=self._kube.list_page_proto,  # pods as protobuf, when served so
             # pods in one LIST, streamed (paginated as above when it is not taken)
@@ -333,6 +409,18 @@ class _Reader:
 
     def get_rejected(self) -> tuple[Any, ...]:
         return self.rejected
+
+
+def _server_info(kube: Kube) -> dict[str, Any]:
+    """The server's version and behaviour-changing feature gates (GETs only; best effort)."""
+    from rebalancer.cluster.serverinfo import read_server_info  # noqa: PLC0415  # on use
+
+    def get(path: str) -> tuple[int, bytes]:
+        accept = "text/plain" if path == "/metrics" else "application/json"
+        response = kube.request("GET", path, accept=accept)
+        return response.status, response.body
+
+    return read_server_info(get).data()
 
 
 def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
@@ -350,9 +438,14 @@ def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
 
 
 def _reader(
-    kube: Kube, namespace: str | None, timeouts: Timeouts, *, paged: bool = False
+    kube: Kube,
+    namespace: str | None,
+    timeouts: Timeouts,
+    *,
+    paged: bool = False,
+    limits: Any = None,
 ) -> _Reader:
-    return _Reader(kube, namespace, timeouts, paged=paged)
+    return _Reader(kube, namespace, timeouts, paged=paged, limits=limits)
 
 
 class _WatchReader:
@@ -366,6 +459,7 @@ class _WatchReader:
         timeouts: Timeouts,
         *,
         paged: bool = False,
+        max_objects: int = DEFAULT_MAX_OBJECTS,
         verify: int = 0,
     ) -> None:
         from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
@@ -376,7 +470,10 @@ class _WatchReader:
         self.differences = 0
         """State checks (``--verify-state-every``) that found a difference, so far."""
 
-        settings = WatchSettings(sync_timeout=max(WatchSettings().sync_timeout, timeouts.read))
+        settings = WatchSettings(
+            sync_timeout=max(WatchSettings().sync_timeout, timeouts.read),
+            max_objects=max_objects,
+        )
         self._watch = ClusterWatch(
             kube.list_page,
             kube.watch_lines,
@@ -476,6 +573,10 @@ LEASE_CHECKS: Final = tuple(
 )
 """What a run that evicts needs for its Lease, in the Lease's namespace only."""
 
+STEER_CHECKS: Final = (Check("patch", "pods"),)
+"""What ``steerScaleDown: true`` adds: PATCH of pods (the steer overlay's Role; the admission
+policy beside it lets the ServiceAccount change nothing but the deletion cost)."""
+
 CLUSTER_SCOPED: Final = frozenset({"nodes"})
 
 
@@ -527,14 +628,21 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     configure_logging()
     timeouts = _checked_timeouts(args)
     kube = _connect(args, timeouts)
-    reader = _reader(kube, args.namespace, timeouts, paged=getattr(args, "paged_lists", False))
+    reader = _reader(
+        kube,
+        args.namespace,
+        timeouts,
+        paged=getattr(args, "paged_lists", False),
+        limits=_read_limits(args),
+    )
     oneshot.loading()  # as for a snapshot file: the collector stays off from the read on
     try:
         snapshot = reader()
+        server = _server_info(kube)
     finally:
         kube.close()
     oneshot.keep(snapshot)
-    write_plan(plan(snapshot, policy, time.time()), policy, args)
+    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot, server=server)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
@@ -553,6 +661,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             keep_objects=True,
             trim=not args.full,
             deadline=_read_deadline(timeouts),
+            limits=_read_limits(args),
             skip_invalid=True,  # written all the same: a snapshot is for bug reports too
         )
     finally:
@@ -585,43 +694,23 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
     """Every flag problem at once, before anything is sent (exit 2)."""
     problems: list[str] = []
     interval: float | None = None
-    wave_timeout = 0.0
     if args.interval is not None:
-        try:
-            interval = parse_duration(args.interval)
-        except ValueError as exc:
-            problems.append(f"--interval: {exc}")
-        else:
-            if interval <= 0:
-                problems.append("--interval: must be > 0")
-    try:
-        wave_timeout = parse_duration(args.wave_timeout)
-    except ValueError as exc:
-        problems.append(f"--wave-timeout: {exc}")
+        interval = parse_duration_flag("--interval", args.interval, problems, 1.0)
+    wave_timeout = parse_duration_flag("--wave-timeout", args.wave_timeout, problems, 1.0)
     timeouts = _timeouts(args, problems)
-    cooldown = 0.0
-    try:
-        cooldown = parse_duration(args.cooldown)
-    except ValueError as exc:
-        problems.append(f"--cooldown: {exc}")
+    cooldown = parse_duration_flag("--cooldown", args.cooldown, problems, 0.0)
     workload_cooldown = _loop_flags(args, problems)
-    lease_duration = 60
-    try:
-        seconds = parse_duration(args.lease_duration)
-    except ValueError as exc:
-        problems.append(f"--lease-duration: {exc}")
-    else:
-        if seconds < 3:
-            problems.append(f"--lease-duration: must be at least 3s, got {args.lease_duration}")
-        lease_duration = math.ceil(seconds)
+    lease_duration = math.ceil(
+        parse_duration_flag("--lease-duration", args.lease_duration, problems, 60.0)
+    )
     for flag, value in (
         ("--lease-namespace", args.lease_namespace),
         ("--lease-name", args.lease_name),
     ):
         if not _DNS_NAME.match(value or ""):
             problems.append(f"{flag}: must be a DNS name (a-z, 0-9, '-', '.'), got {value!r}")
-    if args.max_waves < 1:
-        problems.append(f"--max-waves: must be >= 1, got {args.max_waves}")
+    if not 1 <= args.max_waves <= MAX_WAVES:
+        problems.append(f"--max-waves: must be between 1 and {MAX_WAVES}, got {args.max_waves}")
     address = args.metrics_bind_address or ""
     if address:
         from rebalancer.cli.metrics import parse_bind_address  # noqa: PLC0415  # prometheus on use
@@ -649,11 +738,9 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
 
 def _loop_flags(args: argparse.Namespace, problems: list[str]) -> float:
     """Check --workload-cooldown and --verify-state-every; the cooldown in seconds."""
-    workload_cooldown = 0.0
-    try:
-        workload_cooldown = parse_duration(args.workload_cooldown)
-    except ValueError as exc:
-        problems.append(f"--workload-cooldown: {exc}")
+    workload_cooldown = parse_duration_flag(
+        "--workload-cooldown", args.workload_cooldown, problems, 0.0
+    )
     if args.verify_state_every < 0:
         problems.append(f"--verify-state-every: must be >= 0, got {args.verify_state_every}")
     elif args.verify_state_every and (args.interval is None or args.relist):
@@ -664,6 +751,7 @@ def _loop_flags(args: argparse.Namespace, problems: list[str]) -> float:
 def _cmd_run(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)  # validated before any request: exit 2, nothing sent
     checked = _validate_run_args(args)
+    check_pushgateway_args(args)
     if args.dry_run and checked.interval is None:
         return plan_live(args, policy)
     status = window_status(policy)
@@ -732,6 +820,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
             if checked.interval is not None and not args.relist:
                 checks = (*checks, *WATCH_CHECKS)
+            if evicting and policy.steer_scale_down:
+                checks = (*checks, *STEER_CHECKS)
             preflight(
                 kube,
                 args.namespace,
@@ -743,10 +833,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         paged = bool(getattr(args, "paged_lists", False))
         reader: _Reader | _WatchReader = (
             _WatchReader(
-                kube, args.namespace, checked.timeouts, paged=paged, verify=checked.verify_every
+                kube,
+                args.namespace,
+                checked.timeouts,
+                paged=paged,
+                max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS),
+                verify=checked.verify_every,
             )
             if watching
-            else _reader(kube, args.namespace, checked.timeouts, paged=paged)
+            else _reader(
+                kube, args.namespace, checked.timeouts, paged=paged, limits=_read_limits(args)
+            )
         )
         cluster = Cluster(
             read=reader,
@@ -755,14 +852,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
             get_pdb=kube.get_pdb,
             lease=kube,
             rejected=reader.get_rejected,
+            patch_pod_cost=kube.patch_pod_cost,
         )
         stop = threading.Event()
         undo = install_stop_handlers(stop)
         try:
             runner = Runner(cluster, policy, settings, stop=stop)
+            runner.server = _server_info(kube)  # read once: in every run's summary line
             if checked.interval is not None:
-                return _loop(runner, checked)
-            report = runner.run_once()
+                return _loop(runner, checked, args, evicting=evicting)
+            report = _run_once(runner, args, evicting=evicting)
         finally:
             undo()
             if isinstance(reader, _WatchReader):
@@ -774,19 +873,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _loop(runner: Any, checked: RunArgs) -> int:
+def _run_once(runner: Any, args: argparse.Namespace, *, evicting: bool) -> RunReport:
+    """One run; its metrics pushed at the end when ``--pushgateway`` asks (an error too)."""
+    try:
+        report: RunReport = runner.run_once()
+    except RebalancerError:
+        if args.pushgateway:
+            push_error(args)
+        raise
+    if args.pushgateway:
+        push_report(args, report, evicting=evicting)
+    return report
+
+
+def _loop(runner: Any, checked: RunArgs, args: argparse.Namespace, *, evicting: bool) -> int:
     on_report = None
     on_error = None
-    if checked.metrics_address:
+    if checked.metrics_address or args.pushgateway:
         from rebalancer.cli.metrics import Metrics  # noqa: PLC0415  # prometheus on use
 
-        metrics = Metrics()
-        metrics.serve(checked.metrics_address)
-        logs.get_logger("rebalancer.cli").info(logs.METRICS, address=checked.metrics_address)
-        on_report = metrics.record
+        metrics = Metrics(evicting=evicting)
+        if checked.metrics_address:
+            metrics.serve(checked.metrics_address)
+            logs.get_logger("rebalancer.cli").info(logs.METRICS, address=checked.metrics_address)
+
+        def on_report(report: RunReport) -> None:
+            metrics.record(report)
+            if args.pushgateway:
+                push_metrics(args, metrics)
 
         def on_error(_exc: RebalancerError) -> None:
             metrics.record_error()
+            if args.pushgateway:
+                push_metrics(args, metrics)
 
     code: int = runner.run_forever(checked.interval, on_report=on_report, on_error=on_error)
     return code

@@ -38,6 +38,7 @@ from rebalancer.cli.common import (
 from rebalancer.cli.errorline import say, say_traceback
 from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
+from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.policyfile import load_policy_file
@@ -77,6 +78,7 @@ environment:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
+    check_pushgateway_args(args)
     if args.snapshot is None:
         live: LivePlanHandler | None = args.live_handler
         if live is None:
@@ -94,7 +96,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
             f"{r.namespace} left out: {problems}"
         )
-    write_plan(plan(snapshot, policy, time.time()), policy, args)
+    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
@@ -172,6 +174,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     )
     add_policy_arguments(parser)
     add_output_argument(parser, REPORT_FORMATS)
+    add_pushgateway_arguments(parser)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
 
 
@@ -229,13 +232,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_INPUT_BYTES: Final = 64 * 1024**3
+"""The largest --max-input-bytes: an input is held in memory whole."""
+
+
 def _byte_count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number of bytes >= 1, got {text!r}")
+    if not 1 <= value <= MAX_INPUT_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of bytes from 1 to {MAX_INPUT_BYTES}, got {text!r}"
+        )
     return value
 
 

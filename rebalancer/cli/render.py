@@ -31,6 +31,7 @@ from rebalancer.core.plan import Eviction, Hold, Plan, Skip, Unrepaired, ViewRep
 
 if TYPE_CHECKING:
     from rebalancer.cluster.runner import RunReport
+    from rebalancer.core.steer import Steering
 
 Format = Literal["table", "json", "yaml", "html"]
 FORMATS: Final[tuple[Format, ...]] = ("table", "json", "yaml")
@@ -800,6 +801,8 @@ def run_summary(report: RunReport) -> str:
     )
     if report.server_dry_run:
         line += f"; server dry run: {s['would_evict']} would be evicted"
+    if report.costs:
+        line += f"; deletion costs: {s['costs_written']} written, {s['costs_not_written']} not"
     return line
 
 
@@ -838,15 +841,79 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
 # Public API
 
 
-def render_plan(plan: Plan, fmt: Format, style: TableStyle | None = None) -> str:
-    """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract."""
+def render_plan(
+    plan: Plan,
+    fmt: Format,
+    style: TableStyle | None = None,
+    steering: Steering | None = None,
+    *,
+    server: Data | None = None,
+) -> str:
+    """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract;
+    with ``steering``, the deletion costs a run would write too (a table section, or the
+    ``deletionCosts`` key); with ``server`` (the API server's version and gates, when read), a
+    last field ``server``."""
     if fmt == "table":
-        return _plan_table(printable_fields(plan), style or TableStyle())
+        text = _plan_table(printable_fields(plan), style or TableStyle())
+        if steering is not None:
+            text += "\n" + "\n".join(_fit(steering_lines(steering), style or TableStyle())) + "\n"
+        return text
     if fmt == "html":
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
 
         return plan_html(plan)
-    return _dump(plan_data(plan), fmt, floats=False)
+    data = plan_data(plan)
+    if steering is not None:
+        data["deletionCosts"] = steering_data(steering)
+    if server is not None:
+        data["server"] = server
+    return _dump(data, fmt, floats=False)
+
+
+def steering_data(steering: Steering) -> Data:
+    """Steered scale-downs as data: each cost to write (null: remove ours), what is skipped."""
+    return {
+        "enabled": steering.enabled,
+        "changes": [
+            {
+                "namespace": c.namespace,
+                "name": c.name,
+                "workload": c.workload,
+                "position": c.position,
+                "from": c.old,
+                "to": c.cost,
+            }
+            for c in steering.changes
+        ],
+        "skipped": [
+            {"workload": s.workload, "reason": str(s.reason), "pods": s.pods}
+            for s in steering.skipped
+        ],
+        "workloads": steering.workloads,
+        "deferred": steering.deferred,
+    }
+
+
+def steering_lines(steering: Steering) -> list[str]:
+    """The table section: ``Deletion costs (N)`` and one row per pod."""
+    lines = [f"Deletion costs ({len(steering.changes)})"]
+    rows = [["POD", "WORKLOAD", "POSITION", "FROM", "TO"]]
+    rows.extend(
+        [
+            f"{c.namespace}/{c.name}",
+            c.workload,
+            "-" if c.position < 0 else str(c.position),
+            "-" if c.old is None else c.old,
+            "remove" if c.cost is None else str(c.cost),
+        ]
+        for c in steering.changes
+    )
+    lines += _columns(rows) if steering.changes else ["  none"]
+    for s in steering.skipped:
+        lines.append(f"  skipped {s.workload} ({s.pods} pods): {s.reason}")
+    if steering.deferred:
+        lines.append(f"  {steering.deferred} more left for later passes (bounded per pass)")
+    return lines
 
 
 def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) -> str:

@@ -40,13 +40,24 @@ _local = threading.local()
 class Watch:
     """One request under watch: its deadline, and the sockets it uses."""
 
-    __slots__ = ("_lock", "_sockets", "deadline", "fired", "seconds", "started", "what")
+    __slots__ = (
+        "_lock",
+        "_sockets",
+        "connect_by",
+        "deadline",
+        "fired",
+        "seconds",
+        "started",
+        "what",
+    )
 
     def __init__(self, what: str, started: float, seconds: float) -> None:
         self.what = what
         self.started = started
         self.seconds = seconds
         self.deadline = started + seconds
+        self.connect_by: float | None = None
+        """When connecting (every attempt together) must be done (``time.monotonic``)."""
         self.fired = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()

@@ -23,6 +23,10 @@ class DeadlineExceeded(Unreachable):
     """A request, or the whole read of the cluster, got no complete answer in time."""
 
 
+class ReadTooLarge(ClusterError):
+    """A read of the cluster took in more objects or bytes than its limits allow."""
+
+
 class LeaseError(ClusterError):
     """The Lease that lets one rebalancer evict at a time could not be taken or kept."""
 

@@ -7,7 +7,8 @@ at C speed and never becomes a Python object. The fragments a workload's pods sh
 owner references, node selector, affinity, tolerations, spread constraints, containers) stay
 raw JSON bytes: each distinct fragment is decoded and converted once, by the very functions of
 :mod:`rebalancer.core.convert`, and its bytes are the memo key from then on. Annotations are
-decoded as a string map, of which only three keys are read (mirror, the descheduler's two).
+decoded as a string map, of which only five keys are read (mirror, the descheduler's two,
+the deletion cost and rebalancer's mark of it).
 
 The converter stays the authority on what is valid and on every problem's wording: an object
 the typed path cannot take exactly as the converter would (a field of an unexpected type, any
@@ -35,13 +36,17 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
+from rebalancer.cluster.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.disruption import resource_claims
+from rebalancer.core.convert.features import NO_FEATURES
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
 from rebalancer.core.convert.meta import controller_owner, epoch
 from rebalancer.core.convert.pods import (
+    COST_MARK_ANNOTATION,
+    DELETION_COST_ANNOTATION,
     EVICT_ANNOTATION,
     MIRROR_ANNOTATION,
     PREFER_NO_EVICTION_ANNOTATION,
@@ -57,7 +62,9 @@ __all__ = ["FastBuilder", "load_lines", "load_list"]
 _ABSENT: Final = Raw()
 _NULL: Final = Raw(b"null")
 _INT_MIN: Final = -(2**63)
-_INT_END: Final = 2**64  # orjson reads larger integers as floats, which the converter rejects
+_INT_END: Final = 2**63  # int64, as the API has it (the converter names anything beyond)
+_INT32_MIN: Final = -(2**31)
+_INT32_END: Final = 2**31
 _MEMO_LIMIT: Final = 16384
 _RESIZE: Final = "PodResizePending"
 _MISSING: Final = object()
@@ -84,6 +91,7 @@ class _Meta(Struct):
     # annotations are their own.
     annotations: dict[str, str] | None = None
     ownerReferences: Raw = _ABSENT
+    resourceVersion: str | None = None
 
 
 class _Volume(Struct):
@@ -91,6 +99,10 @@ class _Volume(Struct):
     emptyDir: Raw = _ABSENT
     persistentVolumeClaim: Raw = _ABSENT
     ephemeral: Raw = _ABSENT
+
+
+class _SchedulingGroup(Struct):
+    podGroupName: str | None = None
 
 
 class _Spec(Struct):
@@ -108,6 +120,11 @@ class _Spec(Struct):
     resources: Raw = _ABSENT
     resourceClaims: Raw = _ABSENT
     volumes: list[_Volume] | None = None
+    schedulingGroup: _SchedulingGroup | None = None
+    # Read only to send the rare pod that may need a node feature to the general path.
+    hostNetwork: bool | None = None
+    hostUsers: Raw = _ABSENT
+    ephemeralContainers: Raw = _ABSENT
 
 
 class _Condition(Struct):
@@ -158,6 +175,11 @@ _EMPTY_STATUS: Final = _Status()
 _ITEM: Final = msgspec.json.Decoder(_Item)
 _LIST: Final = msgspec.json.Decoder(_List)
 _PAGE: Final = msgspec.json.Decoder(_Page)
+
+
+# Container fields from which kube-scheduler infers node features a pod needs
+# (rebalancer.core.convert.features): a pod naming one takes the general path.
+_FEATURE_FIELDS: Final = (b'"restartPolicyRules"', b'"bindMountOptions"')
 
 
 def _given(raw: Raw) -> bool:
@@ -282,7 +304,7 @@ class FastBuilder:
             item = _ITEM.decode(raw)
         except msgspec.ValidationError:
             return self._add_general(raw, kind, listed=False)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):  # not UTF-8: the general path says so
             return False
         item_kind = item.kind if item.kind is not None else kind
         if not item_kind or len(item.items) > 0:
@@ -296,7 +318,7 @@ class FastBuilder:
             item = _ITEM.decode(raw)
         except msgspec.ValidationError:
             return self._add_general(raw, kind, listed=True)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return False
         return self._add_item(item, kind, raw, listed=True)
 
@@ -371,6 +393,9 @@ class FastBuilder:
 
     def _template(self, meta: _Meta, spec: _Spec, resized: Any, reasons: Any) -> tuple[Any, ...]:
         """What a workload's pods share, each fragment through its own memo."""
+        for raw in (bytes(spec.containers), bytes(spec.initContainers)):
+            if _FEATURE_FIELDS[0] in raw or _FEATURE_FIELDS[1] in raw:
+                raise _Fallback  # it may need node features: the general path infers them
         shared = self._shared
         labels, label_set = shared(self._labels, meta.labels, self._labels_of)
         node_selector, selector_number = shared(
@@ -412,8 +437,12 @@ class FastBuilder:
         spec = item.spec or _EMPTY_SPEC
         status = item.status or _EMPTY_STATUS
         name = meta.name
-        if not name:
-            raise _Fallback
+        if (
+            not name
+            or (spec.hostNetwork and _given(spec.hostUsers))
+            or _given(spec.ephemeralContainers)
+        ):
+            raise _Fallback  # no name; or it may need node features (convert.features)
         # One lookup for everything a workload's pods share, by the bytes of its fragments,
         # joined by NUL (which JSON text never holds unescaped, so distinct fragments give
         # distinct keys; an absent field is empty, a null one "null"). One join per pod: a
@@ -448,13 +477,16 @@ class FastBuilder:
             mirror = MIRROR_ANNOTATION in annotations
             evict = EVICT_ANNOTATION in annotations
             prefer_no = PREFER_NO_EVICTION_ANNOTATION in annotations
+            cost = annotations.get(DELETION_COST_ANNOTATION)
+            mark = annotations.get(COST_MARK_ANNOTATION)
         else:
             mirror = evict = prefer_no = False
+            cost = mark = None
         pvc_names, local_storage = (
             self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         )
         priority = spec.priority
-        if priority is not None and not _INT_MIN <= priority < _INT_END:
+        if priority is not None and not _INT32_MIN <= priority < _INT32_END:
             raise _Fallback
         grace = spec.terminationGracePeriodSeconds
         if grace is not None and not _INT_MIN <= grace < _INT_END:
@@ -470,6 +502,7 @@ class FastBuilder:
         if timestamp is not None:
             found = self._times.get(timestamp)
             created = found if found is not None else self._epoch(timestamp)
+        group = spec.schedulingGroup
         return (
             key,
             resized,
@@ -491,6 +524,10 @@ class FastBuilder:
             disruption_target,
             evict,
             prefer_no,
+            cost,
+            mark,
+            meta.resourceVersion or "",
+            (group.podGroupName or None) if group is not None else None,
         )
 
     def _finish(self, key: Any, digest: _Digest, item: _Item | None = None) -> Pod:
@@ -518,6 +555,10 @@ class FastBuilder:
             disruption_target,
             evict,
             prefer_no,
+            cost,
+            mark,
+            resource_version,
+            pod_group,
         ) = digest
         template = self._templates.data.get(key)
         if template is None:
@@ -567,6 +608,11 @@ class FastBuilder:
             claims,
             evict,
             prefer_no,
+            cost,
+            mark,
+            resource_version,
+            pod_group,
+            NO_FEATURES,
             label_set,
             template_number,
         )
@@ -715,6 +761,15 @@ _KINDS: Final = frozenset(
 # --- documents ------------------------------------------------------------------------------
 
 
+def may_nest_deeper(body: bytes, limit: int) -> bool:
+    """Whether one item's JSON may nest more than ``limit`` deep: cheap (two counts) for the
+    usual item, measured (:func:`~rebalancer.cluster.nesting.too_deep`) when it has many
+    brackets."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    return too_deep(body, limit) is not None
+
+
 def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     """The objects of a JSON ``kind: List`` (or a typed list such as ``PodList``) in a
     builder; None when the document is anything else or strays from plain API objects (the
@@ -722,7 +777,7 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     items are digested by a second process meanwhile (:func:`_fork`)."""
     try:
         document = _LIST.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         return None
     kind = document.kind
     if document.items is None or (kind is not None and not kind.endswith("List")):
@@ -858,6 +913,8 @@ def _line_bodies(
         at = offset
         offset += len(raw)
         if raw[-2:] == b",\n" and not ended:  # an item and its comma: most lines
+            if may_nest_deeper(raw, MAX_JSON_DEPTH):
+                raise _Stray  # the general path measures the whole text and refuses it
             yield (at, len(raw) - 2), raw[:-2]
             continue
         line = raw.rstrip(b"\r\n")
@@ -871,6 +928,8 @@ def _line_bodies(
             ended = True
             continue
         body = line[:-1] if line.endswith(b",") else line
+        if may_nest_deeper(body, MAX_JSON_DEPTH):
+            raise _Stray
         yield (at, len(body)), body
     if whole and not ended:
         raise _Stray
@@ -1066,9 +1125,11 @@ def page_parts(raw: bytes) -> tuple[list[Raw], str | None, str | None] | None:
     """A LIST page's items (raw), continue token (None on the last page) and
     resourceVersion; None when the page is not a plain list (the reader then parses it with
     its general path, which names what is wrong)."""
+    if too_deep(raw) is not None:
+        return None  # the general path refuses it, naming the list
     try:
         page = _PAGE.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         return None
     if page.metadata is None:
         return page.items, None, None

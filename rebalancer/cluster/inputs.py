@@ -15,6 +15,7 @@ import itertools
 import operator
 import os
 import re
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -28,8 +29,11 @@ from rebalancer.core.errors import InputError
 __all__ = [
     "DEFAULT_MAX_POLICY_BYTES",
     "DEFAULT_MAX_SNAPSHOT_BYTES",
+    "MAX_KUBECONFIG_BYTES",
     "STDIN",
+    "binary_problem",
     "check_expansion",
+    "check_kubeconfig",
     "read_bytes",
     "yaml_documents",
     "yaml_problem",
@@ -48,31 +52,57 @@ EXPANSION_RATIO: Final = 10
 """...or to this many times the nodes written, whichever is more."""
 
 
-def _too_big(source: str, limit: int) -> InputError:
-    return InputError(
-        source,
-        [f"larger than {limit} bytes; raise the limit with --max-input-bytes if this is right"],
-    )
+def _too_big(source: str, limit: int, flag: str | None) -> InputError:
+    hint = f"; raise the limit with {flag} if this is right" if flag else ""
+    return InputError(source, [f"larger than {limit} bytes{hint}"])
 
 
-def _read_capped(stream: IO[bytes], source: str, limit: int) -> bytes:
+_UTF16_BOMS: Final = (b"\xff\xfe", b"\xfe\xff")
+
+
+def binary_problem(chunk: bytes, offset: int = 0) -> str | None:
+    """A problem when ``chunk`` (read at ``offset`` of the input) holds a NUL byte: neither
+    JSON nor YAML may contain one, so the input is binary (``/dev/zero``, an image, a core
+    file) and is refused without reading on. UTF-16 text (a byte-order mark first, as
+    PowerShell writes redirected output) is let through: the parsers decode it."""
+    at = chunk.find(b"\0")
+    if at < 0 or (offset == 0 and chunk[:2] in _UTF16_BOMS):
+        return None
+    return f"not text: a NUL byte at offset {offset + at} (binary data is neither JSON nor YAML)"
+
+
+def _read_capped(
+    stream: IO[bytes], source: str, limit: int, flag: str | None = "--max-input-bytes"
+) -> bytes:
+    """At most ``limit`` bytes of ``stream``: reading stops at the first chunk past the cap,
+    or at the first that is plainly not text, so neither is ever held whole."""
     chunks: list[bytes] = []
     total = 0
+    utf16 = False
     while True:
         chunk = stream.read(min(_CHUNK, limit + 1 - total))
         if not chunk:
             return b"".join(chunks)
+        if total == 0:
+            utf16 = chunk[:2] in _UTF16_BOMS
+        problem = None if utf16 else binary_problem(chunk, total)
+        if problem is not None:
+            raise InputError(source, [problem])
         chunks.append(chunk)
         total += len(chunk)
         if total > limit:
-            raise _too_big(source, limit)
+            raise _too_big(source, limit, flag)
 
 
-def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
+def read_bytes(
+    path: str | os.PathLike[str], limit: int, flag: str | None = "--max-input-bytes"
+) -> bytes:
     """The bytes of ``path`` (``-`` is standard input), at most ``limit`` of them.
 
     Raises :class:`InputError` naming the file when it cannot be read, when standard input is
-    closed, or when it holds more than ``limit`` bytes.
+    closed, when it holds more than ``limit`` bytes (a regular file's size is checked before
+    anything is read; ``flag`` is the option that raises the limit), or when it is plainly
+    binary (:func:`binary_problem`).
     """
     source = os.fspath(path)
     if source == STDIN:
@@ -80,12 +110,15 @@ def read_bytes(path: str | os.PathLike[str], limit: int) -> bytes:
         if stdin is None or getattr(stdin, "closed", False):
             raise InputError("standard input", ["is closed; nothing to read"])
         try:
-            return _read_capped(stdin.buffer, "standard input", limit)
+            return _read_capped(stdin.buffer, "standard input", limit, flag)
         except (OSError, ValueError) as exc:  # ValueError: closed under us
             raise InputError("standard input", [f"cannot read it: {exc}"]) from exc
     try:
         with Path(source).open("rb") as stream:
-            return _read_capped(stream, source, limit)
+            info = os.fstat(stream.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                raise _too_big(source, limit, flag)
+            return _read_capped(stream, source, limit, flag)
     except OSError as exc:
         raise InputError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
 
@@ -255,3 +288,24 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
     return []
+
+
+MAX_KUBECONFIG_BYTES: Final = 16 * 1024**2
+"""A kubeconfig larger than this is refused (embedded certificates make a few hundred KB)."""
+_KUBECONFIG_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def check_kubeconfig(paths: str, limit: int = MAX_KUBECONFIG_BYTES) -> None:
+    """Raise :class:`InputError` naming the file when one of ``paths`` (separated as in
+    ``$KUBECONFIG``; missing files are skipped, as the client skips them) is too large, is not
+    YAML, or is not one mapping. The client library parses kubeconfigs with the pure-Python
+    loader, unbounded: a deep or huge file would crash or fill memory there instead."""
+    for part in paths.split(os.pathsep):
+        path = os.path.expanduser(part)
+        if not part or not os.path.exists(path):
+            continue
+        data = read_bytes(path, limit, flag=None)
+        documents, _ = yaml_documents(data, path, _KUBECONFIG_LOADER)
+        if len(documents) != 1 or not isinstance(documents[0], dict):
+            found = "nothing" if not documents or documents[0] is None else "not one mapping"
+            raise InputError(path, [f"is not a kubeconfig: a YAML mapping expected, {found} found"])

@@ -37,12 +37,21 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
 from rebalancer.cluster import credentials, deadline, errors, logs, protodecode
+from rebalancer.cluster.inputs import check_kubeconfig
 from rebalancer.cluster.protodecode.stream import StreamDeclined
 from rebalancer.cluster.resources import RESOURCES_BY_NAME
+from rebalancer.core.errors import InputError
 
-ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT"})
+ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH"})
 LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")
 """The only thing rebalancer ever PUTs: one Lease (SPEC §5, one rebalancer at a time)."""
+POD_PATH: Final = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+$")
+"""The only thing rebalancer ever PATCHes: a pod, and only its deletion cost (SPEC §7)."""
+MERGE_PATCH: Final = "application/merge-patch+json"
+PATCHED_ANNOTATIONS: Final = frozenset(
+    {"controller.kubernetes.io/pod-deletion-cost", "rebalancer/deletion-cost"}
+)
+"""The only keys a PATCH may carry (under metadata.annotations, beside metadata.resourceVersion)."""
 DEFAULT_CONNECT_TIMEOUT: Final = 5.0
 DEFAULT_REQUEST_TIMEOUT: Final = 60.0
 DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
@@ -50,6 +59,10 @@ DEFAULT_TIMEOUT: Final = (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
 JSON: Final = "application/json"
 STREAM_CHUNK: Final = 1 << 20
 """Bytes read at a time from a streamed LIST (:meth:`Kube.list_stream`)."""
+MAX_BODY_BYTES: Final = 1024**3
+"""The largest answer read whole (a page of a LIST, one namespace's pods); larger: an error."""
+ERROR_BODY_BYTES: Final = 1 << 20
+"""The largest error answer read (a Status is a few hundred bytes)."""
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 GET_RETRIES: Final = 3
 MAX_RETRY_AFTER: Final = 10.0
@@ -71,6 +84,7 @@ class _WatchedHTTPConnection(HTTPConnection):
     """Attaches its socket to the calling thread's deadline watch (see :mod:`.deadline`)."""
 
     def connect(self) -> None:
+        _connect_budget(self)
         super().connect()
         _attach(self)
 
@@ -83,12 +97,30 @@ class _WatchedHTTPSConnection(HTTPSConnection):
     """The TLS form of :class:`_WatchedHTTPConnection`."""
 
     def connect(self) -> None:
+        _connect_budget(self)
         super().connect()
         _attach(self)
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         _attach(self)
         super().request(*args, **kwargs)
+
+
+def _connect_budget(conn: HTTPConnection) -> None:
+    """Give this connection attempt only what is left of the request's connect timeout, so
+    that urllib3's retries of a connection that times out share it (``--connect-timeout 5s``
+    gives up after 5 s, not after 5 s per attempt)."""
+    watch = deadline.current()
+    if watch is None or watch.connect_by is None:
+        return
+    left = watch.connect_by - time.monotonic()
+    if left <= 0:
+        raise urllib3.exceptions.ConnectTimeoutError(
+            "no connection within the connect timeout (--connect-timeout), retries included"
+        )
+    timeout = conn.timeout
+    if not isinstance(timeout, int | float) or timeout > left:
+        conn.timeout = left
 
 
 def _attach(conn: HTTPConnection) -> None:
@@ -172,12 +204,14 @@ class Kube:
         warn_after: float = deadline.DEFAULT_WARN_AFTER,
         get_retries: int = GET_RETRIES,
         sleep: Callable[[float], None] = time.sleep,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx
         is sent again up to ``get_retries`` times, after its Retry-After (at most
         :data:`MAX_RETRY_AFTER` seconds) or a short doubling backoff."""
         self._api = api_client
         self.source = source
+        self.max_body_bytes = max_body_bytes
         self.timeout = timeout
         self.get_retries = get_retries
         self._sleep = sleep
@@ -260,14 +294,19 @@ class Kube:
         body: Mapping[str, Any] | None = None,
         accept: str = JSON,
     ) -> Response:
-        if method not in ALLOWED_METHODS or (method == "PUT" and not LEASE_PATH.match(path)):
+        if (
+            method not in ALLOWED_METHODS
+            or (method == "PUT" and not LEASE_PATH.match(path))
+            or (method == "PATCH" and not (POD_PATH.match(path) and _cost_patch(body)))
+        ):
             # Not an assert: this must hold with python -O too.
             raise ValueError(f"rebalancer never sends {method} {path}")
         headers = {"Accept": accept}
         if body is not None:
-            headers["Content-Type"] = JSON
+            headers["Content-Type"] = MERGE_PATCH if method == "PATCH" else JSON
         request_timeout = self.timeout[1]
         with self._watchdog.watch(f"{method} {path}", request_timeout) as watch:
+            watch.connect_by = time.monotonic() + self.timeout[0]
             try:
                 response = self._send(method, path, query, body, headers)
             except errors.ClusterError:
@@ -307,7 +346,7 @@ class Kube:
                 body=dict(body) if body is not None else None,
                 _request_timeout=self.timeout,  # the read timeout bounds each recv
             )
-            data = raw.read()
+            data = self._body(raw.response, f"{method} {path}")
             status = int(raw.status)
             response_headers = {str(k): str(v) for k, v in (raw.getheaders() or {}).items()}
         except ApiException as exc:  # raised for TLS errors, with status 0
@@ -321,6 +360,24 @@ class Kube:
                 f"cannot reach {self.server} ({method} {path}): {cause}"
             ) from exc
         return Response(status, data or b"", response_headers)
+
+    def _body(self, response: Any, request: str, limit: int | None = None) -> bytes:
+        """The whole body of a urllib3 response, read in chunks and refused past ``limit``
+        bytes (default :attr:`max_body_bytes`): a server that answers without end never
+        fills memory. The connection goes back to the pool only when the body was read."""
+        cap = self.max_body_bytes if limit is None else limit
+        parts: list[bytes] = []
+        total = 0
+        while chunk := response.read(STREAM_CHUNK):
+            total += len(chunk)
+            if total > cap:
+                response.close()  # the rest must not reach the next request
+                raise errors.ReadTooLarge(
+                    f"the answer from {self.server} to {request} is larger than {cap} bytes"
+                )
+            parts.append(chunk)
+        response.release_conn()
+        return b"".join(parts)
 
     def _checked(
         self,
@@ -441,6 +498,7 @@ class Kube:
         status and headers of an answer to retry (429 or 5xx, when ``retryable``)."""
         limit = self.timeout[1]
         with self._watchdog.watch(f"GET {path} (stream)", limit) as watch:
+            watch.connect_by = time.monotonic() + self.timeout[0]
             response = None
             finished = False
             try:
@@ -449,7 +507,7 @@ class Kube:
                 if status in RETRY_STATUSES and retryable:
                     return status, {str(k): str(v) for k, v in response.headers.items()}
                 if status >= 400:
-                    body = response.read()
+                    body = self._body(response, f"GET {path}", ERROR_BODY_BYTES)
                     raise api_error(
                         status,
                         protodecode.status_body(body)
@@ -552,7 +610,9 @@ class Kube:
             cause = getattr(exc, "reason", None) or exc
             raise errors.Unreachable(f"cannot reach {self.server} (WATCH {path}): {cause}") from exc
         if int(raw.status) >= 400:
-            body = Response(int(raw.status), raw.read() or b"").json()
+            body = Response(
+                int(raw.status), self._body(raw.response, f"WATCH {path}", ERROR_BODY_BYTES)
+            ).json()
             raise api_error(
                 int(raw.status), body, verb="watch", resource=spec.rbac_name, namespace=scoped
             )
@@ -662,6 +722,18 @@ class Kube:
             details.setdefault("retryAfterSeconds", wait)
         return response.status, answer
 
+    def patch_pod_cost(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """A JSON merge patch of a pod's deletion cost (and rebalancer's mark of it), with the
+        pod's resourceVersion in the body as the precondition; returns (status, body) for the
+        caller to interpret (409: the pod changed since it was read). Nothing else of a pod
+        can be sent (:func:`_cost_patch`)."""
+        response = self.request(
+            "PATCH", f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}", body=body
+        )
+        return response.status, response.json() if response.body else {}
+
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         """Create a core/v1 Event."""
         self._checked(
@@ -745,6 +817,26 @@ class Kube:
 _LEASES: Final = "leases.coordination.k8s.io"
 
 
+def _cost_patch(body: Mapping[str, Any] | None) -> bool:
+    """Whether ``body`` is a merge patch of nothing but the deletion cost and its mark, with a
+    resourceVersion precondition: ``{"metadata": {"resourceVersion": ..., "annotations":
+    {...}}}``, values strings or null."""
+    if body is None or set(body) != {"metadata"}:
+        return False
+    meta = body["metadata"]
+    if not isinstance(meta, Mapping) or set(meta) != {"resourceVersion", "annotations"}:
+        return False
+    annotations = meta["annotations"]
+    return (
+        isinstance(meta["resourceVersion"], str)
+        and bool(meta["resourceVersion"])
+        and isinstance(annotations, Mapping)
+        and bool(annotations)
+        and set(annotations) <= PATCHED_ANNOTATIONS
+        and all(v is None or isinstance(v, str) for v in annotations.values())
+    )
+
+
 def _lease_path(namespace: str, name: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{_seg(namespace)}/leases/{_seg(name)}"
 
@@ -780,38 +872,31 @@ def connect(
     """
     env = os.environ if env is None else env
     configuration = client.Configuration()
+    if kubeconfig:
+        files, source = kubeconfig, f"kubeconfig {kubeconfig}"
+    elif env.get("KUBECONFIG"):
+        files, source = env["KUBECONFIG"], f"$KUBECONFIG {env['KUBECONFIG']}"
+    elif env.get("KUBERNETES_SERVICE_HOST") and not context:
+        files, source = "", "in-cluster service account"
+    else:
+        files = str(Path("~/.kube/config").expanduser())
+        source = f"kubeconfig {files}"
     try:
-        if kubeconfig:
+        if files:
+            check_kubeconfig(files)  # too large or not YAML: exit 2, named
             config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=kubeconfig,
+                config_file=files,
                 context=context,
                 client_configuration=configuration,
                 persist_config=False,
             )
-            source = f"kubeconfig {kubeconfig}"
-        elif env.get("KUBECONFIG"):
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=env["KUBECONFIG"],
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            source = f"$KUBECONFIG {env['KUBECONFIG']}"
-        elif env.get("KUBERNETES_SERVICE_HOST") and not context:
+        else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]  # untyped client
                 client_configuration=configuration
             )
-            source = "in-cluster service account"
-        else:
-            default = Path("~/.kube/config").expanduser()
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=str(default),
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            source = f"kubeconfig {default}"
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        if files and not isinstance(exc, OSError):  # what the file says is wrong: bad input
+            raise InputError(source, [f"cannot load cluster credentials: {exc}"]) from exc
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
     credentials.tidy(configuration)
     api = client.ApiClient(configuration)

@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol
 import orjson
 
 from rebalancer.cluster import errors, fastdecode, protodecode
+from rebalancer.cluster.nesting import too_deep
 from rebalancer.cluster.overlap import Overlapped, Prepared, SidePages, replay
 from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined, pod_batches
@@ -89,17 +90,30 @@ class ReadResult:
     rejected: tuple[Rejected, ...] = ()  # left out, with their namespaces (skip_invalid)
 
 
+MAX_GROWTH_SECONDS: Final = 600.0
+"""The most a read deadline grows with the objects read (600,000 objects' worth)."""
+DEFAULT_MAX_OBJECTS: Final = 1_000_000
+"""Objects one read may hold at most (``--max-objects``): about 3 times what Kubernetes'
+largest tested clusters hold (150,000 pods, and their ReplicaSets, Services, PDBs...)."""
+MAX_READ_BYTES: Final = 16 * 1024**3
+"""Bytes one read may take from the API server at most, over every page, stream and restart
+(150,000 pods as JSON with their managedFields are about 1.5 GB)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReadDeadline:
     """How long a whole read of the cluster may take: a base, plus a little per object read,
-    so the limit grows with the cluster (``--read-deadline`` sets the base)."""
+    so the limit grows with the cluster (``--read-deadline`` sets the base), but by
+    ``max_growth_seconds`` at most: whatever the server sends, a read ends by then."""
 
     base_seconds: float = 120.0
     seconds_per_1000_objects: float = 1.0
+    max_growth_seconds: float = MAX_GROWTH_SECONDS
 
     def limit(self, objects: int) -> float:
         """Seconds allowed once ``objects`` objects have been read."""
-        return self.base_seconds + self.seconds_per_1000_objects * objects / 1000
+        growth = self.seconds_per_1000_objects * objects / 1000
+        return self.base_seconds + min(growth, self.max_growth_seconds)
 
     def check(self, elapsed: float, objects: int) -> None:
         """Raise :class:`errors.DeadlineExceeded` when ``elapsed`` is past the limit."""
@@ -108,8 +122,95 @@ class ReadDeadline:
             raise errors.DeadlineExceeded(
                 f"reading the cluster took more than {limit:.0f}s ({objects} objects read; "
                 f"--read-deadline {self.base_seconds:g}s plus "
-                f"{self.seconds_per_1000_objects:g}s per 1,000 objects)"
+                f"{self.seconds_per_1000_objects:g}s per 1,000 objects, "
+                f"{self.max_growth_seconds:g}s more at most)"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """How much one read of the cluster may take in, restarts included, whatever the server
+    sends (a server that pages forever ends here, not in memory)."""
+
+    max_objects: int = DEFAULT_MAX_OBJECTS
+    max_bytes: int = MAX_READ_BYTES
+
+
+class _Budget:
+    """One read's time, objects and bytes, shared by the threads that fetch its pages.
+
+    The consumer checks objects and the deadline after each page or batch (:meth:`check`).
+    The fetching threads, which may be pages ahead of it, add the bytes they receive and check
+    the clock against the deadline's ceiling (its base and all its growth) before each request
+    and after each chunk of a stream (:meth:`spend`): a stream that never completes a batch
+    ends there. Either raises, and the read ends."""
+
+    def __init__(
+        self,
+        deadline: ReadDeadline | None,
+        limits: ReadLimits,
+        clock: Callable[[], float],
+    ) -> None:
+        self._deadline = deadline
+        self._limits = limits
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self.objects = 0
+        self.bytes = 0
+
+    def check(self, objects: int) -> None:
+        """After a page: ``objects`` read so far (this try); raises past a bound."""
+        self.objects = objects
+        if objects > self._limits.max_objects:
+            raise errors.ReadTooLarge(
+                f"reading the cluster: more than {self._limits.max_objects} objects "
+                f"(--max-objects); the server keeps sending, or the limit is too low"
+            )
+        if self._deadline is not None:
+            self._deadline.check(self._clock() - self._started, objects)
+
+    def spend(self, size: int) -> None:
+        """``size`` more bytes received (0: about to send a request); raises past a bound."""
+        if size:
+            with self._lock:
+                self.bytes += size
+                total = self.bytes
+            if total > self._limits.max_bytes:
+                raise errors.ReadTooLarge(
+                    f"reading the cluster: more than {self._limits.max_bytes} bytes received; "
+                    "the server keeps sending"
+                )
+        if self._deadline is not None:  # the most it can grow to: the objects lag behind here
+            self._deadline.check(self._clock() - self._started, self._limits.max_objects)
+
+    def pages(self, list_page: ListPage) -> ListPage:
+        """``list_page`` with every answer counted and the clock checked before it."""
+
+        def counted(resource: str, namespace: str | None, limit: int, token: str | None) -> bytes:
+            self.spend(0)
+            raw = list_page(resource, namespace, limit, token)
+            self.spend(len(raw))
+            return raw
+
+        return counted
+
+    def stream(self, list_stream: ListStream) -> ListStream:
+        """``list_stream`` with every chunk counted and the clock checked after it."""
+
+        def counted(resource: str, namespace: str | None) -> Iterator[bytes]:
+            self.spend(0)
+            chunks = list_stream(resource, namespace)
+            try:
+                for chunk in chunks:
+                    self.spend(len(chunk))
+                    yield chunk
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+
+        return counted
 
 
 def _default_builder() -> Builder:
@@ -132,6 +233,7 @@ def read_cluster(
     skip_invalid: bool = False,
     list_page_proto: ListPage | None = None,
     list_stream: ListStream | None = None,
+    limits: ReadLimits | None = None,
 ) -> ReadResult:
     """Read every resource, page by page, into a Snapshot (and the raw objects if asked).
 
@@ -139,8 +241,11 @@ def read_cluster(
     not know) leaves its namespace out of the snapshot instead of failing the read; the result
     lists it in ``rejected``. Problems with cluster-scoped objects still raise.
 
-    ``deadline`` bounds the whole read (checked after each page; a page itself is bounded by
-    the request deadline of the transport), restarts included.
+    ``deadline`` bounds the whole read (checked before each request, after each page and
+    after each chunk of a stream; a request itself is bounded by the request deadline of the
+    transport), restarts included. ``limits`` bound the objects and bytes it takes in, also
+    over restarts; past any bound the read raises (:class:`errors.DeadlineExceeded`,
+    :class:`errors.ReadTooLarge`) and nothing it read is kept.
 
     ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.core.slim`).
 
@@ -173,11 +278,13 @@ def read_cluster(
         raise ValueError("page_size must be >= 1")
     if prefetch < 0:
         raise ValueError("prefetch must be >= 0")
-    started = clock()
-
-    def check(objects: int) -> None:
-        if deadline is not None:
-            deadline.check(clock() - started, objects)
+    budget = _Budget(deadline, limits or ReadLimits(), clock)
+    check = budget.check
+    list_page = budget.pages(list_page)
+    if list_page_proto is not None:
+        list_page_proto = budget.pages(list_page_proto)
+    if list_stream is not None:
+        list_stream = budget.stream(list_stream)
 
     attempt = 0
     while True:
@@ -375,6 +482,9 @@ def _again_as_json(
 
 
 def _parse_page(raw: bytes, resource: Resource) -> dict[str, Any]:
+    deep = too_deep(raw)
+    if deep is not None:  # refused before any parser recurses into it
+        raise errors.ClusterError(f"LIST {resource.name}: the answer is {deep}")
     try:
         page = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

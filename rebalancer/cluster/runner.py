@@ -29,6 +29,7 @@ from rebalancer.cluster.events import event_body
 from rebalancer.cluster.executor import EvictionIntent, Executor, ExecutorSettings, Transport
 from rebalancer.cluster.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
 from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.steering import CostOutcome, CostResult, PatchFn, write_costs
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
 from rebalancer.core.errors import (
@@ -73,6 +74,8 @@ class Cluster:
     """The Lease calls; None runs without a Lease (tests of a single process only)."""
     rejected: Callable[[], Sequence[object]] | None = None
     """The objects the last read could not convert (their namespaces were left out)."""
+    patch_pod_cost: PatchFn | None = None
+    """A merge patch of a pod's deletion cost (SPEC §7, steered scale-downs); None: no writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +142,7 @@ class RunReport:
     lease_holder: Holder | None = None  # who held the Lease, when end is LEASE_HELD
     earlier_evictions: int = 0  # evictions of earlier runs within the cooldown (limits)
     invalid_objects: int = 0  # objects the first read could not convert: namespaces left out
+    costs: tuple[CostResult, ...] = ()  # steered scale-downs: the deletion-cost writes
 
     @property
     def results(self) -> tuple[EvictionResult, ...]:
@@ -208,6 +212,8 @@ class RunReport:
             "earlier_evictions": self.earlier_evictions,
             "invalid_objects": self.invalid_objects,
             "lease_held_by": self.lease_holder.identity if self.lease_holder else None,
+            "costs_written": sum(1 for c in self.costs if c.outcome is CostOutcome.WRITTEN),
+            "costs_not_written": sum(1 for c in self.costs if c.outcome is not CostOutcome.WRITTEN),
         }
 
 
@@ -332,6 +338,8 @@ class Runner:
         self._landed: dict[str, float] = {}  # workload -> when its last replacement landed
         self._guard: dict[str, tuple[str, str, float]] = {}  # replacement -> view, pod, when
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
+        self.server: Mapping[str, Any] | None = None
+        """The API server's version and feature gates, read once (in the summary line)."""
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -398,8 +406,11 @@ class Runner:
             duration_seconds=self._clock() - started,
             lease_holder=holder,
         )
-        self._log.info(logs.RUN_SUMMARY, **report.summary())
+        self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
         return report
+
+    def _server(self) -> dict[str, Any]:
+        return {} if self.server is None else {"server": dict(self.server)}
 
     def _stopping(self) -> bool:
         lease = self._lease
@@ -463,8 +474,9 @@ class Runner:
             server_dry_run=self.settings.executor.server_dry_run,
             earlier_evictions=len(earlier),
             invalid_objects=invalid,
+            costs=self._steer(loop.snapshot),
         )
-        self._log.info(logs.RUN_SUMMARY, **report.summary())
+        self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
         return report
 
     def _waves(self, loop: _Loop) -> None:
@@ -520,6 +532,22 @@ class Runner:
                 loop.final = loop.plan
                 loop.end = RunEnd.NO_PROGRESS
                 return
+
+    def _steer(self, snapshot: Snapshot) -> tuple[CostResult, ...]:
+        """Steered scale-downs (SPEC §7), in addition to the evictions: write the deletion
+        costs the latest read calls for (or remove ours when the option is off). Never in a
+        dry run, nor once the run is stopping or has lost its Lease."""
+        from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, as current_skews
+        from rebalancer.core.steer import ours, steer  # noqa: PLC0415
+
+        patch = self.cluster.patch_pod_cost
+        s = self.settings
+        if patch is None or s.plan_only or s.executor.server_dry_run or self._stopping():
+            return ()
+        if not self.policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
+            return ()
+        steering = steer(snapshot, self.policy, analyze(snapshot, self.policy))
+        return write_costs(patch, steering)
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
         """Wait until every PDB the wave spent allows again what it allowed before the wave.

@@ -29,9 +29,11 @@ import yaml
 from rebalancer.cluster import fastdecode
 from rebalancer.cluster.inputs import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
+    binary_problem,
     read_bytes,
     yaml_documents,
 )
+from rebalancer.cluster.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.checker import show
@@ -51,6 +53,8 @@ _JSON_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z | orjson.OPT_NAIV
 _LINES_HEAD: Final = b'{"apiVersion":"v1","items":['
 _LINES_TAIL: Final = b'],"kind":"List","metadata":{"resourceVersion":""}}'
 _FIRST_LINE_MAX: Final = len(_UTF8_BOM) + len(_LINES_HEAD) + 2  # + "\r\n"
+_HEAD_BYTES: Final = 1 << 16
+"""A regular file's first bytes, looked at for binary data before it is read."""
 MAX_LIST_DEPTH: Final = 32
 """Lists inside Lists (kubectl never writes any) deeper than this are refused."""
 
@@ -60,7 +64,15 @@ def _is_json(data: bytes) -> bool:
     return start in (b"{", b"[")
 
 
+def _check_depth(data: bytes, source: str) -> None:
+    """Raise :class:`InputError` when JSON text nests too deep to parse safely."""
+    deep = too_deep(data)
+    if deep is not None:
+        raise InputError(source, [deep])
+
+
 def _json_documents(data: bytes, source: str) -> list[Any]:
+    _check_depth(data, source)
     try:
         with gc_paused():  # orjson builds millions of dicts; see gc_paused
             document = orjson.loads(data)
@@ -90,6 +102,7 @@ def _documents(data: bytes, source: str) -> tuple[list[Any], str | None]:
     """
     if not _is_json(data):
         return _yaml_documents(data, source), None
+    _check_depth(data, source)  # refused as it is, not tried as YAML
     try:
         return _json_documents(data, source), None
     except InputError as json_error:
@@ -204,6 +217,8 @@ def _stream_lines(
             if line == _LINES_TAIL:
                 ended = True
                 continue
+            if fastdecode.may_nest_deeper(line, MAX_JSON_DEPTH):
+                return None  # the whole text is measured, and refused, by the general path
             try:
                 item = orjson.loads(line[:-1] if line.endswith(b",") else line)
             except orjson.JSONDecodeError:
@@ -256,7 +271,10 @@ def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
     data = _whole(fh)
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
-    builder = fastdecode.load_list(data, source) if _is_json(data) else None
+    builder = None
+    if _is_json(data):
+        _check_depth(data, source)
+        builder = fastdecode.load_list(data, source)
     if builder is None:
         builder = SnapshotBuilder(source)
         builder.add_all(parse_objects(data, source))
@@ -296,6 +314,9 @@ def load_snapshot_skipping(
                         "--max-input-bytes if this is right"
                     ],
                 )
+            binary = binary_problem(os.pread(fh.fileno(), _HEAD_BYTES, 0))
+            if binary is not None:  # refused before the file is read
+                raise InputError(source, [binary])
             return _load(fh, source, skip_invalid)
     except OSError as exc:
         raise InputError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc

@@ -29,6 +29,7 @@ from msgspec import Raw, Struct
 
 from rebalancer.cluster import errors
 from rebalancer.cluster.fastdecode import page_parts
+from rebalancer.cluster.nesting import too_deep
 from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined
@@ -64,6 +65,8 @@ class WatchSettings:
     backoff_max: float = 30.0
     sync_timeout: float = 900.0  # the first LIST of every resource, at most
     stale_after: float = 120.0  # a resource whose watch has failed this long fails the pass
+    max_objects: int = 1_000_000  # objects one resource may hold (a server that pages or adds
+    # objects without end fails the watch here, not in memory; --max-objects)
 
 
 class _Event(Struct):
@@ -276,6 +279,7 @@ class _ResourceWatch:
                     for item in page:
                         self._apply(items, problems, item)
                 del page, parts
+                self._check_size(len(items))
         if not version:
             raise errors.ClusterError(f"LIST {name}: the answer has no resourceVersion")
         with self._lock:
@@ -309,8 +313,18 @@ class _ResourceWatch:
                 close()
         return seen or self._clock() - started >= 1.0
 
+    def _check_size(self, held: int) -> None:
+        if held > self._settings.max_objects:
+            raise errors.ReadTooLarge(
+                f"{self.resource.name}: more than {self._settings.max_objects} objects "
+                "(--max-objects); the server keeps sending, or the limit is too low"
+            )
+
     def _event(self, line: bytes) -> None:
         name = self.resource.name
+        deep = too_deep(line)
+        if deep is not None:  # refused before the decoder recurses into it
+            raise errors.ClusterError(f"WATCH {name}: an event is {deep}")
         try:
             event = _EVENT.decode(line)
         except msgspec.DecodeError as exc:
@@ -333,7 +347,9 @@ class _ResourceWatch:
         elif event.type in ("ADDED", "MODIFIED"):
             with self._lock:
                 self._apply(self.items, self.problems, event.object)
+                held = len(self.items)
             self.counts["events"] += 1
+            self._check_size(held)
         elif event.type == "DELETED":
             key = self._key(meta)
             with self._lock:

@@ -129,6 +129,11 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
         return SkipReason("terminating", "already terminating; its grace can only shrink")
     if pod.disruption_target:
         return SkipReason("disruption-target", "has the DisruptionTarget condition: it is leaving")
+    if pod.scheduling_group is not None:
+        return SkipReason(
+            "gang-member",
+            f"in PodGroup {pod.scheduling_group}: a gang is not evicted one pod at a time",
+        )
     node = ctx.nodes.get(pod.node_name or "")
     if node is not None and node_unreachable(node):
         return SkipReason("node-not-ready", f"node {node.name} is NotReady or unreachable")

@@ -358,7 +358,7 @@ def _why_plugin(name: str) -> str:
         return "DefaultEvictor is read from the filter and preEvictionFilter points only"
     return (
         "rebalancer repairs topology spread only; keep this plugin in the descheduler "
-        "(see README, Coming from the descheduler)"
+        "(see docs/descheduler.md)"
     )
 
 

@@ -39,8 +39,9 @@ Victims follow SPEC §3's order (:class:`rebalancer.core.victims.VictimKey` for 
 :func:`rebalancer.core.victims.plan_key` for a plan): first pods whose own hard constraints
 forbid their replacement from returning to their current domain, then preemption's order over
 the victims' priorities, then pods without the descheduler's ``prefer-no-eviction``
-annotation, then pods whose PodDisruptionBudget still allows a disruption, then
-the youngest, then the pods' own namespace, name and uid; never a domain or node name. The
+annotation, then pods whose PodDisruptionBudget still allows a disruption, then (one view) the
+most populated domains, then the youngest, then the pods' own namespace, name and uid; never a
+domain or node name. The
 moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 """
 

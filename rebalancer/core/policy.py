@@ -114,6 +114,8 @@ class Policy:
     """True: pods that no PodDisruptionBudget covers are never evicted."""
     no_eviction_policy: str = PREFERRED
     """The ``prefer-no-eviction`` pod annotation: Preferred (evicted last) or Mandatory (never)."""
+    steer_scale_down: bool = False
+    """True: keep ``pod-deletion-cost`` on ReplicaSet pods so scale-downs keep the spread."""
 
 
 _DEFAULTS: Final = Policy()
@@ -327,6 +329,7 @@ _TOP_KEYS: Final = (
     "nodeSelector",
     "ignorePodsWithoutPDB",
     "noEvictionPolicy",
+    "steerScaleDown",
 )
 _WINDOW_KEYS: Final = ("cron", "duration", "timeZone")
 _DEFAULT_CONSTRAINT_KEYS: Final = (
@@ -663,6 +666,7 @@ def _policy(check: _Checker, document: object) -> Policy:
         no_eviction_policy=read(
             "noEvictionPolicy", _no_eviction_policy, defaults.no_eviction_policy
         ),
+        steer_scale_down=read("steerScaleDown", _boolean, defaults.steer_scale_down),
     )
 
 
@@ -755,4 +759,5 @@ def policy_to_dict(policy: Policy) -> dict[str, object]:
         ),
         "ignorePodsWithoutPDB": policy.ignore_pods_without_pdb,
         "noEvictionPolicy": policy.no_eviction_policy,
+        "steerScaleDown": policy.steer_scale_down,
     }

@@ -65,6 +65,9 @@ def static_reason(pod: Pod, node: Node, pins: Sequence[NodeSelector]) -> str | N
         return f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
     if not pod_affinity_matches(pod, node):
         return "node selector / required affinity do not match"
+    if pod.required_features and not pod.required_features <= node.declared_features:
+        missing = ", ".join(sorted(pod.required_features - node.declared_features))
+        return f"node does not declare the features the pod needs: {missing}"
     for pin in pins:
         if not node_selector_matches(pin, node):
             return "a bound PersistentVolume's node affinity does not match"

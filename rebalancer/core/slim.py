@@ -24,8 +24,11 @@ POD_SPEC_KEYS = (
     "terminationGracePeriodSeconds",
     "resources",
     "resourceClaims",
+    "schedulingGroup",
+    "hostNetwork",
+    "hostUsers",
 )
-CONTAINER_KEYS = ("name", "resources", "restartPolicy")
+CONTAINER_KEYS = ("name", "resources", "restartPolicy", "restartPolicyRules")
 VOLUME_SOURCES = ("persistentVolumeClaim", "emptyDir", "ephemeral")
 STATUS_CONTAINER_KEYS = ("name", "allocatedResources", "resources")
 CONDITION_KEYS = ("type", "status", "reason")
@@ -36,8 +39,10 @@ def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: obj[k] for k in keys if k in obj}
 
 
-def _metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in meta.items() if k not in ("managedFields", "resourceVersion")}
+def _metadata(meta: Mapping[str, Any], keep_version: bool = False) -> dict[str, Any]:
+    """``keep_version``: a pod's resourceVersion stays (steering's writes are conditional on it)."""
+    dropped = ("managedFields",) if keep_version else ("managedFields", "resourceVersion")
+    out = {k: v for k, v in meta.items() if k not in dropped}
     annotations = out.get("annotations")
     if annotations:
         kept = {k: v for k, v in annotations.items() if k not in DROP_ANNOTATIONS}
@@ -55,12 +60,25 @@ def _conditions(status: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return [_pick(c, CONDITION_KEYS) for c in conditions]
 
 
+def _container(container: Mapping[str, Any]) -> dict[str, Any]:
+    """What the requests and the node features a pod needs come from (mounts: bind options)."""
+    out = _pick(container, CONTAINER_KEYS)
+    mounts = [
+        {"bindMountOptions": m["bindMountOptions"]}
+        for m in container.get("volumeMounts") or ()
+        if m.get("bindMountOptions")
+    ]
+    if mounts:
+        out["volumeMounts"] = mounts
+    return out
+
+
 def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec = obj.get("spec") or {}
     out_spec = _pick(spec, POD_SPEC_KEYS)
-    for key in ("containers", "initContainers"):
+    for key in ("containers", "initContainers", "ephemeralContainers"):
         if key in spec:
-            out_spec[key] = [_pick(c, CONTAINER_KEYS) for c in spec[key]]
+            out_spec[key] = [_container(c) for c in spec[key]]
     if "volumes" in spec:
         out_spec["volumes"] = [
             v for v in spec["volumes"] if any(src in v for src in VOLUME_SOURCES)
@@ -79,12 +97,14 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
         kept = [c for c in kept if len(c) > 1]  # only resize data matters
         if kept:
             out_status[key] = kept
-    return {**_head(obj), "spec": out_spec, "status": out_status}
+    head = {k: v for k, v in obj.items() if k in ("apiVersion", "kind")}
+    head["metadata"] = _metadata(obj.get("metadata") or {}, keep_version=True)
+    return {**head, "spec": out_spec, "status": out_status}
 
 
 def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
     status = obj.get("status") or {}
-    out_status = _pick(status, ("allocatable", "capacity"))
+    out_status = _pick(status, ("allocatable", "capacity", "declaredFeatures"))
     conditions = _conditions(status)
     if conditions is not None:
         out_status["conditions"] = conditions

@@ -1,14 +1,53 @@
-{{/* The full name of the release's objects: the release name when it already names the chart. */}}
+{{/* The chart's name, or nameOverride. */}}
+{{- define "rebalancer.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The full name of the release's objects: fullnameOverride, else the release name when it
+already holds the chart's name, else release-name. */}}
 {{- define "rebalancer.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "rebalancer.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
+{{/* CronJob or Deployment: `kind`, or the old `mode` (cronjob|deployment) when set. */}}
+{{- define "rebalancer.kind" -}}
+{{- if .Values.mode -}}
+{{- if eq (toString .Values.mode) "deployment" }}Deployment{{ else }}CronJob{{ end -}}
+{{- else -}}
+{{- .Values.kind -}}
+{{- end -}}
+{{- end -}}
+
+{{/* client, server or none; the descheduler's true and false mean client and none. */}}
+{{- define "rebalancer.dryRun" -}}
+{{- if kindIs "bool" .Values.dryRun -}}
+{{- if .Values.dryRun }}client{{ else }}none{{ end -}}
+{{- else -}}
+{{- .Values.dryRun -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The CronJob's schedule: `schedule`, or the old `cronjob.schedule` when set. */}}
+{{- define "rebalancer.schedule" -}}
+{{- (.Values.cronjob).schedule | default .Values.schedule -}}
+{{- end -}}
+
+{{/* The Deployment's interval: `deschedulingInterval`, or the old `deployment.interval`. */}}
+{{- define "rebalancer.interval" -}}
+{{- (.Values.deployment).interval | default .Values.deschedulingInterval -}}
+{{- end -}}
+
 {{- define "rebalancer.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "rebalancer.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -34,15 +73,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The arguments of `rebalancer run`, one per line of a YAML list. */}}
 {{- define "rebalancer.args" -}}
+{{- $dryRun := include "rebalancer.dryRun" . }}
+{{- $kind := include "rebalancer.kind" . }}
 - run
-{{- if eq .Values.dryRun "client" }}
+{{- if eq $dryRun "client" }}
 - --dry-run
-{{- else if eq .Values.dryRun "server" }}
+{{- else if eq $dryRun "server" }}
 - --server-dry-run
 {{- end }}
-{{- if eq .Values.mode "deployment" }}
+{{- if eq $kind "Deployment" }}
 - --interval
-- {{ .Values.deployment.interval | quote }}
+- {{ include "rebalancer.interval" . | quote }}
 {{- end }}
 - --policy
 - /etc/rebalancer/policy.yaml
@@ -50,9 +91,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --output
 - {{ .Values.output }}
 {{- end }}
-{{- if eq .Values.mode "deployment" }}
+{{- if eq $kind "Deployment" }}
 - --metrics-bind-address
 - {{ printf "0.0.0.0:%d" (int .Values.deployment.metricsPort) | quote }}
+{{- end }}
+{{- with .Values.pushgateway.url }}
+- --pushgateway
+- {{ . | quote }}
 {{- end }}
 {{- if ne .Values.lease.name "rebalancer" }}
 - --lease-name
@@ -66,7 +111,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{/* The pod spec shared by the CronJob's jobs and the Deployment. */}}
 {{- define "rebalancer.podSpec" -}}
 serviceAccountName: {{ include "rebalancer.serviceAccountName" . }}
-{{- if eq .Values.mode "cronjob" }}
+{{- if eq (include "rebalancer.kind" .) "CronJob" }}
 restartPolicy: Never
 {{- end }}
 terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
@@ -94,7 +139,7 @@ containers:
         valueFrom:
           fieldRef:
             fieldPath: metadata.namespace
-    {{- if eq .Values.mode "deployment" }}
+    {{- if eq (include "rebalancer.kind" .) "Deployment" }}
     ports:
       - name: metrics
         containerPort: {{ .Values.deployment.metricsPort }}

@@ -27,8 +27,11 @@ from google.protobuf.message import DecodeError
 from rebalancer.cluster.fastdecode import FastBuilder, Sink
 from rebalancer.cluster.protodecode import schema_pb2 as pb
 from rebalancer.core.convert.constraints import spread_constraints
+from rebalancer.core.convert.features import NO_FEATURES
 from rebalancer.core.convert.memo import EMPTY_NUMBER
 from rebalancer.core.convert.pods import (
+    COST_MARK_ANNOTATION,
+    DELETION_COST_ANNOTATION,
     EVICT_ANNOTATION,
     MIRROR_ANNOTATION,
     PREFER_NO_EVICTION_ANNOTATION,
@@ -190,6 +193,8 @@ def _requirements_of(raw: bytes) -> dict[str, Any]:
 
 def _container(raw: bytes) -> dict[str, Any]:
     message = pb.Container.FromString(raw)
+    if message.restartPolicyRules or any(m.bindMountOptions for m in message.volumeMounts):
+        raise _Fallback  # it may need node features: the general path infers them
     doc: dict[str, Any] = {
         "name": message.name,
         "resources": _resource_requirements(message.resources),
@@ -464,8 +469,12 @@ class ProtoBuilder(FastBuilder):
         spec = item.spec
         status = item.status
         name = meta.name
-        if not name:
-            raise _Fallback
+        if (
+            not name
+            or (spec.hostNetwork and spec.HasField("hostUsers"))
+            or spec.ephemeralContainers
+        ):
+            raise _Fallback  # no name; or it may need node features (convert.features)
         resized: Any = ()
         reasons: Any = ()
         if status.containerStatuses or status.initContainerStatuses:
@@ -497,7 +506,7 @@ class ProtoBuilder(FastBuilder):
         ) = template
         pvc_names, local_storage = _volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
         ready, disruption_target = _conditions(status.conditions)
-        mirror, evict, prefer_no = _annotations(meta.annotations)
+        mirror, evict, prefer_no, cost, mark = _annotations(meta.annotations)
         # Positional, in the order of the model's fields (new_pod, as fastdecode builds it),
         # with the strings many pods hold alike interned as fastdecode does.
         return new_pod(
@@ -531,6 +540,13 @@ class ProtoBuilder(FastBuilder):
             claims,
             evict,
             prefer_no,
+            cost,
+            mark,
+            meta.resourceVersion,
+            (spec.schedulingGroup.podGroupName or None)
+            if spec.HasField("schedulingGroup")
+            else None,
+            NO_FEATURES,  # a pod that may need node features took the general path
             label_set,
             template_number,
         )
@@ -592,10 +608,14 @@ def _conditions(conditions: Iterable[pb.PodCondition]) -> tuple[bool, bool]:
     return ready, disruption_target
 
 
-def _annotations(entries: Sequence[pb.StringEntry]) -> tuple[bool, bool, bool]:
-    """Whether the pod carries the three annotations read: a static pod's mirror, the
-    descheduler's evict and prefer-no-eviction (as :func:`rebalancer.core.convert.pods.pod`)."""
+def _annotations(
+    entries: Sequence[pb.StringEntry],
+) -> tuple[bool, bool, bool, str | None, str | None]:
+    """The five annotations read (as :func:`rebalancer.core.convert.pods.pod`): whether the pod
+    carries a static pod's mirror, the descheduler's evict and prefer-no-eviction; the deletion
+    cost and rebalancer's mark of it. A key given twice: the last one wins, as in JSON."""
     mirror = evict = prefer_no = False
+    cost = mark = None
     for entry in entries:
         key = entry.key
         if key == MIRROR_ANNOTATION:
@@ -604,7 +624,11 @@ def _annotations(entries: Sequence[pb.StringEntry]) -> tuple[bool, bool, bool]:
             evict = True
         elif key == PREFER_NO_EVICTION_ANNOTATION:
             prefer_no = True
-    return mirror, evict, prefer_no
+        elif key == DELETION_COST_ANNOTATION:
+            cost = entry.value
+        elif key == COST_MARK_ANNOTATION:
+            mark = entry.value
+    return mirror, evict, prefer_no, cost, mark
 
 
 def _resized(

@@ -72,10 +72,11 @@ class Time(_message.Message):
     def __init__(self, seconds: _Optional[int] = ..., nanos: _Optional[int] = ...) -> None: ...
 
 class ObjectMeta(_message.Message):
-    __slots__ = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences")
+    __slots__ = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCEVERSION_FIELD_NUMBER: _ClassVar[int]
     CREATIONTIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     DELETIONTIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
@@ -84,15 +85,16 @@ class ObjectMeta(_message.Message):
     name: str
     namespace: str
     uid: str
+    resourceVersion: str
     creationTimestamp: Time
     deletionTimestamp: Time
     labels: _containers.RepeatedScalarFieldContainer[bytes]
     annotations: _containers.RepeatedCompositeFieldContainer[StringEntry]
     ownerReferences: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resourceVersion: _Optional[str] = ..., creationTimestamp: _Optional[_Union[Time, _Mapping]] = ..., deletionTimestamp: _Optional[_Union[Time, _Mapping]] = ..., labels: _Optional[_Iterable[bytes]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., ownerReferences: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources")
+    __slots__ = ("volumes", "containers", "terminationGracePeriodSeconds", "nodeSelector", "nodeName", "affinity", "initContainers", "tolerations", "priorityClassName", "priority", "overhead", "topologySpreadConstraints", "resourceClaims", "resources", "schedulingGroup", "ephemeralContainers", "hostNetwork", "hostUsers")
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     TERMINATIONGRACEPERIODSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +109,10 @@ class PodSpec(_message.Message):
     TOPOLOGYSPREADCONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     RESOURCECLAIMS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULINGGROUP_FIELD_NUMBER: _ClassVar[int]
+    EPHEMERALCONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNETWORK_FIELD_NUMBER: _ClassVar[int]
+    HOSTUSERS_FIELD_NUMBER: _ClassVar[int]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
     containers: _containers.RepeatedScalarFieldContainer[bytes]
     terminationGracePeriodSeconds: int
@@ -121,7 +127,17 @@ class PodSpec(_message.Message):
     topologySpreadConstraints: _containers.RepeatedScalarFieldContainer[bytes]
     resourceClaims: _containers.RepeatedScalarFieldContainer[bytes]
     resources: bytes
-    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., containers: _Optional[_Iterable[bytes]] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., nodeSelector: _Optional[_Iterable[bytes]] = ..., nodeName: _Optional[str] = ..., affinity: _Optional[bytes] = ..., initContainers: _Optional[_Iterable[bytes]] = ..., tolerations: _Optional[_Iterable[bytes]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., overhead: _Optional[_Iterable[bytes]] = ..., topologySpreadConstraints: _Optional[_Iterable[bytes]] = ..., resourceClaims: _Optional[_Iterable[bytes]] = ..., resources: _Optional[bytes] = ...) -> None: ...
+    schedulingGroup: PodSchedulingGroup
+    ephemeralContainers: _containers.RepeatedScalarFieldContainer[bytes]
+    hostNetwork: bool
+    hostUsers: bool
+    def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., containers: _Optional[_Iterable[bytes]] = ..., terminationGracePeriodSeconds: _Optional[int] = ..., nodeSelector: _Optional[_Iterable[bytes]] = ..., nodeName: _Optional[str] = ..., affinity: _Optional[bytes] = ..., initContainers: _Optional[_Iterable[bytes]] = ..., tolerations: _Optional[_Iterable[bytes]] = ..., priorityClassName: _Optional[str] = ..., priority: _Optional[int] = ..., overhead: _Optional[_Iterable[bytes]] = ..., topologySpreadConstraints: _Optional[_Iterable[bytes]] = ..., resourceClaims: _Optional[_Iterable[bytes]] = ..., resources: _Optional[bytes] = ..., schedulingGroup: _Optional[_Union[PodSchedulingGroup, _Mapping]] = ..., ephemeralContainers: _Optional[_Iterable[bytes]] = ..., hostNetwork: _Optional[bool] = ..., hostUsers: _Optional[bool] = ...) -> None: ...
+
+class PodSchedulingGroup(_message.Message):
+    __slots__ = ("podGroupName",)
+    PODGROUPNAME_FIELD_NUMBER: _ClassVar[int]
+    podGroupName: str
+    def __init__(self, podGroupName: _Optional[str] = ...) -> None: ...
 
 class Volume(_message.Message):
     __slots__ = ("name", "volumeSource")
@@ -224,14 +240,24 @@ class ResourceRequirements(_message.Message):
     def __init__(self, limits: _Optional[_Iterable[_Union[QuantityEntry, _Mapping]]] = ..., requests: _Optional[_Iterable[_Union[QuantityEntry, _Mapping]]] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "resources", "restartPolicy")
+    __slots__ = ("name", "volumeMounts", "resources", "restartPolicy", "restartPolicyRules")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    VOLUMEMOUNTS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     RESTARTPOLICY_FIELD_NUMBER: _ClassVar[int]
+    RESTARTPOLICYRULES_FIELD_NUMBER: _ClassVar[int]
     name: str
+    volumeMounts: _containers.RepeatedCompositeFieldContainer[VolumeMount]
     resources: ResourceRequirements
     restartPolicy: str
-    def __init__(self, name: _Optional[str] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., restartPolicy: _Optional[str] = ...) -> None: ...
+    restartPolicyRules: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, name: _Optional[str] = ..., volumeMounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., restartPolicy: _Optional[str] = ..., restartPolicyRules: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class VolumeMount(_message.Message):
+    __slots__ = ("bindMountOptions",)
+    BINDMOUNTOPTIONS_FIELD_NUMBER: _ClassVar[int]
+    bindMountOptions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, bindMountOptions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Affinity(_message.Message):
     __slots__ = ("nodeAffinity",)

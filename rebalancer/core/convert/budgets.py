@@ -16,7 +16,7 @@ __all__ = ["pdb", "priority_class"]
 
 
 def _count(chk: Checker, obj: Mapping[str, Any], key: str, path: str) -> int:
-    return chk.integer(obj, key, path) or 0
+    return chk.integer(obj, key, path, bits=32) or 0
 
 
 def pdb(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PodDisruptionBudget:
@@ -41,8 +41,9 @@ def pdb(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PodDisru
 def priority_class(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> PriorityClass:
     """A PriorityClass; problems are appended to ``problems``."""
     chk, _, _, name = identify(obj, "PriorityClass", problems, namespaced=False)
-    value = obj.get("value")
-    if type(value) is not int:
-        chk.bad("value", "must be an integer", value)
+    value = chk.integer(obj, "value", "", bits=32)
+    if value is None:
+        if "value" not in obj or obj["value"] is None:
+            chk.bad("value", "must be an integer", None)
         value = 0
     return PriorityClass(name=name, value=value, global_default=chk.flag(obj, "globalDefault", ""))

@@ -174,10 +174,18 @@ class Checker:
         self.bad(at(path, key), "must be a non-empty string", value)
         return ""
 
-    def integer(self, parent: Mapping[str, Any], key: str, path: str) -> int | None:
+    def integer(self, parent: Mapping[str, Any], key: str, path: str, bits: int = 64) -> int | None:
+        """An integer field of the API (int32 or int64, as ``bits`` says); out of that range
+        the API server would refuse it, so it is a problem here too."""
         value = parent.get(key)
-        if type(value) is int or value is None:
-            return value
+        if value is None:
+            return None
+        if type(value) is int:
+            if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+                return value
+            low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+            self.bad(at(path, key), f"must fit in int{bits} ({low} to {high})", value)
+            return None
         self.bad(at(path, key), "must be an integer", value)
         return None
 

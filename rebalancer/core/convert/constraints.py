@@ -22,13 +22,19 @@ from rebalancer.core.model import (
 
 __all__ = ["spread_constraints"]
 
+INT32_MAX = 2**31 - 1
+
 
 def _positive(chk: Checker, obj: Mapping[str, Any], key: str, path: str, default: int) -> int:
-    """An integer > 0 (``maxSkew``, ``minDomains``); ``default`` if bad (reported)."""
+    """An integer > 0 that fits in int32, as the API has them (``maxSkew``, ``minDomains``);
+    ``default`` if bad (reported)."""
     value = obj.get(key)
-    if type(value) is int and value > 0:
+    if type(value) is int and 0 < value <= INT32_MAX:
         return value
-    chk.bad(f"{path}.{key}", "must be an integer > 0", value)
+    if type(value) is int and value > INT32_MAX:
+        chk.bad(f"{path}.{key}", f"must fit in int32 (at most {INT32_MAX})", value)
+    else:
+        chk.bad(f"{path}.{key}", "must be an integer > 0", value)
     return default
 
 

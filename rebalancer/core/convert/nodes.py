@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.features import node_features
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import identify
 from rebalancer.core.convert.quantities import resource_list, to_units
@@ -52,4 +53,5 @@ def node(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Node:
         ),
         unschedulable=chk.flag(spec, "unschedulable", "spec"),
         ready=_node_ready(chk, status),
+        declared_features=node_features(chk, status),
     )

@@ -15,6 +15,7 @@ from typing import Any, Final
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
 from rebalancer.core.convert.disruption import pod_conditions, resource_claims
+from rebalancer.core.convert.features import pod_features
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches, fingerprint
 from rebalancer.core.convert.meta import controller_owner, epoch, identify
 from rebalancer.core.convert.nodes import TAINT_EFFECTS
@@ -27,6 +28,8 @@ from rebalancer.core.model import (
 )
 
 __all__ = [
+    "COST_MARK_ANNOTATION",
+    "DELETION_COST_ANNOTATION",
     "EVICT_ANNOTATION",
     "MIRROR_ANNOTATION",
     "PREFER_NO_EVICTION_ANNOTATION",
@@ -40,6 +43,10 @@ MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 # opt the pod in despite the policy's protections, and prefer evicting the pod last.
 EVICT_ANNOTATION: Final = "descheduler.alpha.kubernetes.io/evict"
 PREFER_NO_EVICTION_ANNOTATION: Final = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+# The ReplicaSet controller removes pods with a lower cost first; rebalancer's own mark holds
+# the cost it last wrote, so a cost that differs from the mark was set by someone else.
+DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
+COST_MARK_ANNOTATION: Final = "rebalancer/deletion-cost"
 _REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -118,14 +125,22 @@ def _volumes(chk: Checker, spec: Mapping[str, Any], pod_name: str) -> tuple[tupl
     return tuple(claims), local
 
 
+def pod_group(chk: Checker, spec: Mapping[str, Any]) -> str | None:
+    """``spec.schedulingGroup.podGroupName`` (Kubernetes 1.36+, the workload API): the PodGroup
+    whose pods are scheduled as a gang; None when the pod belongs to none."""
+    group = chk.obj(spec, "schedulingGroup", "spec")
+    return chk.text(group, "podGroupName", "spec.schedulingGroup") or None
+
+
 def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     """A Pod (effective requests, normalised constraints); problems go to ``problems``."""
     chk, meta, namespace, name = identify(obj, "Pod", problems, namespaced=True)
     spec = chk.obj(obj, "spec", "")
     status = chk.obj(obj, "status", "")
     labels, label_set = caches.labels.get(chk, meta, "labels", "metadata")
-    # Annotations are checked, and only three are kept (as flags): a pod's annotations are
-    # often its own, and nothing else in them is read.
+    # Annotations are checked, and only five are kept (three as flags, the deletion cost and
+    # rebalancer's mark of it as text): a pod's annotations are often its own, and nothing
+    # else in them is read.
     annotations = chk.string_map(meta, "annotations", "metadata")
     mirror = MIRROR_ANNOTATION in annotations
     pvc_names, local_storage = _volumes(chk, spec, name)
@@ -134,7 +149,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     node_name = sys.intern(chk.text(spec, "nodeName", "spec")) or None
     created = epoch(chk, meta.get("creationTimestamp"), "metadata.creationTimestamp")
     phase = chk.text(status, "phase", "status") or "Pending"
-    priority = chk.integer(spec, "priority", "spec")
+    priority = chk.integer(spec, "priority", "spec", bits=32)
     priority_class_name = chk.text(spec, "priorityClassName", "spec") or None
     owner = controller_owner(chk, meta, caches.owners)
     node_selector, selector_number = caches.node_selectors.get(chk, spec, "nodeSelector", "spec")
@@ -170,6 +185,11 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         resource_claims=resource_claims(chk, spec),
         evict_requested=EVICT_ANNOTATION in annotations,
         prefer_no_eviction=PREFER_NO_EVICTION_ANNOTATION in annotations,
+        deletion_cost=annotations.get(DELETION_COST_ANNOTATION),
+        cost_mark=annotations.get(COST_MARK_ANNOTATION),
+        resource_version=chk.text(meta, "resourceVersion", "metadata"),
+        scheduling_group=pod_group(chk, spec),
+        required_features=pod_features(chk, spec),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)

@@ -1,0 +1,276 @@
+"""A hostile API server for tests: a local HTTP server (127.0.0.1 only) that misbehaves on
+purpose, so that the real command line and reader can be driven against it.
+
+Each scenario is a function ``(request) -> None`` that answers one request however it likes:
+trickling, paging forever, answering garbage or endless bodies, echoing the request's headers,
+putting control characters in a Status message. Every loop in here is bounded (pages, bytes,
+seconds) and watches the server's stop event, and :func:`hostile_server` stops the server and
+its threads when the test ends, whatever the client did.
+
+    with hostile_server(paginate_forever(page_size=1000)) as server:
+        code = main(["plan", "--kubeconfig", str(server.kubeconfig(tmp_path))])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+PLANTED_TOKEN: Final = "planted-token-4f1c9e-must-never-be-printed"
+"""The bearer token in every kubeconfig of the kit: no output may ever show it."""
+MAX_PAGES: Final = 100_000
+"""No scenario serves more pages than this, whatever the client asks."""
+MAX_BYTES: Final = 64 * 1024**2
+"""No scenario sends more body bytes than this in one answer."""
+
+
+@dataclass
+class Request:
+    """One request as the scenario sees it, and the means to answer it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    handler: http.server.BaseHTTPRequestHandler
+    stop: threading.Event
+
+    def send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        """A whole answer at once."""
+        self.head(status, content_type, len(body))
+        self.write(body)
+
+    def head(self, status: int, content_type: str, length: int | None = None) -> None:
+        """The status line and headers; no length: the body ends when the connection does."""
+        self.handler.send_response(status)
+        self.handler.send_header("Content-Type", content_type)
+        if length is not None:
+            self.handler.send_header("Content-Length", str(length))
+        self.handler.send_header("Connection", "close")
+        self.handler.end_headers()
+
+    def write(self, data: bytes) -> bool:
+        """Send ``data``; False once the client has gone (or the server is stopping)."""
+        if self.stop.is_set():
+            return False
+        try:
+            self.handler.wfile.write(data)
+            self.handler.wfile.flush()
+        except OSError:
+            return False
+        return True
+
+    @property
+    def resource(self) -> str:
+        """The resource a LIST names: the last segment of its path."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+Scenario = Callable[[Request], None]
+
+
+@dataclass
+class Server:
+    """A running hostile server: its port, and every request it was sent."""
+
+    port: int
+    requests: list[Request] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, directory: Path) -> Path:
+        """A kubeconfig for this server, with :data:`PLANTED_TOKEN` as the bearer token."""
+        path = directory / f"hostile-{self.port}.yaml"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "hostile", "cluster": {"server": self.url}}],
+            "users": [{"name": "hostile", "user": {"token": PLANTED_TOKEN}}],
+            "contexts": [{"name": "hostile", "context": {"cluster": "hostile", "user": "hostile"}}],
+            "current-context": "hostile",
+        }
+        path.write_text(json.dumps(config))
+        return path
+
+    def lists(self, resource: str) -> int:
+        """How many LIST requests of ``resource`` arrived."""
+        return sum(1 for r in self.requests if r.method == "GET" and r.resource == resource)
+
+
+@contextlib.contextmanager
+def hostile_server(scenario: Scenario) -> Iterator[Server]:
+    """Serve ``scenario`` on 127.0.0.1 (a free port) until the block ends; then stop the server,
+    tell every scenario still answering to stop, and wait for the serving thread."""
+    stop = threading.Event()
+    state: dict[str, Server] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # the base's name
+            pass  # quiet: the tests look at what the client printed
+
+        def _answer(self) -> None:
+            url = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(min(length, 1 << 20))
+            request = Request(self.command, url.path, query, dict(self.headers.items()), self, stop)
+            state["server"].requests.append(request)
+            with contextlib.suppress(OSError):
+                scenario(request)
+            self.close_connection = True
+
+        do_GET = do_POST = do_PUT = _answer  # the names http.server calls
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    state["server"] = Server(httpd.server_address[1])
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield state["server"]
+    finally:
+        stop.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+# --- answers -------------------------------------------------------------------------------
+
+_KINDS: Final = {
+    "nodes": "Node",
+    "pods": "Pod",
+    "poddisruptionbudgets": "PodDisruptionBudget",
+    "priorityclasses": "PriorityClass",
+    "persistentvolumeclaims": "PersistentVolumeClaim",
+    "persistentvolumes": "PersistentVolume",
+    "services": "Service",
+    "replicasets": "ReplicaSet",
+    "statefulsets": "StatefulSet",
+    "deployments": "Deployment",
+    "replicationcontrollers": "ReplicationController",
+}
+
+
+def list_body(resource: str, items: list[dict[str, Any]], token: str = "") -> bytes:
+    """A LIST answer as the API server writes it (JSON)."""
+    kind = _KINDS.get(resource, "Node")
+    metadata: dict[str, str] = {"resourceVersion": "1"}
+    if token:
+        metadata["continue"] = token
+    body = {"kind": f"{kind}List", "apiVersion": "v1", "metadata": metadata, "items": items}
+    return json.dumps(body).encode()
+
+
+def node(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {"topology.kubernetes.io/zone": "a", "kubernetes.io/hostname": name},
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def status_body(code: int, message: str) -> bytes:
+    """A metav1.Status answer with ``message``."""
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
+    return json.dumps({**status, "message": message, "reason": "Forbidden"}).encode()
+
+
+def empty_lists(request: Request) -> None:
+    """A well-behaved, empty cluster: every LIST is one empty page."""
+    request.send(200, list_body(request.resource, []))
+
+
+def paginate_forever(page_size: int) -> Scenario:
+    """Every LIST of nodes answers ``page_size`` new nodes and a continue token, forever (up
+    to :data:`MAX_PAGES`); other resources are empty."""
+    served = [0]
+    lock = threading.Lock()
+
+    def answer(request: Request) -> None:
+        if request.resource != "nodes":
+            empty_lists(request)
+            return
+        with lock:
+            served[0] += 1
+            page = served[0]
+        token = f"page-{page}" if page < MAX_PAGES else ""
+        items = [node(f"n{page}-{i}") for i in range(page_size)]
+        request.send(200, list_body("nodes", items, token))
+
+    return answer
+
+
+def trickle(interval: float = 0.02) -> Scenario:
+    """Headers at once, then a body one byte every ``interval`` seconds that never ends (until
+    :data:`MAX_BYTES`, the client goes, or the server stops)."""
+
+    def answer(request: Request) -> None:
+        request.head(200, "application/json")
+        body = b'{"kind":"NodeList","items":[' + b" " * MAX_BYTES
+        for sent, byte in enumerate(body):
+            if request.stop.wait(interval) or sent >= MAX_BYTES:
+                return
+            if not request.write(bytes([byte])):
+                return
+
+    return answer
+
+
+def endless_body(chunk: bytes = b" " * 65536) -> Scenario:
+    """A 200 whose body never ends, sent as fast as the client reads (up to :data:`MAX_BYTES`)."""
+
+    def answer(request: Request) -> None:
+        request.head(200, "application/json")
+        sent = 0
+        while sent < MAX_BYTES and request.write(chunk):
+            sent += len(chunk)
+
+    return answer
+
+
+def garbage(body: bytes, content_type: str = "application/json") -> Scenario:
+    """Every request answered 200 with ``body`` (not JSON, JSON nested too deep, ...)."""
+
+    def answer(request: Request) -> None:
+        request.send(200, body, content_type)
+
+    return answer
+
+
+def echo_headers(status: int = 403) -> Scenario:
+    """Every request refused with a Status whose message repeats the request's headers, the
+    Authorization header (and so the bearer token) among them."""
+
+    def answer(request: Request) -> None:
+        echoed = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
+        request.send(status, status_body(status, f"denied, you sent {echoed}"))
+
+    return answer
+
+
+def control_characters(status: int = 403) -> Scenario:
+    """Every request refused with a Status message full of terminal escapes: a title change
+    (OSC ... BEL), a colour, a carriage return and a backspace."""
+    message = "denied \x1b]0;PWNED\x07 \x1b[31mred\x1b[0m\rovertyped\x08 \x9b2J"
+
+    def answer(request: Request) -> None:
+        request.send(status, status_body(status, message))
+
+    return answer

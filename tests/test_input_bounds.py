@@ -1,0 +1,357 @@
+"""Every malformed input exits 2 with a line naming the field or flag and the value: nesting
+depth, integer and duration ranges, kubeconfigs, binary input. Nothing is sent to a cluster."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rebalancer.cli.main import main
+from rebalancer.cluster import kubeclient
+from rebalancer.cluster.nesting import MAX_JSON_DEPTH, json_depth, too_deep
+from rebalancer.cluster.snapshot import dump_objects, load_snapshot
+from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from tests.builders import web_pod, zone_node
+
+INT32_MAX = 2**31 - 1
+
+
+@pytest.fixture(autouse=True)
+def _logging_back_to_defaults() -> Iterator[None]:
+    """A live command configures logging onto the captured stderr, which closes when the test
+    ends: later tests must not log there."""
+    yield
+    structlog.reset_defaults()
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if anything tries to connect to a cluster."""
+    monkeypatch.setattr(kubeclient, "connect", lambda *a, **k: pytest.fail("connected"))
+
+
+# --- how deep JSON nests ---------------------------------------------------------------------
+
+
+def _depth(value: Any) -> int:
+    """The oracle: nesting depth of a parsed value, by plain recursion."""
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+_TEXT = st.text(alphabet='[]{}"\\ab\n', max_size=8)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@given(_JSON, st.integers(min_value=0, max_value=8))
+def test_too_deep_refuses_exactly_what_nests_past_the_limit(value: Any, limit: int) -> None:
+    """The byte-level measure refuses a JSON text iff its parsed value nests deeper than the
+    limit, and gives its exact depth, whatever brackets, quotes and backslashes its strings
+    hold."""
+    text = json.dumps(value).encode()
+    depth = _depth(value)
+    assert (too_deep(text, limit) is not None) == (depth > limit)
+    assert json_depth(text, 64) == depth
+
+
+@pytest.mark.parametrize(
+    ("text", "deep"),
+    [
+        (b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH, False),
+        (b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1), True),
+        (b'{"a":"' + b"[" * 1000 + b'"}', False),  # brackets in a string are text
+        # closing brackets in a string do not hide the depth that follows
+        (b'["' + b"]" * 500 + b'",' + b"[" * 200 + b"]" * 200 + b"]", True),
+        (b'["\\\\", "\\"]", ' + b"[" * 200 + b"]" * 200 + b"]", True),
+        (b"[{" * 65 + b"}]" * 65, True),  # 130 levels, two kinds alternating
+        (b"[" * 100_000, True),  # never closed
+    ],
+    ids=[
+        "at-the-limit",
+        "one-over",
+        "in-a-string",
+        "closers-in-a-string",
+        "escapes",
+        "alternating",
+        "unclosed",
+    ],
+)
+def test_too_deep_is_exact_at_the_limit(text: bytes, deep: bool) -> None:
+    """Exactly MAX_JSON_DEPTH levels pass, one more is refused, however the brackets mix."""
+    assert (too_deep(text) is not None) == deep
+
+
+def _snapshot(tmp_path: Path, objects: list[dict[str, Any]], fmt: str = "list") -> Path:
+    path = tmp_path / "snapshot.json"
+    if fmt == "lines":  # rebalancer snapshot's layout, written by hand (any integer fits)
+        head, tail = dump_objects([], "json").splitlines()
+        items = ",\n".join(json.dumps(o, sort_keys=True, separators=(",", ":")) for o in objects)
+        path.write_text(f"{head.decode()}\n{items}\n{tail.decode()}\n")
+    else:
+        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return path
+
+
+def _cluster() -> list[dict[str, Any]]:
+    return [
+        zone_node("n1", "a"),
+        zone_node("n2", "b"),
+        web_pod("w1", "n1", "u1"),
+        web_pod("w2", "n1", "u2"),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["list", "lines"])
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 1000, 100_000])
+def test_deep_json_in_a_field_nobody_reads_exits_2(
+    fmt: str, depth: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON nested too deep, even in a field rebalancer never reads, is refused before it is
+    parsed: exit 2 naming the file and the limit, in both snapshot layouts, never a
+    RecursionError."""
+    objects = _cluster()
+    objects[2]["metadata"]["annotations"] = {"x": "y"}
+    path = _snapshot(tmp_path, objects, fmt)
+    text = path.read_text().replace(
+        '"annotations"', '"junk": ' + "[" * depth + "]" * depth + ', "annotations"'
+    )
+    path.write_text(text)
+    code, err = _run(["plan", "--snapshot", str(path)], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert str(path) in err and f"JSON nested more than {MAX_JSON_DEPTH} deep" in err
+    assert "RecursionError" not in err
+
+
+@pytest.mark.parametrize("fmt", ["list", "lines"])
+def test_json_nested_up_to_the_limit_still_plans(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A field nested within the limit is read past as before (exit 0)."""
+    objects = _cluster()
+    objects[2]["metadata"]["annotations"] = {"x": "y"}
+    path = _snapshot(tmp_path, objects, fmt)
+    junk = "[" * (MAX_JSON_DEPTH - 10) + "]" * (MAX_JSON_DEPTH - 10)
+    path.write_text(path.read_text().replace('"annotations"', f'"junk": {junk}, "annotations"'))
+    code, err = _run(["plan", "--snapshot", str(path)], capsys)
+    assert code == EXIT_OK, err
+
+
+# --- int32 and int64 API fields ----------------------------------------------------------------
+
+
+def _constraint(pod: dict[str, Any]) -> dict[str, Any]:
+    constraint: dict[str, Any] = pod["spec"]["topologySpreadConstraints"][0]
+    return constraint
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "value"),
+    [
+        (lambda o: _constraint(o[2]).update(maxSkew=INT32_MAX + 1), "maxSkew", INT32_MAX + 1),
+        # orjson reads integers past 64 bits as floats: the converter names the float.
+        (lambda o: _constraint(o[2]).update(maxSkew=2**70), "maxSkew", float(2**70)),
+        (lambda o: _constraint(o[2]).update(minDomains=INT32_MAX + 1), "minDomains", 2**31),
+        (lambda o: o[2]["spec"].update(priority=INT32_MAX + 1), "spec.priority", 2**31),
+        (lambda o: o[2]["spec"].update(priority=-(2**31) - 1), "spec.priority", -(2**31) - 1),
+        (
+            lambda o: o[2]["spec"].update(terminationGracePeriodSeconds=2**63),
+            "spec.terminationGracePeriodSeconds",
+            2**63,
+        ),
+        (
+            lambda o: o.append(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": "huge"},
+                    "value": INT32_MAX + 1,
+                }
+            ),
+            "value",
+            INT32_MAX + 1,
+        ),
+        (
+            lambda o: o.append(
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "b", "namespace": "shop"},
+                    "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                    "status": {"disruptionsAllowed": INT32_MAX + 1},
+                }
+            ),
+            "status.disruptionsAllowed",
+            INT32_MAX + 1,
+        ),
+    ],
+    ids=[
+        "maxSkew-int32",
+        "maxSkew-huge",
+        "minDomains",
+        "priority-high",
+        "priority-low",
+        "grace-int64",
+        "priorityclass",
+        "pdb",
+    ],
+)
+@pytest.mark.parametrize("fmt", ["list", "lines"])
+def test_api_integers_out_of_their_range_exit_2(
+    change: Any, field: str, value: float, fmt: str, tmp_path: Path
+) -> None:
+    """An int32 (or int64) field the API server could never have stored is refused, naming
+    the field and the value, through either decoder."""
+    objects = copy.deepcopy(_cluster())
+    change(objects)
+    path = _snapshot(tmp_path, objects, fmt)
+    with pytest.raises(InputError) as caught:
+        load_snapshot(path)
+    assert caught.value.exit_code == EXIT_BAD_INPUT
+    problem = "\n".join(caught.value.problems)
+    assert field in problem and str(value) in problem
+
+
+def test_the_largest_int32_values_still_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """maxSkew and minDomains at the int32 maximum are valid (exit 0)."""
+    objects = _cluster()
+    for pod in objects[2:]:
+        _constraint(pod).update(maxSkew=INT32_MAX, minDomains=INT32_MAX)
+    code, err = _run(["plan", "--snapshot", str(_snapshot(tmp_path, objects))], capsys)
+    assert code == EXIT_OK, err
+
+
+# --- binary input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "file"])
+def test_binary_input_is_refused_before_it_is_read(
+    source: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/dev/zero, or a large file of NULs, is refused at its first bytes (exit 2, naming the
+    file and the offset of the NUL), not read up to the size cap first."""
+    path = source
+    if source == "file":
+        sparse = tmp_path / "zeros.json"
+        with sparse.open("wb") as fh:
+            fh.truncate(512 * 1024**2)  # sparse: no disk used
+        path = str(sparse)
+    code, err = _run(["plan", "--snapshot", path], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert path in err and "not text: a NUL byte at offset 0" in err
+
+
+def test_utf16_text_is_not_taken_for_binary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A UTF-16 snapshot with its byte-order mark (PowerShell's redirection) still loads."""
+    path = tmp_path / "utf16.yaml"
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": _cluster()})
+    path.write_bytes(text.encode("utf-16"))
+    code, err = _run(["plan", "--snapshot", str(path)], capsys)
+    assert code == EXIT_OK, err
+
+
+# --- kubeconfig ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("apiVersion: v1\nclusters: [\n  - {", "line 3, column 3: invalid YAML"),
+        ("clusters:\n  " + "- " * 20_000 + "x\n", "invalid YAML"),
+        ("[" * 5000 + "]" * 5000, "nested more than"),
+        ("- just\n- a list\n", "is not a kubeconfig"),
+        ("apiVersion: v1\nclusters: 5\n", "cannot load cluster credentials"),
+    ],
+    ids=["unclosed", "deep-block", "deep-flow", "a-list", "clusters-not-a-list"],
+)
+def test_a_malformed_kubeconfig_exits_2_naming_it(
+    text: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kubeconfig that does not parse, or is no kubeconfig, is bad input (exit 2) naming the
+    file, not an unexpected error: the client library is never handed it unchecked."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    code, err = _run(["plan", "--kubeconfig", str(path)], capsys)
+    assert code == EXIT_BAD_INPUT, err
+    assert str(path) in err and problem in err
+
+
+def test_a_binary_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """/dev/zero as the kubeconfig is refused at its first chunk."""
+    code, err = _run(["plan", "--kubeconfig", "/dev/zero"], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert "/dev/zero" in err and "not text" in err
+
+
+# --- flags -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "value"),
+    [
+        (["run", "--max-waves", "99999999999999999999"], "--max-waves", "99999999999999999999"),
+        (["run", "--max-waves", "0"], "--max-waves", "0"),
+        (["run", "--max-waves", "1001"], "--max-waves", "1001"),
+        (["run", "--lease-duration", "99999999999999999999h"], "--lease-duration", "9999999999"),
+        (["run", "--lease-duration", "2s"], "--lease-duration", "2s"),
+        (["run", "--lease-duration", "25h"], "--lease-duration", "25h"),
+        (["run", "--wave-timeout", "0s"], "--wave-timeout", "0s"),
+        (["run", "--wave-timeout", "500ms"], "--wave-timeout", "500ms"),
+        (["run", "--wave-timeout", "25h"], "--wave-timeout", "25h"),
+        (["run", "--interval", "0s"], "--interval", "0s"),
+        (["run", "--interval", "721h"], "--interval", "721h"),
+        (["run", "--cooldown", "721h"], "--cooldown", "721h"),
+        (["run", "--connect-timeout", "0s"], "--connect-timeout", "0s"),
+        (["run", "--connect-timeout", "11m"], "--connect-timeout", "11m"),
+        (["plan", "--request-timeout", "2h"], "--request-timeout", "2h"),
+        (["snapshot", "--read-deadline", "25h"], "--read-deadline", "25h"),
+        (["plan", "--max-objects", "0"], "--max-objects", "0"),
+        (["plan", "--max-objects", "100000001"], "--max-objects", "100000001"),
+        (
+            ["--max-input-bytes", "99999999999999999999", "policy", "check", "-"],
+            "--max-input-bytes",
+            "99999999999999999999",
+        ),
+    ],
+)
+def test_every_flag_has_a_range(
+    argv: list[str],
+    flag: str,
+    value: str,
+    no_cluster: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A number or duration out of its flag's range exits 2 before any request, naming the
+    flag and the value given."""
+    code, err = _run(argv, capsys)
+    assert code == EXIT_BAD_INPUT
+    assert flag in err and value in err
+
+
+def test_a_zero_cooldown_is_allowed(no_cluster: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """--cooldown 0s (count no earlier evictions) is in range: the run goes on to connect."""
+    with pytest.raises(pytest.fail.Exception, match="connected"):
+        main(["run", "--cooldown", "0s"])
