@@ -27,7 +27,7 @@ from rebalancer.cluster.outcome import Outcome, RunEnd
 from rebalancer.cluster.runner import Cluster, Runner, RunSettings
 from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
 from rebalancer.core.policy import Limits, Policy
-from tests.builders import NS
+from tests.builders import NS, web_pod
 from tests.fakes import NOW, FakeClock, FakeCluster
 
 NAMESPACE = "rebalancer"
@@ -338,8 +338,12 @@ def test_a_recorded_eviction_whose_pod_is_still_there_did_not_happen() -> None:
 
 def test_a_workload_waits_for_the_replacement_of_an_earlier_eviction() -> None:
     """An earlier run evicted a pod of web-rs when it had 5 Ready pods; only 4 are Ready now
-    (the replacement is not): none of its pods is evicted in this run."""
+    and the replacement is still on its way (not Ready): none of its pods is evicted in this
+    run."""
     fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
+    on_the_way = web_pod("web-new", "node-b", "uid-new")
+    on_the_way["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    fake.pods["web-new"] = on_the_way
     api.force("crashed/run0", renewed=NOW - 120)
     assert api.obj is not None
     earlier = record("gone-1", NOW - 30, workload="ReplicaSet/web-rs", ready=5)
@@ -350,6 +354,19 @@ def test_a_workload_waits_for_the_replacement_of_an_earlier_eviction() -> None:
     assert skipped
     assert all(r.skip is not None and r.skip.code == "replacement-not-ready" for r in skipped)
     assert "evicted by run old" in skipped[0].detail
+
+
+def test_an_earlier_eviction_made_moot_by_a_scale_down_does_not_hold_the_workload() -> None:
+    """The same record (5 Ready before), 4 Ready now and nothing on the way: a scale-down
+    removed the replacement, so there is nothing to wait for: evictions proceed at once."""
+    fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
+    api.force("crashed/run0", renewed=NOW - 120)
+    assert api.obj is not None
+    earlier = record("gone-1", NOW - 30, workload="ReplicaSet/web-rs", ready=5)
+    api.obj["metadata"]["annotations"] = {RECORD_ANNOTATION: _dump([earlier])}
+    report = lease_runner(fake, api, wave_timeout=20).run_once()
+    assert report.evicted == 2
+    assert not [r for r in report.results if r.skip is not None]
 
 
 def test_a_settled_earlier_eviction_lets_the_workload_go_on() -> None:

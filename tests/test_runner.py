@@ -307,6 +307,10 @@ def test_preflight_scopes_to_the_namespace_and_only_warns_about_events() -> None
         (["run", "--wave-timeout", "soon"], "--wave-timeout"),
         (["run", "--metrics-bind-address", "127.0.0.1:8080"], "only with --interval"),
         (["run", "--interval", "1m", "--metrics-bind-address", "nowhere"], "HOST:PORT"),
+        (["run", "--interval", "1m", "--workload-cooldown", "soon"], "--workload-cooldown"),
+        (["run", "--interval", "1m", "--verify-state-every", "-1"], "must be >= 0"),
+        (["run", "--verify-state-every", "2"], "only with --interval and the watch"),
+        (["run", "--interval", "1m", "--relist", "--verify-state-every", "2"], "not --relist"),
     ],
 )
 def test_bad_run_flags_exit_2_before_any_request(

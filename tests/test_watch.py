@@ -346,3 +346,47 @@ def test_skip_invalid_leaves_the_namespace_out_as_a_fresh_read_does(api: FakeApi
         assert watch.rejected == fresh.rejected
         assert [(r.namespace, r.name) for r in watch.rejected] == [("shop", "web-bad")]
         assert {p.namespace for p in fresh.snapshot.pods} == {"data"}
+
+
+# -- --verify-state-every: the watch-fed state against a fresh LIST -----------------------------
+
+
+def test_the_state_check_agrees_once_the_watch_caught_up(api: FakeApi) -> None:
+    """A change the watch has delivered: the check finds no difference, at the first look."""
+    from rebalancer.cluster.statecheck import verify  # noqa: PLC0415
+
+    with watching(api) as watch:
+        watch.snapshot()
+        api.put("pods", _pod("web-0", "node-c1"))
+        eventually(lambda: settled(watch, api))
+        pauses: list[float] = []
+        found, attempts = verify(watch.snapshot, api.expected, sleep=pauses.append)
+        assert (found, attempts, pauses) == ([], 1, [])
+
+
+def test_the_state_check_names_what_the_watch_missed_after_retrying(api: FakeApi) -> None:
+    """A LIST that has a pod the stores lack, another moved, and one the stores have that the
+    LIST has not: named by kind and namespace/name, after 3 looks 1 s apart."""
+    from rebalancer.cluster.statecheck import verify  # noqa: PLC0415
+
+    with watching(api) as watch:
+        watched = watch.snapshot()
+        objects = [
+            {"kind": r.kind, **copy.deepcopy(o)}
+            for r in RESOURCES
+            for o in api.objects[r.name].values()
+            if not (r.name == "pods" and o["metadata"]["name"] == "web-1")
+        ]
+        objects.append({"kind": "Pod", **_pod("ghost", "node-a1")})
+        moved = next(o for o in objects if o["metadata"].get("name") == "web-0")
+        moved["spec"]["nodeName"] = "node-c1"
+        listed = snapshot_from_objects(objects, source="cluster")
+        pauses: list[float] = []
+        found, attempts = verify(lambda: watched, lambda: listed, sleep=pauses.append)
+        ns = next(p.namespace for p in watched.pods if p.name == "web-1")
+        assert sorted(found) == [
+            f"pods {ns}/ghost: only in LIST",
+            f"pods {ns}/web-0: differs",
+            f"pods {ns}/web-1: only in watch",
+        ]
+        assert (attempts, pauses) == (3, [1.0, 1.0])

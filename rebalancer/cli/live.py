@@ -58,8 +58,11 @@ DEFAULT_CONNECT_TIMEOUT: Final = "5s"
 DEFAULT_REQUEST_TIMEOUT: Final = "60s"
 DEFAULT_READ_DEADLINE: Final = "2m"
 DEFAULT_COOLDOWN: Final = "10m"
+DEFAULT_WORKLOAD_COOLDOWN: Final = "10s"
 DEFAULT_LEASE_DURATION: Final = "60s"
 LEASE_NAMESPACE_ENV: Final = "REBALANCER_LEASE_NAMESPACE"
+VERIFY_ATTEMPTS: Final = 3
+VERIFY_PAUSE_SECONDS: Final = 1.0
 
 
 _DNS_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -153,12 +156,13 @@ DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
     "--interval": (1.0, 30 * 86400.0),
     "--wave-timeout": (1.0, 86400.0),
     "--cooldown": (0.0, 30 * 86400.0),
+    "--workload-cooldown": (0.0, 86400.0),
     "--lease-duration": (3.0, 86400.0),
 }
 """The range every duration flag must fall in (a huge or zero value is a typo, and one the API
 server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
 replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
-ZERO_ALLOWED: Final = frozenset({"--cooldown"})
+ZERO_ALLOWED: Final = frozenset({"--cooldown", "--workload-cooldown"})
 MAX_WAVES: Final = 1000
 
 
@@ -313,6 +317,23 @@ def add_live_commands(subparsers: Subparsers) -> None:
         f"(default {DEFAULT_COOLDOWN}; recorded in the Lease)",
     )
     run.add_argument(
+        "--workload-cooldown",
+        metavar="DURATION",
+        default=DEFAULT_WORKLOAD_COOLDOWN,
+        help="with --interval: once a workload's replacements are Ready, later runs evict none "
+        f"of its pods for this long (default {DEFAULT_WORKLOAD_COOLDOWN}; 0s: off; skips "
+        "'cooldown' in the plan)",
+    )
+    run.add_argument(
+        "--verify-state-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --interval and the watch (debug): every N runs, compare the watch-fed state "
+        "with a fresh LIST and log any difference (state.verified / state.differs; default 0: "
+        "never)",
+    )
+    run.add_argument(
         "--metrics-bind-address",
         metavar="HOST:PORT",
         default=os.environ.get("REBALANCER_METRICS_BIND_ADDRESS", ""),
@@ -439,8 +460,15 @@ class _WatchReader:
         *,
         paged: bool = False,
         max_objects: int = DEFAULT_MAX_OBJECTS,
+        verify: int = 0,
     ) -> None:
         from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
+
+        self._verify_every = verify
+        self._reads = 0
+        self._fresh = _Reader(kube, namespace, timeouts, paged=paged)
+        self.differences = 0
+        """State checks (``--verify-state-every``) that found a difference, so far."""
 
         settings = WatchSettings(
             sync_timeout=max(WatchSettings().sync_timeout, timeouts.read),
@@ -460,7 +488,36 @@ class _WatchReader:
         snapshot = self._watch.snapshot(skip_invalid=True)
         self.rejected = self._watch.rejected
         _warn_rejected(self.rejected, "its namespace is left out of this run")
+        self._reads += 1
+        if self._verify_every and self._reads % self._verify_every == 0:
+            self.verify()
         return snapshot
+
+    def verify(self) -> list[str]:
+        """Compare the watch-fed state with a fresh LIST (:func:`statecheck.verify`: looked at
+        again, up to 3 times a second apart, while they differ, since a moving cluster differs
+        for the watch's delivery time); what still differs is logged (``state.differs``) and
+        counted in :attr:`differences`."""
+        from rebalancer.cluster import statecheck  # noqa: PLC0415  # on use
+
+        log = logs.get_logger("rebalancer.cli")
+        found, attempts = statecheck.verify(
+            lambda: self._watch.snapshot(skip_invalid=True),
+            self._fresh,
+            attempts=VERIFY_ATTEMPTS,
+            pause=VERIFY_PAUSE_SECONDS,
+        )
+        if not found:
+            log.info(logs.STATE_VERIFIED, attempts=attempts)
+            return found
+        self.differences += 1
+        log.warning(
+            logs.STATE_DIFFERS,
+            count=len(found),
+            differences=found[: statecheck.MAX_NAMED],
+            checks_differing=self.differences,
+        )
+        return found
 
     def get_rejected(self) -> tuple[Any, ...]:
         return self.rejected
@@ -629,6 +686,8 @@ class RunArgs:
     timeouts: Timeouts
     cooldown: float
     lease_duration: int
+    workload_cooldown: float = 0.0
+    verify_every: int = 0
 
 
 def _validate_run_args(args: argparse.Namespace) -> RunArgs:
@@ -640,6 +699,7 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
     wave_timeout = parse_duration_flag("--wave-timeout", args.wave_timeout, problems, 1.0)
     timeouts = _timeouts(args, problems)
     cooldown = parse_duration_flag("--cooldown", args.cooldown, problems, 0.0)
+    workload_cooldown = _loop_flags(args, problems)
     lease_duration = math.ceil(
         parse_duration_flag("--lease-duration", args.lease_duration, problems, 60.0)
     )
@@ -664,8 +724,28 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
     if problems:
         raise InputError("run", problems)
     return RunArgs(
-        interval, wave_timeout, args.max_waves, address, timeouts, cooldown, lease_duration
+        interval,
+        wave_timeout,
+        args.max_waves,
+        address,
+        timeouts,
+        cooldown,
+        lease_duration,
+        workload_cooldown if interval is not None else 0.0,
+        args.verify_state_every,
     )
+
+
+def _loop_flags(args: argparse.Namespace, problems: list[str]) -> float:
+    """Check --workload-cooldown and --verify-state-every; the cooldown in seconds."""
+    workload_cooldown = parse_duration_flag(
+        "--workload-cooldown", args.workload_cooldown, problems, 0.0
+    )
+    if args.verify_state_every < 0:
+        problems.append(f"--verify-state-every: must be >= 0, got {args.verify_state_every}")
+    elif args.verify_state_every and (args.interval is None or args.relist):
+        problems.append("--verify-state-every: only with --interval and the watch (not --relist)")
+    return workload_cooldown
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -710,6 +790,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ),
         instance=os.environ.get("POD_NAME") or RunSettings().instance,
         lease=lease if evicting else None,
+        workload_cooldown_seconds=checked.workload_cooldown,
     )
     logs.log_config(
         policy,
@@ -726,6 +807,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "metrics_bind_address": checked.metrics_address or None,
             "lease": f"{lease.namespace}/{lease.name}" if evicting else None,
             "cooldown": format_duration(checked.cooldown),
+            "workload_cooldown": format_duration(checked.workload_cooldown),
+            "verify_state_every": checked.verify_every or None,
             "connect_timeout": format_duration(checked.timeouts.connect),
             "request_timeout": format_duration(checked.timeouts.request),
             "read_deadline": format_duration(checked.timeouts.read),
@@ -755,6 +838,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 checked.timeouts,
                 paged=paged,
                 max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS),
+                verify=checked.verify_every,
             )
             if watching
             else _reader(

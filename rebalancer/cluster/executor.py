@@ -230,17 +230,24 @@ def earlier_settled(record: EvictionRecord, pods: Sequence[Mapping[str, Any]]) -
 
     The pod still there and not terminating: the eviction never happened (its run died before
     sending it, or it was refused). Still terminating: not settled. Gone: settled once its
-    controller has as many Ready pods as it had just before the eviction.
+    controller has as many Ready pods as it had just before the eviction, or once nothing of
+    it is on the way any more: every pod it has left is Ready and none is terminating (a
+    scale-down since then removed the replacement, or the workload is gone: there is nothing
+    to wait for).
     """
-    ready = 0
+    ready = on_the_way = 0
     for pod in pods:
         meta = _metadata(pod)
         if meta.get("uid") == record.uid:
             return not meta.get("deletionTimestamp")
         ref = _controller(pod)
-        if ref is not None and ref.get("uid") == record.owner_uid and _is_ready(pod):
+        if ref is None or ref.get("uid") != record.owner_uid:
+            continue
+        if _is_ready(pod):
             ready += 1
-    return ready >= record.ready_before
+        else:
+            on_the_way += 1
+    return ready >= record.ready_before or on_the_way == 0
 
 
 def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:

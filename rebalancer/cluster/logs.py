@@ -63,6 +63,13 @@ OUTSIDE_WINDOW: Final = "run.outside_window"
 """The policy's schedule has no window open now: the run evicts nothing; next_opens_at."""
 WINDOW_CLOSED: Final = "run.window_closed"
 """The maintenance window closed during a run: no new wave starts."""
+GUARD_HELD: Final = "guard.held"
+"""An eviction held back in loop mode: its workload cools down, or the pod replaced one
+evicted for the same view within the hour (thrash guard)."""
+STATE_VERIFIED: Final = "state.verified"
+"""``--verify-state-every``: the watch-fed state equals a fresh LIST."""
+STATE_DIFFERS: Final = "state.differs"
+"""``--verify-state-every``: the watch-fed state still differs from a fresh LIST (retried)."""
 
 
 def new_run_id() -> str:

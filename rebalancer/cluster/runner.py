@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Final
@@ -39,7 +39,7 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import Eviction, Plan, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.selectors import selector_string
@@ -54,6 +54,8 @@ WINDOW_CLOSED: Final = RunEnd.WINDOW_CLOSED
 PDB_POLL_SECONDS: Final = 0.5
 """How often to look at a spent PodDisruptionBudget between waves."""
 _UNLIMITED: Final = 1 << 30
+THRASH_GUARD_SECONDS: Final = 3600.0
+"""How long a replacement is not evicted again for the view its predecessor left."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,12 @@ class RunSettings:
     would otherwise skip those pods (``pdb``)."""
     lease: LeaseSettings | None = None
     """The Lease a run that evicts must hold; None: none (then ``Cluster.lease`` is unused)."""
+    workload_cooldown_seconds: float = 0.0
+    """After a workload's replacements landed (Ready), later runs evict none of its pods for
+    this long (the runner's memory; ``cooldown`` skips in the plan). 0: off."""
+    thrash_guard_seconds: float = THRASH_GUARD_SECONDS
+    """A replacement this runner saw land is not evicted again for the same view (namespace,
+    workload, topology key) for this long (``thrash-guard`` skips in the plan). 0: off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +335,9 @@ class Runner:
         self._lease: Lease | None = None
         self._run_id = ""
         self._records: tuple[EvictionRecord, ...] = ()
+        self._landed: dict[str, float] = {}  # workload -> when its last replacement landed
+        self._guard: dict[str, tuple[str, str, float]] = {}  # replacement -> view, pod, when
+        self._cooling: dict[str, float] = {}  # workloads cooling down during this run
         self.server: Mapping[str, Any] | None = None
         """The API server's version and feature gates, read once (in the summary line)."""
 
@@ -433,6 +444,7 @@ class Runner:
         return tuple(kept)
 
     def _run(self, run_id: str, started: float) -> RunReport:
+        self._start_guards()
         snapshot = self._read()
         invalid = len(self.cluster.rejected()) if self.cluster.rejected is not None else 0
         earlier = self._earlier(snapshot)
@@ -501,6 +513,7 @@ class Runner:
                 **{str(o): sum(1 for r in results if r.outcome is o) for o in Outcome},
             )
             evicted.extend(r.eviction for r in results if r.outcome is Outcome.EVICTED)
+            self._remember(results)
             if self.settings.executor.server_dry_run:
                 loop.end = RunEnd.SERVER_DRY_RUN
                 return
@@ -581,6 +594,7 @@ class Runner:
 
     def _plan_for(self, snapshot: Snapshot, evicted_before: Sequence[Eviction]) -> Plan:
         plan = self._plan(snapshot, self.policy, self._wall(), evicted_before=tuple(evicted_before))
+        plan = self._hold_back(plan)
         self._log.info(
             logs.PLANNED,
             evictions=len(plan.evictions),
@@ -589,6 +603,67 @@ class Runner:
             evicted_before=len(evicted_before),
         )
         return plan
+
+    # -- cooldown and thrash guard (the loop's memory) ----------------------------------------
+
+    def _start_guards(self) -> None:
+        """Forget what has expired; the workloads whose replacements landed within the
+        cooldown before this run are held for the whole run (its own waves go on)."""
+        now = self._wall()
+        cooldown = self.settings.workload_cooldown_seconds
+        self._landed = {w: t for w, t in self._landed.items() if now - t < cooldown}
+        self._cooling = dict(self._landed)
+        limit = self.settings.thrash_guard_seconds
+        self._guard = {p: g for p, g in self._guard.items() if now - g[2] < limit}
+
+    def _remember(self, results: Sequence[EvictionResult]) -> None:
+        """Each landed replacement: its workload's cooldown starts, and it is guarded."""
+        now = self._wall()
+        for r in results:
+            if r.outcome is not Outcome.EVICTED or not r.replacement:
+                continue
+            e = r.eviction
+            if self.settings.workload_cooldown_seconds > 0:
+                self._landed[_workload_of(e)] = now
+            if self.settings.thrash_guard_seconds > 0:
+                self._guard[r.replacement] = (_guard_view(e), e.key, now)
+
+    def _hold_back(self, plan: Plan) -> Plan:
+        """The plan less the evictions the cooldown or the thrash guard hold back, which
+        become skips (``cooldown``, ``thrash-guard``)."""
+        if not plan.evictions or not (self._cooling or self._guard):
+            return plan
+        now = self._wall()
+        kept: list[Eviction] = []
+        held: list[Skip] = []
+        for e in plan.evictions:
+            reason = self._held(e, now)
+            if reason is None:
+                kept.append(e)
+                continue
+            held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
+            self._log.info(logs.GUARD_HELD, pod=e.key, reason=reason.code, detail=reason.detail)
+        if not held:
+            return plan
+        return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
+
+    def _held(self, e: Eviction, now: float) -> SkipReason | None:
+        landed = self._cooling.get(_workload_of(e))
+        if landed is not None:
+            left = self.settings.workload_cooldown_seconds - (now - landed)
+            return SkipReason(
+                "cooldown",
+                f"{_workload_of(e)}: replacements landed {now - landed:.0f}s ago, "
+                f"{left:.0f}s of cooldown left",
+            )
+        guard = self._guard.get(e.key)
+        if guard is not None and guard[0] == _guard_view(e):
+            return SkipReason(
+                "thrash-guard",
+                f"replaced {guard[1]}, evicted {now - guard[2]:.0f}s ago for the same view "
+                f"({e.topology_key})",
+            )
+        return None
 
     def _execute(self, wave: Sequence[Eviction], snapshot: Snapshot) -> tuple[EvictionResult, ...]:
         labels = {p.uid: p.labels for p in snapshot.pods}
@@ -718,6 +793,15 @@ def _budget_now(get: Callable[[str, str], Mapping[str, Any] | None], ns: str, na
         return _UNLIMITED
     except RebalancerError:
         return 0
+
+
+def _workload_of(e: Eviction) -> str:
+    return f"{e.namespace}/{e.workload or e.name}"
+
+
+def _guard_view(e: Eviction) -> str:
+    """The view an eviction repairs, as the thrash guard tells views apart."""
+    return f"{_workload_of(e)}|{e.topology_key}"
 
 
 def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[tuple[str, int], ...]], ...]:

@@ -1,0 +1,124 @@
+"""Loop mode's memory: a workload cools down after its replacements land, and a replacement is
+not evicted again for the same view within the hour (thrash guard); both show as skips."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+
+from rebalancer.cluster.executor import ExecutorSettings
+from rebalancer.cluster.runner import Runner, RunSettings
+from rebalancer.core.model import Snapshot
+from rebalancer.core.plan import Eviction, Plan
+from rebalancer.core.policy import Policy
+from tests.fakes import NOW, VIEW, FakeClock, FakeCluster, scripted_eviction
+
+
+class Wall:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class NewestInA:
+    """Plans one eviction while zone a holds more than ``keep`` pods: its newest pod (the
+    highest number), so that a replacement landed back in a is the one chosen next."""
+
+    def __init__(self, fake: FakeCluster, keep: int = 1) -> None:
+        self.fake = fake
+        self.keep = keep
+
+    def __call__(
+        self,
+        snapshot: Snapshot,
+        policy: Policy,
+        now: float,
+        *,
+        evicted_before: Sequence[Eviction] = (),
+    ) -> Plan:
+        in_a = [p for p in self.fake.pods.values() if p["spec"]["nodeName"] == "node-a"]
+        if len(in_a) <= self.keep:
+            return Plan((), (), (), (), 0)
+        newest = max(in_a, key=lambda p: int(p["metadata"]["name"].split("-")[1]))
+        spread = Counter(p["spec"]["nodeName"] for p in self.fake.pods.values())
+        view = dataclasses.replace(VIEW, domains=tuple(sorted(spread.items())))
+        return Plan((scripted_eviction(newest, wave=1),), (), (view,), (), 1)
+
+
+def make(fake: FakeCluster, wall: Wall, **settings: float | int) -> Runner:
+    clock = FakeClock()
+    return Runner(
+        fake.as_cluster(events=False),
+        Policy(),
+        RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", **settings),  # type: ignore[arg-type]
+        plan_fn=NewestInA(fake),
+        clock=clock,
+        wall_clock=wall,
+        sleep=clock.sleep,
+    )
+
+
+def skip_codes(plan: Plan | None) -> dict[str, str]:
+    assert plan is not None
+    return {s.name: s.reason.code for s in plan.skipped}
+
+
+def test_a_replacement_is_not_evicted_again_for_the_same_view_within_the_hour() -> None:
+    """The replacement of web-4 lands back in zone a (web-5): the next run's plan picks it and
+    the guard holds it (thrash-guard), nothing is sent; an hour later it may go."""
+    fake, wall = FakeCluster({"a": 4, "b": 0, "c": 0}), Wall()
+    fake.stubborn = True
+    runner = make(fake, wall, max_waves=1)
+    first = runner.run_once("r1")
+    assert [name for name, _ in fake.posts] == ["web-4"]
+    assert first.results[0].replacement == "shop/web-5"
+    wall.now += 600
+    second = runner.run_once("r2")
+    assert [name for name, _ in fake.posts] == ["web-4"]
+    assert second.evicted == 0
+    assert skip_codes(second.first_plan) == {"web-5": "thrash-guard"}
+    wall.now += 3000  # 3,600 s after the replacement landed
+    third = runner.run_once("r3")
+    assert [name for name, _ in fake.posts] == ["web-4", "web-5"]
+    assert third.evicted == 1
+
+
+def test_the_guard_is_off_at_zero() -> None:
+    fake, wall = FakeCluster({"a": 4, "b": 0, "c": 0}), Wall()
+    fake.stubborn = True
+    runner = make(fake, wall, max_waves=1, thrash_guard_seconds=0)
+    runner.run_once("r1")
+    wall.now += 60
+    runner.run_once("r2")
+    assert [name for name, _ in fake.posts] == ["web-4", "web-5"]
+
+
+def test_a_workload_cools_down_after_its_replacements_land() -> None:
+    """Cooldown 60 s: run 1 evicts in two waves (its own waves are not held); a run 10 s later
+    evicts nothing of web-rs (cooldown skip); one 61 s after the landing evicts again."""
+    fake, wall = FakeCluster({"a": 4, "b": 0, "c": 0}), Wall()
+    runner = make(fake, wall, max_waves=2, workload_cooldown_seconds=60)
+    first = runner.run_once("r1")
+    assert [name for name, _ in fake.posts] == ["web-4", "web-3"]
+    assert first.evicted == 2
+    wall.now += 10
+    second = runner.run_once("r2")
+    assert second.evicted == 0
+    assert skip_codes(second.first_plan) == {"web-2": "cooldown"}
+    assert "50s of cooldown left" in second.first_plan.skipped[0].reason.detail
+    wall.now += 51
+    third = runner.run_once("r3")
+    assert [name for name, _ in fake.posts] == ["web-4", "web-3", "web-2"]
+    assert third.evicted == 1
+
+
+def test_no_cooldown_by_default_in_the_runner() -> None:
+    fake, wall = FakeCluster({"a": 5, "b": 0, "c": 0}), Wall()
+    runner = make(fake, wall, max_waves=1)
+    runner.run_once("r1")
+    wall.now += 1
+    runner.run_once("r2")
+    assert [name for name, _ in fake.posts] == ["web-5", "web-4"]
