@@ -287,7 +287,7 @@ class Replay:
 
     # -- sampling ------------------------------------------------------------------------------
     def sample_loop(self, t0: float) -> None:
-        from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
+        from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
 
         kube = connect(str(self.cp.kubeconfig))
         by_name = {w.name: w for w in self.trace.workloads}

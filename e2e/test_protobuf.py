@@ -24,9 +24,9 @@ import pytest
 
 from e2e.cluster.controlplane import Cluster
 from e2e.test_live import audit_mark, explain, rebalancer, rebalancer_requests
-from rebalancer.cluster.kubeclient import connect
-from rebalancer.cluster.protodecode import is_protobuf
-from rebalancer.cluster.reader import ReadResult, read_cluster
+from rebalancer.cluster.api.kubeclient import connect
+from rebalancer.cluster.read.protodecode import is_protobuf
+from rebalancer.cluster.read.reader import ReadResult, read_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +36,7 @@ RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "2
 
 JSON_ONLY_PLAN = (
     "import sys\n"
-    "from rebalancer.cluster import reader\n"
+    "from rebalancer.cluster.read import reader\n"
     "setattr(reader, 'PROTOBUF_RESOURCES', frozenset())\n"
     "from rebalancer.cli.main import main\n"
     "sys.exit(main(sys.argv[1:]))\n"

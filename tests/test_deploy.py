@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rebalancer.cli.main import build_parser
-from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.read.policyfile import load_policy
 from tests.fakes import find_kubectl
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The typed decoder (rebalancer.cluster.fastdecode) against the general path.
+"""The typed decoder (rebalancer.cluster.read.fastdecode) against the general path.
 
 The general path (``parse_objects`` + ``snapshot_from_objects``, orjson and the converter) is
 the oracle: for every input the typed path must give an equal Snapshot, or the very same
@@ -23,8 +23,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.gen import generate
-from rebalancer.cluster import fastdecode
-from rebalancer.cluster.snapshot import dump_objects, load_objects, load_snapshot, parse_objects
+from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.snapshot import (
+    dump_objects,
+    load_objects,
+    load_snapshot,
+    parse_objects,
+)
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.meta import epoch

@@ -20,8 +20,8 @@ import pytest
 from rebalancer.cli.htmlreport import CHART_ENDS, chart_bars, plan_html, run_html
 from rebalancer.cli.main import main
 from rebalancer.cli.render import render_plan, render_run
-from rebalancer.cluster.outcome import EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.runner import RunReport, Wave
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.runner import RunReport, Wave
 from rebalancer.core.plan import (
     Eviction,
     Hold,

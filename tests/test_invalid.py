@@ -16,10 +16,10 @@ import structlog
 from rebalancer.cli.live import Timeouts, _Reader
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics
-from rebalancer.cluster.protodecode.stream import StreamDeclined
-from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
-from rebalancer.cluster.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read.protodecode.stream import StreamDeclined
+from rebalancer.cluster.read.reader import read_cluster
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy

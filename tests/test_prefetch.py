@@ -11,15 +11,15 @@ from typing import Any
 import orjson
 import pytest
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.reader import (
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.read.reader import (
     SWITCH_INTERVAL,
     PageFetcher,
     continue_token,
     drop_managed_fields,
     read_cluster,
 )
-from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
 from tests.builders import cluster_items
 from tests.fakes import FakeLister
 

@@ -1,4 +1,5 @@
-"""The protobuf decoder of pod LIST pages (rebalancer.cluster.protodecode) against the JSON path.
+"""The protobuf decoder of pod LIST pages (rebalancer.cluster.read.protodecode) against the JSON
+path.
 
 The oracle is the general path (orjson's objects through the converter): for pods encoded as
 kube-apiserver encodes them (tests/protoenc.py, written from the Go encoder's rules with the
@@ -24,9 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.gen import generate
-from rebalancer.cluster import errors
-from rebalancer.cluster.kubeclient import Kube
-from rebalancer.cluster.protodecode import (
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.kubeclient import Kube
+from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.read.protodecode import (
     MAGIC,
     PROTOBUF,
     ProtoBuilder,
@@ -34,10 +36,9 @@ from rebalancer.cluster.protodecode import (
     parse_page,
     status_body,
 )
-from rebalancer.cluster.protodecode import schema_pb2 as pb
-from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
-from rebalancer.cluster.watch import ClusterWatch
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.reader import read_cluster
+from rebalancer.cluster.read.watch import ClusterWatch
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
@@ -49,7 +50,7 @@ from tests.test_fastdecode import check_sharing
 
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_DIR = ROOT / "rebalancer" / "cluster" / "protodecode"
+SCHEMA_DIR = ROOT / "rebalancer" / "cluster" / "read" / "protodecode"
 
 
 def test_generated_code_is_what_the_schema_gives_today(tmp_path: Path) -> None:

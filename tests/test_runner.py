@@ -21,13 +21,14 @@ from rebalancer.cli.logconfig import configure as configure_logging
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics, parse_bind_address
 from rebalancer.cli.render import render_run
-from rebalancer.cluster import errors, kubeclient, logs
-from rebalancer.cluster import runner as runner_mod
-from rebalancer.cluster.events import BLOCKED, REBALANCED
-from rebalancer.cluster.executor import ExecutorSettings
-from rebalancer.cluster.kubeclient import connect
-from rebalancer.cluster.outcome import Outcome
-from rebalancer.cluster.runner import Cluster, Runner, RunSettings, install_stop_handlers
+from rebalancer.cluster import logs
+from rebalancer.cluster.act import runner as runner_mod
+from rebalancer.cluster.act.events import BLOCKED, REBALANCED
+from rebalancer.cluster.act.executor import ExecutorSettings
+from rebalancer.cluster.act.outcome import Outcome
+from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings, install_stop_handlers
+from rebalancer.cluster.api import errors, kubeclient
+from rebalancer.cluster.api.kubeclient import connect
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
@@ -531,8 +532,8 @@ def _all_planned_snapshots() -> list[tuple[str, Any, Any]]:
     """(name, snapshot, policy) for every planner case, the bundled example, and generated
     clusters under a few policies."""
     from bench.gen import generate  # noqa: PLC0415
-    from rebalancer.cluster.policyfile import load_policy  # noqa: PLC0415
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415
+    from rebalancer.cluster.read.policyfile import load_policy  # noqa: PLC0415
+    from rebalancer.cluster.read.snapshot import load_snapshot  # noqa: PLC0415
     from tests.casedsl import build_snapshot  # noqa: PLC0415
 
     root = Path(__file__).parent

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from bench.gen import generate
-from rebalancer.cluster.snapshot import dump_objects, load_objects, parse_objects
+from rebalancer.cluster.read.snapshot import dump_objects, load_objects, parse_objects
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy

@@ -1,4 +1,4 @@
-"""One unpaginated LIST of pods in protobuf, read as a stream (rebalancer.cluster.protodecode.
+"""One unpaginated LIST of pods in protobuf, read as a stream (rebalancer.cluster.read.protodecode.
 stream, Kube.list_stream, the reader's and the watch's use of it).
 
 Bodies are built with the generated classes (tests/protoenc.py) or, for orders and fields
@@ -21,18 +21,18 @@ import orjson
 import pytest
 from kubernetes import client
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.kubeclient import STREAM_CHUNK, Kube
-from rebalancer.cluster.protodecode import MAGIC, PROTOBUF, parse_page
-from rebalancer.cluster.protodecode import schema_pb2 as pb
-from rebalancer.cluster.protodecode.stream import (
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.kubeclient import STREAM_CHUNK, Kube
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read.protodecode import MAGIC, PROTOBUF, parse_page
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.protodecode.stream import (
     PodListSplitter,
     StreamDeclined,
     pod_batches,
 )
-from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
-from rebalancer.cluster.watch import ClusterWatch
+from rebalancer.cluster.read.reader import read_cluster
+from rebalancer.cluster.read.watch import ClusterWatch
 from tests.fakes import HANG_GUARD, FakeLister, server
 from tests.protoenc import encode_pod, envelope, pod_page
 from tests.test_protodecode import ProtoLister, cluster_items
@@ -373,7 +373,7 @@ def test_kept_objects_never_use_the_stream() -> None:
 
 def test_the_read_deadline_is_checked_after_each_batch() -> None:
     """A clock that moves 1 s per batch: the read fails once past the deadline, mid-stream."""
-    from rebalancer.cluster.reader import ReadDeadline  # noqa: PLC0415
+    from rebalancer.cluster.read.reader import ReadDeadline  # noqa: PLC0415
 
     items = {"pods": [copy.deepcopy(PODS[i % 60]) for i in range(2500)]}
     for number, pod in enumerate(items["pods"]):
@@ -590,7 +590,7 @@ def test_loop_mode_lists_pods_in_one_stream_or_falls_back_to_pages(declined: boo
 
 
 def test_an_extended_watch_fires_only_after_its_last_progress() -> None:
-    from rebalancer.cluster.deadline import Watchdog  # noqa: PLC0415
+    from rebalancer.cluster.api.deadline import Watchdog  # noqa: PLC0415
 
     left, right = socket.socketpair()
     dog = Watchdog(warn_after=0)

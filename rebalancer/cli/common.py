@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rebalancer.cli.printable import printable
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
-from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, restrict_to_namespace
 

@@ -39,16 +39,17 @@ from rebalancer.cli.pushgateway import (
     push_report,
 )
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
-from rebalancer.cluster import errors, logs
-from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
-from rebalancer.cluster.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
-from rebalancer.cluster.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
+from rebalancer.cluster import logs
+from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
+from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
+from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
+from rebalancer.cluster.api import errors
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
 if TYPE_CHECKING:
-    from rebalancer.cluster.kubeclient import Kube
-    from rebalancer.cluster.runner import RunReport
+    from rebalancer.cluster.act.runner import RunReport
+    from rebalancer.cluster.api.kubeclient import Kube
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -348,7 +349,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
 
 
 def _connect(args: argparse.Namespace, timeouts: Timeouts) -> Kube:
-    from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
+    from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
 
     return connect(
         getattr(args, "kubeconfig", None),
@@ -358,13 +359,13 @@ def _connect(args: argparse.Namespace, timeouts: Timeouts) -> Kube:
 
 
 def _read_deadline(timeouts: Timeouts) -> Any:
-    from rebalancer.cluster.reader import ReadDeadline  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.reader import ReadDeadline  # noqa: PLC0415  # on use
 
     return ReadDeadline(base_seconds=timeouts.read)
 
 
 def _read_limits(args: argparse.Namespace) -> Any:
-    from rebalancer.cluster.reader import ReadLimits  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.reader import ReadLimits  # noqa: PLC0415  # on use
 
     return ReadLimits(max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS))
 
@@ -391,7 +392,7 @@ class _Reader:
         """The objects left out by the last read."""
 
     def __call__(self) -> Any:
-        from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
+        from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
 
         result = read_cluster(
             self._kube.list_page,
@@ -413,7 +414,7 @@ class _Reader:
 
 def _server_info(kube: Kube) -> dict[str, Any]:
     """The server's version and behaviour-changing feature gates (GETs only; best effort)."""
-    from rebalancer.cluster.serverinfo import read_server_info  # noqa: PLC0415  # on use
+    from rebalancer.cluster.api.serverinfo import read_server_info  # noqa: PLC0415  # on use
 
     def get(path: str) -> tuple[int, bytes]:
         accept = "text/plain" if path == "/metrics" else "application/json"
@@ -450,7 +451,7 @@ def _reader(
 
 class _WatchReader:
     """Loop mode's read: the cluster kept current by LIST + WATCH between runs
-    (:mod:`rebalancer.cluster.watch`); the first read LISTs, later ones send no request."""
+    (:mod:`rebalancer.cluster.read.watch`); the first read LISTs, later ones send no request."""
 
     def __init__(
         self,
@@ -462,7 +463,7 @@ class _WatchReader:
         max_objects: int = DEFAULT_MAX_OBJECTS,
         verify: int = 0,
     ) -> None:
-        from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
+        from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
 
         self._verify_every = verify
         self._reads = 0
@@ -498,7 +499,7 @@ class _WatchReader:
         again, up to 3 times a second apart, while they differ, since a moving cluster differs
         for the watch's delivery time); what still differs is logged (``state.differs``) and
         counted in :attr:`differences`."""
-        from rebalancer.cluster import statecheck  # noqa: PLC0415  # on use
+        from rebalancer.cluster.read import statecheck  # noqa: PLC0415  # on use
 
         log = logs.get_logger("rebalancer.cli")
         found, attempts = statecheck.verify(
@@ -648,8 +649,8 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
-    from rebalancer.cluster.snapshot import dump_objects  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.snapshot import dump_objects  # noqa: PLC0415  # on use
 
     configure_logging()
     timeouts = _checked_timeouts(args)
@@ -763,9 +764,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             say(status[1])
         return EXIT_OK
 
-    from rebalancer.cluster.executor import ExecutorSettings  # noqa: PLC0415  # on use
-    from rebalancer.cluster.lease import LeaseSettings  # noqa: PLC0415  # on use
-    from rebalancer.cluster.runner import (  # noqa: PLC0415  # on use, like the client
+    from rebalancer.cluster.act.executor import ExecutorSettings  # noqa: PLC0415  # on use
+    from rebalancer.cluster.act.lease import LeaseSettings  # noqa: PLC0415  # on use
+    from rebalancer.cluster.act.runner import (  # noqa: PLC0415  # on use, like the client
         Cluster,
         Runner,
         RunSettings,

@@ -24,13 +24,13 @@ import orjson
 import yaml
 
 from rebalancer.cli.printable import printable_fields
-from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
-from rebalancer.cluster.outcome import RunEnd
+from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
+from rebalancer.cluster.act.outcome import RunEnd
 from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
 from rebalancer.core.plan import Eviction, Hold, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
-    from rebalancer.cluster.runner import RunReport
+    from rebalancer.cluster.act.runner import RunReport
     from rebalancer.core.steer import Steering
 
 Format = Literal["table", "json", "yaml", "html"]

@@ -1,7 +1,7 @@
 """SIGTERM (or SIGINT) at any moment ends rebalancer cleanly: one log line, exit 0.
 
 Until the run loop installs its own handlers (which let the eviction in flight finish, see
-:func:`rebalancer.cluster.runner.install_stop_handlers`), nothing has been evicted and nothing
+:func:`rebalancer.cluster.act.runner.install_stop_handlers`), nothing has been evicted and nothing
 needs finishing: connecting, the RBAC pre-flight, a live ``plan``'s read. There a signal
 raises :class:`Terminated`, which unwinds whatever is under way (a blocked socket read
 included: the handler runs in the main thread as soon as the read is interrupted), and

@@ -245,7 +245,7 @@ class SnapshotBuilder:
 
     def add_converted(self, kind: str, item: Any) -> None:
         """Add an object another converter made from an API object of ``kind``, exactly as
-        :meth:`add` would have made it (``rebalancer.cluster.fastdecode``)."""
+        :meth:`add` would have made it (``rebalancer.cluster.read.fastdecode``)."""
         self._added += 1
         self._counts[kind] = self._counts.get(kind, 0) + 1
         self._put(kind, item)
@@ -321,7 +321,7 @@ class SnapshotBuilder:
 def convert_one(obj: Mapping[str, Any], caches: Caches) -> tuple[Any, list[str]]:
     """One object of a kind in :data:`KINDS`, converted with ``caches`` (kept by the caller
     across conversions, so shared fragments keep their numbers): (the model object or None,
-    its problems). For a store kept current by watch events (``rebalancer.cluster.watch``)."""
+    its problems). For a store kept current by watch events (``rebalancer.cluster.read.watch``)."""
     kind = obj.get("kind")
     convert = _CONVERTERS.get(kind) if type(kind) is str else None
     if convert is None:

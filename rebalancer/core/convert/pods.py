@@ -197,7 +197,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     )
 
 
-# The fragment conversions, for the typed decoder (rebalancer.cluster.fastdecode), which reads
+# The fragment conversions, for the typed decoder (rebalancer.cluster.read.fastdecode), which reads
 # each distinct fragment once and converts it with these same functions.
 tolerations = _tolerations
 required_node_affinity = _required_node_affinity

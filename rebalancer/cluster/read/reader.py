@@ -7,13 +7,14 @@ converter's incremental builder, and dropped. Only when the raw objects are aske
 loading that file converts into exactly the same :class:`~rebalancer.core.model.Snapshot`.
 
 The transport is a plain function, ``list_page(resource, namespace, limit, continue_token) ->
-bytes``; :meth:`rebalancer.cluster.kubeclient.Kube.list_page` is the real one, tests pass their own.
-A second one may ask for the protobuf encoding (:meth:`~rebalancer.cluster.kubeclient.Kube.
+bytes``; :meth:`rebalancer.cluster.api.kubeclient.Kube.list_page` is the real one, tests pass
+their own.
+A second one may ask for the protobuf encoding (:meth:`~rebalancer.cluster.api.kubeclient.Kube.
 list_page_proto`): pod pages then come as protobuf when the server answers so, and are decoded
-by :mod:`rebalancer.cluster.protodecode` (a page it cannot take exactly is read again as JSON).
-A third, ``list_stream(resource, namespace) -> chunks`` (:meth:`~rebalancer.cluster.kubeclient.
+by :mod:`rebalancer.cluster.read.protodecode` (a page it cannot take exactly is read again as JSON).
+A third, ``list_stream(resource, namespace) -> chunks`` (:meth:`~rebalancer.cluster.api.kubeclient.
 Kube.list_stream`), reads all pods in ONE unpaginated protobuf LIST, consumed as a stream
-(:mod:`rebalancer.cluster.protodecode.stream`): kube-apiserver serves it from its watch cache,
+(:mod:`rebalancer.cluster.read.protodecode.stream`): kube-apiserver serves it from its watch cache,
 where the continue pages of a paginated LIST go to etcd.
 """
 
@@ -30,12 +31,13 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from rebalancer.cluster import errors, fastdecode, protodecode
-from rebalancer.cluster.nesting import too_deep
-from rebalancer.cluster.overlap import Overlapped, Prepared, SidePages, replay
-from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
-from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined, pod_batches
-from rebalancer.cluster.resources import RESOURCES, Resource
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES, Resource
+from rebalancer.cluster.read import fastdecode, protodecode
+from rebalancer.cluster.read.nesting import too_deep
+from rebalancer.cluster.read.overlap import Overlapped, Prepared, SidePages, replay
+from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
+from rebalancer.cluster.read.protodecode.stream import PodBatch, StreamDeclined, pod_batches
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.gcpause import gc_paused
@@ -256,7 +258,7 @@ def read_cluster(
 
     ``list_page_proto``: the transport asking for protobuf, used for the pages of
     :data:`PROTOBUF_RESOURCES` when the raw objects are not kept and the builder is the
-    converter's. A page :mod:`~rebalancer.cluster.protodecode` cannot take exactly is read
+    converter's. A page :mod:`~rebalancer.cluster.read.protodecode` cannot take exactly is read
     again as JSON with the same continue token (the same list snapshot); when that is the
     first page of a resource, the whole read starts again in JSON.
 

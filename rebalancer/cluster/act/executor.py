@@ -46,9 +46,10 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from rebalancer.cluster import errors, logs
-from rebalancer.cluster.lease import EvictionRecord
-from rebalancer.cluster.outcome import EvictionResult, Outcome
+from rebalancer.cluster import logs
+from rebalancer.cluster.act.lease import EvictionRecord
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome
+from rebalancer.cluster.api import errors
 from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
 from rebalancer.core.plan import Eviction, SkipReason
@@ -66,7 +67,8 @@ NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
 
 
 class Transport(Protocol):
-    """The API calls the executor makes; :class:`~rebalancer.cluster.kubeclient.Kube` has them."""
+    """The API calls the executor makes; :class:`~rebalancer.cluster.api.kubeclient.Kube` has
+    them."""
 
     def post_eviction(
         self, namespace: str, name: str, body: Mapping[str, Any]

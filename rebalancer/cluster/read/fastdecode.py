@@ -36,7 +36,7 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
-from rebalancer.cluster.nesting import MAX_JSON_DEPTH, too_deep
+from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.constraints import spread_constraints
@@ -763,7 +763,7 @@ _KINDS: Final = frozenset(
 
 def may_nest_deeper(body: bytes, limit: int) -> bool:
     """Whether one item's JSON may nest more than ``limit`` deep: cheap (two counts) for the
-    usual item, measured (:func:`~rebalancer.cluster.nesting.too_deep`) when it has many
+    usual item, measured (:func:`~rebalancer.cluster.read.nesting.too_deep`) when it has many
     brackets."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
@@ -813,7 +813,7 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
 
 def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuilder | None:
     """The objects of the line-per-item layout after its first line (see
-    :func:`rebalancer.cluster.snapshot.dump_objects`) in a builder; None when the text strays
+    :func:`rebalancer.cluster.read.snapshot.dump_objects`) in a builder; None when the text strays
     from it."""
     builder = SnapshotBuilder(source)
     fast = FastBuilder(builder)

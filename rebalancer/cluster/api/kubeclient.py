@@ -7,7 +7,7 @@ rebalancer never deletes anything, and this module makes a pod DELETE (or any wr
 but an eviction) impossible to issue by mistake.
 
 Every request has a wall-clock deadline (``request_timeout``), enforced by a
-:class:`~rebalancer.cluster.deadline.Watchdog` that cuts the socket: a server that trickles
+:class:`~rebalancer.cluster.api.deadline.Watchdog` that cuts the socket: a server that trickles
 its answer cannot hold a request longer than that. A request still waiting after a few seconds
 is logged as a warning.
 
@@ -36,10 +36,12 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
-from rebalancer.cluster import credentials, deadline, errors, logs, protodecode
+from rebalancer.cluster import logs
+from rebalancer.cluster.api import credentials, deadline, errors
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.cluster.inputs import check_kubeconfig
-from rebalancer.cluster.protodecode.stream import StreamDeclined
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read import protodecode
+from rebalancer.cluster.read.protodecode.stream import StreamDeclined
 from rebalancer.core.errors import InputError
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH"})
@@ -448,7 +450,7 @@ class Kube:
     ) -> bytes:
         """One page of a LIST, asking for protobuf (kube-apiserver encodes it for a fifth of
         the CPU JSON costs): the body as sent, protobuf (it starts with
-        :data:`~rebalancer.cluster.protodecode.MAGIC`) when the answer's Content-Type says so,
+        :data:`~rebalancer.cluster.read.protodecode.MAGIC`) when the answer's Content-Type says so,
         otherwise JSON (a server or proxy may answer JSON whatever was asked)."""
         response = self._list_page(resource, namespace, limit, continue_token, protodecode.ACCEPT)
         content_type = next(
@@ -472,11 +474,11 @@ class Kube:
         deadline from the previous one (:meth:`.deadline.Watchdog.extend`): a stream that keeps
         coming is never cut, however long (150,000 pods are about 485 MB), one that stalls or
         trickles is cut within the deadline (:class:`errors.DeadlineExceeded`). The read
-        deadline of the whole read (:class:`~rebalancer.cluster.reader.ReadDeadline`, growing
+        deadline of the whole read (:class:`~rebalancer.cluster.read.reader.ReadDeadline`, growing
         with the objects read) is checked by the reader after each batch of pods.
 
         An answer that is not protobuf (a server or proxy answering JSON) raises
-        :class:`~rebalancer.cluster.protodecode.stream.StreamDeclined` before its body is read;
+        :class:`~rebalancer.cluster.read.protodecode.stream.StreamDeclined` before its body is read;
         429 and 5xx are retried as :meth:`request` does, other error statuses raise their
         :class:`errors.ApiError`. The connection is closed when the stream is left early."""
         spec = RESOURCES_BY_NAME[resource]

@@ -27,20 +27,20 @@ from typing import Any, Final
 import msgspec
 from msgspec import Raw, Struct
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.fastdecode import page_parts
-from rebalancer.cluster.nesting import too_deep
-from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
-from rebalancer.cluster.protodecode import schema_pb2 as pb
-from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined
-from rebalancer.cluster.reader import (
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES, Resource
+from rebalancer.cluster.read.fastdecode import page_parts
+from rebalancer.cluster.read.nesting import too_deep
+from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.protodecode.stream import PodBatch, StreamDeclined
+from rebalancer.cluster.read.reader import (
     DEFAULT_PAGE_SIZE,
     MAX_RESTARTS,
     ListStream,
     PageFetcher,
     continue_token,
 )
-from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder, convert_one
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.memo import Caches
@@ -417,7 +417,7 @@ class ClusterWatch:
         list_stream: ListStream | None = None,
     ) -> None:
         """``list_page_proto``: the LIST transport asking for protobuf, for the pods' LISTs
-        (as :func:`rebalancer.cluster.reader.read_cluster` uses it); ``list_stream``: the pods
+        (as :func:`rebalancer.cluster.read.reader.read_cluster` uses it); ``list_stream``: the pods
         in one unpaginated protobuf LIST instead, read as a stream (the first LIST and every
         relist after a 410). The WATCH stays JSON."""
         self.settings = settings or WatchSettings()
@@ -497,7 +497,7 @@ class ClusterWatch:
         has been failing for longer than ``stale_after``, and :class:`InputError` for objects
         the converter rejects (as a fresh read would). ``skip_invalid``: a namespaced object
         the converter rejects leaves its namespace out instead (:attr:`rejected` lists them),
-        as :func:`rebalancer.cluster.reader.read_cluster` does."""
+        as :func:`rebalancer.cluster.read.reader.read_cluster` does."""
         self.start()
         self._wait_synced()
         now = self._clock()

@@ -1,6 +1,6 @@
 """Errors about the cluster: unreachable, RBAC denied, or an API error status.
 
-The API adapter (:mod:`rebalancer.cluster.kubeclient`) wraps every client-library failure in one
+The API adapter (:mod:`rebalancer.cluster.api.kubeclient`) wraps every client-library failure in one
 of these, so nothing above it sees the client's own exceptions.
 """
 

@@ -26,14 +26,14 @@ from typing import IO, Any, Final, Literal
 import orjson
 import yaml
 
-from rebalancer.cluster import fastdecode
 from rebalancer.cluster.inputs import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     binary_problem,
     read_bytes,
     yaml_documents,
 )
-from rebalancer.cluster.nesting import MAX_JSON_DEPTH, too_deep
+from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.checker import show

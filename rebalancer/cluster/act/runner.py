@@ -23,13 +23,14 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Final
 
-from rebalancer.cluster import errors, logs
-from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
-from rebalancer.cluster.events import event_body
-from rebalancer.cluster.executor import EvictionIntent, Executor, ExecutorSettings, Transport
-from rebalancer.cluster.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
-from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.steering import CostOutcome, CostResult, PatchFn, write_costs
+from rebalancer.cluster import logs
+from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
+from rebalancer.cluster.act.events import event_body
+from rebalancer.cluster.act.executor import EvictionIntent, Executor, ExecutorSettings, Transport
+from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
+from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.steering import CostOutcome, CostResult, PatchFn, write_costs
+from rebalancer.cluster.api import errors
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
 from rebalancer.core.errors import (
