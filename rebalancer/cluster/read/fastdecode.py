@@ -26,10 +26,9 @@ import os
 import pickle
 import re
 import signal
-import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Final, Protocol
 
 import msgspec
@@ -37,25 +36,23 @@ import orjson
 from msgspec import Raw, Struct
 
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, too_deep
-from rebalancer.core.convert import SnapshotBuilder
-from rebalancer.core.convert.checker import Checker
-from rebalancer.core.convert.constraints import spread_constraints
-from rebalancer.core.convert.disruption import resource_claims
-from rebalancer.core.convert.features import NO_FEATURES
-from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
-from rebalancer.core.convert.meta import controller_owner, epoch
-from rebalancer.core.convert.pods import (
-    COST_MARK_ANNOTATION,
-    DELETION_COST_ANNOTATION,
-    EVICT_ANNOTATION,
-    MIRROR_ANNOTATION,
-    PREFER_NO_EVICTION_ANNOTATION,
-    required_node_affinity,
-    tolerations,
+from rebalancer.cluster.read.podconvert import (
+    MEMO_LIMIT,
+    NO_VOLUMES,
+    RESIZE,
+    Fallback,
+    Own,
+    PodConverter,
+    Resized,
+    annotation_flags,
+    conditions,
+    volumes,
 )
-from rebalancer.core.convert.requests import pod_requests
+from rebalancer.core.convert import SnapshotBuilder
+from rebalancer.core.convert.memo import Caches
+from rebalancer.core.convert.meta import epoch
 from rebalancer.core.gcpause import gc_paused
-from rebalancer.core.model import Pod, new_pod
+from rebalancer.core.model import Pod
 
 __all__ = ["FastBuilder", "load_lines", "load_list"]
 
@@ -65,12 +62,7 @@ _INT_MIN: Final = -(2**63)
 _INT_END: Final = 2**63  # int64, as the API has it (the converter names anything beyond)
 _INT32_MIN: Final = -(2**31)
 _INT32_END: Final = 2**31
-_MEMO_LIMIT: Final = 16384
-_RESIZE: Final = "PodResizePending"
-_MISSING: Final = object()
-_NO_VOLUMES: Final[tuple[tuple[str, ...], bool]] = ((), False)
 _JOIN: Final = b"\0".join
-_intern: Final = sys.intern
 # RFC 3339 as the API server writes it (UTC, whole seconds): its seconds are read as a number.
 _API_TIME: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9]Z")
 
@@ -191,68 +183,50 @@ def _key(raw: Raw) -> bytes:
     return bytes(raw)
 
 
-_Digest = tuple[Any, ...]
-"""What :meth:`FastBuilder._digest` returns."""
-
-
-def _fragments(key: Any) -> tuple[_Meta, _Spec]:
-    """The shared fragments a template key was joined from, as the decoder gave them."""
-    joined = key if type(key) is bytes else key[0]
-    (
-        labels,
-        owners,
-        node_selector,
-        affinity,
-        tolerations_,
-        constraints,
-        containers,
-        init_containers,
-        overhead,
-        resources,
-        claims,
-    ) = joined.split(b"\0")
-    meta = _Meta(labels=Raw(labels), ownerReferences=Raw(owners))
-    spec = _Spec(
-        nodeSelector=Raw(node_selector),
-        affinity=Raw(affinity),
-        tolerations=Raw(tolerations_),
-        topologySpreadConstraints=Raw(constraints),
-        containers=Raw(containers),
-        initContainers=Raw(init_containers),
-        overhead=Raw(overhead),
-        resources=Raw(resources),
-        resourceClaims=Raw(claims),
-    )
-    return meta, spec
-
-
-class _Fallback(Exception):  # control flow, never escapes this module
-    """The typed path cannot take this object exactly as the converter would."""
-
-
-class _Memo:
-    """Converted fragments keyed by their raw bytes (bounded: cleared when full). An absent
-    (``b""``) or ``null`` fragment maps to the converter's value for an absent field."""
-
-    __slots__ = ("absent", "data")
-
-    def __init__(self, absent: Any = None) -> None:
-        self.absent = absent
-        self.data: dict[Any, Any] = {b"": absent, b"null": absent}
-
-    def put(self, key: Any, value: Any) -> Any:
-        if len(self.data) >= _MEMO_LIMIT:
-            self.data = {b"": self.absent, b"null": self.absent}
-        self.data[key] = value
-        return value
-
-
 def _loads(key: bytes) -> Any:
     """A fragment as the general path would have parsed it (orjson)."""
     try:
         return orjson.loads(key)
     except orjson.JSONDecodeError as exc:
-        raise _Fallback from exc
+        raise Fallback from exc
+
+
+class _JsonShapes:
+    """Fragments as JSON bytes (an absent field empty, a null one ``null``): their JSON shape is
+    what orjson makes of them."""
+
+    absent = (b"", b"null")
+    labels = owners = affinity = tolerations = constraints = claims = requirements = staticmethod(
+        _loads
+    )
+
+    @staticmethod
+    def split(key: Hashable) -> list[bytes]:
+        """The fragments a template key was joined from (:meth:`FastBuilder._digest`)."""
+        joined: bytes = key if type(key) is bytes else key[0]  # type: ignore[index]
+        parts = joined.split(b"\0")
+        for raw in parts[6:8]:  # containers, init containers
+            if _FEATURE_FIELDS[0] in raw or _FEATURE_FIELDS[1] in raw:
+                raise Fallback  # it may need node features: the general path infers them
+        return parts
+
+    @staticmethod
+    def label_keys(key: bytes) -> tuple[str, ...]:
+        found: set[str] = set()
+        doc = _loads(key)
+        for constraint in doc if type(doc) is list else ():
+            keys = constraint.get("matchLabelKeys") if type(constraint) is dict else None
+            found.update(k for k in keys if type(k) is str) if type(keys) is list else None
+        return tuple(sorted(found))
+
+    @staticmethod
+    def spec_requests(parts: Sequence[bytes]) -> dict[str, object]:
+        fields = ("containers", "initContainers", "overhead", "resources")
+        return {f: _loads(raw) for f, raw in zip(fields, parts, strict=True) if raw}
+
+    @staticmethod
+    def allocated(key: bytes) -> object:
+        return _loads(key) if key else None
 
 
 class Sink(Protocol):
@@ -277,20 +251,8 @@ class FastBuilder:
         self._add_pod: Callable[[Pod], None] = add_pod or (
             lambda pod: builder.add_converted("Pod", pod)
         )
-        self._problems: list[str] = []
-        self._chk = Checker("", self._problems)
-        no_map: tuple[dict[str, str], int] = ({}, EMPTY_NUMBER)
-        self._labels = _Memo(no_map)
-        self._owners = _Memo(None)
-        self._node_selectors = _Memo(no_map)
-        self._affinity = _Memo((None, EMPTY_NUMBER))
-        self._tolerations = _Memo(((), EMPTY_NUMBER))
-        self._constraints = _Memo()
-        self._constraint_docs = _Memo()
-        self._requests = _Memo()
-        self._claims = _Memo(())
-        self._templates = _Memo()
-        self._volume_claims = _Memo()
+        self.pods = PodConverter(self.caches, _JsonShapes())
+        self._volume_claims: dict[bytes, str] = {}
         self._times: dict[str, float] = {}
         self._minutes: dict[str, float] = {}
 
@@ -330,8 +292,8 @@ class FastBuilder:
             return True
         try:
             converted = self._pod(item)
-        except _Fallback:
-            self._problems.clear()
+        except Fallback:
+            self.pods.problems.clear()
             return self._add_general(raw, kind, listed)
         self._add_pod(converted)
         return True
@@ -359,80 +321,15 @@ class FastBuilder:
 
     # --- pods -------------------------------------------------------------------------------
 
-    def _shared(self, memo: _Memo, raw: Raw, convert: Callable[[Any], Any]) -> Any:
-        """The converted fragment for ``raw``: looked up by its bytes, else converted."""
-        key = bytes(raw)
-        found = memo.data.get(key, _MISSING)
-        if found is _MISSING:
-            found = convert(_loads(key))
-            if self._problems:
-                raise _Fallback
-            memo.put(key, found)
-        return found
-
-    # Conversions of one distinct fragment each, by the converter's own functions.
-    def _labels_of(self, value: Any) -> Any:
-        return self.caches.labels.get(self._chk, {"labels": value}, "labels", "metadata")
-
-    def _owner_of(self, value: Any) -> Any:
-        return controller_owner(self._chk, {"ownerReferences": value}, self.caches.owners)
-
-    def _node_selector_of(self, value: Any) -> Any:
-        return self.caches.node_selectors.get(
-            self._chk, {"nodeSelector": value}, "nodeSelector", "spec"
-        )
-
-    def _affinity_of(self, value: Any) -> Any:
-        return required_node_affinity(self._chk, {"affinity": value}, self.caches)
-
-    def _tolerations_of(self, value: Any) -> Any:
-        return tolerations(self._chk, {"tolerations": value}, self.caches)
-
-    def _claims_of(self, value: Any) -> Any:
-        return resource_claims(self._chk, {"resourceClaims": value})
-
-    def _template(self, meta: _Meta, spec: _Spec, resized: Any, reasons: Any) -> tuple[Any, ...]:
-        """What a workload's pods share, each fragment through its own memo."""
-        for raw in (bytes(spec.containers), bytes(spec.initContainers)):
-            if _FEATURE_FIELDS[0] in raw or _FEATURE_FIELDS[1] in raw:
-                raise _Fallback  # it may need node features: the general path infers them
-        shared = self._shared
-        labels, label_set = shared(self._labels, meta.labels, self._labels_of)
-        node_selector, selector_number = shared(
-            self._node_selectors, spec.nodeSelector, self._node_selector_of
-        )
-        affinity, affinity_number = shared(self._affinity, spec.affinity, self._affinity_of)
-        tolerations_, tolerations_number = shared(
-            self._tolerations, spec.tolerations, self._tolerations_of
-        )
-        constraints, constraints_number = self._constraints_of(
-            spec.topologySpreadConstraints, labels, label_set
-        )
-        return (
-            labels,
-            label_set,
-            shared(self._owners, meta.ownerReferences, self._owner_of),
-            node_selector,
-            affinity,
-            tolerations_,
-            constraints,
-            self._requests_of(spec, resized, reasons),
-            shared(self._claims, spec.resourceClaims, self._claims_of),
-            self.caches.template(
-                (selector_number, affinity_number, tolerations_number, constraints_number)
-            ),
-        )
-
     def _pod(self, item: _Item) -> Pod:
-        digest = self._digest(item)
-        return self._finish(digest[0], digest, item)
+        key, own = self._digest(item)
+        return self.pods.pod(key, own)
 
-    def _digest(self, item: _Item) -> _Digest:
-        """What one pod holds of its own (its name, node, timestamps, annotations, volumes,
-        conditions) and the key of the fragments its workload shares: everything but the
-        shared conversions, which number fragments and so must happen in file order
-        (:meth:`_finish`). Plain values: a worker process may compute it (see
-        :func:`_fork`)."""
+    def _digest(self, item: _Item) -> tuple[Hashable, Own]:
+        """The key of the fragments the pod's workload shares and what the pod holds of its own
+        (:data:`~rebalancer.cluster.read.podconvert.Own`): everything but the shared
+        conversions, which number fragments and so must happen in file order. Plain values: a
+        worker process may compute it (see :func:`_fork`)."""
         meta = item.metadata or _EMPTY_META
         spec = item.spec or _EMPTY_SPEC
         status = item.status or _EMPTY_STATUS
@@ -442,13 +339,13 @@ class FastBuilder:
             or (spec.hostNetwork and _given(spec.hostUsers))
             or _given(spec.ephemeralContainers)
         ):
-            raise _Fallback  # no name; or it may need node features (convert.features)
+            raise Fallback  # no name; or it may need node features (convert.features)
         # One lookup for everything a workload's pods share, by the bytes of its fragments,
         # joined by NUL (which JSON text never holds unescaped, so distinct fragments give
         # distinct keys; an absent field is empty, a null one "null"). One join per pod: a
         # key lives only for its lookup (a worker sends each distinct key once, then its
         # number), so none is kept per pod.
-        key: Any = _JOIN(
+        key: Hashable = _JOIN(
             (
                 meta.labels,
                 meta.ownerReferences,
@@ -463,48 +360,48 @@ class FastBuilder:
                 spec.resourceClaims,
             )
         )
-        resized: Any = ()
-        reasons: Any = ()
+        resized: Resized = ()
+        reasons: tuple[str | None, ...] = ()
         if status.containerStatuses or status.initContainerStatuses:
             resized = (_resized(status.containerStatuses), _resized(status.initContainerStatuses))
             if resized[0] or resized[1]:
-                reasons = tuple(c.reason for c in status.conditions or () if c.type == _RESIZE)
+                reasons = tuple(c.reason for c in status.conditions or () if c.type == RESIZE)
                 key = (key, resized, reasons)
             else:
                 resized = ()
-        annotations = meta.annotations
-        if annotations:
-            mirror = MIRROR_ANNOTATION in annotations
-            evict = EVICT_ANNOTATION in annotations
-            prefer_no = PREFER_NO_EVICTION_ANNOTATION in annotations
-            cost = annotations.get(DELETION_COST_ANNOTATION)
-            mark = annotations.get(COST_MARK_ANNOTATION)
-        else:
-            mirror = evict = prefer_no = False
-            cost = mark = None
+        mirror, evict, prefer_no, cost, mark = annotation_flags(meta.annotations or {})
         pvc_names, local_storage = (
-            self._volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
+            volumes(
+                (
+                    (
+                        v.name,
+                        _given(v.emptyDir),
+                        self._claim_name(v.persistentVolumeClaim)
+                        if _given(v.persistentVolumeClaim)
+                        else None,
+                        _given(v.ephemeral),
+                    )
+                    for v in spec.volumes
+                ),
+                name,
+            )
+            if spec.volumes
+            else NO_VOLUMES
         )
         priority = spec.priority
         if priority is not None and not _INT32_MIN <= priority < _INT32_END:
-            raise _Fallback
+            raise Fallback
         grace = spec.terminationGracePeriodSeconds
         if grace is not None and not _INT_MIN <= grace < _INT_END:
-            raise _Fallback
-        ready = disruption_target = False
-        for condition in status.conditions or ():
-            if condition.type == "Ready":
-                ready = condition.status == "True"
-            elif condition.type == "DisruptionTarget":
-                disruption_target = condition.status == "True"
+            raise Fallback
+        ready, disruption_target = conditions(status.conditions or ())
         timestamp = meta.creationTimestamp
         created = 0.0
         if timestamp is not None:
             found = self._times.get(timestamp)
             created = found if found is not None else self._epoch(timestamp)
         group = spec.schedulingGroup
-        return (
-            key,
+        return key, (
             resized,
             reasons,
             meta.namespace or "default",
@@ -530,93 +427,6 @@ class FastBuilder:
             (group.podGroupName or None) if group is not None else None,
         )
 
-    def _finish(self, key: Any, digest: _Digest, item: _Item | None = None) -> Pod:
-        """The Pod of a digest: its workload's shared fragments looked up by ``key`` (the
-        digest's first field, or what it stands for in a worker's answer; converted when
-        new, from ``item`` or else from the key's own bytes), then built."""
-        (
-            _,
-            resized,
-            reasons,
-            namespace,
-            name,
-            uid,
-            node,
-            created,
-            phase,
-            terminating,
-            priority,
-            priority_class_name,
-            pvc_names,
-            local_storage,
-            mirror,
-            grace,
-            ready,
-            disruption_target,
-            evict,
-            prefer_no,
-            cost,
-            mark,
-            resource_version,
-            pod_group,
-        ) = digest
-        template = self._templates.data.get(key)
-        if template is None:
-            if item is not None:
-                meta, spec = item.metadata or _EMPTY_META, item.spec or _EMPTY_SPEC
-            else:
-                meta, spec = _fragments(key)
-            template = self._templates.put(key, self._template(meta, spec, resized, reasons))
-        (
-            labels,
-            label_set,
-            owner,
-            node_selector,
-            affinity,
-            tolerations_,
-            constraints,
-            requests,
-            claims,
-            template_number,
-        ) = template
-        # Positional, in the order of the model's fields (new_pod: the fastest way to build it).
-        # The strings many pods hold alike are interned: one object each, not one per pod
-        # (150,000 pods: about 16 MiB less for the phase and the priority class alone).
-        return new_pod(
-            _intern(namespace),
-            name,
-            uid,
-            labels,
-            _intern(node) if node else None,
-            created,
-            _intern(phase),
-            terminating,
-            priority,
-            _intern(priority_class_name) if priority_class_name else None,
-            owner,
-            node_selector,
-            affinity,
-            tolerations_,
-            constraints,
-            requests,
-            pvc_names,
-            local_storage,
-            mirror,
-            grace,
-            ready,
-            disruption_target,
-            claims,
-            evict,
-            prefer_no,
-            cost,
-            mark,
-            resource_version,
-            pod_group,
-            NO_FEATURES,
-            label_set,
-            template_number,
-        )
-
     def _epoch(self, value: str) -> float:
         """``metadata.creationTimestamp`` in epoch seconds, as the converter reads it. A
         timestamp in the API's own form (``2025-10-09T08:55:07Z``) is its minute's (converted
@@ -629,103 +439,28 @@ class FastBuilder:
             found = start + int(value[17:19])
         else:
             found = self._parse_time(value)
-        if len(self._times) >= _MEMO_LIMIT:
+        if len(self._times) >= MEMO_LIMIT:
             self._times.clear()
         self._times[value] = found
         return found
 
     def _parse_time(self, value: str) -> float:
-        found = epoch(self._chk, value, "metadata.creationTimestamp")
-        if self._problems:
-            raise _Fallback
+        found = epoch(self.pods.chk, value, "metadata.creationTimestamp")
+        if self.pods.problems:
+            raise Fallback
         return found
-
-    def _volumes(self, volumes: list[_Volume], pod_name: str) -> tuple[tuple[str, ...], bool]:
-        """As :func:`rebalancer.core.convert.pods._volumes` reads them."""
-        claims: list[str] = []
-        local = False
-        for volume in volumes:
-            if _given(volume.emptyDir):
-                local = True
-            if _given(volume.persistentVolumeClaim):
-                claims.append(self._claim_name(volume.persistentVolumeClaim))
-            elif _given(volume.ephemeral):
-                if not volume.name:
-                    raise _Fallback
-                claims.append(f"{pod_name}-{volume.name}")
-        return tuple(claims), local
 
     def _claim_name(self, raw: Raw) -> str:
         key = bytes(raw)
-        found: str | None = self._volume_claims.data.get(key)
+        found = self._volume_claims.get(key)
         if found is None:
             claim = _loads(key)
             name = claim.get("claimName") if type(claim) is dict else None
             if type(name) is not str or not name:
-                raise _Fallback
-            found = self._volume_claims.put(key, name)
-        return found
-
-    def _constraints_of(self, raw: Raw, labels: Mapping[str, str], label_set: int) -> Any:
-        if not _given(raw):
-            return (), EMPTY_NUMBER
-        doc_key = bytes(raw)
-        key = (doc_key, label_set)
-        found = self._constraints.data.get(key)
-        if found is None:
-            doc = self._constraint_docs.data.get(doc_key)
-            if doc is None:
-                doc = self._constraint_docs.put(doc_key, _loads(doc_key))
-            found = spread_constraints(
-                self._chk, {"topologySpreadConstraints": doc}, labels, self.caches
-            )
-            if self._problems:
-                raise _Fallback
-            self._constraints.put(key, found)
-        return found
-
-    def _requests_of(self, spec: _Spec, resized: Any, reasons: Any) -> Any:
-        if not resized:
-            resized = ((), ())
-        key = (
-            _key(spec.containers),
-            _key(spec.initContainers),
-            _key(spec.overhead),
-            _key(spec.resources),
-            resized,
-            reasons,
-        )
-        found = self._requests.data.get(key)
-        if found is None:
-            spec_doc: dict[str, Any] = {}
-            for field, raw in (
-                ("containers", spec.containers),
-                ("initContainers", spec.initContainers),
-                ("overhead", spec.overhead),
-                ("resources", spec.resources),
-            ):
-                if len(raw) > 0:
-                    spec_doc[field] = _loads(bytes(raw))
-            status_doc: dict[str, Any] = {}
-            for field, statuses in (
-                ("containerStatuses", resized[0]),
-                ("initContainerStatuses", resized[1]),
-            ):
-                if statuses:
-                    status_doc[field] = [
-                        {
-                            "name": name,
-                            "resources": _loads(resources),
-                            "allocatedResources": _loads(allocated) if allocated else None,
-                        }
-                        for name, resources, allocated in statuses
-                    ]
-            if reasons:
-                status_doc["conditions"] = [{"type": _RESIZE, "reason": r} for r in reasons]
-            found = pod_requests(self._chk, spec_doc, status_doc, self.caches)
-            if self._problems:
-                raise _Fallback
-            self._requests.put(key, found)
+                raise Fallback
+            if len(self._volume_claims) >= MEMO_LIMIT:
+                self._volume_claims.clear()
+            found = self._volume_claims[key] = name
         return found
 
 
@@ -985,15 +720,15 @@ def _item_digests(
         item_kind = item.kind if item.kind is not None else kind
         if item_kind == "Pod" and len(item.items) == 0:
             try:
-                digest = fast._digest(item)
-            except _Fallback:
-                fast._problems.clear()
+                key, own = fast._digest(item)
+            except Fallback:
+                fast.pods.problems.clear()
             else:
-                number = keys.get(digest[0])
+                number = keys.get(key)
                 if number is None:
-                    number = keys[digest[0]] = len(keys)
-                    yield [digest[0]]
-                yield locator, (number, *digest[1:])
+                    number = keys[key] = len(keys)
+                    yield [key]
+                yield locator, (number, own)
                 continue
         yield locator if type(locator) is int else bytes(raw)
 
@@ -1097,17 +832,17 @@ def _replay(
     """Add the worker's items in order; False when the document must take the general path
     (raises :class:`_Stray` for lines that strayed from the layout)."""
     add = fast.add_raw
-    finish = fast._finish
+    finish = fast.pods.pod
     add_pod = fast._add_pod
-    keys: list[Any] = []
+    keys: list[Hashable] = []
     try:
         for answer in worker.answers():
             if type(answer) is tuple:
-                locator, digest = answer  # the digest holds its key's number
+                locator, (number, own) = answer
                 try:
-                    pod = finish(keys[digest[0]], digest)
-                except _Fallback:
-                    fast._problems.clear()
+                    pod = finish(keys[number], own)
+                except Fallback:
+                    fast.pods.problems.clear()
                     if not fast._add_general(body_of(locator), kind, listed=False):
                         return False
                     continue
