@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from bench.gen import generate
 from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.podconvert import Fallback
+from rebalancer.cluster.read.slim import slim
 from rebalancer.cluster.read.snapshot import (
     dump_objects,
     load_objects,
@@ -35,7 +37,6 @@ from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.meta import epoch
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Pod, Snapshot, new_pod
-from rebalancer.core.slim import slim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -637,7 +638,7 @@ def test_timestamps_read_as_the_converter_reads_them(value: str) -> None:
     fast = fastdecode.FastBuilder(SnapshotBuilder("t"))
     for _ in range(2):  # converted, then remembered
         if problems:
-            with pytest.raises(fastdecode.Fallback):
+            with pytest.raises(Fallback):
                 fast._epoch(value)
         else:
             assert fast._epoch(value) == expected
