@@ -515,87 +515,125 @@ def test_yaml_files_still_take_the_general_path(tmp_path: Path) -> None:
     assert same(path) == general(json_list(objects), str(path))
 
 
-def test_a_pod_with_every_field_read_takes_the_typed_path() -> None:
-    resources = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1"}}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "web-0",
-            "namespace": "shop",
-            "uid": "u-1",
-            "labels": {"app": "web", "hash": "h1"},
-            "annotations": {"kubernetes.io/config.mirror": "m", "a": "b"},
-            "creationTimestamp": "2024-05-01T12:00:00Z",
-            "deletionTimestamp": "2024-05-01T13:00:00Z",
-            "ownerReferences": [
-                {"kind": "ReplicaSet", "name": "web-1", "uid": "r", "controller": True},
-                {"kind": "Thing", "name": "t", "controller": False},
-            ],
+RESOURCES_REQ = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1"}}
+EVERY_FIELD: dict[str, Any] = {
+    "metadata": {
+        "name": "web-0",
+        "namespace": "shop",
+        "uid": "u-1",
+        "labels": {"app": "web", "hash": "h1"},
+        "annotations": {
+            "kubernetes.io/config.mirror": "m",
+            "a": "b",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "descheduler.alpha.kubernetes.io/evict": "",
+            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "yes",
+            "controller.kubernetes.io/pod-deletion-cost": "-2",
+            "rebalancer/deletion-cost": "5",
         },
-        "spec": {
-            "nodeName": "n1",
-            "nodeSelector": {"disk": "ssd"},
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}]}
-                        ]
-                    }
-                }
+        "resourceVersion": "1234",
+        "creationTimestamp": "2024-05-01T12:00:00Z",
+        "deletionTimestamp": "2024-05-01T13:00:00Z",
+        "ownerReferences": [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "web-1",
+                "uid": "r",
+                "controller": True,
             },
-            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
-            "topologySpreadConstraints": [
-                {
-                    "maxSkew": 1,
-                    "topologyKey": "topology.kubernetes.io/zone",
-                    "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"app": "web"}},
-                    "matchLabelKeys": ["hash"],
-                    "minDomains": 2,
+            {"apiVersion": "v1", "kind": "Thing", "name": "t", "uid": "", "controller": False},
+        ],
+    },
+    "spec": {
+        "nodeName": "n1",
+        "nodeSelector": {"disk": "ssd"},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}],
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}
+                            ],
+                        }
+                    ]
                 }
-            ],
-            "priority": 100,
-            "priorityClassName": "prod",
-            "terminationGracePeriodSeconds": 10,
-            "containers": [{"name": "main", "resources": resources}],
-            "initContainers": [
-                {"name": "side", "restartPolicy": "Always", "resources": resources},
-                {"name": "init", "resources": {"requests": {"cpu": "2"}}},
-            ],
-            "overhead": {"cpu": "10m"},
-            "resources": {"requests": {"memory": "2Gi"}},
-            "resourceClaims": [{"name": "gpu"}],
-            "volumes": [
-                {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
-                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
-                {"name": "tmp", "emptyDir": {}},
-            ],
+            }
         },
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "DisruptionTarget", "status": "True"},
-                {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
-            ],
-            "containerStatuses": [
-                {
-                    "name": "main",
-                    "resources": {"requests": {"cpu": "500m"}},
-                    "allocatedResources": {"cpu": "400m"},
-                }
-            ],
-        },
-    }
+        "tolerations": [
+            {"key": "k", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "gone", "operator": "Equal", "value": "v", "tolerationSeconds": 30},
+        ],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {
+                    "matchLabels": {"app": "web"},
+                    "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}],
+                },
+                "matchLabelKeys": ["hash"],
+                "minDomains": 2,
+                "nodeAffinityPolicy": "Ignore",
+                "nodeTaintsPolicy": "Honor",
+            },
+            {
+                "maxSkew": 3,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            },
+        ],
+        "priority": 100,
+        "priorityClassName": "prod",
+        "terminationGracePeriodSeconds": 10,
+        "containers": [{"name": "main", "resources": RESOURCES_REQ}],
+        "initContainers": [
+            {"name": "side", "restartPolicy": "Always", "resources": RESOURCES_REQ},
+            {"name": "init", "resources": {"requests": {"cpu": "2"}}},
+        ],
+        "overhead": {"cpu": "10m"},
+        "resources": {"requests": {"memory": "2Gi"}},
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    },
+    "status": {
+        "phase": "Running",
+        "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
+            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+        ],
+        "containerStatuses": [
+            {
+                "name": "main",
+                "resources": {"requests": {"cpu": "500m"}},
+                "allocatedResources": {"cpu": "400m"},
+            }
+        ],
+        "initContainerStatuses": [
+            {"name": "side", "resources": {"requests": {"cpu": "300m"}}},
+            {"name": "init"},
+        ],
+    },
+}
+
+
+def test_a_pod_with_every_field_read_takes_the_typed_path() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", **EVERY_FIELD}
     builder = SnapshotBuilder("x")
     fast = fastdecode.FastBuilder(builder)
     fast._add_general = None  # type: ignore[assignment,method-assign]  # must not be called
     assert fast.add_raw(orjson.dumps(pod))
     typed = builder.build()
-    expected = snapshot_from_objects([pod])
-    assert typed == expected
+    assert typed == snapshot_from_objects([pod])
     (converted,) = typed.pods
     assert converted.pvc_names == ("data-web-0", "web-0-scratch")
     assert converted.terminating and converted.mirror and converted.disruption_target
