@@ -29,6 +29,7 @@ from rebalancer.cluster.read.podconvert import (
     NO_VOLUMES,
     RESIZE,
     Fallback,
+    Fragment,
     PodConverter,
     Resized,
     annotation_flags,
@@ -142,18 +143,18 @@ def _quantity_map(entries: Iterable[bytes]) -> dict[str, str] | None:
     return _quantities(pb.QuantityEntry.FromString(raw) for raw in entries) or None
 
 
-def _requirements(requirements: Iterable[pb.Requirement]) -> list[dict[str, Any]]:
+def _requirements(requirements: Iterable[pb.Requirement]) -> list[dict[str, object]]:
     result = []
     for requirement in requirements:
-        doc: dict[str, Any] = {"key": requirement.key, "operator": requirement.operator}
+        doc: dict[str, object] = {"key": requirement.key, "operator": requirement.operator}
         if requirement.values:
             doc["values"] = list(requirement.values)
         result.append(doc)
     return result
 
 
-def _resource_requirements(message: pb.ResourceRequirements) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
+def _resource_requirements(message: pb.ResourceRequirements) -> dict[str, object]:
+    doc: dict[str, object] = {}
     if message.limits:
         doc["limits"] = _quantities(message.limits)
     if message.requests:
@@ -161,15 +162,15 @@ def _resource_requirements(message: pb.ResourceRequirements) -> dict[str, Any]:
     return doc
 
 
-def _requirements_of(raw: bytes) -> dict[str, Any]:
+def _requirements_of(raw: bytes) -> dict[str, object]:
     return _resource_requirements(pb.ResourceRequirements.FromString(raw))
 
 
-def _container(raw: bytes) -> dict[str, Any]:
+def _container(raw: bytes) -> dict[str, object]:
     message = pb.Container.FromString(raw)
     if message.restartPolicyRules or any(m.bindMountOptions for m in message.volumeMounts):
         raise Fallback  # it may need node features: the general path infers them
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "name": message.name,
         "resources": _resource_requirements(message.resources),
     }
@@ -178,28 +179,28 @@ def _container(raw: bytes) -> dict[str, Any]:
     return doc
 
 
-def _owner_refs(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
+def _owner_refs(entries: Iterable[bytes]) -> list[dict[str, object]] | None:
     result = []
     for raw in entries:
         ref = pb.OwnerReference.FromString(raw)
-        doc: dict[str, Any] = {"kind": ref.kind, "name": ref.name, "uid": ref.uid}
+        doc: dict[str, object] = {"kind": ref.kind, "name": ref.name, "uid": ref.uid}
         if ref.HasField("controller"):
             doc["controller"] = ref.controller
         result.append(doc)
     return result or None
 
 
-def _affinity(raw: bytes) -> dict[str, Any]:
+def _affinity(raw: bytes) -> dict[str, object]:
     message = pb.Affinity.FromString(raw)
-    doc: dict[str, Any] = {}
+    doc: dict[str, object] = {}
     if message.HasField("nodeAffinity"):
         node_affinity = message.nodeAffinity
-        inner: dict[str, Any] = {}
+        inner: dict[str, object] = {}
         if node_affinity.HasField("requiredDuringSchedulingIgnoredDuringExecution"):
             terms = []
             required = node_affinity.requiredDuringSchedulingIgnoredDuringExecution
             for term in required.nodeSelectorTerms:
-                term_doc: dict[str, Any] = {}
+                term_doc: dict[str, object] = {}
                 if term.matchExpressions:
                     term_doc["matchExpressions"] = _requirements(term.matchExpressions)
                 if term.matchFields:
@@ -212,11 +213,11 @@ def _affinity(raw: bytes) -> dict[str, Any]:
     return doc
 
 
-def _tolerations(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
+def _tolerations(entries: Iterable[bytes]) -> list[dict[str, object]] | None:
     result = []
     for raw in entries:
         message = pb.Toleration.FromString(raw)
-        doc: dict[str, Any] = {}
+        doc: dict[str, object] = {}
         for field in ("key", "operator", "value", "effect"):
             value = getattr(message, field)
             if value:
@@ -227,18 +228,18 @@ def _tolerations(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
     return result or None
 
 
-def _constraints(entries: Iterable[bytes]) -> list[dict[str, Any]]:
+def _constraints(entries: Iterable[bytes]) -> list[dict[str, object]]:
     result = []
     for raw in entries:
         message = pb.TopologySpreadConstraint.FromString(raw)
-        doc: dict[str, Any] = {
+        doc: dict[str, object] = {
             "maxSkew": message.maxSkew,
             "topologyKey": message.topologyKey,
             "whenUnsatisfiable": message.whenUnsatisfiable,
         }
         if message.HasField("labelSelector"):
             selector = message.labelSelector
-            selector_doc: dict[str, Any] = {}
+            selector_doc: dict[str, object] = {}
             if selector.matchLabels:
                 selector_doc["matchLabels"] = _entries(selector.matchLabels)
             if selector.matchExpressions:
@@ -255,11 +256,11 @@ def _constraints(entries: Iterable[bytes]) -> list[dict[str, Any]]:
     return result
 
 
-def _claims(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
+def _claims(entries: Iterable[bytes]) -> list[dict[str, object]] | None:
     result = []
     for raw in entries:
         message = pb.PodResourceClaim.FromString(raw)
-        doc: dict[str, Any] = {"name": message.name}
+        doc: dict[str, object] = {"name": message.name}
         for field in ("resourceClaimName", "resourceClaimTemplateName"):
             if message.HasField(field):
                 doc[field] = getattr(message, field)
@@ -282,7 +283,7 @@ class _ProtoShapes:
     allocated = staticmethod(_quantity_map)
 
     @staticmethod
-    def split(key: tuple[tuple[Any, ...], Resized, tuple[str, ...]]) -> tuple[Any, ...]:
+    def split(key: tuple[tuple[Fragment, ...], Resized, tuple[str, ...]]) -> tuple[Fragment, ...]:
         return key[0]
 
     @staticmethod
@@ -427,7 +428,7 @@ class ProtoBuilder(FastBuilder):
         )
 
 
-def _parts(meta: pb.ObjectMeta, spec: pb.PodSpec, pod_level: bytes | None) -> tuple[Any, ...]:
+def _parts(meta: pb.ObjectMeta, spec: pb.PodSpec, pod_level: bytes | None) -> tuple[Fragment, ...]:
     """The encoded fragments of a pod's template (most are empty in most pods: no tuple is
     made for those)."""
     x: Sequence[bytes] = meta.labels
