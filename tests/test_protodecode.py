@@ -28,6 +28,7 @@ from bench.gen import generate
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.read import fastdecode
 from rebalancer.cluster.read.protodecode import (
     MAGIC,
     PROTOBUF,
@@ -171,6 +172,9 @@ def test_shared_constraints_with_and_without_match_label_keys_follow_each_pods_l
     assert "h2" in repr(keyed["c"]) and "h1" in repr(keyed["a"])
     plain = {by_name[n].constraints[1] for n in by_name}
     assert len(plain) == 1  # without matchLabelKeys the labels change nothing
+    # The JSON decoder keys the same memo by the same label values.
+    typed = fastdecode.load_list(orjson.dumps({"kind": "PodList", "items": objects}), "x")
+    assert typed is not None and typed.build().pods == found.pods
 
 
 def test_a_bare_pod_decodes_as_json_does() -> None:
