@@ -278,7 +278,11 @@ class PodConverter:
     # --- the shared fragments ---------------------------------------------------------------
 
     def _shared(
-        self, memo: Memo, key: Fragment, shape: Callable[[Fragment], object], convert: Any
+        self,
+        memo: Memo,
+        key: Fragment,
+        shape: Callable[[Fragment], object],
+        convert: Callable[[Checker, object], object],
     ) -> Any:
         """The converted fragment for ``key``: looked up, else shaped and converted."""
         found = memo.data.get(key, _MISSING)
@@ -296,46 +300,20 @@ class PodConverter:
         caches = self.caches
         parts = shapes.split(key)
         shared = self._shared
-        labels, label_set = shared(
-            self._labels,
-            parts[0],
-            shapes.labels,
-            lambda chk, v: caches.labels.get(chk, {"labels": v}, "labels", "metadata"),
-        )
+        labels, label_set = shared(self._labels, parts[0], shapes.labels, self._label_map)
         node_selector, selector_number = shared(
-            self._node_selectors,
-            parts[2],
-            shapes.labels,  # a map of strings, as labels
-            lambda chk, v: caches.node_selectors.get(
-                chk, {"nodeSelector": v}, "nodeSelector", "spec"
-            ),
+            self._node_selectors, parts[2], shapes.labels, self._node_selector
         )
         affinity, affinity_number = shared(
-            self._affinity,
-            parts[3],
-            shapes.affinity,
-            lambda chk, v: required_node_affinity(chk, {"affinity": v}, caches),
+            self._affinity, parts[3], shapes.affinity, self._required_affinity
         )
         tolerations_, tolerations_number = shared(
-            self._tolerations,
-            parts[4],
-            shapes.tolerations,
-            lambda chk, v: tolerations(chk, {"tolerations": v}, caches),
+            self._tolerations, parts[4], shapes.tolerations, self._toleration_list
         )
         constraints, constraints_number = self._constraints_of(parts[5], labels)
-        owner = shared(
-            self._owners,
-            parts[1],
-            shapes.owners,
-            lambda chk, v: controller_owner(chk, {"ownerReferences": v}, caches.owners),
-        )
+        owner = shared(self._owners, parts[1], shapes.owners, self._owner)
         requests = self._requests_of(parts[6:10], resized or ((), ()), reasons)
-        claims = shared(
-            self._claims,
-            parts[10],
-            shapes.claims,
-            lambda chk, v: resource_claims(chk, {"resourceClaims": v}),
-        )
+        claims = shared(self._claims, parts[10], shapes.claims, self._claim_names)
         number = caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)
         )
@@ -351,6 +329,25 @@ class PodConverter:
             claims,
             number,
         )
+
+    # The converter's own functions, on one fragment in the JSON shape.
+    def _label_map(self, chk: Checker, value: object) -> object:
+        return self.caches.labels.get(chk, {"labels": value}, "labels", "metadata")
+
+    def _node_selector(self, chk: Checker, value: object) -> object:
+        return self.caches.node_selectors.get(chk, {"nodeSelector": value}, "nodeSelector", "spec")
+
+    def _required_affinity(self, chk: Checker, value: object) -> object:
+        return required_node_affinity(chk, {"affinity": value}, self.caches)
+
+    def _toleration_list(self, chk: Checker, value: object) -> object:
+        return tolerations(chk, {"tolerations": value}, self.caches)
+
+    def _owner(self, chk: Checker, value: object) -> object:
+        return controller_owner(chk, {"ownerReferences": value}, self.caches.owners)
+
+    def _claim_names(self, chk: Checker, value: object) -> object:
+        return resource_claims(chk, {"resourceClaims": value})
 
     def _constraints_of(
         self, key: Fragment, labels: Mapping[str, str]
