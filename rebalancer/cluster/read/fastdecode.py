@@ -48,7 +48,7 @@ from rebalancer.cluster.read.podconvert import (
     conditions,
     volumes,
 )
-from rebalancer.core.convert import SnapshotBuilder
+from rebalancer.core.convert import KINDS, SnapshotBuilder
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import epoch
 from rebalancer.core.gcpause import gc_paused
@@ -286,7 +286,7 @@ class FastBuilder:
 
     def _add_item(self, item: _Item, kind: str, raw: bytes | Raw, listed: bool) -> bool:
         if kind != "Pod":
-            if kind in _KINDS:
+            if kind in KINDS:
                 return self._add_general(raw, kind, listed)
             self.builder.add({"kind": kind})  # counted as ignored
             return True
@@ -475,22 +475,6 @@ def _resized(
         for cs in statuses
         if _given(cs.resources)
     )
-
-
-_KINDS: Final = frozenset(
-    {
-        "Node",
-        "PodDisruptionBudget",
-        "PriorityClass",
-        "PersistentVolumeClaim",
-        "PersistentVolume",
-        "Service",
-        "ReplicaSet",
-        "StatefulSet",
-        "ReplicationController",
-        "Deployment",
-    }
-)
 
 
 # --- documents ------------------------------------------------------------------------------
