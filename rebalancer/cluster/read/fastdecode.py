@@ -21,13 +21,7 @@ snapshots.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import pickle
 import re
-import signal
-import tempfile
-import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Final, Protocol
 
@@ -328,8 +322,7 @@ class FastBuilder:
     def _digest(self, item: _Item) -> tuple[Hashable, Own]:
         """The key of the fragments the pod's workload shares and what the pod holds of its own
         (:data:`~rebalancer.cluster.read.podconvert.Own`): everything but the shared
-        conversions, which number fragments and so must happen in file order. Plain values: a
-        worker process may compute it (see :func:`_fork`)."""
+        conversions, which number fragments and so happen in file order."""
         meta = item.metadata or _EMPTY_META
         spec = item.spec or _EMPTY_SPEC
         status = item.status or _EMPTY_STATUS
@@ -343,8 +336,7 @@ class FastBuilder:
         # One lookup for everything a workload's pods share, by the bytes of its fragments,
         # joined by NUL (which JSON text never holds unescaped, so distinct fragments give
         # distinct keys; an absent field is empty, a null one "null"). One join per pod: a
-        # key lives only for its lookup (a worker sends each distinct key once, then its
-        # number), so none is kept per pod.
+        # key lives only for its lookup, so none is kept per pod.
         key: Hashable = _JOIN(
             (
                 meta.labels,
@@ -492,8 +484,7 @@ def may_nest_deeper(body: bytes, limit: int) -> bool:
 def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     """The objects of a JSON ``kind: List`` (or a typed list such as ``PodList``) in a
     builder; None when the document is anything else or strays from plain API objects (the
-    general path then parses it whole and names every problem). A large document's later
-    items are digested by a second process meanwhile (:func:`_fork`)."""
+    general path then parses it whole and names every problem)."""
     try:
         document = _LIST.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
@@ -503,30 +494,13 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
         return None
     inner = kind[: -len("List")] if kind is not None and kind != "List" else None
     builder = SnapshotBuilder(source)
-    fast = FastBuilder(builder)
-    add = fast.add_raw
+    add = FastBuilder(builder).add_raw
     items = document.items
     del document
     with gc_paused():
-        mine = len(items)
-        worker = None
-        if len(data) >= SPLIT_MIN_BYTES and _can_fork():
-            split = int(len(items) * (1 - _WORKER_SHARE))
-            worker = _fork(
-                fast, lambda: _item_digests(fast, enumerate(items[split:], split), inner)
-            )
-            mine = split if worker is not None else mine
-        try:
-            for raw in items[:mine]:
-                if not add(raw, inner):
-                    return None
-            if worker is not None and not _replay(fast, worker, inner, items.__getitem__):
+        for raw in items:
+            if not add(raw, inner):
                 return None
-        except _Stray:  # an item the worker could not decode
-            return None
-        finally:
-            if worker is not None:
-                worker.close()
     return builder
 
 
@@ -535,11 +509,10 @@ def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuil
     :func:`rebalancer.cluster.read.snapshot.dump_objects`) in a builder; None when the text strays
     from it."""
     builder = SnapshotBuilder(source)
-    fast = FastBuilder(builder)
-    add = fast.add_raw
+    add = FastBuilder(builder).add_raw
     with gc_paused():
         try:
-            for _, body in _line_bodies(lines, tail, 0, whole=True):
+            for body in _line_bodies(lines, tail):
                 if not add(body):
                     return None
         except _Stray:
@@ -548,93 +521,23 @@ def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuil
 
 
 def load_file_lines(fh: IO[bytes], source: str, tail: bytes) -> SnapshotBuilder | None:
-    """:func:`load_lines` from a file positioned after its first line; a large file's later
-    lines are digested by a second process meanwhile (:func:`_fork`)."""
-    split = _line_split(fh)
-    if split is None:
-        return load_lines(fh, source, tail)
-    start, stop, fd, other = split
-    builder = SnapshotBuilder(source)
-    fast = FastBuilder(builder)
-    add = fast.add_raw
-
-    def later() -> Iterator[object]:
-        other.seek(stop)
-        return _item_digests(fast, _line_bodies(other, tail, stop, whole=True), None)
-
-    def body_at(locator: tuple[int, int]) -> bytes:
-        return os.pread(fd, locator[1], locator[0])
-
-    with gc_paused():
-        worker = _fork(fast, later)
-        other.close()
-        if worker is None:
-            return load_lines(fh, source, tail)
-        try:
-            for _, body in _line_bodies(_until(fh, start, stop), tail, start, whole=False):
-                if not add(body):
-                    return None
-            if not _replay(fast, worker, None, body_at):
-                return None
-        except _Stray:
-            return None
-        finally:
-            worker.close()
-    return builder
-
-
-# --- a second process -----------------------------------------------------------------------
-# A large document is converted by two processes: this one converts its first items while a
-# forked worker digests the others (decoding and everything each pod holds of its own, see
-# FastBuilder._digest) and sends the digests back, pickled; this one then finishes them in file
-# order, so that the shared fragments are converted and numbered exactly as in one process
-# (tests/test_fastdecode.py compares both). Only in a process with no other thread, on a machine
-# with a second core; a worker that fails leaves the document to the general path.
-
-SPLIT_MIN_BYTES = 48 * 2**20
-"""Documents smaller than this are converted by one process (forking costs a few ms)."""
-# Of a document's items. This process also reads the file, cuts it into items and finishes
-# every digest, so a worker that digests most items still keeps ahead of it (474 MB kubectl
-# document of 150,000 pods: load 1.94 s with a quarter here, 1.75 s with a tenth; with less
-# it waits for the worker's frames).
-_WORKER_SHARE: Final = 0.9
-# Of a line-per-item file's bytes. Its lines are small and cheap to digest (4.7 us each at
-# 150,000 pods, against about 7 us to finish one here), so the worker keeps ahead of this
-# process from its first frame on: this process only needs a short head of its own to fill
-# the wait for that frame. A quarter, as for a document, left the worker idle for half the
-# load while this process converted its share (150,000 pods: load 1.36 s -> 1.18 s).
-_LINES_WORKER_SHARE: Final = 0.95
-_FRAME: Final = 2048  # answers per pickle
+    """:func:`load_lines` from a file positioned after its first line."""
+    return load_lines(fh, source, tail)
 
 
 class _Stray(Exception):  # control flow, never escapes this module
     """The text strays from the line-per-item layout."""
 
 
-def _can_fork() -> bool:
-    affinity = getattr(os, "sched_getaffinity", None)
-    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-    return (
-        hasattr(os, "fork")
-        and cores >= 2
-        and threading.current_thread() is threading.main_thread()
-        and threading.active_count() == 1
-    )
-
-
-def _line_bodies(
-    lines: Iterable[bytes], tail: bytes, offset: int, *, whole: bool
-) -> Iterator[tuple[tuple[int, int], bytes]]:
-    """Each item line's (offset and length of its item, its item) from ``offset`` on; raises
-    :class:`_Stray` on text after the closing line, and (``whole``) when there is none."""
+def _line_bodies(lines: Iterable[bytes], tail: bytes) -> Iterator[bytes]:
+    """Each item line's item; raises :class:`_Stray` on text after the closing line, and when
+    there is none."""
     ended = False
     for raw in lines:
-        at = offset
-        offset += len(raw)
         if raw[-2:] == b",\n" and not ended:  # an item and its comma: most lines
             if may_nest_deeper(raw, MAX_JSON_DEPTH):
                 raise _Stray  # the general path measures the whole text and refuses it
-            yield (at, len(raw) - 2), raw[:-2]
+            yield raw[:-2]
             continue
         line = raw.rstrip(b"\r\n")
         if ended:
@@ -642,202 +545,14 @@ def _line_bodies(
                 raise _Stray  # text after the closing line
             continue
         if line == tail:
-            if not whole:
-                raise _Stray  # the closing line before the split: one process reads it all
             ended = True
             continue
         body = line[:-1] if line.endswith(b",") else line
         if may_nest_deeper(body, MAX_JSON_DEPTH):
             raise _Stray
-        yield (at, len(body)), body
-    if whole and not ended:
+        yield body
+    if not ended:
         raise _Stray
-
-
-def _until(fh: IO[bytes], start: int, stop: int) -> Iterator[bytes]:
-    """The lines of ``fh`` (at ``start``) that end at or before ``stop`` (a line start)."""
-    at = start
-    for raw in fh:
-        yield raw
-        at += len(raw)
-        if at >= stop:
-            return
-
-
-def _line_split(fh: IO[bytes]) -> tuple[int, int, int, IO[bytes]] | None:
-    """Where a second process should take over a line-per-item file: (this process's start,
-    the worker's start, the file descriptor, a second handle on the file for the worker);
-    None when one process should read it all."""
-    try:
-        fd = fh.fileno()
-        size = os.fstat(fd).st_size
-        start = fh.tell()
-    except (OSError, AttributeError, ValueError):
-        return None
-    if size - start < SPLIT_MIN_BYTES or not _can_fork():
-        return None
-    middle = start + int((size - start) * (1 - _LINES_WORKER_SHARE))
-    newline = os.pread(fd, 1 << 20, middle).find(b"\n")
-    if newline < 0:
-        return None
-    try:  # its own offset: the worker must not move this process's
-        other = open(f"/proc/self/fd/{fd}", "rb")  # noqa: SIM115  # closed after the fork
-    except OSError:
-        return None
-    return start, middle + newline + 1, fd, other
-
-
-def _item_digests(
-    fast: FastBuilder, items: Iterable[tuple[Any, bytes | Raw]], kind: str | None
-) -> Iterator[object]:
-    """The worker's answer per item: (its locator, the pod's digest) for a pod the typed path
-    takes, its template key replaced by a number (a new key comes first, alone in a list);
-    the item's bytes (lines) or index (a list) for anything else, which this process adds as
-    usual. Raises msgspec.DecodeError for an item that is no JSON object."""
-    keys: dict[Any, int] = {}
-    for locator, raw in items:
-        try:
-            item = _ITEM.decode(raw)
-        except msgspec.ValidationError:
-            yield locator if type(locator) is int else bytes(raw)
-            continue
-        item_kind = item.kind if item.kind is not None else kind
-        if item_kind == "Pod" and len(item.items) == 0:
-            try:
-                key, own = fast._digest(item)
-            except Fallback:
-                fast.pods.problems.clear()
-            else:
-                number = keys.get(key)
-                if number is None:
-                    number = keys[key] = len(keys)
-                    yield [key]
-                yield locator, (number, own)
-                continue
-        yield locator if type(locator) is int else bytes(raw)
-
-
-class _Worker:
-    """A forked worker's answers: pickled frames of :data:`_FRAME` answers, which it appends
-    to a spool file (so it never waits for this process), and one byte per frame written on a
-    pipe once the frame is whole."""
-
-    def __init__(self, pid: int, spool: IO[bytes], ready_fd: int) -> None:
-        self.pid = pid
-        self.spool = spool
-        self.ready_fd = ready_fd
-
-    def answers(self) -> Iterator[object]:
-        """The worker's answers in order; raises :class:`_Stray` when its items strayed from
-        the layout, or EOFError when it failed."""
-        fd = self.spool.fileno()
-        offset = ready = 0
-        while True:
-            if not ready:
-                ready = len(os.read(self.ready_fd, 1 << 16))  # waits for the next frames
-                if not ready:
-                    raise EOFError("the worker ended early")
-            size = int.from_bytes(os.pread(fd, 8, offset), "big")
-            answers = pickle.loads(os.pread(fd, size, offset + 8))
-            offset += 8 + size
-            ready -= 1
-            if answers is None:
-                return
-            if answers is False:
-                raise _Stray
-            yield from answers
-
-    def close(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)  # done already, or no longer needed
-        os.waitpid(self.pid, 0)
-        os.close(self.ready_fd)
-        self.spool.close()
-
-
-def _spool() -> IO[bytes]:
-    """An anonymous file for the worker's frames: in memory where the system allows."""
-    memfd = getattr(os, "memfd_create", None)
-    if memfd is not None:
-        with contextlib.suppress(OSError):
-            return open(memfd("rebalancer-digests", os.MFD_CLOEXEC), "w+b")
-    return tempfile.TemporaryFile()  # closed by _Worker.close
-
-
-def _fork(fast: FastBuilder, answers: Callable[[], Iterator[object]]) -> _Worker | None:
-    """Start a worker computing ``answers()`` (in a copy of this process) and sending them;
-    None when it cannot be started (one process then converts everything)."""
-    try:
-        spool = _spool()
-        read_fd, write_fd = os.pipe()
-    except OSError:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        spool.close()
-        os.close(read_fd)
-        os.close(write_fd)
-        return None
-    if pid:
-        os.close(write_fd)
-        return _Worker(pid, spool, read_fd)
-    code = 1  # the worker: never returns
-    try:
-        os.close(read_fd)
-        out = open(spool.fileno(), "wb", closefd=False)  # noqa: SIM115  # flushed below
-
-        def send(value: object) -> None:
-            frame = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-            out.write(len(frame).to_bytes(8, "big"))
-            out.write(frame)
-            out.flush()
-            os.write(write_fd, b"+")
-
-        chunk: list[object] = []
-        try:
-            for answer in answers():
-                chunk.append(answer)
-                if len(chunk) == _FRAME:
-                    send(chunk)
-                    chunk = []
-            send(chunk)
-            send(None)
-        except (_Stray, msgspec.DecodeError):
-            send(False)
-        code = 0
-    finally:
-        os._exit(code)
-
-
-def _replay(
-    fast: FastBuilder, worker: _Worker, kind: str | None, body_of: Callable[[Any], bytes | Raw]
-) -> bool:
-    """Add the worker's items in order; False when the document must take the general path
-    (raises :class:`_Stray` for lines that strayed from the layout)."""
-    add = fast.add_raw
-    finish = fast.pods.pod
-    add_pod = fast._add_pod
-    keys: list[Hashable] = []
-    try:
-        for answer in worker.answers():
-            if type(answer) is tuple:
-                locator, (number, own) = answer
-                try:
-                    pod = finish(keys[number], own)
-                except Fallback:
-                    fast.pods.problems.clear()
-                    if not fast._add_general(body_of(locator), kind, listed=False):
-                        return False
-                    continue
-                add_pod(pod)
-            elif type(answer) is list:
-                keys.append(answer[0])
-            elif not add(body_of(answer) if type(answer) is int else answer, kind):  # type: ignore[arg-type]
-                return False
-    except (EOFError, pickle.UnpicklingError, OSError):
-        return False
-    return True
 
 
 def page_parts(raw: bytes) -> tuple[list[Raw], str | None, str | None] | None:

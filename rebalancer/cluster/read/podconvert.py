@@ -95,8 +95,7 @@ Own = tuple[
     str,  # resource version
     str | None,  # scheduling group
 ]
-"""What one pod holds of its own, in the order :meth:`PodConverter.pod` reads it. Plain values:
-a worker process may compute it (:mod:`rebalancer.cluster.read.fastdecode`)."""
+"""What one pod holds of its own, in the order :meth:`PodConverter.pod` reads it."""
 
 
 class Fallback(Exception):  # control flow, never escapes the decoders
