@@ -21,7 +21,6 @@ where the continue pages of a paginated LIST go to etcd.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -56,8 +55,6 @@ DEFAULT_PAGE_SIZE: Final = 2000
 MAX_RESTARTS: Final = 3  # a read starts again when a continue token expires (410 Gone)
 PREFETCH: Final = 2
 """Pages a background thread fetches ahead of the one being converted (0: no thread)."""
-SWITCH_INTERVAL: Final = 0.001
-"""The GIL switch interval while a fetch thread runs (seconds; Python's default is 0.005)."""
 PROTOBUF_RESOURCES: Final = frozenset({"pods"})
 """The resources read as protobuf when a protobuf transport is given (the rest stay JSON)."""
 SIDE_PREFETCH: Final = 64
@@ -694,11 +691,6 @@ class PageFetcher:
     connection error) is raised to the consumer in place of the page it was fetching, and the
     thread stops there. Leaving the ``with`` block stops the thread, whatever happened.
     ``prepare`` turns each JSON page into what is handed over, in the fetching thread.
-
-    While the thread runs the interpreter's GIL switch interval is lowered to
-    :data:`SWITCH_INTERVAL`: a socket read releases the GIL every TLS record (4 KiB from the
-    API server) and must get it back from a converting main thread, which by default keeps it
-    5 ms at a time.
     """
 
     def __init__(
@@ -724,12 +716,9 @@ class PageFetcher:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._switch: float | None = None
 
     def __enter__(self) -> PageFetcher:
         if self._depth > 0:
-            self._switch = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
         return self
@@ -757,9 +746,6 @@ class PageFetcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
-        if self._switch is not None:
-            sys.setswitchinterval(self._switch)
-            self._switch = None
 
     @property
     def alive(self) -> bool:
