@@ -9,13 +9,19 @@ loading that file converts into exactly the same :class:`~rebalancer.core.model.
 The transport is a plain function, ``list_page(resource, namespace, limit, continue_token) ->
 bytes``; :meth:`rebalancer.cluster.api.kubeclient.Kube.list_page` is the real one, tests pass
 their own.
-A second one may ask for the protobuf encoding (:meth:`~rebalancer.cluster.api.kubeclient.Kube.
-list_page_proto`): pod pages then come as protobuf when the server answers so, and are decoded
+A second one may ask for the protobuf encoding (:func:`~rebalancer.cluster.read.encoding.
+protobuf_pages`): pod pages then come as protobuf when the server answers so, and are decoded
 by :mod:`rebalancer.cluster.read.protodecode` (a page it cannot take exactly is read again as JSON).
-A third, ``list_stream(resource, namespace) -> chunks`` (:meth:`~rebalancer.cluster.api.kubeclient.
-Kube.list_stream`), reads all pods in ONE unpaginated protobuf LIST, consumed as a stream
+A third, ``list_stream(resource, namespace) -> chunks`` (:func:`~rebalancer.cluster.read.encoding.
+protobuf_stream`), reads all pods in ONE unpaginated protobuf LIST, consumed as a stream
 (:mod:`rebalancer.cluster.read.protodecode.stream`): kube-apiserver serves it from its watch cache,
 where the continue pages of a paginated LIST go to etcd.
+
+Which of these a read uses is its :class:`Route`, chosen before the first request from what the
+caller asks and the transports it offers (:func:`first_route`) and logged (``read.route``). A
+route that cannot go on (the stream answered in JSON, a pod the protobuf decoder does not take
+exactly) returns :class:`Declined`; the read starts again, with a fresh builder, on the next
+route (:func:`next_route`), logged again with the reason.
 """
 
 from __future__ import annotations
@@ -305,16 +311,17 @@ def read_cluster(
     mix of two list versions.
 
     ``list_page_proto``: the transport asking for protobuf, used for the pages of
-    :data:`PROTOBUF_RESOURCES` when the raw objects are not kept and the builder is the
-    converter's. A page :mod:`~rebalancer.cluster.read.protodecode` cannot take exactly is read
-    again as JSON with the same continue token (the same list snapshot); when that is the
-    first page of a resource, the whole read starts again in JSON.
+    :data:`PROTOBUF_RESOURCES` on the ``protobuf-pages`` route. A page
+    :mod:`~rebalancer.cluster.read.protodecode` cannot take exactly is read again as JSON with
+    the same continue token (the same list snapshot); when that is the first page of a
+    resource, the route declines and the read starts again on ``json-typed``.
 
     ``list_stream``: the transport of one unpaginated protobuf LIST, used instead of pages for
-    :data:`PROTOBUF_RESOURCES` under the same conditions. Its body is split and converted in
-    batches as it arrives. An answer that is not protobuf, bytes that do not parse, a batch the
-    decoder cannot take exactly: the whole read starts again with a fresh builder, the pods
-    read paginated (``list_page_proto``'s pages, else JSON), so no half-read list is left.
+    :data:`PROTOBUF_RESOURCES` on the ``protobuf-stream`` route. Its body is split and
+    converted in batches as it arrives. An answer that is not protobuf, bytes that do not
+    parse, a batch the decoder cannot take exactly: the route declines, and the read starts
+    again with a fresh builder on the next route (pods paginated: ``protobuf-pages`` when
+    ``list_page_proto`` is given, else ``json-typed``), so no half-read list is left.
     The ``deadline`` is checked after each batch (the transport bounds each chunk's wait).
 
     With ``prefetch`` > 0 a :class:`PageFetcher` thread requests the pages, in the same order
