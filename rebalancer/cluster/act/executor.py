@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
-from tenacity import Retrying, retry_if_exception_type
+from tenacity import Retrying
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.lease import EvictionRecord
@@ -556,8 +556,12 @@ class Executor:
             s.max_retry_seconds,
             jitter=True,
         )
-        transient = retry_if_exception_type(_Transient)
-        return retrying(policy, transient, sleep=self._sleep, clock=self._clock)
+        return retrying(
+            policy,
+            lambda answer: isinstance(answer, _Transient),
+            sleep=self._sleep,
+            clock=self._clock,
+        )
 
     # -- waiting for replacements ----------------------------------------------------------
 

@@ -32,7 +32,6 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from tenacity import RetryCallState
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
@@ -236,50 +235,34 @@ class Kube:
                     f"cannot reach {self.server} ({method} {path}): no connection within "
                     f"{self.timeout[0]:g}s (--connect-timeout), every try included"
                 ) from exc
-            except errors.ClusterError:
-                connect_by[0] = 0.0
-                raise
             connect_by[0] = 0.0
             return response
 
-        def again(state: RetryCallState) -> bool:
-            assert state.outcome is not None  # tenacity asks after a try
-            if not state.outcome.failed:
-                return method == "GET" and state.outcome.result().status in RETRY_STATUSES
-            exc = state.outcome.exception()
-            if isinstance(exc, errors.NotConnected):
+        def again(answer: object) -> bool:
+            if isinstance(answer, errors.NotConnected):  # nothing was sent
                 return time.monotonic() < connect_by[0]
-            return (
-                method == "GET"
-                and isinstance(exc, errors.Unreachable)
-                and not isinstance(exc, errors.DeadlineExceeded)
+            if method != "GET":
+                return False
+            if isinstance(answer, Response):
+                return answer.status in RETRY_STATUSES
+            return isinstance(answer, errors.Unreachable) and not isinstance(
+                answer, errors.DeadlineExceeded
             )
 
         result: Response = self._retrying(f"{method} {path}", again)(once)
         return result
 
-    def _retrying(self, request: str, retry: Callable[[RetryCallState], bool]) -> Any:
+    def _retrying(self, request: str, retry: Callable[[object], bool]) -> Any:
         """The tenacity controller of one request, each pause logged (``request.retry``)."""
 
-        def answer_of(state: RetryCallState) -> Response | _Again | BaseException | None:
-            outcome = state.outcome
-            if outcome is None:
-                return None
-            return outcome.exception() if outcome.failed else outcome.result()
-
-        def retry_after_of(state: RetryCallState) -> float | None:
-            answer = answer_of(state)
-            return retry_after(answer.headers) if isinstance(answer, Response | _Again) else None
-
-        def told(state: RetryCallState, seconds: float) -> None:
-            answer = answer_of(state)
+        def told(answer: object, attempt: int, seconds: float) -> None:
             status = answer.status if isinstance(answer, Response | _Again) else None
             self._log.warning(
                 logs.REQUEST_RETRY,
                 request=request,
                 status=status,
                 error=None if status is not None else str(answer),
-                attempt=state.attempt_number,
+                attempt=attempt,
                 sleep_seconds=seconds,
             )
 
@@ -288,8 +271,8 @@ class Kube:
             retry,
             sleep=self._sleep,
             clock=time.monotonic,
-            retry_after=retry_after_of,
-            before_sleep=told,
+            retry_after=lambda answer: retry_after(getattr(answer, "headers", {})),
+            on_pause=told,
         )
 
     def _request_once(
@@ -885,10 +868,8 @@ class _Again(Exception):
         self.headers = headers
 
 
-def _is_again(state: RetryCallState) -> bool:
-    outcome = state.outcome
-    exc = outcome.exception() if outcome is not None and outcome.failed else None
-    return isinstance(exc, _Again) and exc.status in RETRY_STATUSES
+def _is_again(answer: object) -> bool:
+    return isinstance(answer, _Again) and answer.status in RETRY_STATUSES
 
 
 def media_type(headers: Mapping[str, str]) -> str:

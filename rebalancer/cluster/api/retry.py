@@ -68,30 +68,32 @@ class _stop_after_clock(stop_base):
 
 def retrying(
     policy: RetryPolicy,
-    retry: Callable[[RetryCallState], bool],
+    retry: Callable[[object], bool],
     *,
     sleep: Callable[[float], None],
     clock: Callable[[], float],
-    retry_after: Callable[[RetryCallState], float | None] = lambda state: None,
-    before_sleep: Callable[[RetryCallState, float], None] | None = None,
+    retry_after: Callable[[object], float | None] = lambda answer: None,
+    on_pause: Callable[[object, int, float], None] | None = None,
 ) -> Retrying:
-    """A tenacity controller for ``policy``: retries what ``retry`` says, pausing as
-    :meth:`RetryPolicy.pause` says (``retry_after`` reads a Retry-After from the failed try);
-    ``before_sleep(state, seconds)`` is told of each pause. The last outcome is returned, or
-    its exception re-raised, when the retries end."""
+    """A tenacity controller for ``policy``. Each takes the try's answer (its result, or the
+    exception it raised): ``retry`` says whether to try again, ``retry_after`` reads a
+    Retry-After from it, ``on_pause(answer, attempt, seconds)`` is told of each pause. When the
+    retries end, the last result is returned, or its exception raised."""
 
-    def wait(state: RetryCallState) -> float:
-        return policy.pause(state.attempt_number, retry_after(state))
+    def answer(state: RetryCallState) -> object:
+        outcome = state.outcome
+        assert outcome is not None  # asked after a try
+        return outcome.exception() if outcome.failed else outcome.result()
 
     def told(state: RetryCallState) -> None:
-        if before_sleep is not None and state.next_action is not None:
-            before_sleep(state, state.next_action.sleep)
+        if on_pause is not None and state.next_action is not None:
+            on_pause(answer(state), state.attempt_number, state.next_action.sleep)
 
     return Retrying(
         stop=stop_after_attempt(policy.attempts)
         | _stop_after_clock(clock, clock(), policy.max_seconds),
-        wait=wait,
-        retry=retry,
+        wait=lambda state: policy.pause(state.attempt_number, retry_after(answer(state))),
+        retry=lambda state: retry(answer(state)),
         sleep=sleep,
         before_sleep=told,
         reraise=True,

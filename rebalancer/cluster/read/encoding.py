@@ -8,41 +8,16 @@ how to read an error answer in protobuf is decided here, beside the decoder
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from rebalancer.cluster.api import errors
-from rebalancer.cluster.api.kubeclient import StatusOf
+from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.cluster.read import protodecode
 from rebalancer.cluster.read.protodecode.stream import StreamDeclined
 
-__all__ = ["Lister", "protobuf_pages", "protobuf_stream", "status_of"]
-
-
-class Lister(Protocol):
-    """What :class:`~rebalancer.cluster.api.kubeclient.Kube` offers for a LIST in any encoding."""
-
-    def list_page_as(
-        self,
-        resource: str,
-        namespace: str | None,
-        limit: int,
-        continue_token: str | None,
-        *,
-        accept: str,
-        status_of: StatusOf | None = None,
-    ) -> tuple[str, bytes]: ...
-
-    def list_stream(
-        self,
-        resource: str,
-        namespace: str | None,
-        *,
-        accept: str,
-        expect: str,
-        status_of: StatusOf | None = None,
-    ) -> Generator[bytes, None, None]: ...
+__all__ = ["protobuf_pages", "protobuf_stream", "status_of"]
 
 
 def status_of(body: bytes) -> Mapping[str, Any] | None:
@@ -50,7 +25,7 @@ def status_of(body: bytes) -> Mapping[str, Any] | None:
     return protodecode.status_body(body) if protodecode.is_protobuf(body) else None
 
 
-def protobuf_pages(kube: Lister) -> Callable[[str, str | None, int, str | None], bytes]:
+def protobuf_pages(kube: Kube) -> Callable[[str, str | None, int, str | None], bytes]:
     """``list_page_proto(resource, namespace, limit, token) -> bytes``: one page of a LIST
     asking for protobuf (kube-apiserver encodes it for a fifth of the CPU JSON costs): the
     body as sent, protobuf (it starts with :data:`~.protodecode.MAGIC`) when the answer's
@@ -74,7 +49,7 @@ def protobuf_pages(kube: Lister) -> Callable[[str, str | None, int, str | None],
     return list_page_proto
 
 
-def protobuf_stream(kube: Lister) -> Callable[[str, str | None], Iterator[bytes]]:
+def protobuf_stream(kube: Kube) -> Callable[[str, str | None], Iterator[bytes]]:
     """``list_stream(resource, namespace) -> chunks``: one unpaginated LIST asking for
     protobuf, its body as it arrives (:meth:`~rebalancer.cluster.api.kubeclient.Kube.
     list_stream`); an answer in JSON raises :class:`StreamDeclined` before its body is read."""
