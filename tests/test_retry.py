@@ -179,3 +179,42 @@ def test_a_connect_timeout_spent_is_not_tried_again() -> None:
             k.request("GET", "/api/v1/nodes")
         k.close()
     assert sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(410, errors.Gone), (403, errors.Forbidden), (404, errors.NotFound), (503, errors.ServerError),
+     (400, errors.ClientError)],
+)  # fmt: skip
+def test_a_watch_answered_an_error_raises_its_mapped_error(
+    status: int, error: type[errors.ApiError]
+) -> None:
+    """The one status map, on the WATCH path too: its class, the verb and the message."""
+    seen: list[tuple[str, str]] = []
+    answer = {"kind": "Status", "message": f"no ({status})", "reason": "X"}
+    with server(routed(lambda method, path: (status, answer), seen)) as port:
+        k = kube(port, [])
+        with pytest.raises(error) as caught:
+            k.watch_lines("pods", "a", "42", 5)
+        k.close()
+    assert type(caught.value) is error
+    assert caught.value.status == status and caught.value.verb == "watch"
+    assert f"no ({status})" in str(caught.value)
+    assert seen == [("GET", "/api/v1/namespaces/a/pods")]
+
+
+def test_a_watch_yields_its_lines() -> None:
+    def behaviour(conn: socket.socket, stop: threading.Event) -> None:
+        conn.recv(65536)
+        body = b'{"type":"ADDED"}\n\n{"type":"BOOKMARK"}\n'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+    with server(behaviour) as port:
+        k = kube(port, [])
+        lines = list(k.watch_lines("nodes", None, "7", 5))
+        k.close()
+    assert lines == [b'{"type":"ADDED"}', b'{"type":"BOOKMARK"}']

@@ -569,17 +569,24 @@ class Kube:
             f"within {self.timeout[1]:g}s (--request-timeout)"
         )
 
-    def _open(self, path: str, accept: str) -> Any:
+    def _open(
+        self,
+        path: str,
+        accept: str,
+        query: Sequence[tuple[str, str]] = (),
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
         """Send a GET of ``path`` asking for ``accept``; the urllib3 response, body not read."""
         try:
             _, url, headers, _, _ = self._api.param_serialize(
                 "GET",
                 path,
+                query_params=list(query) or None,
                 header_params={"Accept": accept},
                 auth_settings=["BearerToken"],
             )
             raw = self._api.call_api(
-                "GET", url, header_params=headers, _request_timeout=self.timeout
+                "GET", url, header_params=headers, _request_timeout=timeout or self.timeout
             )
         except ApiException as exc:
             raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
@@ -608,30 +615,23 @@ class Kube:
         ]
         path = spec.path(scoped)
         try:
-            _, url, headers, _, _ = self._api.param_serialize(
-                "GET",
-                path,
-                query_params=query,
-                header_params={"Accept": JSON},
-                auth_settings=["BearerToken"],
+            response = self._open(
+                path, JSON, query, (self.timeout[0], timeout_seconds + self.timeout[1])
             )
-            raw = self._api.call_api(
-                "GET",
-                url,
-                header_params=headers,
-                _request_timeout=(self.timeout[0], timeout_seconds + self.timeout[1]),
-            )
-        except ApiException as exc:
-            raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc
             raise errors.Unreachable(f"cannot reach {self.server} (WATCH {path}): {cause}") from exc
-        if int(raw.status) >= 400:
-            body = self._body(raw.response, f"WATCH {path}", ERROR_BODY_BYTES)
+        if int(response.status) >= 400:
+            body = self._body(response, f"WATCH {path}", ERROR_BODY_BYTES)
             self._fail(
-                int(raw.status), body, None, verb="watch", resource=spec.rbac_name, namespace=scoped
+                int(response.status),
+                body,
+                None,
+                verb="watch",
+                resource=spec.rbac_name,
+                namespace=scoped,
             )
-        return self._lines(raw.response, path)
+        return self._lines(response, path)
 
     def _lines(self, response: Any, path: str) -> Iterator[bytes]:
         """The lines of a streamed answer; the connection is released at the end."""
