@@ -189,16 +189,6 @@ class _ResourceWatch:
 
     # --- LIST ----------------------------------------------------------------------------
 
-    def _add_proto_page(
-        self, items: dict[_Key, Any], problems: dict[_Key, list[str]], page: ProtoPage
-    ) -> bool:
-        """A LIST page of pods in protobuf into ``items``; False when the decoder declines it
-        (then it is read again as JSON, whose path names each problem)."""
-        if not self._add_proto_items(items, problems, page.items):
-            return False
-        self.counts["list_pages"] += 1
-        return True
-
     def _add_proto_items(
         self, items: dict[_Key, Any], problems: dict[_Key, list[str]], pods_in: Iterable[pb.Pod]
     ) -> bool:
@@ -275,7 +265,8 @@ class _ResourceWatch:
                         self.counts["list_pages"] += 1
                     continue
                 if isinstance(fetched, ProtoPage):
-                    if self._add_proto_page(items, problems, fetched):
+                    if self._add_proto_items(items, problems, fetched.items):
+                        self.counts["list_pages"] += 1
                         version = version or fetched.resource_version
                         continue
                     if fetched.requested is None:  # no list snapshot yet to read it from
