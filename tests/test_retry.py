@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -218,3 +219,24 @@ def test_a_watch_yields_its_lines() -> None:
         lines = list(k.watch_lines("nodes", None, "7", 5))
         k.close()
     assert lines == [b'{"type":"ADDED"}', b'{"type":"BOOKMARK"}']
+
+
+def test_the_connect_timeout_covers_every_try_of_a_refused_connection() -> None:
+    """Refused at once, tried again while the 1 s connect timeout lasts (pauses 0.5 s, then
+    1 s): the try after it fails at once, naming --connect-timeout; no third pause."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        time.sleep(seconds)
+
+    k = kube(port, sleeps)
+    k._sleep = sleep
+    with pytest.raises(errors.NotConnected, match="--connect-timeout"):
+        k.request("GET", "/api/v1/nodes")
+    k.close()
+    assert sleeps == [0.5, 1.0]

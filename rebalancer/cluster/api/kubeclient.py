@@ -222,7 +222,7 @@ class Kube:
         connect_by = [0.0]
 
         def once() -> Response:
-            if connect_by[0] <= time.monotonic():  # not a retry of a failed connection
+            if not connect_by[0]:  # not a retry of a failed connection: a timeout of its own
                 connect_by[0] = time.monotonic() + self.timeout[0]
             try:
                 response = self._request_once(
@@ -235,6 +235,9 @@ class Kube:
                     f"cannot reach {self.server} ({method} {path}): no connection within "
                     f"{self.timeout[0]:g}s (--connect-timeout), every try included"
                 ) from exc
+            except errors.ClusterError:
+                connect_by[0] = 0.0
+                raise
             connect_by[0] = 0.0
             return response
 
