@@ -392,6 +392,10 @@ class _Reader:
         """The objects left out by the last read."""
 
     def __call__(self) -> Any:
+        from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
+            protobuf_pages,
+            protobuf_stream,
+        )
         from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
 
         result = read_cluster(
@@ -400,9 +404,9 @@ class _Reader:
             deadline=_read_deadline(self._timeouts),
             limits=self._limits,
             skip_invalid=True,
-            list_page_proto=self._kube.list_page_proto,  # pods as protobuf, when served so
+            list_page_proto=protobuf_pages(self._kube),  # pods as protobuf, when served so
             # pods in one LIST, streamed (paginated as above when it is not taken)
-            list_stream=None if self._paged else self._kube.list_stream,
+            list_stream=None if self._paged else protobuf_stream(self._kube),
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
@@ -463,6 +467,10 @@ class _WatchReader:
         max_objects: int = DEFAULT_MAX_OBJECTS,
         verify: int = 0,
     ) -> None:
+        from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
+            protobuf_pages,
+            protobuf_stream,
+        )
         from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
 
         self._verify_every = verify
@@ -480,8 +488,8 @@ class _WatchReader:
             kube.watch_lines,
             namespace=namespace,
             settings=settings,
-            list_page_proto=kube.list_page_proto,  # the pods' LISTs as protobuf, when served so
-            list_stream=None if paged else kube.list_stream,  # or in one LIST, streamed
+            list_page_proto=protobuf_pages(kube),  # the pods' LISTs as protobuf, when served so
+            list_stream=None if paged else protobuf_stream(kube),  # or in one LIST, streamed
         )
         self.rejected: tuple[Any, ...] = ()
 
