@@ -48,14 +48,13 @@ moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 from __future__ import annotations
 
 import heapq
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.grace import eviction_grace
-from rebalancer.core.joint import MAX_VISITS
-from rebalancer.core.jointplan import JointPlan, plan_group
+from rebalancer.core.jointplan import GroupPlanning, JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
@@ -158,9 +157,10 @@ class Planner:
         self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
         self.joint: dict[int, tuple[ViewId, JointPlan]] = {}  # view -> (first view, its plan)
         self._distance_at_start: dict[int, int] = {}
-        self.joint_budget = MAX_VISITS  # visits left for the exact joint search
-        self.soft_budget = MAX_VISITS  # and for its soft views, when the policy opts them in
-        self.stats: dict[str, float] = defaultdict(float)  # how groups were planned: plan()
+        # what the exact joint search reads of this pass, its budget and stats: plan()
+        self.grouping = GroupPlanning(
+            self.analysis, self.state, policy.node_fit, self.evictable, self.victim_key
+        )
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
@@ -574,7 +574,7 @@ class Planner:
         number of evictions planned, or None when the group is left to the move-by-move
         search."""
         if len(group) > 1 or self._declares_more(group[0]):
-            joint = plan_group(self, group)
+            joint = plan_group(self.grouping, group)
             if joint is not None:
                 for member in group:
                     self.joint[member] = (group[0], joint)
@@ -592,7 +592,7 @@ class Planner:
         evictions, the number planned with soft views off (0 for a group of soft views);
         the soft views then join the group. Returns them (none when not kept)."""
         views = self.analysis.views
-        joint = plan_group(self, group, with_soft=True)
+        joint = plan_group(self.grouping, group, with_soft=True)
         if joint is None or joint.minimum - joint.soft_steps != hard_size:
             return []
         self.planned.pop(group[0], None)
@@ -786,7 +786,7 @@ def plan(
             return _plan(planner, snapshot)
         finally:
             if stats is not None:
-                stats.update(planner.stats)
+                stats.update(planner.grouping.stats)
 
 
 def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
