@@ -10,11 +10,11 @@ import yaml
 from rebalancer.cli.render import (
     FORMATS,
     Format,
-    plan_summary,
     render_explanation,
     render_plan,
     render_views,
 )
+from rebalancer.cli.wording import plan_summary
 from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
 
