@@ -82,7 +82,7 @@ def skip_data(skip: Skip) -> Data:
         "namespace": skip.namespace,
         "name": skip.name,
         "reason": str(skip.reason),
-        "code": skip.reason.code,
+        "code": skip.reason.code.value,
     }
 
 
@@ -112,7 +112,9 @@ def unrepaired_data(left: Unrepaired) -> Data:
         "skewBefore": left.skew_before,
         "skewAfter": left.skew_after,
         "evictionsNeeded": left.needed,
-        "reasons": [{"code": r.code, "pods": r.pods, "detail": r.detail} for r in left.reasons],
+        "reasons": [
+            {"code": r.code.value, "pods": r.pods, "detail": r.detail} for r in left.reasons
+        ],
     }
 
 

@@ -58,7 +58,7 @@ from rebalancer.core.jointplan import GroupPlanning, JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import selector_string
 from rebalancer.core.simulate import SimState
@@ -74,10 +74,6 @@ from rebalancer.core.unrepaired import unrepaired
 from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
 from rebalancer.core.waves import assign_waves
 
-# Why a candidate was not moved (codes of the SkipReason ``try_move`` returns).
-NO_FIT = "no-fit"  # its replacement would stay Pending: reported as a skip
-LANDS_BACK = "lands-back"  # its replacement would land back on the node it left
-NO_GAIN = "no-gain"  # moving it would not improve the spread, or would harm another view
 _UNKNOWN = object()  # a pod whose skip reason is not known yet
 
 
@@ -95,16 +91,16 @@ class Budget:
         """None when the limits allow one more eviction; else the limit reached (``limit``)."""
         lim = self.limits
         if lim.total is not None and self.total >= lim.total:
-            return SkipReason("limit", f"limits.total ({lim.total}) reached")
+            return SkipReason(SkipCode.LIMIT, f"limits.total ({lim.total}) reached")
         if lim.per_node is not None and self.node[node] >= lim.per_node:
-            return SkipReason("limit", f"limits.perNode ({lim.per_node}) reached on {node}")
+            return SkipReason(SkipCode.LIMIT, f"limits.perNode ({lim.per_node}) reached on {node}")
         if lim.per_namespace is not None and self.namespace[namespace] >= lim.per_namespace:
             detail = f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
-            return SkipReason("limit", detail)
+            return SkipReason(SkipCode.LIMIT, detail)
         wl = f"{namespace}/{workload}"
         if lim.per_workload is not None and self.workload[wl] >= lim.per_workload:
             detail = f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
-            return SkipReason("limit", detail)
+            return SkipReason(SkipCode.LIMIT, detail)
         return None
 
     def spend(self, node: str, namespace: str, workload: str) -> None:
@@ -334,10 +330,14 @@ class Planner:
         placement = state.place(i, check_fit=self.policy.node_fit)
         if placement.node == source:
             state.add(i, source)
-            return SkipReason(LANDS_BACK, "its replacement would land back on the same node")
+            return SkipReason(
+                SkipCode.LANDS_BACK, "its replacement would land back on the same node"
+            )
         if placement.node is None:
             state.add(i, source)
-            return SkipReason(NO_FIT, f"replacement would stay Pending: {placement.reason}")
+            return SkipReason(
+                SkipCode.NO_FIT, f"replacement would stay Pending: {placement.reason}"
+            )
         state.add(i, placement.node)
         self._pin(i, placement.node, 1)
         ok = (state.excess(v), self.distance(v)) < before[v]
@@ -351,11 +351,11 @@ class Planner:
             self._pin(i, placement.node, -1)
             state.remove(i)
             state.add(i, source)
-            return SkipReason(NO_GAIN, "moving it would not improve the spread")
+            return SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
         return Move(i, v, source, placement.node, source_count, gmin)
 
     def _note_no_fit(self, i: int, why: SkipReason) -> None:
-        if why.code == NO_FIT:
+        if why.code is SkipCode.NO_FIT:
             self.no_fit.setdefault(i, why)
 
     def accept(self, move: Move) -> Move:

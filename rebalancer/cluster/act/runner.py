@@ -40,7 +40,7 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.selectors import selector_string
@@ -643,7 +643,9 @@ class Runner:
                 kept.append(e)
                 continue
             held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
-            self._log.info(logs.GUARD_HELD, pod=e.key, reason=reason.code, detail=reason.detail)
+            self._log.info(
+                logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
+            )
         if not held:
             return plan
         return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
@@ -653,14 +655,14 @@ class Runner:
         if landed is not None:
             left = self.settings.workload_cooldown_seconds - (now - landed)
             return SkipReason(
-                "cooldown",
+                SkipCode.COOLDOWN,
                 f"{_workload_of(e)}: replacements landed {now - landed:.0f}s ago, "
                 f"{left:.0f}s of cooldown left",
             )
         guard = self._guard.get(e.key)
         if guard is not None and guard[0] == _guard_view(e):
             return SkipReason(
-                "thrash-guard",
+                SkipCode.THRASH_GUARD,
                 f"replaced {guard[1]}, evicted {now - guard[2]:.0f}s ago for the same view "
                 f"({e.topology_key})",
             )
