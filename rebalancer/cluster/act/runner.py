@@ -13,14 +13,12 @@ loop is tested against a fake cluster.
 
 from __future__ import annotations
 
-import signal
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any, Final
 
 from rebalancer.cluster import logs
@@ -760,29 +758,6 @@ def _in_scope(policy: Policy, namespace: str) -> bool:
     if policy.namespaces_include:
         return namespace in policy.namespaces_include
     return namespace not in policy.namespaces_exclude
-
-
-def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
-    """SIGTERM and SIGINT set ``stop``; a second signal acts as the default. Returns an undo."""
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.getsignal(s) for s in signals}
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        logs.get_logger("rebalancer.runner").warning(
-            logs.SHUTDOWN, signal=signal.Signals(signum).name
-        )
-        stop.set()
-        for s in signals:  # a second signal ends the process the usual way
-            signal.signal(s, signal.SIG_DFL if s == signal.SIGTERM else signal.default_int_handler)
-
-    for s in signals:
-        signal.signal(s, handler)
-
-    def undo() -> None:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-    return undo
 
 
 def _budget_now(get: Callable[[str, str], Mapping[str, Any] | None], ns: str, name: str) -> int:
