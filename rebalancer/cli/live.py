@@ -45,6 +45,7 @@ from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
 from rebalancer.cluster.api.preflight import preflight, run_checks
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
@@ -553,7 +554,9 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     finally:
         kube.close()
     oneshot.keep(snapshot)
-    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot, server=server)
+    with gc_paused():
+        planned = plan(snapshot, policy, time.time())
+    write_plan(planned, policy, args, snapshot, server=server)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 

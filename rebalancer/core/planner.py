@@ -52,7 +52,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.grace import eviction_grace
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, plan_group
 from rebalancer.core.minimal import min_moves
@@ -773,20 +772,20 @@ def plan(
 ) -> Plan:
     """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure).
 
-    Planning creates no reference cycles, so the cyclic garbage collector is paused: with a
-    large snapshot in memory each of its full passes would cost more than the planning.
+    Planning creates no reference cycles: callers with a large snapshot in memory pause the
+    cyclic garbage collector around it (:mod:`rebalancer.cluster.gcpause`), whose full passes
+    would cost more than the planning.
     ``stats``, when given, receives how the groups of views sharing pods were planned
     (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
     ``joint-seconds``; with soft views, ``joint-soft-exact`` and ``joint-soft-visits``), for
     the benchmarks.
     """
-    with gc_paused():
-        planner = Planner(snapshot, policy, now, evicted_before)
-        try:
-            return _plan(planner, snapshot)
-        finally:
-            if stats is not None:
-                stats.update(planner.grouping.stats)
+    planner = Planner(snapshot, policy, now, evicted_before)
+    try:
+        return _plan(planner, snapshot)
+    finally:
+        if stats is not None:
+            stats.update(planner.grouping.stats)
 
 
 def _plan(planner: Planner, snapshot: Snapshot) -> Plan:

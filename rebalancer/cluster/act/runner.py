@@ -29,6 +29,7 @@ from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi
 from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
 from rebalancer.cluster.act.steering import CostOutcome, CostResult, PatchFn, write_costs
 from rebalancer.cluster.api import errors
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
 from rebalancer.core.errors import (
@@ -231,7 +232,9 @@ def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
     from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
 
     skews: dict[str, int] = {}
-    for view in analyze(snapshot, policy).views:
+    with gc_paused():
+        analysis = analyze(snapshot, policy)
+    for view in analysis.views:
         spec = view.spec
         c = spec.constraint
         key = _view_key(
@@ -545,7 +548,9 @@ class Runner:
             return ()
         if not self.policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
             return ()
-        steering = steer(snapshot, self.policy, analyze(snapshot, self.policy))
+        with gc_paused():
+            analysis = analyze(snapshot, self.policy)
+        steering = steer(snapshot, self.policy, analysis)
         return write_costs(patch, steering)
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
@@ -592,7 +597,9 @@ class Runner:
         return snapshot
 
     def _plan_for(self, snapshot: Snapshot, evicted_before: Sequence[Eviction]) -> Plan:
-        plan = self._plan(snapshot, self.policy, self._wall(), evicted_before=tuple(evicted_before))
+        now = self._wall()
+        with gc_paused():
+            plan = self._plan(snapshot, self.policy, now, evicted_before=tuple(evicted_before))
         plan = self._hold_back(plan)
         self._log.info(
             logs.PLANNED,

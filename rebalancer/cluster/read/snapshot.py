@@ -26,6 +26,7 @@ from typing import IO, Any, Final, Literal
 import orjson
 import yaml
 
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     binary_problem,
@@ -38,7 +39,6 @@ from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.checker import show
 from rebalancer.core.errors import InputError
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 
 __all__ = ["dump_objects", "load_objects", "load_snapshot", "parse_objects"]
@@ -277,7 +277,8 @@ def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
         builder = fastdecode.load_list(data, source)
     if builder is None:
         builder = SnapshotBuilder(source)
-        builder.add_all(parse_objects(data, source))
+        with gc_paused():
+            builder.add_all(parse_objects(data, source))
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 
