@@ -3,8 +3,9 @@
 Registered by :func:`add_live_commands`, which :mod:`rebalancer.cli.main` calls. The order of
 things is part of the safety contract: the policy and every flag are validated before the
 first request (exit 2, nothing sent); ``run`` then checks RBAC with SelfSubjectAccessReviews
-(exit 3, naming the verb and resource) before it reads or evicts anything. ``plan`` and
-``run --dry-run`` send only GET requests.
+(:mod:`rebalancer.cluster.api.preflight`; exit 3, naming the verb and resource) before it reads
+or evicts anything. ``plan`` and ``run --dry-run`` send only GET requests. Signals:
+:mod:`rebalancer.cli.shutdown`.
 """
 
 from __future__ import annotations
