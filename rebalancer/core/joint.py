@@ -100,13 +100,8 @@ def _gmin(view: JointView, per_domain: Sequence[int]) -> int:
     return 0 if view.forced_zero else min(per_domain)
 
 
-def balanced(problem: JointProblem, counts: Sequence[int]) -> bool:
-    """Every hard view within its maxSkew (a domain holding pods at most maxSkew above the
-    min)."""
-    return _within(problem.views, counts)
-
-
-def _within(views: Sequence[JointView], counts: Sequence[int]) -> bool:
+def within(views: Sequence[JointView], counts: Sequence[int]) -> bool:
+    """Every view within its maxSkew (a domain holding pods at most maxSkew above the min)."""
     for view in views:
         per_domain = domain_counts(view, counts)
         gmin = _gmin(view, per_domain)
@@ -115,12 +110,8 @@ def _within(views: Sequence[JointView], counts: Sequence[int]) -> bool:
     return True
 
 
-def distance(problem: JointProblem, state: State) -> int:
-    """The largest distance to balance over the hard views: a lower bound on the moves left."""
-    return _distance(problem.views, state)
-
-
-def _distance(views: Sequence[JointView], state: State) -> int:
+def distance(views: Sequence[JointView], state: State) -> int:
+    """The largest distance to balance over the views: a lower bound on the moves left."""
     counts, movable = state
     best = 0
     for view in views:
@@ -135,18 +126,13 @@ def _distance(views: Sequence[JointView], state: State) -> int:
     return best
 
 
-def legal_targets(problem: JointProblem, counts: Sequence[int], source: int) -> list[int]:
-    """Nodes other than ``source`` that the replacement of a pod leaving ``source`` may land
-    on (``counts`` is after the pod left): static filters, room, every view's spread filter.
-    Landing back on ``source`` would evict for nothing."""
-    per_views = [domain_counts(view, counts) for view in problem.views]
-    return _targets(problem, counts, source, per_views)
-
-
-def _targets(
+def legal_targets(
     problem: JointProblem, counts: Sequence[int], source: int, per_views: Sequence[list[int]]
 ) -> list[int]:
-    """:func:`legal_targets` with each view's counts per domain given."""
+    """Nodes other than ``source`` that the replacement of a pod leaving ``source`` may land
+    on (``counts`` and each view's counts per domain, ``per_views``, are after the pod left):
+    static filters, room, every view's spread filter. Landing back on ``source`` would evict
+    for nothing."""
     limits = []  # per view: the highest domain count that still takes a pod
     for view, per_domain in zip(problem.views, per_views, strict=True):
         gmin = 0 if view.forced_zero else min(per_domain)
@@ -202,7 +188,7 @@ class _Deepening:
     def h(self, state: State) -> int:
         found = self.h_cache.get(state)
         if found is None:
-            found = self.h_cache[state] = _distance(self.goal, state)
+            found = self.h_cache[state] = distance(self.goal, state)
         return found
 
     def deepen(self, limit: int) -> int | None:
@@ -242,7 +228,7 @@ class _Deepening:
             self.next_bound = min(self.next_bound, f)
             return True
         if g == self.bound:
-            if _within(self.goal, state[0]):
+            if within(self.goal, state[0]):
                 self.ends.setdefault(state, list(self.path))
             return True
         if self.seen.get(state, self.bound + 1) <= g:
@@ -261,13 +247,13 @@ class _Deepening:
             left_movable = tuple(still)
             for view, per_domain in zip(problem.views, per_views, strict=True):
                 per_domain[view.domain_of[source]] -= 1
-            targets = _targets(problem, left, source, per_views)
+            targets = legal_targets(problem, left, source, per_views)
             for view, per_domain in zip(problem.views, per_views, strict=True):
                 per_domain[view.domain_of[source]] += 1
             for target in targets:
                 moved = list(left)
                 moved[target] += 1
-                if self.keep and not balanced(problem, moved):
+                if self.keep and not within(problem.views, moved):
                     continue  # a further move never takes a hard view above its maxSkew
                 self.path.append((source, target))
                 ok = self.walk((tuple(moved), left_movable), g + 1)
