@@ -6,25 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 
-
-class AccessReviews(Protocol):
-    """What the pre-flight asks of the API adapter (:meth:`Kube.can_i`)."""
-
-    def can_i(
-        self,
-        verb: str,
-        resource: str,
-        *,
-        group: str = "",
-        subresource: str = "",
-        namespace: str | None = None,
-        name: str = "",
-    ) -> tuple[bool, str]: ...
+if TYPE_CHECKING:
+    from rebalancer.cluster.api.kubeclient import Kube
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +81,7 @@ def run_checks(*, evicting: bool, watching: bool, steering: bool) -> tuple[Check
 
 
 def preflight(
-    kube: AccessReviews,
+    kube: Kube,
     namespace: str | None,
     checks: Sequence[Check] = RUN_CHECKS,
     *,
