@@ -51,17 +51,25 @@ UNLIMITED = 1 << 30
 
 
 @dataclass(slots=True)
+class SearchBudget:
+    """The exact search's budget over one plan, and how its groups were planned (plan())."""
+
+    hard_visits: int = MAX_VISITS  # states left for the exact search of hard views
+    soft_visits: int = MAX_VISITS  # and for its soft views, when the policy opts them in
+    stats: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+@dataclass(frozen=True, slots=True)
 class GroupPlanning:
-    """What planning a group reads of the planning pass, and the search budget it spends."""
+    """What planning a group reads of the planning pass, and the budget it spends. Made for
+    each group: it refers to the pass, which keeps no reference to it (no cycle to collect)."""
 
     analysis: Analysis
     state: SimState  # the planner's simulation, as it stands when the group is planned
     node_fit: bool  # the policy's nodeFit: replacements need room
     evictable: Callable[[int], bool]  # pod -> whether it may be evicted now
     victim_key: Callable[[int, int, bool], VictimKey]  # the planner's victim order
-    hard_visits: int = MAX_VISITS  # states left for the exact search of hard views
-    soft_visits: int = MAX_VISITS  # and for its soft views, when the policy opts them in
-    stats: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # plan()
+    budget: SearchBudget
 
 
 def _problem(
@@ -202,26 +210,26 @@ def plan_group(
     built = _problem(ctx, group, with_soft)
     if built is None:
         if not with_soft:
-            ctx.stats["joint-fallback"] += 1
+            ctx.budget.stats["joint-fallback"] += 1
         return None
     problem, nodes, modelled = built
     started = time.perf_counter()
     # The soft views' searches have a budget of their own: the hard views' plans, and the
     # budget they spend, are the ones they get with soft views off.
-    budget = ctx.soft_visits if with_soft else ctx.hard_visits
+    budget = ctx.budget.soft_visits if with_soft else ctx.budget.hard_visits
     result = search_then_soft(problem, budget)
-    ctx.stats["joint-seconds"] += time.perf_counter() - started
-    ctx.stats["joint-soft-visits" if with_soft else "joint-visits"] += result.visits
+    ctx.budget.stats["joint-seconds"] += time.perf_counter() - started
+    ctx.budget.stats["joint-soft-visits" if with_soft else "joint-visits"] += result.visits
     if with_soft:
-        ctx.soft_visits = max(0, budget - result.visits)
+        ctx.budget.soft_visits = max(0, budget - result.visits)
     else:
-        ctx.hard_visits = max(0, budget - result.visits)
+        ctx.budget.hard_visits = max(0, budget - result.visits)
     hard_group = any(ctx.analysis.views[v].spec.hard for v in group)
     if result.minimum is None or (result.hard and not hard_group):
         if not with_soft:
-            ctx.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
+            ctx.budget.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
         return None
-    ctx.stats["joint-soft-exact" if with_soft else "joint-exact"] += 1
+    ctx.budget.stats["joint-soft-exact" if with_soft else "joint-exact"] += 1
     views = ctx.analysis.views
     by_node: list[list[tuple[VictimKey, int]]] = [[] for _ in nodes]
     index = {n: k for k, n in enumerate(nodes)}

@@ -53,7 +53,7 @@ from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.grace import eviction_grace
-from rebalancer.core.jointplan import GroupPlanning, JointPlan, plan_group
+from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
@@ -152,10 +152,7 @@ class Planner:
         self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
         self.joint: dict[int, tuple[ViewId, JointPlan]] = {}  # view -> (first view, its plan)
         self._distance_at_start: dict[int, int] = {}
-        # what the exact joint search reads of this pass, its budget and stats: plan()
-        self.grouping = GroupPlanning(
-            self.analysis, self.state, policy.node_fit, self.evictable, self.victim_key
-        )
+        self.search = SearchBudget()  # the exact joint search's, and its stats: plan()
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
@@ -568,12 +565,23 @@ class Planner:
         whole = {frozenset(group): group for group in planned}
         return [whole.get(frozenset(group), group) for group in violated_groups(self)]
 
+    def _grouping(self) -> GroupPlanning:
+        """What the exact joint search of a group reads of this pass (made per group)."""
+        return GroupPlanning(
+            self.analysis,
+            self.state,
+            self.policy.node_fit,
+            self.evictable,
+            self.victim_key,
+            self.search,
+        )
+
     def _plan_group(self, group: list[ViewId]) -> int | None:
         """Plan a group up front: its exact joint plan, or the victims of its one view; the
         number of evictions planned, or None when the group is left to the move-by-move
         search."""
         if len(group) > 1 or self._declares_more(group[0]):
-            joint = plan_group(self.grouping, group)
+            joint = plan_group(self._grouping(), group)
             if joint is not None:
                 for member in group:
                     self.joint[member] = (group[0], joint)
@@ -591,7 +599,7 @@ class Planner:
         evictions, the number planned with soft views off (0 for a group of soft views);
         the soft views then join the group. Returns them (none when not kept)."""
         views = self.analysis.views
-        joint = plan_group(self.grouping, group, with_soft=True)
+        joint = plan_group(self._grouping(), group, with_soft=True)
         if joint is None or joint.minimum - joint.soft_steps != hard_size:
             return []
         self.planned.pop(group[0], None)
@@ -785,7 +793,7 @@ def plan(
         return _plan(planner, snapshot)
     finally:
         if stats is not None:
-            stats.update(planner.grouping.stats)
+            stats.update(planner.search.stats)
 
 
 def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
