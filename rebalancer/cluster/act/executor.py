@@ -45,7 +45,7 @@ from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
-from rebalancer.core.plan import Eviction, SkipReason
+from rebalancer.core.plan import Eviction, SkipCode, SkipReason
 
 
 def _log() -> Any:
@@ -176,13 +176,17 @@ def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
 def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None:
     """Why pods on this node must not be evicted now (NotReady, unreachable), or None."""
     if node is None:
-        return SkipReason("node-gone", f"node {name} no longer exists")
+        return SkipReason(SkipCode.NODE_GONE, f"node {name} no longer exists")
     ready = _condition(node, "Ready")
     if ready != "True":
-        return SkipReason("node-not-ready", f"node {name} is NotReady (Ready={ready or 'missing'})")
+        return SkipReason(
+            SkipCode.NODE_NOT_READY, f"node {name} is NotReady (Ready={ready or 'missing'})"
+        )
     for taint in _spec(node).get("taints") or ():
         if isinstance(taint, Mapping) and taint.get("key") in (UNREACHABLE_TAINT, NOT_READY_TAINT):
-            return SkipReason("node-not-ready", f"node {name} has the {taint.get('key')} taint")
+            return SkipReason(
+                SkipCode.NODE_NOT_READY, f"node {name} has the {taint.get('key')} taint"
+            )
     return None
 
 
@@ -197,15 +201,17 @@ def pod_problem(
     key = eviction.key
     if uid != eviction.uid:
         return SkipReason(
-            "uid-changed", f"{key} is now uid {uid}, the plan evicts uid {eviction.uid}"
+            SkipCode.UID_CHANGED, f"{key} is now uid {uid}, the plan evicts uid {eviction.uid}"
         )
     if meta.get("deletionTimestamp"):
-        return SkipReason("terminating", f"{key} is already terminating")
+        return SkipReason(SkipCode.TERMINATING, f"{key} is already terminating")
     node = _spec(pod).get("nodeName")
     if node != eviction.node:
-        return SkipReason("moved", f"{key} is on node {node}, the plan saw it on {eviction.node}")
+        return SkipReason(
+            SkipCode.MOVED, f"{key} is on node {node}, the plan saw it on {eviction.node}"
+        )
     if expected_labels is not None and _labels(pod) != dict(expected_labels):
-        return SkipReason("labels-changed", f"the labels of {key} changed since the plan")
+        return SkipReason(SkipCode.LABELS_CHANGED, f"the labels of {key} changed since the plan")
     return None
 
 
@@ -398,7 +404,7 @@ class Executor:
                     continue
                 e = queue.popleft()
                 if self._should_stop():
-                    result = _skipped(e, SkipReason("stopping", "not sent (SIGTERM)"))
+                    result = _skipped(e, SkipReason(SkipCode.STOPPING, "not sent (SIGTERM)"))
                 elif workload in stuck:
                     result = _skipped(e, stuck[workload])
                 else:
@@ -453,7 +459,11 @@ class Executor:
             try:
                 self._before_evict(intent)
             except errors.ClusterError as exc:
-                code = "lease-lost" if isinstance(exc, errors.LeaseLost) else "not-recorded"
+                code = (
+                    SkipCode.LEASE_LOST
+                    if isinstance(exc, errors.LeaseLost)
+                    else SkipCode.NOT_RECORDED
+                )
                 return _skipped(e, SkipReason(code, f"not sent: {exc}")), None
         body = eviction_body(e, dry_run=self.settings.server_dry_run, pod=pod)
         return self._send(e, body), pending
@@ -596,7 +606,7 @@ class Executor:
                 if self._should_stop()
                 else f"the replacement of {last.key}, evicted by run {last.run}, is not Ready yet"
             )
-            stuck[workload] = SkipReason("replacement-not-ready", why)
+            stuck[workload] = SkipReason(SkipCode.REPLACEMENT_NOT_READY, why)
             _log().warning("eviction.earlier_not_settled", workload=workload, detail=why)
 
     def _list_pods(self, wait: _Pending) -> list[dict[str, Any]]:
@@ -636,7 +646,7 @@ class Executor:
                 if self._should_stop()
                 else f"replacement of {wait.eviction.key} not scheduled and Ready in time"
             )
-            stuck[workload] = SkipReason("replacement-not-ready", why)
+            stuck[workload] = SkipReason(SkipCode.REPLACEMENT_NOT_READY, why)
             _log().warning("eviction.replacement_timeout", pod=wait.eviction.key, detail=why)
             results[wait.index] = replace(
                 results[wait.index], detail=f"{results[wait.index].detail}; {why}"

@@ -36,6 +36,7 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.checker import Checker
@@ -54,7 +55,6 @@ from rebalancer.core.convert.pods import (
     tolerations,
 )
 from rebalancer.core.convert.requests import pod_requests
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Pod, new_pod
 
 __all__ = ["FastBuilder", "load_lines", "load_list"]

@@ -40,6 +40,7 @@ import orjson
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.resources import RESOURCES, Resource
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.read import fastdecode, protodecode
 from rebalancer.cluster.read.nesting import too_deep
 from rebalancer.cluster.read.overlap import Overlapped, Prepared, SidePages, replay
@@ -47,7 +48,6 @@ from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.read.protodecode.stream import PodBatch, StreamDeclined, pod_batches
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 from rebalancer.core.slim import slim
 

@@ -29,6 +29,7 @@ from typing import IO, Any, Final, Literal
 import orjson
 import yaml
 
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     binary_problem,
@@ -41,7 +42,6 @@ from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.checker import show
 from rebalancer.core.errors import InputError
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 
 __all__ = ["LoadRoute", "dump_objects", "load_objects", "load_snapshot", "parse_objects"]
@@ -310,7 +310,8 @@ def _load(
         why = "whole-typed declined: not a List the typed decoder takes"
     on_route(LoadRoute.WHOLE, why)
     builder = SnapshotBuilder(source)
-    builder.add_all(parse_objects(data, source))
+    with gc_paused():
+        builder.add_all(parse_objects(data, source))
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 

@@ -30,6 +30,7 @@ from msgspec import Raw, Struct
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.resources import RESOURCES, Resource
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.read.fastdecode import page_parts
 from rebalancer.cluster.read.nesting import too_deep
 from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
@@ -51,7 +52,6 @@ from rebalancer.core.convert import SnapshotBuilder, convert_one
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.errors import InputError
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 
 __all__ = ["ClusterWatch", "ListPage", "WatchLines", "WatchSettings"]
