@@ -347,12 +347,13 @@ def pods_list(kubeconfig: str) -> dict[str, Any]:
     """The pods' one unpaginated protobuf LIST as the plan pass sends it, read to its end and
     thrown away (nothing parsed): kube-apiserver's cost of the one read of every pod."""
     from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
+    from rebalancer.cluster.read.encoding import protobuf_stream  # noqa: PLC0415
 
     kube = connect(kubeconfig)
     t0 = time.perf_counter()
     size = 0
     try:
-        for chunk in kube.list_stream("pods", None):
+        for chunk in protobuf_stream(kube)("pods", None):
             size += len(chunk)
     finally:
         kube.close()

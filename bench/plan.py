@@ -182,6 +182,7 @@ def phases(path: str, decoder: str = "typed") -> dict[str, Any]:
     """Phase timings in this (fresh) process. Printed as JSON by ``--phases``."""
     if decoder == "general":
         use_general_path()
+    from rebalancer.cluster.gcpause import gc_paused  # noqa: PLC0415
     from rebalancer.cluster.read.snapshot import load_snapshot  # noqa: PLC0415
     from rebalancer.core.planner import plan  # noqa: PLC0415
     from rebalancer.core.policy import Policy  # noqa: PLC0415
@@ -208,14 +209,16 @@ def phases(path: str, decoder: str = "typed") -> dict[str, Any]:
     out["load_s"] = time.perf_counter() - t0
     policy = Policy()
     t0 = time.perf_counter()
-    analysis = analyze(snap, policy)
+    with gc_paused():  # as the command pauses it
+        analysis = analyze(snap, policy)
     out["analysis_s"] = time.perf_counter() - t0
     out["views"] = len(analysis.views)
     out["violated_views"] = sum(1 for v in analysis.views if v.violated)
     del analysis
     t0 = time.perf_counter()
     joint: dict[str, float] = {}
-    result = plan(snap, policy, time.time(), stats=joint)
+    with gc_paused():
+        result = plan(snap, policy, time.time(), stats=joint)
     out["plan_s"] = time.perf_counter() - t0
     out["joint"] = joint
     out["planning_s"] = max(0.0, out["plan_s"] - out["analysis_s"])

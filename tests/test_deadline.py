@@ -163,15 +163,15 @@ def test_a_get_answered_503_and_429_is_retried_after_retry_after() -> None:
 
 
 def test_get_retries_are_bounded_and_posts_are_never_retried_here() -> None:
-    """A GET always answered 500 is sent 1 + 3 times; a POST answered 503 once."""
+    """A GET always answered 500 is sent 1 + 6 times; a POST answered 503 once."""
     seen: list[str] = []
     sleeps: list[float] = []
     with server(scripted([(500, "")] * 10 + [(503, "")], seen)) as port:
         k = kube(port, request_timeout=5.0)
         k._sleep = sleeps.append
         assert k.request("GET", "/api/v1/nodes").status == 500
-        assert len(seen) == 4
-        assert sleeps == [0.5, 1.0, 2.0]  # no Retry-After: a doubling backoff
+        assert len(seen) == 7
+        assert sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]  # no Retry-After: doubling, capped
         before = len(seen)
         seen_post = k.request("POST", "/api/v1/namespaces/a/events", body={}).status
         k.close()

@@ -419,7 +419,7 @@ def test_earlier_evictions_outside_the_policys_namespaces_do_not_count() -> None
 def test_the_preflight_asks_for_the_lease_in_its_namespace_and_by_name() -> None:
     """get/update are asked about the one Lease (a Role may name it), create without a name,
     all in the Lease's namespace, not the run's."""
-    from rebalancer.cli.live import LEASE_CHECKS, RUN_CHECKS, preflight  # noqa: PLC0415
+    from rebalancer.cluster.api.preflight import LEASE_CHECKS, RUN_CHECKS, preflight  # noqa: PLC0415
 
     asked: list[tuple[str, str, str | None, str]] = []
 

@@ -29,6 +29,7 @@ from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
 from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.encoding import protobuf_pages
 from rebalancer.cluster.read.protodecode import (
     MAGIC,
     PROTOBUF,
@@ -732,26 +733,26 @@ class _Api:
 def test_kube_asks_for_protobuf_and_checks_the_content_type() -> None:
     page = pod_page([EVERY_FIELD])
     api = _Api(200, page, PROTOBUF)
-    assert Kube(api, source="t").list_page_proto("pods", None, 5, None) == page
+    assert protobuf_pages(Kube(api, source="t"))("pods", None, 5, None) == page
     assert api.sent[0]["Accept"] == "application/vnd.kubernetes.protobuf, application/json"
     json_page = b'{"kind":"PodList","items":[]}'
     assert (
-        Kube(_Api(200, json_page, "application/json"), source="t").list_page_proto(
+        protobuf_pages(Kube(_Api(200, json_page, "application/json"), source="t"))(
             "pods", None, 5, None
         )
         == json_page
     )
     with pytest.raises(errors.ClusterError, match="Content-Type"):
-        Kube(_Api(200, json_page, PROTOBUF), source="t").list_page_proto("pods", None, 5, None)
+        protobuf_pages(Kube(_Api(200, json_page, PROTOBUF), source="t"))("pods", None, 5, None)
     with pytest.raises(errors.ClusterError, match="Content-Type"):
-        Kube(_Api(200, page, "application/json"), source="t").list_page_proto("pods", None, 5, None)
+        protobuf_pages(Kube(_Api(200, page, "application/json"), source="t"))("pods", None, 5, None)
 
 
 def test_kube_reads_a_protobuf_error_answer() -> None:
     status = pb.Status(message="too old", reason="Expired", code=410)
     api = _Api(410, envelope("Status", status.SerializeToString()), PROTOBUF)
     with pytest.raises(errors.Gone, match="too old"):
-        Kube(api, source="t").list_page_proto("pods", None, 5, "tok")
+        protobuf_pages(Kube(api, source="t"))("pods", None, 5, "tok")
 
 
 def test_is_protobuf_is_the_magic() -> None:

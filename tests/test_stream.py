@@ -24,6 +24,7 @@ from kubernetes import client
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import STREAM_CHUNK, Kube
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read.encoding import protobuf_stream
 from rebalancer.cluster.read.protodecode import MAGIC, PROTOBUF, parse_page
 from rebalancer.cluster.read.protodecode import schema_pb2 as pb
 from rebalancer.cluster.read.protodecode.stream import (
@@ -474,7 +475,7 @@ def test_a_healthy_stream_longer_than_the_request_deadline_is_not_cut() -> None:
     with server(answer(body, pieces=8, pause=0.5, seen=seen)) as port:
         k = kube(port, request_timeout=2.0)
         started = time.monotonic()
-        chunks = list(k.list_stream("pods", None))
+        chunks = list(protobuf_stream(k)("pods", None))
         elapsed = time.monotonic() - started
         k.close()
     assert b"".join(chunks) == body
@@ -491,7 +492,7 @@ def test_a_stalled_stream_fails_within_the_request_deadline(stall_after: int) ->
         k = kube(port, request_timeout=1.0)
         started = time.monotonic()
         with pytest.raises(errors.DeadlineExceeded) as caught:
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         elapsed = time.monotonic() - started
         k.close()
     assert 1.0 <= elapsed < HANG_GUARD
@@ -505,7 +506,7 @@ def test_a_trickling_stream_fails_within_the_request_deadline() -> None:
         k = kube(port, request_timeout=1.0)
         started = time.monotonic()
         with pytest.raises(errors.DeadlineExceeded):
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         elapsed = time.monotonic() - started
         k.close()
     assert 1.0 <= elapsed < HANG_GUARD
@@ -516,7 +517,7 @@ def test_a_json_answer_is_declined_before_its_body_is_read() -> None:
     with server(answer(body, content_type="application/json")) as port:
         k = kube(port, request_timeout=5.0)
         with pytest.raises(StreamDeclined, match="application/json"):
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         k.close()
 
 
@@ -526,7 +527,7 @@ def test_an_error_status_raises_its_api_error() -> None:
     with server(answer(body, status="403 Forbidden")) as port:
         k = kube(port, request_timeout=5.0)
         with pytest.raises(errors.Forbidden, match="pods is forbidden"):
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         k.close()
 
 
@@ -534,12 +535,12 @@ def test_a_stream_left_early_closes_its_connection() -> None:
     body = big_body()
     with server(answer(body, pieces=4)) as port:
         k = kube(port, request_timeout=5.0)
-        chunks = k.list_stream("pods", None)
+        chunks = protobuf_stream(k)("pods", None)
         first = next(iter(chunks))
         chunks.close()  # type: ignore[attr-defined]  # a generator
         # The connection is not reused with the rest of the body in it: a new request works.
         assert first == body[: len(first)]
-        again = b"".join(k.list_stream("pods", None))
+        again = b"".join(protobuf_stream(k)("pods", None))
         k.close()
     assert again == body
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Final
 
-from rebalancer.cli.render import (
+from rebalancer.cli.wording import (
     plan_paragraph,
     ranked_domains,
     run_summary,

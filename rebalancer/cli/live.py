@@ -3,8 +3,9 @@
 Registered by :func:`add_live_commands`, which :mod:`rebalancer.cli.main` calls. The order of
 things is part of the safety contract: the policy and every flag are validated before the
 first request (exit 2, nothing sent); ``run`` then checks RBAC with SelfSubjectAccessReviews
-(exit 3, naming the verb and resource) before it reads or evicts anything. ``plan`` and
-``run --dry-run`` send only GET requests.
+(:mod:`rebalancer.cluster.api.preflight`; exit 3, naming the verb and resource) before it reads
+or evicts anything. ``plan`` and ``run --dry-run`` send only GET requests. Signals:
+:mod:`rebalancer.cli.shutdown`.
 """
 
 from __future__ import annotations
@@ -39,11 +40,13 @@ from rebalancer.cli.pushgateway import (
     push_report,
 )
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
+from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
-from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.preflight import preflight, run_checks
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
@@ -392,6 +395,10 @@ class _Reader:
         """The objects left out by the last read."""
 
     def __call__(self) -> Any:
+        from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
+            protobuf_pages,
+            protobuf_stream,
+        )
         from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
 
         result = read_cluster(
@@ -400,9 +407,9 @@ class _Reader:
             deadline=_read_deadline(self._timeouts),
             limits=self._limits,
             skip_invalid=True,
-            list_page_proto=self._kube.list_page_proto,  # pods as protobuf, when served so
+            list_page_proto=protobuf_pages(self._kube),  # pods as protobuf, when served so
             # pods in one LIST, streamed (paginated as above when it is not taken)
-            list_stream=None if self._paged else self._kube.list_stream,
+            list_stream=None if self._paged else protobuf_stream(self._kube),
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
@@ -463,6 +470,10 @@ class _WatchReader:
         max_objects: int = DEFAULT_MAX_OBJECTS,
         verify: int = 0,
     ) -> None:
+        from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
+            protobuf_pages,
+            protobuf_stream,
+        )
         from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
 
         self._verify_every = verify
@@ -480,8 +491,8 @@ class _WatchReader:
             kube.watch_lines,
             namespace=namespace,
             settings=settings,
-            list_page_proto=kube.list_page_proto,  # the pods' LISTs as protobuf, when served so
-            list_stream=None if paged else kube.list_stream,  # or in one LIST, streamed
+            list_page_proto=protobuf_pages(kube),  # the pods' LISTs as protobuf, when served so
+            list_stream=None if paged else protobuf_stream(kube),  # or in one LIST, streamed
         )
         self.rejected: tuple[Any, ...] = ()
 
@@ -527,97 +538,6 @@ class _WatchReader:
         self._watch.close()
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One RBAC permission a run needs, as a SelfSubjectAccessReview asks it."""
-
-    verb: str
-    resource: str
-    group: str = ""
-    subresource: str = ""
-    required: bool = True
-    in_lease_namespace: bool = False  # asked in the Lease's namespace, not the run's
-    about_the_lease: bool = False  # asked about the Lease by name (Roles may name it)
-
-    @property
-    def name(self) -> str:
-        base = f"{self.resource}.{self.group}" if self.group else self.resource
-        return f"{base}/{self.subresource}" if self.subresource else base
-
-
-RUN_CHECKS: Final = (
-    Check("create", "pods", subresource="eviction"),
-    Check("get", "pods"),
-    Check("list", "pods"),
-    Check("get", "nodes"),
-    Check("list", "nodes"),
-    Check("create", "events", required=False),
-    # Read since rollouts are left alone: a ClusterRole from before then fails here, named.
-    Check("list", "deployments", group="apps"),
-    # The wait for a PodDisruptionBudget's budget to come back between waves (GET).
-    Check("get", "poddisruptionbudgets", group="policy", required=False),
-)
-"""What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
-
-WATCH_CHECKS: Final = (Check("watch", "pods"), Check("watch", "nodes"))
-"""Loop mode keeps a WATCH on every resource it reads (a denied one fails the run named)."""
-
-LEASE_CHECKS: Final = tuple(
-    Check(
-        verb,
-        "leases",
-        group="coordination.k8s.io",
-        in_lease_namespace=True,
-        about_the_lease=verb != "create",  # a create names no object to RBAC
-    )
-    for verb in ("get", "create", "update")
-)
-"""What a run that evicts needs for its Lease, in the Lease's namespace only."""
-
-STEER_CHECKS: Final = (Check("patch", "pods"),)
-"""What ``steerScaleDown: true`` adds: PATCH of pods (the steer overlay's Role; the admission
-policy beside it lets the ServiceAccount change nothing but the deletion cost)."""
-
-CLUSTER_SCOPED: Final = frozenset({"nodes"})
-
-
-def preflight(
-    kube: Kube,
-    namespace: str | None,
-    checks: Sequence[Check] = RUN_CHECKS,
-    *,
-    lease_namespace: str | None = None,
-    lease_name: str = "",
-) -> None:
-    """Raise :class:`errors.Forbidden` for the first required permission RBAC denies."""
-    log = logs.get_logger("rebalancer.cli")
-    for check in checks:
-        scope = None if check.resource in CLUSTER_SCOPED else namespace
-        if check.in_lease_namespace:
-            scope = lease_namespace
-        allowed, why = kube.can_i(
-            check.verb,
-            check.resource,
-            group=check.group,
-            subresource=check.subresource,
-            namespace=scope,
-            name=lease_name if check.about_the_lease else "",
-        )
-        if allowed:
-            continue
-        if not check.required:
-            log.warning("run.preflight_warning", missing=f"{check.verb} {check.name}", reason=why)
-            continue
-        raise errors.Forbidden(
-            403,
-            why or "denied by a SelfSubjectAccessReview",
-            verb=check.verb,
-            resource=check.name,
-            namespace=scope,
-        )
-    log.info(logs.PREFLIGHT, checks=[f"{c.verb} {c.name}" for c in checks])
-
-
 # --------------------------------------------------------------------------------------------
 # Commands
 
@@ -643,7 +563,9 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     finally:
         kube.close()
     oneshot.keep(snapshot)
-    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot, server=server)
+    with gc_paused():
+        planned = plan(snapshot, policy, time.time())
+    write_plan(planned, policy, args, snapshot, server=server)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
@@ -770,7 +692,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         Cluster,
         Runner,
         RunSettings,
-        install_stop_handlers,
     )
 
     configure_logging()
@@ -818,11 +739,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     kube = _connect(args, checked.timeouts)
     try:
         if not args.dry_run:
-            checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
-            if checked.interval is not None and not args.relist:
-                checks = (*checks, *WATCH_CHECKS)
-            if evicting and policy.steer_scale_down:
-                checks = (*checks, *STEER_CHECKS)
+            checks = run_checks(
+                evicting=evicting,
+                watching=checked.interval is not None and not args.relist,
+                steering=evicting and policy.steer_scale_down,
+            )
             preflight(
                 kube,
                 args.namespace,

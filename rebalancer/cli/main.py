@@ -40,6 +40,7 @@ from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.errors import (
@@ -96,7 +97,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
             f"{r.namespace} left out: {problems}"
         )
-    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
+    with gc_paused():
+        planned = plan(snapshot, policy, time.time())
+    write_plan(planned, policy, args, snapshot)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
@@ -107,7 +110,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
     snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
-    expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
+    with gc_paused():
+        expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 

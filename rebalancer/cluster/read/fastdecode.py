@@ -29,6 +29,7 @@ import msgspec
 import orjson
 from msgspec import Raw, Struct
 
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.cluster.read.podconvert import (
     MEMO_LIMIT,
@@ -45,7 +46,6 @@ from rebalancer.cluster.read.podconvert import (
 from rebalancer.core.convert import KINDS, SnapshotBuilder
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import epoch
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Pod
 
 __all__ = ["FastBuilder", "load_lines", "load_list"]

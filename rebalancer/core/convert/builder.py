@@ -19,7 +19,6 @@ from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.nodes import node
 from rebalancer.core.convert.pods import pod
 from rebalancer.core.convert.workloads import CONTROLLER_KINDS, controller, pv, pvc, service
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import (
     Controller,
     Deployment,
@@ -269,9 +268,8 @@ class SnapshotBuilder:
 
     def add_all(self, objects: Iterable[Mapping[str, Any]]) -> None:
         """Add every object of one page (or of a whole file)."""
-        with gc_paused():
-            for obj in objects:
-                self.add(obj)
+        for obj in objects:
+            self.add(obj)
 
     @property
     def rejected(self) -> tuple[Rejected, ...]:
