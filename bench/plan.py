@@ -8,7 +8,7 @@ For each size, a seeded cluster is generated once with ``bench.gen`` (cached und
 
 * ``kubectl``: the objects whole, as ``kubectl get ... -o json`` holds them (one document);
 * ``snapshot``: what ``rebalancer snapshot`` writes for that cluster: every object trimmed by
-  ``rebalancer.core.slim.slim`` and written by
+  ``rebalancer.cluster.read.slim.slim`` and written by
   ``rebalancer.cluster.read.snapshot.dump_objects(..., "json")`` (one object per line), the two
   functions the command itself uses after its LIST.
 
@@ -68,8 +68,8 @@ def machine() -> dict[str, Any]:
 
 def trimmed_path(size: str, seed: int) -> Path:
     """The cached ``rebalancer snapshot`` form of a size's cluster, written when missing."""
+    from rebalancer.cluster.read.slim import slim  # noqa: PLC0415
     from rebalancer.cluster.read.snapshot import dump_objects, load_objects  # noqa: PLC0415
-    from rebalancer.core.slim import slim  # noqa: PLC0415
 
     path = OUT_DIR / f"rebalancer-snapshot-{size}-seed{seed}.json"
     if not path.exists():

@@ -28,6 +28,7 @@ from bench.gen import generate
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.read import fastdecode
 from rebalancer.cluster.read.encoding import protobuf_pages
 from rebalancer.cluster.read.protodecode import (
     MAGIC,
@@ -45,7 +46,7 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
 from tests.fakes import BodyStream, FakeLister
 from tests.protoenc import envelope, pod_page
-from tests.test_fastdecode import check_sharing
+from tests.test_fastdecode import EVERY_FIELD, check_sharing
 
 # --- the generated code ------------------------------------------------------------------------
 
@@ -104,117 +105,6 @@ def same(objects: list[dict[str, Any]], page_size: int = 1000) -> Snapshot | Non
         assert found.pods == expected.pods
         check_sharing(found)
     return found
-
-
-RESOURCES_REQ = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1"}}
-EVERY_FIELD: dict[str, Any] = {
-    "metadata": {
-        "name": "web-0",
-        "namespace": "shop",
-        "uid": "u-1",
-        "labels": {"app": "web", "hash": "h1"},
-        "annotations": {
-            "kubernetes.io/config.mirror": "m",
-            "a": "b",
-            "kubectl.kubernetes.io/last-applied-configuration": "{}",
-            "descheduler.alpha.kubernetes.io/evict": "",
-            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "yes",
-            "controller.kubernetes.io/pod-deletion-cost": "-2",
-            "rebalancer/deletion-cost": "5",
-        },
-        "resourceVersion": "1234",
-        "creationTimestamp": "2024-05-01T12:00:00Z",
-        "deletionTimestamp": "2024-05-01T13:00:00Z",
-        "ownerReferences": [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": "web-1",
-                "uid": "r",
-                "controller": True,
-            },
-            {"apiVersion": "v1", "kind": "Thing", "name": "t", "uid": "", "controller": False},
-        ],
-    },
-    "spec": {
-        "nodeName": "n1",
-        "nodeSelector": {"disk": "ssd"},
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}],
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}
-                            ],
-                        }
-                    ]
-                }
-            }
-        },
-        "tolerations": [
-            {"key": "k", "operator": "Exists", "effect": "NoSchedule"},
-            {"key": "gone", "operator": "Equal", "value": "v", "tolerationSeconds": 30},
-        ],
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": "topology.kubernetes.io/zone",
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {
-                    "matchLabels": {"app": "web"},
-                    "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}],
-                },
-                "matchLabelKeys": ["hash"],
-                "minDomains": 2,
-                "nodeAffinityPolicy": "Ignore",
-                "nodeTaintsPolicy": "Honor",
-            },
-            {
-                "maxSkew": 3,
-                "topologyKey": "kubernetes.io/hostname",
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {"app": "web"}},
-            },
-        ],
-        "priority": 100,
-        "priorityClassName": "prod",
-        "terminationGracePeriodSeconds": 10,
-        "containers": [{"name": "main", "resources": RESOURCES_REQ}],
-        "initContainers": [
-            {"name": "side", "restartPolicy": "Always", "resources": RESOURCES_REQ},
-            {"name": "init", "resources": {"requests": {"cpu": "2"}}},
-        ],
-        "overhead": {"cpu": "10m"},
-        "resources": {"requests": {"memory": "2Gi"}},
-        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}],
-        "volumes": [
-            {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
-            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
-            {"name": "tmp", "emptyDir": {}},
-        ],
-    },
-    "status": {
-        "phase": "Running",
-        "conditions": [
-            {"type": "Ready", "status": "True"},
-            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
-            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
-        ],
-        "containerStatuses": [
-            {
-                "name": "main",
-                "resources": {"requests": {"cpu": "500m"}},
-                "allocatedResources": {"cpu": "400m"},
-            }
-        ],
-        "initContainerStatuses": [
-            {"name": "side", "resources": {"requests": {"cpu": "300m"}}},
-            {"name": "init"},
-        ],
-    },
-}
 
 
 def test_a_pod_with_every_field_read_decodes_as_json_does() -> None:
@@ -283,6 +173,9 @@ def test_shared_constraints_with_and_without_match_label_keys_follow_each_pods_l
     assert "h2" in repr(keyed["c"]) and "h1" in repr(keyed["a"])
     plain = {by_name[n].constraints[1] for n in by_name}
     assert len(plain) == 1  # without matchLabelKeys the labels change nothing
+    # The JSON decoder keys the same memo by the same label values.
+    typed = fastdecode.load_list(orjson.dumps({"kind": "PodList", "items": objects}), "x")
+    assert typed is not None and typed.build().pods == found.pods
 
 
 def test_a_bare_pod_decodes_as_json_does() -> None:

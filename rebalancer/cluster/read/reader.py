@@ -46,10 +46,10 @@ from rebalancer.cluster.read.nesting import too_deep
 from rebalancer.cluster.read.overlap import Overlapped, Prepared, SidePages, replay
 from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.read.protodecode.stream import PodBatch, StreamDeclined, pod_batches
+from rebalancer.cluster.read.slim import slim
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.model import Snapshot
-from rebalancer.core.slim import slim
 
 ListPage = Callable[[str, str | None, int, str | None], bytes]
 """``list_page(resource, namespace, limit, continue_token) -> bytes`` (one LIST page as JSON)."""
@@ -303,7 +303,8 @@ def read_cluster(
     over restarts; past any bound the read raises (:class:`errors.DeadlineExceeded`,
     :class:`errors.ReadTooLarge`) and nothing it read is kept.
 
-    ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.core.slim`).
+    ``trim`` keeps the objects trimmed to what the planner reads
+    (:mod:`rebalancer.cluster.read.slim`).
 
     With ``namespace``, namespaced kinds are read in that namespace only; nodes, PVs and
     PriorityClasses are cluster-scoped and always read whole. An expired continue token (410)

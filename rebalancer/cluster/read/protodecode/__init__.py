@@ -18,26 +18,26 @@ tests/test_protodecode.py checks both paths give equal pods.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from google.protobuf.message import DecodeError
 
 from rebalancer.cluster.read.fastdecode import FastBuilder, Sink
-from rebalancer.cluster.read.protodecode import schema_pb2 as pb
-from rebalancer.core.convert.constraints import spread_constraints
-from rebalancer.core.convert.features import NO_FEATURES
-from rebalancer.core.convert.memo import EMPTY_NUMBER
-from rebalancer.core.convert.pods import (
-    COST_MARK_ANNOTATION,
-    DELETION_COST_ANNOTATION,
-    EVICT_ANNOTATION,
-    MIRROR_ANNOTATION,
-    PREFER_NO_EVICTION_ANNOTATION,
+from rebalancer.cluster.read.podconvert import (
+    NO_VOLUMES,
+    RESIZE,
+    Fallback,
+    Fragment,
+    PodConverter,
+    Resized,
+    annotation_flags,
+    conditions,
+    volumes,
 )
-from rebalancer.core.convert.requests import pod_requests
-from rebalancer.core.model import Pod, new_pod
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
+from rebalancer.core.model import Pod
 
 __all__ = [
     "ACCEPT",
@@ -55,11 +55,6 @@ ACCEPT: Final = f"{PROTOBUF}, application/json"
 """The Accept header of a LIST that prefers protobuf: a server may still answer JSON."""
 MAGIC: Final = b"k8s\x00"
 """The first bytes of every protobuf answer of kube-apiserver (then a runtime.Unknown)."""
-
-_MEMO_LIMIT: Final = 16384
-_RESIZE: Final = "PodResizePending"
-_MISSING: Final = object()
-_NO_VOLUMES: Final[tuple[tuple[str, ...], bool]] = ((), False)
 
 
 def is_protobuf(raw: bytes) -> bool:
@@ -120,26 +115,6 @@ def status_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-class _Fallback(Exception):  # control flow, never escapes this module
-    """This page cannot be taken exactly as the JSON path would take it."""
-
-
-class _Memo:
-    """Converted fragments keyed by their encoded bytes (bounded: cleared when full)."""
-
-    __slots__ = ("absent", "data")
-
-    def __init__(self, absent: Any = None) -> None:
-        self.absent = absent
-        self.data: dict[Any, Any] = {(): absent, b"": absent}
-
-    def put(self, key: Any, value: Any) -> Any:
-        if len(self.data) >= _MEMO_LIMIT:
-            self.data = {(): self.absent, b"": self.absent}
-        self.data[key] = value
-        return value
-
-
 # --- fragments in the JSON shape (Go's encoding/json: omitempty fields left out when empty) ---
 
 
@@ -168,18 +143,18 @@ def _quantity_map(entries: Iterable[bytes]) -> dict[str, str] | None:
     return _quantities(pb.QuantityEntry.FromString(raw) for raw in entries) or None
 
 
-def _requirements(requirements: Iterable[pb.Requirement]) -> list[dict[str, Any]]:
+def _requirements(requirements: Iterable[pb.Requirement]) -> list[dict[str, object]]:
     result = []
     for requirement in requirements:
-        doc: dict[str, Any] = {"key": requirement.key, "operator": requirement.operator}
+        doc: dict[str, object] = {"key": requirement.key, "operator": requirement.operator}
         if requirement.values:
             doc["values"] = list(requirement.values)
         result.append(doc)
     return result
 
 
-def _resource_requirements(message: pb.ResourceRequirements) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
+def _resource_requirements(message: pb.ResourceRequirements) -> dict[str, object]:
+    doc: dict[str, object] = {}
     if message.limits:
         doc["limits"] = _quantities(message.limits)
     if message.requests:
@@ -187,15 +162,15 @@ def _resource_requirements(message: pb.ResourceRequirements) -> dict[str, Any]:
     return doc
 
 
-def _requirements_of(raw: bytes) -> dict[str, Any]:
+def _requirements_of(raw: bytes) -> dict[str, object]:
     return _resource_requirements(pb.ResourceRequirements.FromString(raw))
 
 
-def _container(raw: bytes) -> dict[str, Any]:
+def _container(raw: bytes) -> dict[str, object]:
     message = pb.Container.FromString(raw)
     if message.restartPolicyRules or any(m.bindMountOptions for m in message.volumeMounts):
-        raise _Fallback  # it may need node features: the general path infers them
-    doc: dict[str, Any] = {
+        raise Fallback  # it may need node features: the general path infers them
+    doc: dict[str, object] = {
         "name": message.name,
         "resources": _resource_requirements(message.resources),
     }
@@ -204,28 +179,28 @@ def _container(raw: bytes) -> dict[str, Any]:
     return doc
 
 
-def _owner_refs(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
+def _owner_refs(entries: Iterable[bytes]) -> list[dict[str, object]] | None:
     result = []
     for raw in entries:
         ref = pb.OwnerReference.FromString(raw)
-        doc: dict[str, Any] = {"kind": ref.kind, "name": ref.name, "uid": ref.uid}
+        doc: dict[str, object] = {"kind": ref.kind, "name": ref.name, "uid": ref.uid}
         if ref.HasField("controller"):
             doc["controller"] = ref.controller
         result.append(doc)
     return result or None
 
 
-def _affinity(raw: bytes) -> dict[str, Any]:
+def _affinity(raw: bytes) -> dict[str, object]:
     message = pb.Affinity.FromString(raw)
-    doc: dict[str, Any] = {}
+    doc: dict[str, object] = {}
     if message.HasField("nodeAffinity"):
         node_affinity = message.nodeAffinity
-        inner: dict[str, Any] = {}
+        inner: dict[str, object] = {}
         if node_affinity.HasField("requiredDuringSchedulingIgnoredDuringExecution"):
             terms = []
             required = node_affinity.requiredDuringSchedulingIgnoredDuringExecution
             for term in required.nodeSelectorTerms:
-                term_doc: dict[str, Any] = {}
+                term_doc: dict[str, object] = {}
                 if term.matchExpressions:
                     term_doc["matchExpressions"] = _requirements(term.matchExpressions)
                 if term.matchFields:
@@ -238,11 +213,11 @@ def _affinity(raw: bytes) -> dict[str, Any]:
     return doc
 
 
-def _tolerations(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
+def _tolerations(entries: Iterable[bytes]) -> list[dict[str, object]] | None:
     result = []
     for raw in entries:
         message = pb.Toleration.FromString(raw)
-        doc: dict[str, Any] = {}
+        doc: dict[str, object] = {}
         for field in ("key", "operator", "value", "effect"):
             value = getattr(message, field)
             if value:
@@ -253,18 +228,18 @@ def _tolerations(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
     return result or None
 
 
-def _constraints(entries: Iterable[bytes]) -> list[dict[str, Any]]:
+def _constraints(entries: Iterable[bytes]) -> list[dict[str, object]]:
     result = []
     for raw in entries:
         message = pb.TopologySpreadConstraint.FromString(raw)
-        doc: dict[str, Any] = {
+        doc: dict[str, object] = {
             "maxSkew": message.maxSkew,
             "topologyKey": message.topologyKey,
             "whenUnsatisfiable": message.whenUnsatisfiable,
         }
         if message.HasField("labelSelector"):
             selector = message.labelSelector
-            selector_doc: dict[str, Any] = {}
+            selector_doc: dict[str, object] = {}
             if selector.matchLabels:
                 selector_doc["matchLabels"] = _entries(selector.matchLabels)
             if selector.matchExpressions:
@@ -281,11 +256,11 @@ def _constraints(entries: Iterable[bytes]) -> list[dict[str, Any]]:
     return result
 
 
-def _claims(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
+def _claims(entries: Iterable[bytes]) -> list[dict[str, object]] | None:
     result = []
     for raw in entries:
         message = pb.PodResourceClaim.FromString(raw)
-        doc: dict[str, Any] = {"name": message.name}
+        doc: dict[str, object] = {"name": message.name}
         for field in ("resourceClaimName", "resourceClaimTemplateName"):
             if message.HasField(field):
                 doc[field] = getattr(message, field)
@@ -293,26 +268,54 @@ def _claims(entries: Iterable[bytes]) -> list[dict[str, Any]] | None:
     return result or None
 
 
+class _ProtoShapes:
+    """Fragments as protobuf bytes (a repeated field as its entries' bytes, absent when empty),
+    shaped as Go's encoding/json writes them (empty fields left out)."""
+
+    absent = ((), b"")
+    labels = staticmethod(_string_map)
+    owners = staticmethod(_owner_refs)
+    affinity = staticmethod(_affinity)
+    tolerations = staticmethod(_tolerations)
+    constraints = staticmethod(_constraints)
+    claims = staticmethod(_claims)
+    requirements = staticmethod(_requirements_of)
+    allocated = staticmethod(_quantity_map)
+
+    @staticmethod
+    def split(key: tuple[tuple[Fragment, ...], Resized, tuple[str, ...]]) -> tuple[Fragment, ...]:
+        return key[0]
+
+    @staticmethod
+    def label_keys(key: tuple[bytes, ...]) -> tuple[str, ...]:
+        parse = pb.TopologySpreadConstraint.FromString
+        return tuple(sorted({k for raw in key for k in parse(raw).matchLabelKeys}))
+
+    @staticmethod
+    def spec_requests(parts: Sequence[Any]) -> dict[str, object]:
+        containers, init_containers, overhead, pod_level = parts
+        spec_doc: dict[str, object] = {}
+        if containers:
+            spec_doc["containers"] = [_container(raw) for raw in containers]
+        if init_containers:
+            spec_doc["initContainers"] = [_container(raw) for raw in init_containers]
+        if overhead:
+            spec_doc["overhead"] = _quantity_map(overhead)
+        if pod_level is not None:
+            spec_doc["resources"] = _requirements_of(pod_level)
+        return spec_doc
+
+
 # --- the builder -----------------------------------------------------------------------------
 
 
 class ProtoBuilder(FastBuilder):
-    """A :class:`FastBuilder` that also converts protobuf pod pages (memos of its own: they
-    are keyed by protobuf bytes), with the same fragment conversions."""
+    """A :class:`FastBuilder` that also converts protobuf pod pages (a converter of its own:
+    its memos are keyed by protobuf bytes), with the same fragment conversions."""
 
     def __init__(self, builder: Sink) -> None:
         super().__init__(builder)
-        no_map: tuple[dict[str, str], int] = ({}, EMPTY_NUMBER)
-        self._p_labels = _Memo(no_map)
-        self._p_owners = _Memo(None)
-        self._p_node_selectors = _Memo(no_map)
-        self._p_affinity = _Memo((None, EMPTY_NUMBER))
-        self._p_tolerations = _Memo(((), EMPTY_NUMBER))
-        self._p_constraints = _Memo()
-        self._p_label_keyed = _Memo()  # constraints' bytes -> their matchLabelKeys
-        self._p_requests = _Memo()
-        self._p_claims = _Memo(())
-        self._p_templates = _Memo()
+        self.proto_pods = PodConverter(self.caches, _ProtoShapes())
 
     def convert_page(self, page: ProtoPage) -> list[Pod] | None:
         """The page's pods, converted as the JSON path converts them; None when one of them
@@ -324,8 +327,8 @@ class ProtoBuilder(FastBuilder):
         converts a page's; None when one of them cannot be taken exactly so."""
         try:
             return [self._proto_pod(item) for item in items]
-        except (_Fallback, DecodeError, UnicodeDecodeError, ValueError):
-            self._problems.clear()
+        except (Fallback, DecodeError, UnicodeDecodeError, ValueError):
+            self.proto_pods.problems.clear()
             return None
 
     def add_page(self, page: ProtoPage) -> int | None:
@@ -343,127 +346,6 @@ class ProtoBuilder(FastBuilder):
             add("Pod", pod)
         return len(pods)
 
-    # --- one fragment -----------------------------------------------------------------------
-
-    def _p_shared(
-        self, memo: _Memo, key: Any, shape: Callable[[Any], Any], convert: Callable[[Any], Any]
-    ) -> Any:
-        found = memo.data.get(key, _MISSING)
-        if found is _MISSING:
-            found = convert(shape(key))
-            if self._problems:
-                raise _Fallback
-            memo.put(key, found)
-        return found
-
-    def _p_template(
-        self,
-        meta: pb.ObjectMeta,
-        spec: pb.PodSpec,
-        parts: tuple[Any, ...],
-        resized: Any,
-        reasons: Any,
-    ) -> tuple[Any, ...]:
-        labels_key, owners_key, selector_key, affinity_key, tolerations_key, constraints_key = (
-            parts[:6]
-        )
-        shared = self._p_shared
-        labels, label_set = shared(self._p_labels, labels_key, _string_map, self._labels_of)
-        node_selector, selector_number = shared(
-            self._p_node_selectors, selector_key, _string_map, self._node_selector_of
-        )
-        affinity, affinity_number = shared(
-            self._p_affinity, affinity_key, _affinity, self._affinity_of
-        )
-        tolerations_, tolerations_number = shared(
-            self._p_tolerations, tolerations_key, _tolerations, self._tolerations_of
-        )
-        constraints, constraints_number = self._p_constraints_of(constraints_key, labels)
-        return (
-            labels,
-            label_set,
-            shared(self._p_owners, owners_key, _owner_refs, self._owner_of),
-            node_selector,
-            affinity,
-            tolerations_,
-            constraints,
-            self._p_requests_of(parts[6:10], resized, reasons),
-            shared(self._p_claims, parts[10], _claims, self._claims_of),
-            self.caches.template(
-                (selector_number, affinity_number, tolerations_number, constraints_number)
-            ),
-        )
-
-    def _p_constraints_of(self, key: tuple[bytes, ...], labels: Any) -> Any:
-        if not key:
-            return (), EMPTY_NUMBER
-        # The pod's labels matter only to constraints with matchLabelKeys, and only the values
-        # of those keys: the constraints are memoised by their bytes and those values (on
-        # v1.35 kube-apiserver copies the node's zone onto each pod it binds, so a workload's
-        # pods carry one label set per zone, all with the same pod-template-hash).
-        label_keys = self._p_label_keyed.data.get(key)
-        if label_keys is None:
-            label_keys = self._p_label_keyed.put(
-                key,
-                tuple(
-                    sorted(
-                        {
-                            k
-                            for raw in key
-                            for k in pb.TopologySpreadConstraint.FromString(raw).matchLabelKeys
-                        }
-                    )
-                ),
-            )
-        memo_key = (key, tuple(map(labels.get, label_keys))) if label_keys else key
-        found = self._p_constraints.data.get(memo_key)
-        if found is None:
-            found = spread_constraints(
-                self._chk, {"topologySpreadConstraints": _constraints(key)}, labels, self.caches
-            )
-            if self._problems:
-                raise _Fallback
-            self._p_constraints.put(memo_key, found)
-        return found
-
-    def _p_requests_of(self, parts: tuple[Any, ...], resized: Any, reasons: Any) -> Any:
-        key = (parts, resized, reasons)
-        found = self._p_requests.data.get(key)
-        if found is None:
-            containers, init_containers, overhead, pod_level = parts
-            spec_doc: dict[str, Any] = {}
-            if containers:
-                spec_doc["containers"] = [_container(raw) for raw in containers]
-            if init_containers:
-                spec_doc["initContainers"] = [_container(raw) for raw in init_containers]
-            if overhead:
-                spec_doc["overhead"] = _quantity_map(overhead)
-            if pod_level is not None:
-                spec_doc["resources"] = _requirements_of(pod_level)
-            status_doc: dict[str, Any] = {}
-            for field, statuses in (
-                ("containerStatuses", resized[0]),
-                ("initContainerStatuses", resized[1]),
-            ):
-                if statuses:
-                    status_doc[field] = [
-                        {
-                            "name": name,
-                            "resources": _requirements_of(resources),
-                            "allocatedResources": _quantity_map(allocated),
-                        }
-                        for name, resources, allocated in statuses
-                    ]
-            if reasons:
-                status_doc["conditions"] = [{"type": _RESIZE, "reason": r} for r in reasons]
-            found = pod_requests(self._chk, spec_doc, status_doc, self.caches)
-            if self._problems:
-                raise _Fallback
-            self._p_requests.put(key, found)
-        return found
-
-    # --- one pod ----------------------------------------------------------------------------
-
     def _proto_pod(self, item: pb.Pod) -> Pod:
         meta = item.metadata
         spec = item.spec
@@ -474,85 +356,79 @@ class ProtoBuilder(FastBuilder):
             or (spec.hostNetwork and spec.HasField("hostUsers"))
             or spec.ephemeralContainers
         ):
-            raise _Fallback  # no name; or it may need node features (convert.features)
-        resized: Any = ()
-        reasons: Any = ()
+            raise Fallback  # no name; or it may need node features (convert.features)
+        resized: Resized = ()
+        reasons: tuple[str, ...] = ()
         if status.containerStatuses or status.initContainerStatuses:
             resized = (_resized(status.containerStatuses), _resized(status.initContainerStatuses))
             if resized[0] or resized[1]:
-                reasons = tuple(c.reason for c in status.conditions if c.type == _RESIZE)
+                reasons = tuple(c.reason for c in status.conditions if c.type == RESIZE)
             else:
                 resized = ()
         pod_level = spec.resources if spec.HasField("resources") else None
         # One lookup for everything a workload's pods share, by the bytes of its fragments.
-        parts = _parts(meta, spec, pod_level)
-        key = (parts, resized, reasons)
-        template = self._p_templates.data.get(key)
-        if template is None:
-            template = self._p_templates.put(
-                key, self._p_template(meta, spec, parts, resized or ((), ()), reasons)
+        key = (_parts(meta, spec, pod_level), resized, reasons)
+        if meta.annotations:  # a key given twice: the last one wins, as in JSON
+            flags = annotation_flags({entry.key: entry.value for entry in meta.annotations})
+        else:
+            flags = (False, False, False, None, None)
+        mirror, evict, prefer_no, cost, mark = flags
+        pvc_names, local_storage = (
+            volumes(
+                (
+                    (
+                        v.name,
+                        v.volumeSource.HasField("emptyDir"),
+                        v.volumeSource.persistentVolumeClaim.claimName
+                        if v.volumeSource.HasField("persistentVolumeClaim")
+                        else None,
+                        v.volumeSource.HasField("ephemeral"),
+                    )
+                    for v in spec.volumes
+                ),
+                name,
             )
-        (
-            labels,
-            label_set,
-            owner,
-            node_selector,
-            affinity,
-            tolerations_,
-            constraints,
-            requests,
-            claims,
-            template_number,
-        ) = template
-        pvc_names, local_storage = _volumes(spec.volumes, name) if spec.volumes else _NO_VOLUMES
-        ready, disruption_target = _conditions(status.conditions)
-        mirror, evict, prefer_no, cost, mark = _annotations(meta.annotations)
-        # Positional, in the order of the model's fields (new_pod, as fastdecode builds it),
-        # with the strings many pods hold alike interned as fastdecode does.
-        return new_pod(
-            sys.intern(meta.namespace or "default"),
-            name,
-            meta.uid,
-            labels,
-            sys.intern(spec.nodeName) or None,
-            # JSON writes seconds only; an empty Time (zero time, or the epoch) reads as 0.0.
-            float(meta.creationTimestamp.seconds),
-            sys.intern(status.phase or "Pending"),
-            _terminating(meta),
-            spec.priority if spec.HasField("priority") else None,
-            sys.intern(spec.priorityClassName) or None,
-            owner,
-            node_selector,
-            affinity,
-            tolerations_,
-            constraints,
-            requests,
-            pvc_names,
-            local_storage,
-            mirror,
+            if spec.volumes
+            else NO_VOLUMES
+        )
+        ready, disruption_target = conditions(status.conditions)
+        group = spec.schedulingGroup
+        return self.proto_pods.pod(
+            key,
             (
-                spec.terminationGracePeriodSeconds
-                if spec.HasField("terminationGracePeriodSeconds")
-                else None
+                resized,
+                reasons,
+                meta.namespace or "default",
+                name,
+                meta.uid,
+                spec.nodeName or None,
+                # JSON writes seconds only; an empty Time (zero time, or the epoch) reads as 0.0.
+                float(meta.creationTimestamp.seconds),
+                status.phase or "Pending",
+                _terminating(meta),
+                spec.priority if spec.HasField("priority") else None,
+                spec.priorityClassName or None,
+                pvc_names,
+                local_storage,
+                mirror,
+                (
+                    spec.terminationGracePeriodSeconds
+                    if spec.HasField("terminationGracePeriodSeconds")
+                    else None
+                ),
+                ready,
+                disruption_target,
+                evict,
+                prefer_no,
+                cost,
+                mark,
+                meta.resourceVersion,
+                (group.podGroupName or None) if spec.HasField("schedulingGroup") else None,
             ),
-            ready,
-            disruption_target,
-            claims,
-            evict,
-            prefer_no,
-            cost,
-            mark,
-            meta.resourceVersion,
-            (spec.schedulingGroup.podGroupName or None)
-            if spec.HasField("schedulingGroup")
-            else None,
-            NO_FEATURES,  # a pod that may need node features took the general path
-            label_set,
-            template_number,
         )
 
 
-def _parts(meta: pb.ObjectMeta, spec: pb.PodSpec, pod_level: bytes | None) -> tuple[Any, ...]:
+def _parts(meta: pb.ObjectMeta, spec: pb.PodSpec, pod_level: bytes | None) -> tuple[Fragment, ...]:
     """The encoded fragments of a pod's template (most are empty in most pods: no tuple is
     made for those)."""
     x: Sequence[bytes] = meta.labels
@@ -592,43 +468,8 @@ def _terminating(meta: pb.ObjectMeta) -> bool:
     deleted = meta.deletionTimestamp
     # An empty Time is the zero time (JSON: null, not terminating) or the epoch: ambiguous.
     if not deleted.seconds and not deleted.nanos:
-        raise _Fallback
+        raise Fallback
     return True
-
-
-def _conditions(conditions: Iterable[pb.PodCondition]) -> tuple[bool, bool]:
-    """(Ready, DisruptionTarget), as :func:`rebalancer.core.convert.disruption.pod_conditions`."""
-    ready = disruption_target = False
-    for condition in conditions:
-        kind = condition.type
-        if kind == "Ready":
-            ready = condition.status == "True"
-        elif kind == "DisruptionTarget":
-            disruption_target = condition.status == "True"
-    return ready, disruption_target
-
-
-def _annotations(
-    entries: Sequence[pb.StringEntry],
-) -> tuple[bool, bool, bool, str | None, str | None]:
-    """The five annotations read (as :func:`rebalancer.core.convert.pods.pod`): whether the pod
-    carries a static pod's mirror, the descheduler's evict and prefer-no-eviction; the deletion
-    cost and rebalancer's mark of it. A key given twice: the last one wins, as in JSON."""
-    mirror = evict = prefer_no = False
-    cost = mark = None
-    for entry in entries:
-        key = entry.key
-        if key == MIRROR_ANNOTATION:
-            mirror = True
-        elif key == EVICT_ANNOTATION:
-            evict = True
-        elif key == PREFER_NO_EVICTION_ANNOTATION:
-            prefer_no = True
-        elif key == DELETION_COST_ANNOTATION:
-            cost = entry.value
-        elif key == COST_MARK_ANNOTATION:
-            mark = entry.value
-    return mirror, evict, prefer_no, cost, mark
 
 
 def _resized(
@@ -640,23 +481,3 @@ def _resized(
         for cs in statuses
         if cs.HasField("resources")
     )
-
-
-def _volumes(volumes: Iterable[pb.Volume], pod_name: str) -> tuple[tuple[str, ...], bool]:
-    """As :func:`rebalancer.core.convert.pods._volumes` reads them."""
-    claims: list[str] = []
-    local = False
-    for volume in volumes:
-        source = volume.volumeSource
-        if source.HasField("emptyDir"):
-            local = True
-        if source.HasField("persistentVolumeClaim"):
-            claim = source.persistentVolumeClaim.claimName
-            if not claim:
-                raise _Fallback
-            claims.append(claim)
-        elif source.HasField("ephemeral"):
-            if not volume.name:
-                raise _Fallback
-            claims.append(f"{pod_name}-{volume.name}")
-    return tuple(claims), local
