@@ -173,10 +173,6 @@ def _given(raw: Raw) -> bool:
     return len(raw) > 0 and raw != _NULL
 
 
-def _key(raw: Raw) -> bytes:
-    return bytes(raw)
-
-
 def _loads(key: bytes) -> Any:
     """A fragment as the general path would have parsed it (orjson)."""
     try:
