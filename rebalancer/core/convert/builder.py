@@ -32,22 +32,6 @@ from rebalancer.core.model import (
     Snapshot,
 )
 
-__all__ = [
-    "KINDS",
-    "SnapshotBuilder",
-    "controller_from_api",
-    "convert_one",
-    "deployment_from_api",
-    "node_from_api",
-    "pdb_from_api",
-    "pod_from_api",
-    "priority_class_from_api",
-    "pv_from_api",
-    "pvc_from_api",
-    "service_from_api",
-    "snapshot_from_objects",
-]
-
 _T = TypeVar("_T")
 _Converter = Callable[[Mapping[str, Any], list[str], Caches], Any]
 
