@@ -16,9 +16,7 @@ from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.convert import (
     SnapshotBuilder,
     controller_from_api,
-    label_selector_from_api,
     node_from_api,
-    node_selector_from_api,
     parse_bytes,
     parse_cpu_millis,
     parse_quantity,
@@ -30,6 +28,8 @@ from rebalancer.core.convert import (
     service_from_api,
     snapshot_from_objects,
 )
+from rebalancer.core.convert.checker import Checker
+from rebalancer.core.convert.selectors import label_selector, node_selector
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import (
     NOT_SHARED,
@@ -720,16 +720,18 @@ def test_pod_validation_messages(obj: dict[str, Any], message: str) -> None:
 def test_node_selector_validation(requirement: dict[str, Any], message: str) -> None:
     """Node selector requirements follow the API's operator and value rules."""
     raw = {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}
-    with pytest.raises(InputError) as info:
-        node_selector_from_api(raw, "affinity")
-    assert info.value.problems[0].startswith("affinity.nodeSelectorTerms[0].matchExpressions[0]")
-    assert message in info.value.problems[0]
+    problems: list[str] = []
+    node_selector(Checker("", problems), raw, "affinity")
+    assert problems[0].startswith("affinity.nodeSelectorTerms[0].matchExpressions[0]")
+    assert message in problems[0]
 
 
 def test_node_selector_needs_a_term() -> None:
     """A node selector without terms is an API error."""
-    with pytest.raises(InputError, match="must hold at least one term"):
-        node_selector_from_api({"nodeSelectorTerms": []}, "pv")
+    problems: list[str] = []
+    node_selector(Checker("", problems), {"nodeSelectorTerms": []}, "pv")
+    assert len(problems) == 1
+    assert "must hold at least one term" in problems[0]
 
 
 def test_all_problems_reported_at_once() -> None:
@@ -766,11 +768,14 @@ def test_bad_objects_are_reported_every_time() -> None:
 # --- selectors ------------------------------------------------------------------------------
 
 
-def test_label_selector_from_api() -> None:
+def test_label_selector() -> None:
     """None stays None, {} is the empty selector, matchLabels are sorted pairs."""
-    assert label_selector_from_api(None, "s") is None
-    assert label_selector_from_api({}, "s") == LabelSelector()
-    selector = label_selector_from_api(
+    problems: list[str] = []
+    chk = Checker("", problems)
+    assert label_selector(chk, None, "s") is None
+    assert label_selector(chk, {}, "s") == LabelSelector()
+    selector = label_selector(
+        chk,
         {
             "matchLabels": {"b": "2", "a": "1"},
             "matchExpressions": [{"key": "c", "operator": "DoesNotExist"}],
@@ -780,13 +785,14 @@ def test_label_selector_from_api() -> None:
     assert selector == LabelSelector(
         (("a", "1"), ("b", "2")), (Requirement("c", "DoesNotExist", ()),)
     )
+    assert problems == []
 
 
-def test_label_selector_problems_can_be_collected() -> None:
-    """With a problems list, selector problems are appended instead of raised."""
+def test_label_selector_problems_are_collected() -> None:
+    """Selector problems are appended to the checker's list, named by their path."""
     problems: list[str] = []
     raw = {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": []}]}
-    label_selector_from_api(raw, "policy.labelSelector", problems)
+    label_selector(Checker("", problems), raw, "policy.labelSelector")
     assert problems == [
         "policy.labelSelector.matchExpressions[0].values: must be non-empty for operator NotIn, "
         "got []"

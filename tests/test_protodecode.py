@@ -289,7 +289,7 @@ def test_invalid_utf8_in_a_string_declines_the_page_or_decodes_as_replaced() -> 
     raw[at] = 0xFF  # the name's only byte: not UTF-8
     parsed = parse_page(bytes(raw))
     if parsed is not None:
-        assert ProtoBuilder(SnapshotBuilder("x")).convert_page(parsed) is None
+        assert ProtoBuilder(SnapshotBuilder("x")).convert_items(parsed.items) is None
 
 
 def test_an_error_answer_in_protobuf_reads_as_its_status() -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from rebalancer.core.convert.checker import Checker, show, suggest
@@ -367,7 +367,7 @@ def _why_plugin(name: str) -> str:
 
 @dataclass(slots=True)
 class _Fields:
-    """Rebalancer policy fields, as the import fills them."""
+    """Rebalancer policy fields, as the import fills them (each named as in :class:`Policy`)."""
 
     constraints: tuple[str, ...] = (HARD,)
     node_fit: bool = True
@@ -731,24 +731,8 @@ def from_descheduler(document: object, source: str, profile: str | None = None) 
         walk.set_keys.add("nodeSelector")
     if out.label_selector is not None:
         walk.set_keys.add("labelSelector")
-    policy = Policy(
-        constraints=out.constraints,
-        node_fit=out.node_fit,
-        namespaces_include=out.namespaces_include,
-        namespaces_exclude=out.namespaces_exclude,
-        label_selector=out.label_selector,
-        priority_threshold=out.priority_threshold,
-        evict_local_storage_pods=out.evict_local_storage_pods,
-        evict_pods_with_pvc=out.evict_pods_with_pvc,
-        evict_pods_with_resource_claims=out.evict_pods_with_resource_claims,
-        min_pod_age_seconds=out.min_pod_age_seconds,
-        limits=out.limits,
-        grace_period_seconds=out.grace_period_seconds,
-        min_replicas=out.min_replicas,
-        node_selector=out.node_selector,
-        ignore_pods_without_pdb=out.ignore_pods_without_pdb,
-        no_eviction_policy=out.no_eviction_policy,
-    )
+    # _Fields names the policy's fields it fills, so they pass across by name.
+    policy = Policy(**{f.name: getattr(out, f.name) for f in fields(out)})
     keep = {"apiVersion", "kind", *walk.set_keys}
     document_out = {key: value for key, value in policy_to_dict(policy).items() if key in keep}
     # What `policy check` makes of the document printed (minPodAge is written to the

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import IO, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 import orjson
@@ -171,10 +171,6 @@ _FEATURE_FIELDS: Final = (b'"restartPolicyRules"', b'"bindMountOptions"')
 def _given(raw: Raw) -> bool:
     """The field is present and not ``null``."""
     return len(raw) > 0 and raw != _NULL
-
-
-def _key(raw: Raw) -> bytes:
-    return bytes(raw)
 
 
 def _loads(key: bytes) -> Any:
@@ -518,11 +514,6 @@ def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuil
         except _Stray:
             return None
     return builder
-
-
-def load_file_lines(fh: IO[bytes], source: str, tail: bytes) -> SnapshotBuilder | None:
-    """:func:`load_lines` from a file positioned after its first line."""
-    return load_lines(fh, source, tail)
 
 
 class _Stray(Exception):  # control flow, never escapes this module

@@ -288,7 +288,7 @@ def _load(
     why = "not the line-per-item layout"
     if first.rstrip(b"\r\n") == _LINES_HEAD:
         on_route(LoadRoute.LINES_TYPED, "the line-per-item layout")
-        typed = fastdecode.load_file_lines(fh, source, _LINES_TAIL)
+        typed = fastdecode.load_lines(fh, source, _LINES_TAIL)
         if typed is not None:
             return typed.build(skip_invalid=skip_invalid), typed.rejected
         on_route(LoadRoute.LINES, "lines-typed declined: a line the typed decoder does not take")

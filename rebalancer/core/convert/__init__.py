@@ -34,7 +34,6 @@ from rebalancer.core.convert.builder import (
     snapshot_from_objects,
 )
 from rebalancer.core.convert.quantities import parse_bytes, parse_cpu_millis, parse_quantity
-from rebalancer.core.convert.selectors import label_selector_from_api, node_selector_from_api
 from rebalancer.core.convert.workloads import CONTROLLER_KINDS
 
 __all__ = [
@@ -44,9 +43,7 @@ __all__ = [
     "controller_from_api",
     "convert_one",
     "deployment_from_api",
-    "label_selector_from_api",
     "node_from_api",
-    "node_selector_from_api",
     "parse_bytes",
     "parse_cpu_millis",
     "parse_quantity",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
@@ -19,34 +20,7 @@ from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.nodes import node
 from rebalancer.core.convert.pods import pod
 from rebalancer.core.convert.workloads import CONTROLLER_KINDS, controller, pv, pvc, service
-from rebalancer.core.model import (
-    Controller,
-    Deployment,
-    Node,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    Pod,
-    PodDisruptionBudget,
-    PriorityClass,
-    Service,
-    Snapshot,
-)
-
-__all__ = [
-    "KINDS",
-    "SnapshotBuilder",
-    "controller_from_api",
-    "convert_one",
-    "deployment_from_api",
-    "node_from_api",
-    "pdb_from_api",
-    "pod_from_api",
-    "priority_class_from_api",
-    "pv_from_api",
-    "pvc_from_api",
-    "service_from_api",
-    "snapshot_from_objects",
-]
+from rebalancer.core.model import Pod, Snapshot
 
 _T = TypeVar("_T")
 _Converter = Callable[[Mapping[str, Any], list[str], Caches], Any]
@@ -85,49 +59,18 @@ def _one(
     return result
 
 
-def node_from_api(obj: Mapping[str, Any]) -> Node:
-    """Convert a Node; raises :class:`InputError` listing every problem."""
-    return _one(node, obj)
-
-
-def pod_from_api(obj: Mapping[str, Any]) -> Pod:
-    """Convert a Pod (effective requests, normalised constraints); raises :class:`InputError`."""
-    return _one(pod, obj)
-
-
-def pdb_from_api(obj: Mapping[str, Any]) -> PodDisruptionBudget:
-    """Convert a policy/v1 PodDisruptionBudget; raises :class:`InputError`."""
-    return _one(pdb, obj)
-
-
-def priority_class_from_api(obj: Mapping[str, Any]) -> PriorityClass:
-    """Convert a PriorityClass; raises :class:`InputError`."""
-    return _one(priority_class, obj)
-
-
-def pvc_from_api(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
-    """Convert a PersistentVolumeClaim; raises :class:`InputError`."""
-    return _one(pvc, obj)
-
-
-def pv_from_api(obj: Mapping[str, Any]) -> PersistentVolume:
-    """Convert a PersistentVolume; raises :class:`InputError`."""
-    return _one(pv, obj)
-
-
-def service_from_api(obj: Mapping[str, Any]) -> Service:
-    """Convert a Service; raises :class:`InputError`."""
-    return _one(service, obj)
-
-
-def controller_from_api(obj: Mapping[str, Any]) -> Controller:
-    """Convert a ReplicaSet, StatefulSet or ReplicationController; raises :class:`InputError`."""
-    return _one(controller, obj)
-
-
-def deployment_from_api(obj: Mapping[str, Any]) -> Deployment:
-    """Convert an apps/v1 Deployment (its rollout state); raises :class:`InputError`."""
-    return _one(deployment, obj)
+# Each converts one object of its kind with fresh caches; raises :class:`InputError` listing
+# every problem. (Pods get their effective requests and normalised constraints; controllers are
+# ReplicaSets, StatefulSets and ReplicationControllers; a Deployment gives its rollout state.)
+node_from_api: Final = partial(_one, node)
+pod_from_api: Final = partial(_one, pod)
+pdb_from_api: Final = partial(_one, pdb)
+priority_class_from_api: Final = partial(_one, priority_class)
+pvc_from_api: Final = partial(_one, pvc)
+pv_from_api: Final = partial(_one, pv)
+service_from_api: Final = partial(_one, service)
+controller_from_api: Final = partial(_one, controller)
+deployment_from_api: Final = partial(_one, deployment)
 
 
 # --- snapshots ------------------------------------------------------------------------------

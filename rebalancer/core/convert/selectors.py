@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
-from rebalancer.core.convert.checker import Checker, raise_if, show, suggest
+from rebalancer.core.convert.checker import Checker, show, suggest
 from rebalancer.core.model import (
     LabelSelector,
     NodeSelector,
@@ -25,9 +25,7 @@ __all__ = [
     "LABEL_VALUE",
     "is_label_key",
     "label_selector",
-    "label_selector_from_api",
     "node_selector",
-    "node_selector_from_api",
 ]
 
 SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -111,7 +109,8 @@ def _label_requirement(chk: Checker, raw: object, path: str, strict: bool) -> Re
 def label_selector(
     chk: Checker, raw: object, path: str, *, strict: bool = False
 ) -> LabelSelector | None:
-    """A label selector; ``None`` (absent) stays ``None``, which matches nothing.
+    """A label selector; ``None`` (absent) stays ``None``, which matches nothing, and ``{}`` is
+    the empty selector, which matches everything.
 
     ``strict`` (a selector a person wrote, as in the policy): unknown keys, label key and
     value syntax and repeated values are reported too; the API server has already checked
@@ -131,21 +130,6 @@ def label_selector(
         if requirement is not None:
             expressions.append(requirement)
     return LabelSelector(tuple(sorted(match_labels.items())), tuple(expressions))
-
-
-def label_selector_from_api(
-    obj: Mapping[str, Any] | None, path: str, problems: list[str] | None = None
-) -> LabelSelector | None:
-    """Parse a ``metav1.LabelSelector``; ``None`` (absent) stays ``None``, which matches nothing.
-
-    ``{}`` is an empty selector, which matches everything. Problems are appended to
-    ``problems`` when given, else raised as one :class:`InputError` named ``path``.
-    """
-    found: list[str] = [] if problems is None else problems
-    selector = label_selector(Checker("", found), obj, path)
-    if problems is None:
-        raise_if(found, path)
-    return selector
 
 
 def _node_requirement(
@@ -181,7 +165,8 @@ def _node_selector_term(chk: Checker, raw: object, path: str) -> NodeSelectorTer
 
 
 def node_selector(chk: Checker, raw: object, path: str) -> NodeSelector | None:
-    """A node selector (terms ORed); ``None`` (absent) stays ``None``."""
+    """A ``v1.NodeSelector`` (required node affinity, a PV's node affinity; terms ORed); ``None``
+    (absent) stays ``None``."""
     if raw is None:
         return None
     obj = chk.as_obj(raw, path)
@@ -196,17 +181,3 @@ def node_selector(chk: Checker, raw: object, path: str) -> NodeSelector | None:
             for i, term in enumerate(terms)
         )
     )
-
-
-def node_selector_from_api(
-    obj: Mapping[str, Any] | None, path: str, problems: list[str] | None = None
-) -> NodeSelector | None:
-    """Parse a ``v1.NodeSelector`` (required node affinity, a PV's node affinity); terms are ORed.
-
-    Problems are appended to ``problems`` when given, else raised as one :class:`InputError`.
-    """
-    found: list[str] = [] if problems is None else problems
-    selector = node_selector(Checker("", found), obj, path)
-    if problems is None:
-        raise_if(found, path)
-    return selector

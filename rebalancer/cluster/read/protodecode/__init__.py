@@ -11,7 +11,7 @@ problem's wording stay the converter's), and its bytes key the memo from then on
 
 Anything this path cannot take exactly as the JSON path would (a problem the converter reports,
 an encoding that JSON writes differently, bytes that do not parse) makes
-:meth:`ProtoBuilder.convert_page` return None: the reader then reads that page again as JSON.
+:meth:`ProtoBuilder.convert_items` return None: the reader then reads that page again as JSON.
 tests/test_protodecode.py checks both paths give equal pods.
 """
 
@@ -317,14 +317,10 @@ class ProtoBuilder(FastBuilder):
         super().__init__(builder)
         self.proto_pods = PodConverter(self.caches, _ProtoShapes())
 
-    def convert_page(self, page: ProtoPage) -> list[Pod] | None:
-        """The page's pods, converted as the JSON path converts them; None when one of them
-        cannot be taken exactly so (the caller then reads the page as JSON)."""
-        return self.convert_items(page.items)
-
     def convert_items(self, items: Iterable[pb.Pod]) -> list[Pod] | None:
-        """Pods (of a page, or a batch of a streamed list) converted as :meth:`convert_page`
-        converts a page's; None when one of them cannot be taken exactly so."""
+        """Pods (of a page, or a batch of a streamed list), converted as the JSON path converts
+        them; None when one of them cannot be taken exactly so (the caller then reads the page
+        as JSON)."""
         try:
             return [self._proto_pod(item) for item in items]
         except (Fallback, DecodeError, UnicodeDecodeError, ValueError):
@@ -332,7 +328,7 @@ class ProtoBuilder(FastBuilder):
             return None
 
     def add_page(self, page: ProtoPage) -> int | None:
-        """Add the page's pods (:meth:`convert_page`); how many, or None when none was added
+        """Add the page's pods (:meth:`convert_items`); how many, or None when none was added
         because one of them cannot be taken exactly as JSON would have it."""
         return self.add_items(page.items)
 
