@@ -415,9 +415,6 @@ class _Reader:
         _warn_rejected(result.rejected, "its namespace is left out of this run")
         return result.snapshot
 
-    def get_rejected(self) -> tuple[Any, ...]:
-        return self.rejected
-
 
 def _server_info(kube: Kube) -> dict[str, Any]:
     """The server's version and behaviour-changing feature gates (GETs only; best effort)."""
@@ -443,17 +440,6 @@ def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
             problems=list(r.problems),
             detail=detail,
         )
-
-
-def _reader(
-    kube: Kube,
-    namespace: str | None,
-    timeouts: Timeouts,
-    *,
-    paged: bool = False,
-    limits: Any = None,
-) -> _Reader:
-    return _Reader(kube, namespace, timeouts, paged=paged, limits=limits)
 
 
 class _WatchReader:
@@ -531,9 +517,6 @@ class _WatchReader:
         )
         return found
 
-    def get_rejected(self) -> tuple[Any, ...]:
-        return self.rejected
-
     def close(self) -> None:
         self._watch.close()
 
@@ -549,7 +532,7 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     configure_logging()
     timeouts = _checked_timeouts(args)
     kube = _connect(args, timeouts)
-    reader = _reader(
+    reader = _Reader(
         kube,
         args.namespace,
         timeouts,
@@ -763,7 +746,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 verify=checked.verify_every,
             )
             if watching
-            else _reader(
+            else _Reader(
                 kube, args.namespace, checked.timeouts, paged=paged, limits=_read_limits(args)
             )
         )
@@ -773,7 +756,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             create_event=kube.create_event,
             get_pdb=kube.get_pdb,
             lease=kube,
-            rejected=reader.get_rejected,
+            rejected=lambda: reader.rejected,
             patch_pod_cost=kube.patch_pod_cost,
         )
         stop = threading.Event()
