@@ -25,6 +25,7 @@ from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
     add_output_argument,
     add_policy_arguments,
+    count_type,
     resolve_policy,
     table_style,
     window_status,
@@ -116,7 +117,7 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-objects",
         metavar="N",
-        type=_object_count,
+        type=count_type(MAX_OBJECTS),
         default=DEFAULT_MAX_OBJECTS,
         help=f"most objects one read of the cluster may take in (default {DEFAULT_MAX_OBJECTS:,}"
         "); past it, or past 16 GiB received: exit 3, whatever the server sends",
@@ -131,16 +132,6 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 DEFAULT_MAX_OBJECTS: Final = 1_000_000
 MAX_OBJECTS: Final = 100_000_000
-
-
-def _object_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_OBJECTS:
-        raise argparse.ArgumentTypeError(f"must be a number from 1 to {MAX_OBJECTS}, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from rebalancer.cli.common import (
     LivePlanHandler,
     add_output_argument,
     add_policy_arguments,
+    count_type,
     max_input_bytes,
     resolve_policy,
     table_style,
@@ -240,18 +241,6 @@ MAX_INPUT_BYTES: Final = 64 * 1024**3
 """The largest --max-input-bytes: an input is held in memory whole."""
 
 
-def _byte_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_INPUT_BYTES:
-        raise argparse.ArgumentTypeError(
-            f"must be a number of bytes from 1 to {MAX_INPUT_BYTES}, got {text!r}"
-        )
-    return value
-
-
 def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
     """``--debug`` and ``--max-input-bytes``, accepted before or after the command.
 
@@ -267,7 +256,7 @@ def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-input-bytes",
         metavar="N",
-        type=_byte_count,
+        type=count_type(MAX_INPUT_BYTES, "of bytes "),
         default=argparse.SUPPRESS,
         help=f"largest snapshot or policy read, in bytes (default: {DEFAULT_MAX_SNAPSHOT_BYTES} "
         f"for a snapshot, {DEFAULT_MAX_POLICY_BYTES} for a policy)",
