@@ -182,18 +182,7 @@ class Metrics:
         self.planned.set(len(plan.evictions))
         self.duration.observe(duration_seconds)
         self.runs.labels(result="ok").inc()
-        self._skews(
-            ViewSkew(
-                v.namespace,
-                v.topology_key,
-                v.selector,
-                v.max_skew,
-                v.when_unsatisfiable,
-                v.skew,
-                None,
-            )
-            for v in plan.violations
-        )
+        self._skews(ViewSkew(*_view_key(v), v.skew, None) for v in plan.violations)
 
     def _skews(self, skews: Iterable[ViewSkew]) -> None:
         """The view gauges: largest skew per label set (views differing by a hash merge)."""
