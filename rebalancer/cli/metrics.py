@@ -23,7 +23,7 @@ The view labels hold the selector without its ``pod-template-hash`` and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -208,8 +208,6 @@ class Metrics:
         """Account for a run that ended with an error."""
         self.runs.labels(result="error").inc()
 
-    def push(self, url: str, job: str, grouping_key: Mapping[str, str] | None = None) -> None:
+    def push(self, url: str, job: str) -> None:
         """Replace this job's metrics on the Pushgateway at ``url`` with these (HTTP PUT)."""
-        push_to_gateway(
-            url, job=job, registry=self.registry, grouping_key=dict(grouping_key or {}), timeout=10
-        )
+        push_to_gateway(url, job=job, registry=self.registry, grouping_key={}, timeout=10)
