@@ -107,11 +107,9 @@ class Metrics:
     set, as only then could a run have repaired anything.
     """
 
-    def __init__(
-        self, registry: CollectorRegistry | None = None, *, evicting: bool = False
-    ) -> None:
+    def __init__(self, *, evicting: bool = False) -> None:
         self.evicting = evicting
-        self.registry = registry or CollectorRegistry()
+        self.registry = CollectorRegistry()
         r = self.registry
         self.evictions = Counter(
             "rebalancer_evictions", "Evictions by result.", ["result"], registry=r
