@@ -40,7 +40,7 @@ from rebalancer.cli.pushgateway import (
     push_metrics,
     push_report,
 )
-from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
+from rebalancer.cli.render import REPORT_FORMATS, render_run
 from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
@@ -764,8 +764,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 reader.close()
     finally:
         kube.close()
-    fmt: Format = args.output
-    write(render_run(report, fmt, table_style(args)))
+    write(render_run(report, args.output, table_style(args)))
     return report.exit_code
 
 

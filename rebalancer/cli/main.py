@@ -40,7 +40,7 @@ from rebalancer.cli.errorline import say, say_traceback
 from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
-from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
+from rebalancer.cli.render import REPORT_FORMATS, render_explanation
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
@@ -113,7 +113,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     namespace, name = args.pod
     with gc_paused():
         expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
-    write(render_explanation(expl, _format(args), table_style(args)))
+    write(render_explanation(expl, args.output, table_style(args)))
     return EXIT_OK
 
 
@@ -142,11 +142,6 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     shown = "standard input" if args.file == STDIN else args.file
     write(f"{shown}: ok\n# effective policy:\n{effective}")
     return EXIT_OK
-
-
-def _format(args: argparse.Namespace) -> Format:
-    fmt: Format = args.output
-    return fmt
 
 
 def _pod_ref(text: str) -> tuple[str, str]:
