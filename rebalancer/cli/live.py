@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli import oneshot
@@ -364,26 +364,18 @@ def _read_limits(args: argparse.Namespace) -> Any:
     return ReadLimits(max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS))
 
 
+@dataclass(slots=True, eq=False)  # compared and hashed by identity, as before
 class _Reader:
     """Reads the live cluster; an object it cannot convert leaves its namespace out of the
     read (logged, and counted in :attr:`rejected`) instead of stopping everything."""
 
-    def __init__(
-        self,
-        kube: Kube,
-        namespace: str | None,
-        timeouts: Timeouts,
-        *,
-        paged: bool = False,
-        limits: Any = None,
-    ) -> None:
-        self._kube = kube
-        self._namespace = namespace
-        self._timeouts = timeouts
-        self._paged = paged
-        self._limits = limits
-        self.rejected: tuple[Any, ...] = ()
-        """The objects left out by the last read."""
+    kube: Kube
+    namespace: str | None
+    timeouts: Timeouts
+    paged: bool = field(default=False, kw_only=True)
+    limits: Any = field(default=None, kw_only=True)
+    rejected: tuple[Any, ...] = field(default=(), init=False)
+    """The objects left out by the last read."""
 
     def __call__(self) -> Any:
         from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
@@ -393,14 +385,14 @@ class _Reader:
         from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
 
         result = read_cluster(
-            self._kube.list_page,
-            namespace=self._namespace,
-            deadline=_read_deadline(self._timeouts),
-            limits=self._limits,
+            self.kube.list_page,
+            namespace=self.namespace,
+            deadline=_read_deadline(self.timeouts),
+            limits=self.limits,
             skip_invalid=True,
-            list_page_proto=protobuf_pages(self._kube),  # pods as protobuf, when served so
+            list_page_proto=protobuf_pages(self.kube),  # pods as protobuf, when served so
             # pods in one LIST, streamed (paginated as above when it is not taken)
-            list_stream=None if self._paged else protobuf_stream(self._kube),
+            list_stream=None if self.paged else protobuf_stream(self.kube),
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
