@@ -662,6 +662,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     configure_logging()
     evicting = not (args.dry_run or args.server_dry_run)
+    watching = checked.interval is not None and not args.relist
+    mode = "dry-run" if args.dry_run else "server-dry-run" if args.server_dry_run else "evict"
     lease = LeaseSettings(
         namespace=args.lease_namespace,
         name=args.lease_name,
@@ -683,11 +685,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     logs.log_config(
         policy,
         {
-            "mode": "dry-run"
-            if args.dry_run
-            else "server-dry-run"
-            if args.server_dry_run
-            else "evict",
+            "mode": mode,
             "interval": format_duration(checked.interval) if checked.interval else None,
             "max_waves": checked.max_waves,
             "wave_timeout": format_duration(checked.wave_timeout),
@@ -707,7 +705,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if not args.dry_run:
             checks = run_checks(
                 evicting=evicting,
-                watching=checked.interval is not None and not args.relist,
+                watching=watching,
                 steering=evicting and policy.steer_scale_down,
             )
             preflight(
@@ -717,7 +715,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 lease_namespace=lease.namespace,
                 lease_name=lease.name,
             )
-        watching = checked.interval is not None and not args.relist
         paged = bool(getattr(args, "paged_lists", False))
         reader: _Reader | _WatchReader = (
             _WatchReader(
