@@ -81,6 +81,24 @@ def table_style(args: argparse.Namespace) -> TableStyle:
     )
 
 
+def count_type(high: int, unit: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from 1 to ``high``; ``unit`` (e.g. ``"of bytes "``)
+    is named in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a number {unit}from 1 to {high}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
 def max_input_bytes(args: argparse.Namespace, default: int) -> int:
     """``--max-input-bytes`` when given, else ``default`` (which differs per kind of input)."""
     given: int | None = getattr(args, "max_input_bytes", None)

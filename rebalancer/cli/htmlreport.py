@@ -88,12 +88,11 @@ class Bar:
     title: str  # the tooltip: exact values, and for an aggregate its range
 
 
-def chart_bars(
-    before: Mapping[str, int], after: Mapping[str, int], ends: int = CHART_ENDS
-) -> list[Bar]:
-    """Every domain, most-populated first; or the ``ends`` most- and least-populated domains
-    with one bar between them for the mean of the others."""
+def chart_bars(before: Mapping[str, int], after: Mapping[str, int]) -> list[Bar]:
+    """Every domain, most-populated first; or the :data:`CHART_ENDS` most- and least-populated
+    domains with one bar between them for the mean of the others."""
     ranked = ranked_domains(before, after)
+    ends = CHART_ENDS
 
     def bar(domain: str) -> Bar:
         old, new = before.get(domain, 0), after.get(domain, 0)

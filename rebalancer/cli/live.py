@@ -18,13 +18,14 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
     add_output_argument,
     add_policy_arguments,
+    count_type,
     resolve_policy,
     table_style,
     window_status,
@@ -39,7 +40,7 @@ from rebalancer.cli.pushgateway import (
     push_metrics,
     push_report,
 )
-from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
+from rebalancer.cli.render import REPORT_FORMATS, render_run
 from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
@@ -116,7 +117,7 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-objects",
         metavar="N",
-        type=_object_count,
+        type=count_type(MAX_OBJECTS),
         default=DEFAULT_MAX_OBJECTS,
         help=f"most objects one read of the cluster may take in (default {DEFAULT_MAX_OBJECTS:,}"
         "); past it, or past 16 GiB received: exit 3, whatever the server sends",
@@ -131,16 +132,6 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 DEFAULT_MAX_OBJECTS: Final = 1_000_000
 MAX_OBJECTS: Final = 100_000_000
-
-
-def _object_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_OBJECTS:
-        raise argparse.ArgumentTypeError(f"must be a number from 1 to {MAX_OBJECTS}, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,26 +364,18 @@ def _read_limits(args: argparse.Namespace) -> Any:
     return ReadLimits(max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS))
 
 
+@dataclass(slots=True, eq=False)  # compared and hashed by identity, as before
 class _Reader:
     """Reads the live cluster; an object it cannot convert leaves its namespace out of the
     read (logged, and counted in :attr:`rejected`) instead of stopping everything."""
 
-    def __init__(
-        self,
-        kube: Kube,
-        namespace: str | None,
-        timeouts: Timeouts,
-        *,
-        paged: bool = False,
-        limits: Any = None,
-    ) -> None:
-        self._kube = kube
-        self._namespace = namespace
-        self._timeouts = timeouts
-        self._paged = paged
-        self._limits = limits
-        self.rejected: tuple[Any, ...] = ()
-        """The objects left out by the last read."""
+    kube: Kube
+    namespace: str | None
+    timeouts: Timeouts
+    paged: bool = field(default=False, kw_only=True)
+    limits: Any = field(default=None, kw_only=True)
+    rejected: tuple[Any, ...] = field(default=(), init=False)
+    """The objects left out by the last read."""
 
     def __call__(self) -> Any:
         from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
@@ -402,21 +385,18 @@ class _Reader:
         from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
 
         result = read_cluster(
-            self._kube.list_page,
-            namespace=self._namespace,
-            deadline=_read_deadline(self._timeouts),
-            limits=self._limits,
+            self.kube.list_page,
+            namespace=self.namespace,
+            deadline=_read_deadline(self.timeouts),
+            limits=self.limits,
             skip_invalid=True,
-            list_page_proto=protobuf_pages(self._kube),  # pods as protobuf, when served so
+            list_page_proto=protobuf_pages(self.kube),  # pods as protobuf, when served so
             # pods in one LIST, streamed (paginated as above when it is not taken)
-            list_stream=None if self._paged else protobuf_stream(self._kube),
+            list_stream=None if self.paged else protobuf_stream(self.kube),
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
         return result.snapshot
-
-    def get_rejected(self) -> tuple[Any, ...]:
-        return self.rejected
 
 
 def _server_info(kube: Kube) -> dict[str, Any]:
@@ -443,17 +423,6 @@ def _warn_rejected(rejected: Sequence[Any], detail: str) -> None:
             problems=list(r.problems),
             detail=detail,
         )
-
-
-def _reader(
-    kube: Kube,
-    namespace: str | None,
-    timeouts: Timeouts,
-    *,
-    paged: bool = False,
-    limits: Any = None,
-) -> _Reader:
-    return _Reader(kube, namespace, timeouts, paged=paged, limits=limits)
 
 
 class _WatchReader:
@@ -531,9 +500,6 @@ class _WatchReader:
         )
         return found
 
-    def get_rejected(self) -> tuple[Any, ...]:
-        return self.rejected
-
     def close(self) -> None:
         self._watch.close()
 
@@ -549,7 +515,7 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     configure_logging()
     timeouts = _checked_timeouts(args)
     kube = _connect(args, timeouts)
-    reader = _reader(
+    reader = _Reader(
         kube,
         args.namespace,
         timeouts,
@@ -696,6 +662,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     configure_logging()
     evicting = not (args.dry_run or args.server_dry_run)
+    watching = checked.interval is not None and not args.relist
+    mode = "dry-run" if args.dry_run else "server-dry-run" if args.server_dry_run else "evict"
     lease = LeaseSettings(
         namespace=args.lease_namespace,
         name=args.lease_name,
@@ -717,11 +685,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     logs.log_config(
         policy,
         {
-            "mode": "dry-run"
-            if args.dry_run
-            else "server-dry-run"
-            if args.server_dry_run
-            else "evict",
+            "mode": mode,
             "interval": format_duration(checked.interval) if checked.interval else None,
             "max_waves": checked.max_waves,
             "wave_timeout": format_duration(checked.wave_timeout),
@@ -741,7 +705,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if not args.dry_run:
             checks = run_checks(
                 evicting=evicting,
-                watching=checked.interval is not None and not args.relist,
+                watching=watching,
                 steering=evicting and policy.steer_scale_down,
             )
             preflight(
@@ -751,7 +715,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 lease_namespace=lease.namespace,
                 lease_name=lease.name,
             )
-        watching = checked.interval is not None and not args.relist
         paged = bool(getattr(args, "paged_lists", False))
         reader: _Reader | _WatchReader = (
             _WatchReader(
@@ -763,7 +726,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 verify=checked.verify_every,
             )
             if watching
-            else _reader(
+            else _Reader(
                 kube, args.namespace, checked.timeouts, paged=paged, limits=_read_limits(args)
             )
         )
@@ -773,7 +736,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             create_event=kube.create_event,
             get_pdb=kube.get_pdb,
             lease=kube,
-            rejected=reader.get_rejected,
+            rejected=lambda: reader.rejected,
             patch_pod_cost=kube.patch_pod_cost,
         )
         stop = threading.Event()
@@ -790,8 +753,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 reader.close()
     finally:
         kube.close()
-    fmt: Format = args.output
-    write(render_run(report, fmt, table_style(args)))
+    write(render_run(report, args.output, table_style(args)))
     return report.exit_code
 
 

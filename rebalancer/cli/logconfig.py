@@ -37,12 +37,7 @@ class _ScrubbingFormatter(logging.Formatter):
         return scrub(super().format(record))
 
 
-def configure(
-    *,
-    json_output: bool | None = None,
-    stream: TextIO | None = None,
-    level: int = logging.INFO,
-) -> None:
+def configure(*, json_output: bool | None = None, stream: TextIO | None = None) -> None:
     """Configure structlog for the process; ``json_output=None`` decides by ``stream.isatty()``."""
     out = stream if stream is not None else sys.stderr
     if json_output is None:
@@ -63,7 +58,7 @@ def configure(
     _route_stdlib_logging(out)
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )

@@ -29,6 +29,7 @@ from rebalancer.cli.common import (
     LivePlanHandler,
     add_output_argument,
     add_policy_arguments,
+    count_type,
     max_input_bytes,
     resolve_policy,
     table_style,
@@ -39,7 +40,7 @@ from rebalancer.cli.errorline import say, say_traceback
 from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
-from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
+from rebalancer.cli.render import REPORT_FORMATS, render_explanation
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
@@ -112,7 +113,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     namespace, name = args.pod
     with gc_paused():
         expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
-    write(render_explanation(expl, _format(args), table_style(args)))
+    write(render_explanation(expl, args.output, table_style(args)))
     return EXIT_OK
 
 
@@ -141,11 +142,6 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     shown = "standard input" if args.file == STDIN else args.file
     write(f"{shown}: ok\n# effective policy:\n{effective}")
     return EXIT_OK
-
-
-def _format(args: argparse.Namespace) -> Format:
-    fmt: Format = args.output
-    return fmt
 
 
 def _pod_ref(text: str) -> tuple[str, str]:
@@ -240,18 +236,6 @@ MAX_INPUT_BYTES: Final = 64 * 1024**3
 """The largest --max-input-bytes: an input is held in memory whole."""
 
 
-def _byte_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_INPUT_BYTES:
-        raise argparse.ArgumentTypeError(
-            f"must be a number of bytes from 1 to {MAX_INPUT_BYTES}, got {text!r}"
-        )
-    return value
-
-
 def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
     """``--debug`` and ``--max-input-bytes``, accepted before or after the command.
 
@@ -267,7 +251,7 @@ def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-input-bytes",
         metavar="N",
-        type=_byte_count,
+        type=count_type(MAX_INPUT_BYTES, "of bytes "),
         default=argparse.SUPPRESS,
         help=f"largest snapshot or policy read, in bytes (default: {DEFAULT_MAX_SNAPSHOT_BYTES} "
         f"for a snapshot, {DEFAULT_MAX_POLICY_BYTES} for a policy)",

@@ -23,7 +23,7 @@ The view labels hold the selector without its ``pod-template-hash`` and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -107,11 +107,9 @@ class Metrics:
     set, as only then could a run have repaired anything.
     """
 
-    def __init__(
-        self, registry: CollectorRegistry | None = None, *, evicting: bool = False
-    ) -> None:
+    def __init__(self, *, evicting: bool = False) -> None:
         self.evicting = evicting
-        self.registry = registry or CollectorRegistry()
+        self.registry = CollectorRegistry()
         r = self.registry
         self.evictions = Counter(
             "rebalancer_evictions", "Evictions by result.", ["result"], registry=r
@@ -182,18 +180,7 @@ class Metrics:
         self.planned.set(len(plan.evictions))
         self.duration.observe(duration_seconds)
         self.runs.labels(result="ok").inc()
-        self._skews(
-            ViewSkew(
-                v.namespace,
-                v.topology_key,
-                v.selector,
-                v.max_skew,
-                v.when_unsatisfiable,
-                v.skew,
-                None,
-            )
-            for v in plan.violations
-        )
+        self._skews(ViewSkew(*_view_key(v), v.skew, None) for v in plan.violations)
 
     def _skews(self, skews: Iterable[ViewSkew]) -> None:
         """The view gauges: largest skew per label set (views differing by a hash merge)."""
@@ -219,8 +206,6 @@ class Metrics:
         """Account for a run that ended with an error."""
         self.runs.labels(result="error").inc()
 
-    def push(self, url: str, job: str, grouping_key: Mapping[str, str] | None = None) -> None:
+    def push(self, url: str, job: str) -> None:
         """Replace this job's metrics on the Pushgateway at ``url`` with these (HTTP PUT)."""
-        push_to_gateway(
-            url, job=job, registry=self.registry, grouping_key=dict(grouping_key or {}), timeout=10
-        )
+        push_to_gateway(url, job=job, registry=self.registry, grouping_key={}, timeout=10)

@@ -268,6 +268,11 @@ def _fit(lines: list[str], style: TableStyle) -> list[str]:
     return [_clip(line, width, style) for line in lines]
 
 
+def _text(lines: list[str], style: TableStyle) -> str:
+    """``lines`` fitted to the style's width, one text ending in a newline."""
+    return "\n".join(_fit(lines, style)) + "\n"
+
+
 def _columns(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     """Rows padded into left-aligned columns two spaces apart; the last column is not padded."""
     if not rows:
@@ -511,10 +516,6 @@ def _plan_lines(plan: Plan, style: TableStyle) -> list[str]:
     return lines
 
 
-def _plan_table(plan: Plan, style: TableStyle) -> str:
-    return "\n".join(_fit(_plan_lines(plan, style), style)) + "\n"
-
-
 def _views_table(views: Sequence[ViewReport], style: TableStyle) -> str:
     if not views:
         return "No spread views.\n"
@@ -522,8 +523,7 @@ def _views_table(views: Sequence[ViewReport], style: TableStyle) -> str:
     def state(view: ViewReport, _later: ViewReport | None) -> str:
         return f"{view.skew} {'VIOLATED' if view.violated else 'ok'}"
 
-    lines = _view_rows(views, [None] * len(views), style, state, "")
-    return "\n".join(_fit(lines, style)) + "\n"
+    return _text(_view_rows(views, [None] * len(views), style, state, ""), style)
 
 
 def name_list(
@@ -627,10 +627,6 @@ def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
     return lines
 
 
-def _explanation_table(expl: Explanation, style: TableStyle) -> str:
-    return "\n".join(_fit(_explanation_lines(expl, style), style)) + "\n"
-
-
 # --------------------------------------------------------------------------------------------
 # Runs
 
@@ -684,7 +680,7 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
         )
     lines = _plan_lines(report.first_plan, style)
     if report.end is RunEnd.DRY_RUN:
-        return "\n".join(_fit(lines, style)) + "\n"
+        return _text(lines, style)
     lines.append("")
     rows = [["WAVE", "POD", "OUTCOME", "STATUS", "DETAIL"]]
     for row in result_rows(report):
@@ -702,7 +698,7 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
         lines += _columns(rows)
         lines.append("")
     lines.append(run_summary(report))
-    return "\n".join(_fit(lines, style)) + "\n"
+    return _text(lines, style)
 
 
 # --------------------------------------------------------------------------------------------
@@ -722,9 +718,10 @@ def render_plan(
     ``deletionCosts`` key); with ``server`` (the API server's version and gates, when read), a
     last field ``server``."""
     if fmt == "table":
-        text = _plan_table(printable_fields(plan), style or TableStyle())
+        style = style or TableStyle()
+        text = _text(_plan_lines(printable_fields(plan), style), style)
         if steering is not None:
-            text += "\n" + "\n".join(_fit(steering_lines(steering), style or TableStyle())) + "\n"
+            text += "\n" + _text(steering_lines(steering), style)
         return text
     if fmt == "html":
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
@@ -798,7 +795,8 @@ def render_run(report: RunReport, fmt: Format, style: TableStyle | None = None) 
 def render_explanation(expl: Explanation, fmt: Format, style: TableStyle | None = None) -> str:
     """``expl`` as a table for people, or as the JSON/YAML contract."""
     if fmt == "table":
-        return _explanation_table(printable_fields(expl), style or TableStyle())
+        style = style or TableStyle()
+        return _text(_explanation_lines(printable_fields(expl), style), style)
     return _dump(explanation_data(expl), fmt, floats=False)
 
 

@@ -41,13 +41,18 @@ def install() -> Callable[[], None]:
     """Make SIGTERM and SIGINT raise :class:`Terminated`; returns an undo (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
+    return _handle_signals(_raise)
+
+
+def _handle_signals(handler: Callable[[int, FrameType | None], None]) -> Callable[[], None]:
+    """``handler`` for SIGTERM and SIGINT; returns an undo that puts back the previous ones."""
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     for s in SIGNALS:
-        signal.signal(s, _raise)
+        signal.signal(s, handler)
 
     def undo() -> None:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
     return undo
 
@@ -66,7 +71,6 @@ def report(exc: Terminated) -> None:
 
 def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
     """SIGTERM and SIGINT set ``stop``; a second signal acts as the default. Returns an undo."""
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
 
     def handler(signum: int, frame: FrameType | None) -> None:
         logs.get_logger("rebalancer.runner").warning(
@@ -76,11 +80,4 @@ def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
         for s in SIGNALS:  # a second signal ends the process the usual way
             signal.signal(s, signal.SIG_DFL if s == signal.SIGTERM else signal.default_int_handler)
 
-    for s in SIGNALS:
-        signal.signal(s, handler)
-
-    def undo() -> None:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-    return undo
+    return _handle_signals(handler)

@@ -93,29 +93,12 @@ def _head(plan: Plan) -> str:
     return f"{count}, not proven minimal (lower bound {plan.lower_bound})"
 
 
-def plan_summary(plan: Plan) -> str:
-    """One line: ``3 evictions, proven minimal, in 2 waves (1 run); 1 violated view repaired``
-    (or why not minimal, and how many views are left above maxSkew)."""
-    if not plan.violations and not plan.evictions:
-        return "No violations: nothing to evict."
-    line = _head(plan)
-    if plan.evictions:
-        waves = len(plan.waves)
-        line += f", in {plural(waves, 'wave')} ({plural(runs_needed(waves), 'run')})"
-    views = len(plan.violations)
-    if plan.unrepaired:
-        return f"{line}; {plan.repaired} of {plural(views, 'violated view')} repaired, " + (
-            f"{len(plan.unrepaired)} left above maxSkew"
-        )
-    return f"{line}; {plural(views, 'violated view')} repaired"
-
-
 def plan_paragraph(plan: Plan, width: int | None = None) -> list[str]:
     """The plan at a glance, wrapped to ``width`` (100 without one): evictions and whether
     they are proven minimal, waves and the runs they take at run's default ``--max-waves``,
     the views repaired and those left, with what holds them."""
     if not plan.violations and not plan.evictions:
-        return [plan_summary(plan)]
+        return ["No violations: nothing to evict."]
     text = _head(plan)
     if plan.evictions:
         waves = len(plan.waves)
