@@ -36,8 +36,9 @@ maxUnavailable counts only the tool's evictions; the figure "any cause" adds the
 disruptions: the drain's evictions and the pods Ready once and not now (a NotReady zone).
 
 kube-apiserver CPU: over the replay (one contestant alone only), and per idle interval: with
-the trace over, a window with every tool paused (SIGSTOP) is the baseline, then each tool runs
-alone for a window; its CPU above the baseline, per interval, is its figure. Figures are
+the trace over and the tools stopped, a window with no tool is the baseline, then each tool is
+started again alone with its production flags and, after two intervals, measured for a window;
+its CPU above the baseline, per interval, is its figure. Figures are
 printed, never asserted (e2e/test_churn.py asserts the invariants of the short trace).
 """
 
@@ -62,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.compare import build_descheduler, descheduler_policy
-from bench.live import apiserver_pid, cpu_seconds, rss_bytes
+from bench.live import apiserver_pid, cpu_seconds, rss_bytes, settle
 from bench.plan import RESULTS, machine
 from bench.trace import (
     DRAIN,
@@ -105,7 +106,7 @@ class Result:
     pdb: dict[str, int] = field(default_factory=dict)
     apiserver_cpu_s: float | None = None  # over the replay; None: shared with other contestants
     idle_cpu_ms: float | None = None  # kube-apiserver CPU-ms per idle interval, baseline off
-    idle_baseline_ms: float | None = None  # the same with every tool paused
+    idle_baseline_ms: float | None = None  # the same with no tool running
     seconds: float = 0.0
     rss_mib: list[tuple[float, float]] = field(default_factory=list)
     skew: list[tuple[float, int]] = field(default_factory=list)
@@ -430,13 +431,13 @@ def steer_policy(stem: Path) -> Path:
 # Reading the audit log
 
 
-def audited(cp: Any, since: float) -> list[dict[str, Any]]:
-    """The audit log's completed requests since ``since``."""
+def audited(cp: Any, since: float, until: float) -> list[dict[str, Any]]:
+    """The audit log's completed requests received from ``since`` to ``until``."""
     return [
         ev
         for ev in cp.audit_events()
         if ev.get("stage") == "ResponseComplete"
-        and _rfc3339(ev["requestReceivedTimestamp"]) >= since
+        and since <= _rfc3339(ev["requestReceivedTimestamp"]) <= until
     ]
 
 
@@ -647,6 +648,7 @@ class Contest:
         self.stem = OUT / self.replay.tag
         self.since = 0.0
         self.t0 = 0.0
+        self.stopped: float | None = None
         self._files: list[Any] = []
         self._threads: list[threading.Thread] = []
 
@@ -694,14 +696,11 @@ class Contest:
             th.join(timeout=120)
         self.result.seconds = round(time.time() - self.t0, 1)
 
-    def pause(self, paused: bool) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
-
     def stop(self) -> None:
+        if self.stopped is None:
+            self.stopped = time.time()
         proc = self.proc
-        if proc is not None:
-            proc.send_signal(signal.SIGCONT)
+        if proc is not None and proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 self.result.exit_code = proc.wait(timeout=STOP_GRACE)
@@ -712,7 +711,8 @@ class Contest:
             fh.close()
 
     def finish(self) -> Result:
-        score(self.cp, self.result, self.replay, self.since)
+        # until the tool stopped: the idle measurement's fresh processes are not scored
+        score(self.cp, self.result, self.replay, self.since, self.stopped or time.time())
         self.result.verify_differences = verify_differences(self.stem.with_suffix(".err"))
         self.replay.cleanup()
         print(f"  {self.result.contestant}: {summary_line(self.result)}", file=sys.stderr)
@@ -727,31 +727,54 @@ def seconds_of(interval: str) -> float:
     return float(interval)
 
 
+def idle_argv(argv: Sequence[str]) -> list[str]:
+    """The tool's command line as in production: without the bench's state check."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--verify-state-every":
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
 def measure_idle(
     apiserver: int | None, contests: Sequence[Contest], window: float, interval: float
 ) -> None:
-    """kube-apiserver CPU per idle interval, the trace over and the cluster quiet: first a
-    window with every tool paused (SIGSTOP: the baseline), then each tool alone for a window
-    (the others paused). ``idle_cpu_ms`` is the tool's window minus the baseline's, per
-    interval; ``nothing`` gets the baseline."""
-    for c in contests:
-        c.pause(True)
+    """kube-apiserver CPU per idle interval, the trace over, the tools stopped and the cluster
+    quiet: first a window with no tool (the baseline), then each tool alone, started afresh
+    with its production flags (no ``--verify-state-every``), given two intervals to make its
+    first LISTs and watches, then a window. ``idle_cpu_ms`` is the tool's window minus the
+    baseline's, per interval (none for ``nothing``)."""
     per = max(1.0, window / interval)
+    settle(apiserver)
     cpu0 = cpu_seconds(apiserver)
     time.sleep(window)
     baseline = (cpu_seconds(apiserver) - cpu0) / per * 1000
     for c in contests:
         c.result.idle_baseline_ms = round(baseline, 1)
-        if c.proc is None:
-            c.result.idle_cpu_ms = round(baseline, 1)
+        if c.argv is None:
             continue
-        c.pause(False)
-        cpu0 = cpu_seconds(apiserver)
-        time.sleep(window)
-        c.result.idle_cpu_ms = round((cpu_seconds(apiserver) - cpu0) / per * 1000 - baseline, 1)
-        c.pause(True)
-    for c in contests:
-        c.pause(False)
+        with c.stem.with_suffix(".idle.err").open("wb") as err:
+            proc = subprocess.Popen(
+                idle_argv(c.argv), stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT
+            )
+            try:
+                time.sleep(2 * interval + 3.0)
+                cpu0 = cpu_seconds(apiserver)
+                time.sleep(window)
+                spent = cpu_seconds(apiserver) - cpu0
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        c.result.idle_cpu_ms = round(spent / per * 1000 - baseline, 1)
 
 
 def run_contestant(
@@ -811,19 +834,23 @@ def run_together(
         replay_cpu = round(cpu_seconds(apiserver) - cpu0, 2)
         if len(ready) == 1:
             ready[0].result.apiserver_cpu_s = replay_cpu
+        for c in ready:
+            c.stop()
         if idle_window > 0:
             measure_idle(apiserver, ready, idle_window, seconds_of(interval))
     finally:
         for c in ready:
             c.stop()
+    if idle_window <= 0:
+        time.sleep(2.0)  # the audit log's batch backend
     for c in ready:
         c.finish()
     return [c.result for c in contests]
 
 
-def score(cp: Any, result: Result, replay: Replay, since: float) -> None:
+def score(cp: Any, result: Result, replay: Replay, since: float, until: float) -> None:
     """The audit log's and the sampler's figures of one contestant, into ``result``."""
-    events = audited(cp, since)
+    events = audited(cp, since, until)
     requests = tool_requests(events, user_of(result.contestant))
     evictions = evictions_of(requests)
     mine = {pod for _, pod in evictions}
@@ -910,17 +937,19 @@ def table(rows: Sequence[Result], run: int | None = None) -> str:
     workloads = sorted({w for r in rows for w in (*r.pdb, *r.most_unavailable_overall)})
     head = (
         f"{'contestant':<12} {'run':>3} {'skew-s':>7} {'evict':>5} {'thrash':>6} {'429':>4} "
-        f"{'DELETE':>6} {'idle ms':>7} {'RSS MiB':>11}  unavailable tool/PDB (any cause)"
+        f"{'DELETE':>6} {'idle ms':>7} {'(none)':>6} {'RSS MiB':>11}  unavailable tool/PDB (any "
+        "cause)"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         if r.skipped:
             lines.append(f"{r.contestant:<12} skipped: {r.skipped}")
             continue
-        idle = "-" if r.idle_cpu_ms is None else f"{r.idle_cpu_ms:.0f}"
+        idle = "-" if r.idle_cpu_ms is None else f"{r.idle_cpu_ms:.1f}"
+        base = "-" if r.idle_baseline_ms is None else f"{r.idle_baseline_ms:.1f}"
         lines.append(
             f"{r.contestant:<12} {run if run is not None else '':>3} {r.skew_seconds:>7.0f} "
-            f"{r.evictions:>5} {r.thrash:>6} {r.http_429:>4} {r.deletes:>6} {idle:>7} "
+            f"{r.evictions:>5} {r.thrash:>6} {r.http_429:>4} {r.deletes:>6} {idle:>7} {base:>6} "
             f"{rss_text(r):>11}  {unavailable_text(r, workloads)}"
         )
     return "\n".join(lines)
@@ -950,7 +979,7 @@ def summary(runs: Sequence[Sequence[Result]]) -> str:
     workloads = sorted({w for rs in by.values() for r in rs for w in r.pdb})
     head = (
         f"{'contestant':<12} {'runs':>4} {'skew-s':>14} {'evictions':>12} {'thrash':>7} "
-        f"{'429':>5} {'DELETE':>6} {'idle CPU-ms':>12} {'RSS first':>10} {'RSS last':>10}  "
+        f"{'429':>5} {'DELETE':>6} {'idle CPU-ms':>12} {'(none)':>12} {'RSS first':>10} {'RSS last':>10}  "
         + "  ".join(f"{w} tool/PDB (any)" for w in workloads)
     )
     lines = [head, "-" * len(head)]
@@ -961,11 +990,12 @@ def summary(runs: Sequence[Sequence[Result]]) -> str:
             for w in workloads
         )
         idle = [r.idle_cpu_ms for r in rs if r.idle_cpu_ms is not None]
+        base = [r.idle_baseline_ms for r in rs if r.idle_baseline_ms is not None]
         lines.append(
             f"{c:<12} {len(rs):>4} {spread_of([r.skew_seconds for r in rs]):>14} "
             f"{spread_of([r.evictions for r in rs]):>12} {spread_of([r.thrash for r in rs]):>7} "
             f"{spread_of([r.http_429 for r in rs]):>5} {spread_of([r.deletes for r in rs]):>6} "
-            f"{spread_of(idle):>12} "
+            f"{spread_of(idle):>12} {spread_of(base):>12} "
             f"{spread_of([r.rss_mib[0][1] for r in rs if r.rss_mib]):>10} "
             f"{spread_of([r.rss_mib[-1][1] for r in rs if r.rss_mib]):>10}  {unavailable}"
         )
@@ -1083,7 +1113,7 @@ def main(argv: list[str] | None = None) -> int:
         "--idle-window",
         type=float,
         default=None,
-        help="seconds of idle apiserver CPU per tool after the trace (default 4 intervals)",
+        help="seconds of idle apiserver CPU per tool after the trace (default 3 intervals)",
     )
     ap.add_argument("--report", default=None, help="print and plot a results file; run nothing")
     ap.add_argument("--out", default=None)
@@ -1103,7 +1133,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--contestants: unknown {unknown}; known: {', '.join(CONTESTANTS)}")
     if args.repeat < 1:
         ap.error(f"--repeat: {args.repeat}: must be at least 1")
-    idle_window = 4 * seconds_of(args.interval) if args.idle_window is None else args.idle_window
+    idle_window = 3 * seconds_of(args.interval) if args.idle_window is None else args.idle_window
     descheduler = build_descheduler() if "descheduler" in contestants else None
     from e2e.cluster.controlplane import ControlPlane, build  # noqa: PLC0415
 
