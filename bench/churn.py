@@ -979,8 +979,8 @@ def summary(runs: Sequence[Sequence[Result]]) -> str:
     workloads = sorted({w for rs in by.values() for r in rs for w in r.pdb})
     head = (
         f"{'contestant':<12} {'runs':>4} {'skew-s':>14} {'evictions':>12} {'thrash':>7} "
-        f"{'429':>5} {'DELETE':>6} {'idle CPU-ms':>12} {'(none)':>12} {'RSS first':>10} {'RSS last':>10}  "
-        + "  ".join(f"{w} tool/PDB (any)" for w in workloads)
+        f"{'429':>5} {'DELETE':>6} {'idle CPU-ms':>12} {'(none)':>12} {'RSS first':>10} "
+        f"{'RSS last':>10}  " + "  ".join(f"{w} tool/PDB (any)" for w in workloads)
     )
     lines = [head, "-" * len(head)]
     for c, rs in by.items():
