@@ -1097,7 +1097,7 @@ def report(doc: dict[str, Any], png: Path | None) -> None:
         print(f"wrote {png}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--short", action="store_true", help="the e2e trace: one Deployment")
     ap.add_argument("--seed", type=int, default=1)
@@ -1118,6 +1118,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", default=None, help="print and plot a results file; run nothing")
     ap.add_argument("--out", default=None)
     ap.add_argument("--plot", default=None)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
     stem = "churn-short" if args.short else "churn"
     out = Path(args.out or RESULTS / f"{stem}.json")
@@ -1157,10 +1162,15 @@ def main(argv: list[str] | None = None) -> int:
         cp.assert_own_cluster(cp.kubeconfig)
         for i in range(args.repeat):
             print(f"run {i + 1} of {args.repeat}", file=sys.stderr, flush=True)
-            rows = run_all(
-                cp, trace, contestants, speedup=speedup, interval=args.interval,
-                descheduler=descheduler, parallel=args.parallel, idle_window=idle_window,
-            )  # fmt: skip
+            try:
+                rows = run_all(
+                    cp, trace, contestants, speedup=speedup, interval=args.interval,
+                    descheduler=descheduler, parallel=args.parallel, idle_window=idle_window,
+                )  # fmt: skip
+            except Exception as exc:  # one failed run: say so and go on with the next
+                print(f"run {i + 1} FAILED: {exc!r}", file=sys.stderr, flush=True)
+                doc.setdefault("failed", []).append(f"run {i + 1}: {exc!r}")
+                continue
             doc["runs"].append([asdict(r) for r in rows])
             out.write_text(json.dumps(doc, indent=1) + "\n")  # each run saved as it ends
             print(table(rows, i + 1), file=sys.stderr, flush=True)
