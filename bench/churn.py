@@ -48,6 +48,7 @@ import argparse
 import bisect
 import itertools
 import json
+import math
 import os
 import signal
 import statistics
@@ -103,6 +104,8 @@ class Result:
     most_unavailable: dict[str, int] = field(default_factory=dict)  # by the tool's evictions
     most_unavailable_overall: dict[str, int] = field(default_factory=dict)  # any cause
     trace_evictions: int = 0  # the trace's own (the drain's)
+    # per workload, (from, to, pod) of each of the tool's evictions, seconds since about the start
+    tool_windows: dict[str, list[tuple[float, float, str]]] = field(default_factory=dict)
     pdb: dict[str, int] = field(default_factory=dict)
     apiserver_cpu_s: float | None = None  # over the replay; None: shared with other contestants
     idle_cpu_ms: float | None = None  # kube-apiserver CPU-ms per idle interval, baseline off
@@ -173,6 +176,7 @@ class Replay:
         self.rss: list[tuple[float, float]] = []
         self.pid: int | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self.ended: float | None = None  # when the trace and its tail were over
 
     def node(self, short: str) -> str:
@@ -308,6 +312,48 @@ class Replay:
             th.join(timeout=120)
 
     # -- sampling ------------------------------------------------------------------------------
+    def saw_ready(self, name: str, at: float) -> None:
+        """``name`` was Ready by ``at``: keep the earliest such time (an upper bound on when it
+        became Ready)."""
+        with self._lock:
+            if at < self.ready_at.get(name, math.inf):
+                self.ready_at[name] = at
+
+    def watch_ready(self) -> None:
+        """A WATCH of the namespace's pods: the moment an event shows a pod Ready bounds its
+        Ready time to milliseconds (the sampler's second would not tell an eviction made just
+        after a replacement became Ready from one made just before)."""
+        from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
+
+        kube = connect(str(self.cp.kubeconfig))
+        version = "0"
+        while not self._stop.is_set():
+            try:
+                for line in kube.watch_lines("pods", self.ns, version, 30):
+                    now = time.time()
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    version = meta.get("resourceVersion") or version
+                    if event.get("type") not in ("ADDED", "MODIFIED"):
+                        continue
+                    ready = next(
+                        (
+                            c
+                            for c in (obj.get("status") or {}).get("conditions") or ()
+                            if c.get("type") == "Ready" and c.get("status") == "True"
+                        ),
+                        None,
+                    )
+                    if ready is not None and meta.get("name"):
+                        self.saw_ready(meta["name"], ready_time(ready, now))
+                    if self._stop.is_set():
+                        break
+            except Exception:  # an expired version or a broken stream: watch again from now
+                version = "0"
+                self._stop.wait(0.2)
+        kube.close()
+
     def sample_loop(self, t0: float) -> None:
         from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
 
@@ -340,8 +386,8 @@ class Replay:
                         ),
                         None,
                     )
-                    if ready is not None and name not in self.ready_at:
-                        self.ready_at[name] = ready_time(ready, now)
+                    if ready is not None:
+                        self.saw_ready(name, ready_time(ready, now))
                     elif (
                         ready is None
                         and name in self.ready_at
@@ -412,6 +458,8 @@ def tool_argv(
         sys.executable, "-m", "rebalancer", "run", "-n", ns, "--interval", interval,
         "--kubeconfig", str(kubeconfig), "-o", "json",
     ]  # fmt: skip
+    # its own Lease: rebalancer contestants running together must not wait for each other
+    argv += ["--lease-name", f"churn-{replay.tag}"]
     if has_flag("--verify-state-every"):
         argv += ["--verify-state-every", "1"]
     if contestant == "steer":
@@ -680,6 +728,7 @@ class Contest:
     def start(self, t0: float) -> None:
         """The sampler and the trace's events, timed from ``t0``."""
         self.t0 = t0
+        threading.Thread(target=self.replay.watch_ready, daemon=True).start()
         for target in (self.replay.sample_loop, self.replay.replay_events):
             th = threading.Thread(target=target, args=(t0,), daemon=True)
             th.start()
@@ -874,6 +923,15 @@ def score(cp: Any, result: Result, replay: Replay, since: float, until: float) -
         matched, replay.ready_at, replay.last_seen, replay.moot, replay.ended or time.time()
     )
     result.most_unavailable = most_unavailable(windows, mine)
+    start = (
+        replay.ended - replay.trace.duration / replay.speedup - TAIL_SECONDS
+        if replay.ended
+        else 0.0
+    )
+    result.tool_windows = {
+        app: [(round(a - start, 3), round(b - start, 3), pod) for a, b, pod in ws if pod in mine]
+        for app, ws in windows.items()
+    }
     result.most_unavailable_overall = most_unavailable_overall(windows, replay.lost)
     result.pdb = {
         w.name: w.pdb_max_unavailable
