@@ -355,7 +355,7 @@ class Replay:
         kube.close()
 
     def sample_loop(self, t0: float) -> None:
-        from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
+        from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
 
         kube = connect(str(self.cp.kubeconfig))
         by_name = {w.name: w for w in self.trace.workloads}

@@ -11,7 +11,8 @@ objects of a ``bench.gen`` snapshot (default: medium, 1,000 nodes / 30,000 pods;
 ``--repeat`` times each:
 
 * the floor: ``python -m bench.live --floor KUBECONFIG`` in a subprocess: every page of every
-  resource rebalancer reads, with the same client (``rebalancer.cluster.kubeclient.Kube.list_page``,
+  resource rebalancer reads, with the same client (``Kube.list_page`` in
+  :mod:`rebalancer.cluster.api.kubeclient`,
   same page size, one request after the other) and parsed with ``orjson.loads``, nothing else,
   the cyclic GC paused as the reader pauses it; with ``--floor-gc`` also once with the GC on
   (how this benchmark measured the floor before);
@@ -298,9 +299,9 @@ def floor(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
     The cyclic GC is paused, as the reader pauses it (``gc_on`` leaves it on: orjson's dicts
     then trigger collections that about double the parse time).
     """
-    from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
-    from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE  # noqa: PLC0415
-    from rebalancer.cluster.resources import RESOURCES  # noqa: PLC0415
+    from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
+    from rebalancer.cluster.api.resources import RESOURCES  # noqa: PLC0415
+    from rebalancer.cluster.read.reader import DEFAULT_PAGE_SIZE  # noqa: PLC0415
 
     kube = connect(kubeconfig)
     if not gc_on:
@@ -345,13 +346,14 @@ def floor(kubeconfig: str, *, gc_on: bool = False) -> dict[str, Any]:
 def pods_list(kubeconfig: str) -> dict[str, Any]:
     """The pods' one unpaginated protobuf LIST as the plan pass sends it, read to its end and
     thrown away (nothing parsed): kube-apiserver's cost of the one read of every pod."""
-    from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
+    from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
+    from rebalancer.cluster.read.encoding import protobuf_stream  # noqa: PLC0415
 
     kube = connect(kubeconfig)
     t0 = time.perf_counter()
     size = 0
     try:
-        for chunk in kube.list_stream("pods", None):
+        for chunk in protobuf_stream(kube)("pods", None):
             size += len(chunk)
     finally:
         kube.close()

@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from rebalancer.cluster.resources import RESOURCES
+from rebalancer.cluster.api.resources import RESOURCES
 
 CHUNK = 200  # objects a worker takes at a time
 ATTEMPTS = 6  # per object, for 429 / 5xx / connection errors

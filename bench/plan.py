@@ -8,8 +8,8 @@ For each size, a seeded cluster is generated once with ``bench.gen`` (cached und
 
 * ``kubectl``: the objects whole, as ``kubectl get ... -o json`` holds them (one document);
 * ``snapshot``: what ``rebalancer snapshot`` writes for that cluster: every object trimmed by
-  ``rebalancer.core.slim.slim`` and written by
-  ``rebalancer.cluster.snapshot.dump_objects(..., "json")`` (one object per line), the two
+  ``rebalancer.cluster.read.slim.slim`` and written by
+  ``rebalancer.cluster.read.snapshot.dump_objects(..., "json")`` (one object per line), the two
   functions the command itself uses after its LIST.
 
 Each is measured:
@@ -19,7 +19,7 @@ Each is measured:
 * phases, in a fresh subprocess (``python -m bench.plan --phases FILE``): reading the file,
   ``orjson.loads`` on its bytes alone (the parse floor: a plain call, and again with the cyclic
   garbage collector off, which is how rebalancer parses),
-  ``rebalancer.cluster.snapshot.load_snapshot`` (read + parse + convert),
+  ``rebalancer.cluster.read.snapshot.load_snapshot`` (read + parse + convert),
   ``rebalancer.core.spread.analyze`` and ``rebalancer.core.planner.plan`` (which runs
   ``analyze`` again itself: ``planning`` is ``plan - analysis``). The plan's statistics say how
   the groups of views sharing pods were planned (exact search or fallback) and what the exact
@@ -68,8 +68,8 @@ def machine() -> dict[str, Any]:
 
 def trimmed_path(size: str, seed: int) -> Path:
     """The cached ``rebalancer snapshot`` form of a size's cluster, written when missing."""
-    from rebalancer.cluster.snapshot import dump_objects, load_objects  # noqa: PLC0415
-    from rebalancer.core.slim import slim  # noqa: PLC0415
+    from rebalancer.cluster.read.slim import slim  # noqa: PLC0415
+    from rebalancer.cluster.read.snapshot import dump_objects, load_objects  # noqa: PLC0415
 
     path = OUT_DIR / f"rebalancer-snapshot-{size}-seed{seed}.json"
     if not path.exists():
@@ -154,7 +154,7 @@ def use_general_path() -> None:
     """Turn the typed decoder off in this process: snapshot files and live LIST pages then
     take the general path (orjson + the converter), as before it existed. For side-by-side
     figures only."""
-    from rebalancer.cluster import fastdecode  # noqa: PLC0415
+    from rebalancer.cluster.read import fastdecode  # noqa: PLC0415
 
     fastdecode.load_lines = lambda *args, **kwargs: None
     fastdecode.load_list = lambda *args, **kwargs: None
@@ -165,7 +165,7 @@ def use_general_path() -> None:
 def use_json_lists() -> None:
     """Ask for JSON only in this process: the live reader's pod pages then come as JSON, as
     before protobuf was asked for. For side-by-side figures only."""
-    from rebalancer.cluster import reader  # noqa: PLC0415
+    from rebalancer.cluster.read import reader  # noqa: PLC0415
 
     setattr(reader, "PROTOBUF_RESOURCES", frozenset())  # noqa: B010  # a Final, patched here
 
@@ -182,7 +182,8 @@ def phases(path: str, decoder: str = "typed") -> dict[str, Any]:
     """Phase timings in this (fresh) process. Printed as JSON by ``--phases``."""
     if decoder == "general":
         use_general_path()
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415
+    from rebalancer.cluster.gcpause import gc_paused  # noqa: PLC0415
+    from rebalancer.cluster.read.snapshot import load_snapshot  # noqa: PLC0415
     from rebalancer.core.planner import plan  # noqa: PLC0415
     from rebalancer.core.policy import Policy  # noqa: PLC0415
     from rebalancer.core.spread import analyze  # noqa: PLC0415
@@ -208,14 +209,16 @@ def phases(path: str, decoder: str = "typed") -> dict[str, Any]:
     out["load_s"] = time.perf_counter() - t0
     policy = Policy()
     t0 = time.perf_counter()
-    analysis = analyze(snap, policy)
+    with gc_paused():  # as the command pauses it
+        analysis = analyze(snap, policy)
     out["analysis_s"] = time.perf_counter() - t0
     out["views"] = len(analysis.views)
     out["violated_views"] = sum(1 for v in analysis.views if v.violated)
     del analysis
     t0 = time.perf_counter()
     joint: dict[str, float] = {}
-    result = plan(snap, policy, time.time(), stats=joint)
+    with gc_paused():
+        result = plan(snap, policy, time.time(), stats=joint)
     out["plan_s"] = time.perf_counter() - t0
     out["joint"] = joint
     out["planning_s"] = max(0.0, out["plan_s"] - out["analysis_s"])

@@ -31,7 +31,7 @@ from e2e.cluster.controlplane import (
     Cluster,
     ControlPlane,
 )
-from rebalancer.cluster.reader import DEFAULT_PAGE_SIZE
+from rebalancer.cluster.read.reader import DEFAULT_PAGE_SIZE
 
 pytestmark = pytest.mark.e2e
 

@@ -24,9 +24,10 @@ import pytest
 
 from e2e.cluster.controlplane import Cluster
 from e2e.test_live import audit_mark, explain, rebalancer, rebalancer_requests
-from rebalancer.cluster.kubeclient import connect
-from rebalancer.cluster.protodecode import is_protobuf
-from rebalancer.cluster.reader import ReadResult, read_cluster
+from rebalancer.cluster.api.kubeclient import connect
+from rebalancer.cluster.read.encoding import protobuf_pages, protobuf_stream
+from rebalancer.cluster.read.protodecode import is_protobuf
+from rebalancer.cluster.read.reader import ReadResult, read_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +37,7 @@ RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "2
 
 JSON_ONLY_PLAN = (
     "import sys\n"
-    "from rebalancer.cluster import reader\n"
+    "from rebalancer.cluster.read import reader\n"
     "setattr(reader, 'PROTOBUF_RESOURCES', frozenset())\n"
     "from rebalancer.cli.main import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
@@ -207,7 +208,7 @@ def _read(kubeconfig: Path, ns: str, *, proto: bool) -> tuple[ReadResult, list[b
     def list_page_proto(
         resource: str, namespace: str | None, limit: int, token: str | None
     ) -> bytes:
-        raw = kube.list_page_proto(resource, namespace, limit, token)
+        raw = protobuf_pages(kube)(resource, namespace, limit, token)
         encodings.append(is_protobuf(raw))
         return raw
 
@@ -274,12 +275,12 @@ def _read_streamed(kubeconfig: Path, ns: str) -> tuple[ReadResult, int, int]:
     ) -> bytes:
         nonlocal pod_pages
         pod_pages += resource == "pods"
-        return kube.list_page_proto(resource, namespace, limit, token)
+        return protobuf_pages(kube)(resource, namespace, limit, token)
 
     def list_stream(resource: str, namespace: str | None) -> Iterator[bytes]:
         nonlocal streams
         streams += 1
-        return kube.list_stream(resource, namespace)
+        return protobuf_stream(kube)(resource, namespace)
 
     try:
         result = read_cluster(

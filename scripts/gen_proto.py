@@ -1,6 +1,6 @@
 """Generate the Python code of rebalancer's trimmed protobuf schema with grpcio-tools' protoc.
 
-``rebalancer/cluster/protodecode/schema.proto`` -> ``schema_pb2.py`` (the message classes) and
+``rebalancer/cluster/read/protodecode/schema.proto`` -> ``schema_pb2.py`` (the message classes) and
 ``schema_pb2.pyi`` (their types, for mypy), next to it. grpcio-tools is a dev extra (pinned, so
 the output is reproducible): an installed rebalancer needs only the ``protobuf`` runtime.
 tests/test_protodecode.py regenerates into a temporary directory and checks nothing changed.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_DIR = ROOT / "rebalancer" / "cluster" / "protodecode"
+SCHEMA_DIR = ROOT / "rebalancer" / "cluster" / "read" / "protodecode"
 SCHEMA = "schema.proto"
 GENERATED = ("schema_pb2.py", "schema_pb2.pyi")
 

@@ -38,7 +38,7 @@ def _cli_plan(path: Path) -> bytes:
 def _case_plans() -> list[tuple[str, bytes]]:
     sys.path.insert(0, str(ROOT))
     from rebalancer.cli.render import render_plan  # noqa: PLC0415  # after sys.path is set
-    from rebalancer.cluster.policyfile import load_policy  # noqa: PLC0415
+    from rebalancer.cluster.read.policyfile import load_policy  # noqa: PLC0415
     from rebalancer.core.planner import plan  # noqa: PLC0415
     from tests.casedsl import build_snapshot  # noqa: PLC0415
 

@@ -62,8 +62,9 @@ else
   echo "real-node e2e scenarios will be SKIPPED: $real_nodes_unsupported"
 fi
 
-# The 1.32 and 1.37 control planes build (cached; ~15-27 min cold each on 2 cores) in the
-# background, at low priority, while the 1.35 e2e tests run: those mostly wait on the cluster.
+# The 1.32 and 1.37 control planes build (cached; 5-7 min cold each on 2 cores, up to 27 min on
+# a busy machine) in the background, at low priority, while the 1.35 e2e tests run: those
+# mostly wait on the cluster.
 # On a machine where nothing is cached yet, the two builds may not be done when CI's time is
 # nearly spent: past REBALANCER_VERSIONS_BUDGET seconds of this script (default 4200) they are
 # stopped and the 1.32/1.37 scenarios skipped, saying so; Go's build cache keeps what was

@@ -26,9 +26,9 @@ from typing import Any
 import orjson
 import pytest
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
-from rebalancer.cluster.runner import Cluster
+from rebalancer.cluster.act.runner import Cluster
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.model import ZONE_KEY, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport

@@ -1,5 +1,5 @@
 """Pods (JSON objects) encoded as kube-apiserver encodes them in protobuf, for the tests of
-rebalancer.cluster.protodecode: the encode side, with the classes generated from our schema.
+rebalancer.cluster.read.protodecode: the encode side, with the classes generated from our schema.
 
 Written from the Go encoder's rules (k8s.io/api generated.pb.go): a string or integer that is
 not a pointer is always written, even empty; a pointer, a slice or a map only when set; a
@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from rebalancer.cluster.protodecode import MAGIC
-from rebalancer.cluster.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.protodecode import MAGIC
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
 
 
 def _entries(value: Mapping[str, str] | None) -> list[bytes]:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from rebalancer.cli.main import main
-from rebalancer.cluster import snapshot as snapshot_module
 from rebalancer.cluster.inputs import MAX_FLOW_DEPTH
-from rebalancer.cluster.policyfile import load_policy
-from rebalancer.cluster.snapshot import MAX_LIST_DEPTH, load_objects
+from rebalancer.cluster.read import snapshot as snapshot_module
+from rebalancer.cluster.read.policyfile import load_policy
+from rebalancer.cluster.read.snapshot import MAX_LIST_DEPTH, load_objects
 from rebalancer.core.convert.checker import show
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, InputError
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from rebalancer.cli.main import build_parser
-from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.read.policyfile import load_policy
 from rebalancer.core.policy import Policy, PriorityThreshold
 from tests.packaging_tools import ROOT, run, tool
 

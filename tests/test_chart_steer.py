@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.read.policyfile import load_policy
 from tests.test_chart import FORBIDDEN_VERBS, only, rbac_rules, render
 
 STEER = Path(__file__).resolve().parent.parent / "deploy" / "overlays" / "steer"

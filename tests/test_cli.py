@@ -14,7 +14,7 @@ import yaml
 from rebalancer import __version__
 from rebalancer.cli.common import POLICY_ENV
 from rebalancer.cli.main import main
-from rebalancer.cluster.errors import ClusterError
+from rebalancer.cluster.api.errors import ClusterError
 from rebalancer.core.policy import Policy, policy_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent

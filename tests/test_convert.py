@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from rebalancer.cli.render import render_plan
-from rebalancer.cluster.policyfile import load_policy
-from rebalancer.cluster.snapshot import load_snapshot
+from rebalancer.cluster.read.policyfile import load_policy
+from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.convert import (
     SnapshotBuilder,
     controller_from_api,

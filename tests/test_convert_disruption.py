@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rebalancer.cluster.read.slim import slim
 from rebalancer.core.convert import (
     controller_from_api,
     deployment_from_api,
@@ -19,7 +20,6 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.model import ALWAYS_ALLOW, IF_HEALTHY_BUDGET, Deployment
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
-from rebalancer.core.slim import slim
 from rebalancer.core.spread import analyze
 from tests.builders import constraint, node_obj, pod_obj
 

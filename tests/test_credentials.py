@@ -16,8 +16,8 @@ import structlog
 
 from rebalancer.cli import errorline, logconfig
 from rebalancer.cli.main import main
-from rebalancer.cluster import errors, redact
-from rebalancer.cluster.kubeclient import connect
+from rebalancer.cluster.api import errors, redact
+from rebalancer.cluster.api.kubeclient import connect
 from rebalancer.core.errors import EXIT_CLUSTER
 from tests.fakes import server
 

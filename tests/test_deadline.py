@@ -13,9 +13,9 @@ import pytest
 import structlog
 from kubernetes import client
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.deadline import Watchdog
-from rebalancer.cluster.kubeclient import Kube
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.deadline import Watchdog
+from rebalancer.cluster.api.kubeclient import Kube
 from tests.fakes import HANG_GUARD, Behaviour, server, silence, trickle
 
 
@@ -163,15 +163,15 @@ def test_a_get_answered_503_and_429_is_retried_after_retry_after() -> None:
 
 
 def test_get_retries_are_bounded_and_posts_are_never_retried_here() -> None:
-    """A GET always answered 500 is sent 1 + 3 times; a POST answered 503 once."""
+    """A GET always answered 500 is sent 1 + 6 times; a POST answered 503 once."""
     seen: list[str] = []
     sleeps: list[float] = []
     with server(scripted([(500, "")] * 10 + [(503, "")], seen)) as port:
         k = kube(port, request_timeout=5.0)
         k._sleep = sleeps.append
         assert k.request("GET", "/api/v1/nodes").status == 500
-        assert len(seen) == 4
-        assert sleeps == [0.5, 1.0, 2.0]  # no Retry-After: a doubling backoff
+        assert len(seen) == 7
+        assert sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]  # no Retry-After: doubling, capped
         before = len(seen)
         seen_post = k.request("POST", "/api/v1/namespaces/a/events", body={}).status
         k.close()
@@ -182,8 +182,8 @@ def test_get_retries_are_bounded_and_posts_are_never_retried_here() -> None:
 def test_the_read_deadline_grows_with_the_objects_read() -> None:
     """A read may take its base plus 1 s per 1,000 objects: 3 pages of 2,000 pods at 5 s each
     pass a 10 s base (10 + 6 >= 15); at 6 s each they do not (18 > 16), exit 3."""
-    from rebalancer.cluster.reader import ReadDeadline, read_cluster  # noqa: PLC0415
-    from rebalancer.cluster.resources import RESOURCES_BY_NAME  # noqa: PLC0415
+    from rebalancer.cluster.api.resources import RESOURCES_BY_NAME  # noqa: PLC0415
+    from rebalancer.cluster.read.reader import ReadDeadline, read_cluster  # noqa: PLC0415
 
     def page(number: int) -> bytes:
         pods = [{"metadata": {"name": f"p{number}-{i}", "namespace": "n", "uid": f"u{number}-{i}",

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rebalancer.cli.main import build_parser
-from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.read.policyfile import load_policy
 from tests.fakes import find_kubectl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +152,7 @@ def test_the_lease_role_grants_get_create_update_on_leases_in_its_namespace_only
 
 def test_the_lease_checks_of_run_match_the_role() -> None:
     """What `run` asks in its pre-flight for the Lease is exactly what the Role grants."""
-    from rebalancer.cli.live import LEASE_CHECKS  # noqa: PLC0415
+    from rebalancer.cluster.api.preflight import LEASE_CHECKS  # noqa: PLC0415
 
     asked = {(c.group, c.resource, c.verb, c.about_the_lease) for c in LEASE_CHECKS}
     granted = {

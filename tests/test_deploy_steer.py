@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
-from rebalancer.cli.live import STEER_CHECKS
-from rebalancer.cluster.kubeclient import PATCHED_ANNOTATIONS
-from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.api.kubeclient import PATCHED_ANNOTATIONS
+from rebalancer.cluster.api.preflight import STEER_CHECKS
+from rebalancer.cluster.read.policyfile import load_policy
 from rebalancer.core.policy import Policy
 from tests.test_deploy import _rendered, rules
 

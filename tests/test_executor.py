@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.executor import Executor, ExecutorSettings, eviction_body
-from rebalancer.cluster.kubeclient import Kube
-from rebalancer.cluster.outcome import EvictionResult, Outcome
+from rebalancer.cluster.act.executor import Executor, ExecutorSettings, eviction_body
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.core.errors import EXIT_CLUSTER, InputError
 from rebalancer.core.model import ZONE_KEY
 from rebalancer.core.plan import Eviction

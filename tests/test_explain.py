@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from rebalancer.cluster.snapshot import load_snapshot_skipping
+from rebalancer.cluster.read.snapshot import load_snapshot_skipping
 from rebalancer.core.errors import InputError
 from rebalancer.core.explain import NOT_PLANNED, NOT_VIOLATED, PLANNED, SKIPPED, PlanStatus, explain
 from rebalancer.core.model import (

@@ -1,4 +1,4 @@
-"""The typed decoder (rebalancer.cluster.fastdecode) against the general path.
+"""The typed decoder (rebalancer.cluster.read.fastdecode) against the general path.
 
 The general path (``parse_objects`` + ``snapshot_from_objects``, orjson and the converter) is
 the oracle: for every input the typed path must give an equal Snapshot, or the very same
@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.gen import generate
-from rebalancer.cluster import fastdecode
-from rebalancer.cluster.snapshot import dump_objects, load_objects, load_snapshot, parse_objects
+from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.podconvert import Fallback
+from rebalancer.cluster.read.slim import slim
+from rebalancer.cluster.read.snapshot import (
+    dump_objects,
+    load_objects,
+    load_snapshot,
+    parse_objects,
+)
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.meta import epoch
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Pod, Snapshot, new_pod
-from rebalancer.core.slim import slim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -509,87 +514,125 @@ def test_yaml_files_still_take_the_general_path(tmp_path: Path) -> None:
     assert same(path) == general(json_list(objects), str(path))
 
 
-def test_a_pod_with_every_field_read_takes_the_typed_path() -> None:
-    resources = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1"}}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "web-0",
-            "namespace": "shop",
-            "uid": "u-1",
-            "labels": {"app": "web", "hash": "h1"},
-            "annotations": {"kubernetes.io/config.mirror": "m", "a": "b"},
-            "creationTimestamp": "2024-05-01T12:00:00Z",
-            "deletionTimestamp": "2024-05-01T13:00:00Z",
-            "ownerReferences": [
-                {"kind": "ReplicaSet", "name": "web-1", "uid": "r", "controller": True},
-                {"kind": "Thing", "name": "t", "controller": False},
-            ],
+RESOURCES_REQ = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1"}}
+EVERY_FIELD: dict[str, Any] = {
+    "metadata": {
+        "name": "web-0",
+        "namespace": "shop",
+        "uid": "u-1",
+        "labels": {"app": "web", "hash": "h1"},
+        "annotations": {
+            "kubernetes.io/config.mirror": "m",
+            "a": "b",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "descheduler.alpha.kubernetes.io/evict": "",
+            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "yes",
+            "controller.kubernetes.io/pod-deletion-cost": "-2",
+            "rebalancer/deletion-cost": "5",
         },
-        "spec": {
-            "nodeName": "n1",
-            "nodeSelector": {"disk": "ssd"},
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}]}
-                        ]
-                    }
-                }
+        "resourceVersion": "1234",
+        "creationTimestamp": "2024-05-01T12:00:00Z",
+        "deletionTimestamp": "2024-05-01T13:00:00Z",
+        "ownerReferences": [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "web-1",
+                "uid": "r",
+                "controller": True,
             },
-            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
-            "topologySpreadConstraints": [
-                {
-                    "maxSkew": 1,
-                    "topologyKey": "topology.kubernetes.io/zone",
-                    "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"app": "web"}},
-                    "matchLabelKeys": ["hash"],
-                    "minDomains": 2,
+            {"apiVersion": "v1", "kind": "Thing", "name": "t", "uid": "", "controller": False},
+        ],
+    },
+    "spec": {
+        "nodeName": "n1",
+        "nodeSelector": {"disk": "ssd"},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}],
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}
+                            ],
+                        }
+                    ]
                 }
-            ],
-            "priority": 100,
-            "priorityClassName": "prod",
-            "terminationGracePeriodSeconds": 10,
-            "containers": [{"name": "main", "resources": resources}],
-            "initContainers": [
-                {"name": "side", "restartPolicy": "Always", "resources": resources},
-                {"name": "init", "resources": {"requests": {"cpu": "2"}}},
-            ],
-            "overhead": {"cpu": "10m"},
-            "resources": {"requests": {"memory": "2Gi"}},
-            "resourceClaims": [{"name": "gpu"}],
-            "volumes": [
-                {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
-                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
-                {"name": "tmp", "emptyDir": {}},
-            ],
+            }
         },
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "DisruptionTarget", "status": "True"},
-                {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
-            ],
-            "containerStatuses": [
-                {
-                    "name": "main",
-                    "resources": {"requests": {"cpu": "500m"}},
-                    "allocatedResources": {"cpu": "400m"},
-                }
-            ],
-        },
-    }
+        "tolerations": [
+            {"key": "k", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "gone", "operator": "Equal", "value": "v", "tolerationSeconds": 30},
+        ],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {
+                    "matchLabels": {"app": "web"},
+                    "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}],
+                },
+                "matchLabelKeys": ["hash"],
+                "minDomains": 2,
+                "nodeAffinityPolicy": "Ignore",
+                "nodeTaintsPolicy": "Honor",
+            },
+            {
+                "maxSkew": 3,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            },
+        ],
+        "priority": 100,
+        "priorityClassName": "prod",
+        "terminationGracePeriodSeconds": 10,
+        "containers": [{"name": "main", "resources": RESOURCES_REQ}],
+        "initContainers": [
+            {"name": "side", "restartPolicy": "Always", "resources": RESOURCES_REQ},
+            {"name": "init", "resources": {"requests": {"cpu": "2"}}},
+        ],
+        "overhead": {"cpu": "10m"},
+        "resources": {"requests": {"memory": "2Gi"}},
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    },
+    "status": {
+        "phase": "Running",
+        "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
+            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+        ],
+        "containerStatuses": [
+            {
+                "name": "main",
+                "resources": {"requests": {"cpu": "500m"}},
+                "allocatedResources": {"cpu": "400m"},
+            }
+        ],
+        "initContainerStatuses": [
+            {"name": "side", "resources": {"requests": {"cpu": "300m"}}},
+            {"name": "init"},
+        ],
+    },
+}
+
+
+def test_a_pod_with_every_field_read_takes_the_typed_path() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", **EVERY_FIELD}
     builder = SnapshotBuilder("x")
     fast = fastdecode.FastBuilder(builder)
     fast._add_general = None  # type: ignore[assignment,method-assign]  # must not be called
     assert fast.add_raw(orjson.dumps(pod))
     typed = builder.build()
-    expected = snapshot_from_objects([pod])
-    assert typed == expected
+    assert typed == snapshot_from_objects([pod])
     (converted,) = typed.pods
     assert converted.pvc_names == ("data-web-0", "web-0-scratch")
     assert converted.terminating and converted.mirror and converted.disruption_target
@@ -632,7 +675,7 @@ def test_timestamps_read_as_the_converter_reads_them(value: str) -> None:
     fast = fastdecode.FastBuilder(SnapshotBuilder("t"))
     for _ in range(2):  # converted, then remembered
         if problems:
-            with pytest.raises(fastdecode._Fallback):
+            with pytest.raises(Fallback):
                 fast._epoch(value)
         else:
             assert fast._epoch(value) == expected
@@ -661,122 +704,21 @@ def test_new_pod_builds_what_pod_builds(values: list[Any]) -> None:
         built.name = "other"  # type: ignore[misc]
 
 
-# --- two processes --------------------------------------------------------------------------
-
-
-def numbered(result: Snapshot | tuple[str, ...]) -> object:
-    """A load's result with the pods' sharing numbers (== leaves them out)."""
-    if isinstance(result, Snapshot):
-        return result, [(p.label_set, p.template) for p in result.pods]
-    return result
-
-
-@pytest.fixture
-def forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every document is split with a worker process, whatever its size; counts the forks."""
-    started: list[int] = []
-    original = fastdecode._fork
-
-    def counting(fast: Any, answers: Any) -> Any:
-        started.append(1)
-        return original(fast, answers)
-
-    monkeypatch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(fastdecode, "_can_fork", lambda: True)
-    monkeypatch.setattr(fastdecode, "_fork", counting)
-    return started
-
-
-def one_process(path: Path) -> object:
-    saved = fastdecode.SPLIT_MIN_BYTES
-    fastdecode.SPLIT_MIN_BYTES = 1 << 62
-    try:
-        return numbered(loaded(path))
-    finally:
-        fastdecode.SPLIT_MIN_BYTES = saved
-
-
-def broken_cluster() -> list[dict[str, Any]]:
-    """A generated cluster whose later pods include one with a CPU request the converter
-    rejects (its template fails: the worker's digest is finished by this process, which
-    then takes the general path with the item's bytes) and one that is no object."""
-    objects = list(generate(20, 400, 7))
-    pods = [o for o in objects if o["kind"] == "Pod"]
-    pods[-3]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
-    return objects
-
-
-def test_a_worker_process_gives_what_one_process_gives(tmp_path: Path, forks: list[int]) -> None:
-    """Both forms of a generated cluster, valid and broken: equal snapshots (sharing numbers
-    included) or equal problems, with a worker and without."""
-    cases = {
-        "valid": list(generate(30, 900, 3)),
-        "broken": broken_cluster(),
-    }
-    for name, objects in cases.items():
-        for form, data in (
-            ("kubectl", json_list(objects)),
-            ("lines", dump_objects([slim(o) for o in objects], "json")),
-            ("full-lines", dump_objects(objects, "json")),
-        ):
-            path = tmp_path / f"{name}-{form}.json"
-            path.write_bytes(data)
-            before = len(forks)
-            assert numbered(loaded(path)) == one_process(path), path.name
-            assert len(forks) == before + 1, path.name  # the split did happen
-    problems = loaded(tmp_path / "broken-lines.json")
-    assert isinstance(problems, tuple) and "lots" in " ".join(problems)
-
-
 @pytest.mark.parametrize(
     "change",
     [
         pytest.param(lambda text: text + b"not json\n", id="text-after-the-closing-line"),
-        pytest.param(lambda text: text.replace(b"\n]", b"\n{]"), id="bad-json-in-the-worker"),
+        pytest.param(lambda text: text.replace(b"\n]", b"\n{]"), id="bad-json-in-a-line"),
         pytest.param(lambda text: text[: text.rindex(b"\n]")] + b"\n", id="no-closing-line"),
     ],
 )
-def test_a_worker_that_strays_leaves_it_to_the_general_path(
-    change: Any, tmp_path: Path, forks: list[int]
+def test_lines_that_stray_from_the_layout_give_the_general_answer(
+    change: Any, tmp_path: Path
 ) -> None:
     objects = list(generate(10, 200, 3))
     path = tmp_path / "lines.json"
     path.write_bytes(change(dump_objects(objects, "json")))
-    assert numbered(loaded(path)) == one_process(path)
-    assert forks
-
-
-@pytest.mark.parametrize("path", FILES[:6], ids=lambda p: p.name)
-def test_repository_snapshots_with_a_worker(path: Path, tmp_path: Path, forks: list[int]) -> None:
-    objects = load_objects(path)
-    for name, data in (
-        ("list.json", json_list(objects)),
-        ("lines.json", dump_objects(objects, "json")),
-    ):
-        target = tmp_path / name
-        target.write_bytes(data)
-        assert numbered(loaded(target)) == one_process(target)
-
-
-def test_when_no_worker_can_start_one_process_reads_it_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def no_fork() -> int:
-        raise OSError("no more processes")
-
-    objects = list(generate(10, 200, 3))
-    for name, data in (
-        ("list.json", json_list(objects)),
-        ("lines.json", dump_objects(objects, "json")),
-    ):
-        path = tmp_path / name
-        path.write_bytes(data)
-        expected = one_process(path)
-        with monkeypatch.context() as patch:
-            patch.setattr(fastdecode, "SPLIT_MIN_BYTES", 0)
-            patch.setattr(fastdecode, "_can_fork", lambda: True)
-            patch.setattr(os, "fork", no_fork)
-            assert numbered(loaded(path)) == expected
+    same(path, typed_expected=False)
 
 
 def test_a_string_that_is_not_utf8_is_bad_input_not_a_crash(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rebalancer.cli.main import main
-from rebalancer.cluster.policyfile import load_policy, read_policy_document
+from rebalancer.cluster.read.policyfile import load_policy, read_policy_document
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from rebalancer.core.fromdescheduler import from_descheduler
 from rebalancer.core.gosyntax import and_selectors, parse_go_duration, parse_label_selector

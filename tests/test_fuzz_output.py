@@ -33,10 +33,10 @@ from rebalancer.cli.render import (
     render_run,
     render_views,
 )
-from rebalancer.cluster.lease import Holder
-from rebalancer.cluster.outcome import EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.policyfile import load_policy
-from rebalancer.cluster.runner import RunReport, ViewSkew, Wave
+from rebalancer.cluster.act.lease import Holder
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.runner import RunReport, ViewSkew, Wave
+from rebalancer.cluster.read.policyfile import load_policy
 from rebalancer.core.errors import InputError
 from rebalancer.core.explain import explain
 from rebalancer.core.model import ZONE_KEY, OwnerRef, Snapshot

@@ -7,8 +7,8 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
-from rebalancer.cluster.executor import ExecutorSettings
-from rebalancer.cluster.runner import Runner, RunSettings
+from rebalancer.cluster.act.executor import ExecutorSettings
+from rebalancer.cluster.act.runner import Runner, RunSettings
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import Eviction, Plan
 from rebalancer.core.policy import Policy

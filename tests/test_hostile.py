@@ -14,10 +14,10 @@ import structlog
 import urllib3
 
 from rebalancer.cli.main import main
-from rebalancer.cluster import deadline, errors, kubeclient
-from rebalancer.cluster.nesting import MAX_JSON_DEPTH
-from rebalancer.cluster.reader import ReadDeadline, ReadLimits, read_cluster
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.api import deadline, errors, kubeclient
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH
+from rebalancer.cluster.read.reader import ReadDeadline, ReadLimits, read_cluster
 from rebalancer.core.errors import EXIT_CLUSTER
 from tests import hostile
 from tests.hostile import PLANTED_TOKEN, hostile_server
@@ -239,7 +239,7 @@ def test_an_unanswered_connect_exits_3_naming_the_connect_timeout(
 def test_a_watch_list_that_pages_forever_ends_at_the_object_cap() -> None:
     """Loop mode's first LIST (per resource) stops at the object cap too, whatever the server
     sends: its pass fails with the cap named, instead of growing without end."""
-    from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
+    from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
 
     served = [0]
 

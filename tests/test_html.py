@@ -20,13 +20,14 @@ import pytest
 from rebalancer.cli.htmlreport import CHART_ENDS, chart_bars, plan_html, run_html
 from rebalancer.cli.main import main
 from rebalancer.cli.render import render_plan, render_run
-from rebalancer.cluster.outcome import EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.runner import RunReport, Wave
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.runner import RunReport, Wave
 from rebalancer.core.plan import (
     Eviction,
     Hold,
     Plan,
     Skip,
+    SkipCode,
     SkipReason,
     Unrepaired,
     ViewReport,
@@ -85,9 +86,11 @@ def _plan() -> Plan:
     return Plan(
         evictions=(_eviction(EVIL_POD, 1), _eviction("web-2", 1), _eviction("web-3", 2)),
         skipped=(
-            Skip(EVIL_NS, "db-0", "u1", "node-a", SkipReason("pdb", "PDB <db> allows 0")),
-            Skip(EVIL_NS, "db-1", "u2", "node-a", SkipReason("pdb", "PDB <db> allows 0")),
-            Skip("shop", "solo", "u3", "node-b", SkipReason("bare-pod", "no controller")),
+            Skip(EVIL_NS, "db-0", "u1", "node-a", SkipReason(SkipCode.PDB, "PDB <db> allows 0")),
+            Skip(EVIL_NS, "db-1", "u2", "node-a", SkipReason(SkipCode.PDB, "PDB <db> allows 0")),
+            Skip(
+                "shop", "solo", "u3", "node-b", SkipReason(SkipCode.NO_CONTROLLER, "no controller")
+            ),
         ),
         violations=(
             _view(small_before, EVIL_NS, EVIL_SELECTOR, 1),
@@ -158,7 +161,7 @@ def _check_page(dom: _Dom) -> None:
     assert dom.count("article", "view") == 2
     assert dom.count("svg") == 2
     assert dom.count("table", "wave") == 2  # two waves
-    assert dom.count("details", "skip-group") == 2  # pdb and bare-pod
+    assert dom.count("details", "skip-group") == 2  # pdb and no-controller
 
 
 def test_page_is_self_contained_and_escaped() -> None:
@@ -188,7 +191,7 @@ def test_page_shows_summary_waves_and_skip_groups() -> None:
     )
     assert "node-c (zone-c)" in text  # the expected target with its domain
     assert "Wave 1 (2)" in text and "Wave 2 (1)" in text
-    assert "pdb: 2 pods" in text and "bare-pod: 1 pod" in text
+    assert "pdb: 2 pods" in text and "no-controller: 1 pod" in text
     # The worst view first: the hosts' skew 9 (8 over maxSkew) before the zones' 5.
     assert text.index("shop \u00b7 topology") < text.index(f"{EVIL_NS} \u00b7 topology")
 
@@ -198,7 +201,9 @@ def test_page_lists_views_left_above_max_skew() -> None:
     pods and detail (escaped); the summary counts it."""
     plan = _plan()
     view = plan.after[0]
-    left = Unrepaired(view, 5, 2, (Hold("pdb", 3, "PDB <db> allows 0"), Hold("no-fit", 1, "x")))
+    left = Unrepaired(
+        view, 5, 2, (Hold(SkipCode.PDB, 3, "PDB <db> allows 0"), Hold(SkipCode.NO_FIT, 1, "x"))
+    )
     page = plan_html(dataclasses.replace(plan, unrepaired=(left,)))
     dom = _dom(page)
     text = "".join(dom.text)

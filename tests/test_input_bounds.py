@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rebalancer.cli.main import main
-from rebalancer.cluster import kubeclient
-from rebalancer.cluster.nesting import MAX_JSON_DEPTH, json_depth, too_deep
-from rebalancer.cluster.snapshot import dump_objects, load_snapshot
+from rebalancer.cluster.api import kubeclient
+from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, json_depth, too_deep
+from rebalancer.cluster.read.snapshot import dump_objects, load_snapshot
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from tests.builders import web_pod, zone_node
 

@@ -16,10 +16,10 @@ import structlog
 from rebalancer.cli.live import Timeouts, _Reader
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics
-from rebalancer.cluster.protodecode.stream import StreamDeclined
-from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
-from rebalancer.cluster.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read.reader import read_cluster
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy
@@ -106,13 +106,18 @@ def test_the_live_reader_reports_what_it_left_out() -> None:
 def test_live_commands_warn_about_each_object_left_out() -> None:
     """The live reader logs one warning per object, naming it, its problem and the namespace."""
 
-    class Kube:
+    class Kube:  # a server that answers JSON whatever asked
         list_page = staticmethod(list_page)
-        list_page_proto = staticmethod(list_page)  # a server that answers JSON whatever asked
 
         @staticmethod
-        def list_stream(resource: str, namespace: str | None) -> Iterator[bytes]:
-            raise StreamDeclined("LIST pods: answered application/json")  # as Kube does
+        def list_page_as(
+            resource: str, namespace: str | None, limit: int, token: str | None, **_: Any
+        ) -> tuple[str, bytes]:
+            return "application/json", list_page(resource, namespace, limit, token)
+
+        @staticmethod
+        def list_stream(resource: str, namespace: str | None, **_: Any) -> Iterator[bytes]:
+            raise errors.UnexpectedMediaType("LIST pods: answered application/json")  # as Kube
 
     reader = _Reader(Kube(), None, Timeouts(5, 60, 120))  # type: ignore[arg-type]
     with structlog.testing.capture_logs() as logged:

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.executor import ExecutorSettings
-from rebalancer.cluster.lease import (
+from rebalancer.cluster.act.executor import ExecutorSettings
+from rebalancer.cluster.act.lease import (
     RECORD_ANNOTATION,
     EvictionRecord,
     Lease,
@@ -23,8 +22,9 @@ from rebalancer.cluster.lease import (
     micro_time,
     parse_records,
 )
-from rebalancer.cluster.outcome import Outcome, RunEnd
-from rebalancer.cluster.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.act.outcome import Outcome, RunEnd
+from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.api import errors
 from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
 from rebalancer.core.policy import Limits, Policy
 from tests.builders import NS, web_pod
@@ -395,7 +395,7 @@ def test_a_lease_taken_over_mid_run_stops_the_evictions_exit_3() -> None:
 
 
 def _dump(records: list[EvictionRecord]) -> str:
-    from rebalancer.cluster.lease import dump_records  # noqa: PLC0415
+    from rebalancer.cluster.act.lease import dump_records  # noqa: PLC0415
 
     return dump_records(records)
 
@@ -419,7 +419,7 @@ def test_earlier_evictions_outside_the_policys_namespaces_do_not_count() -> None
 def test_the_preflight_asks_for_the_lease_in_its_namespace_and_by_name() -> None:
     """get/update are asked about the one Lease (a Role may name it), create without a name,
     all in the Lease's namespace, not the run's."""
-    from rebalancer.cli.live import LEASE_CHECKS, RUN_CHECKS, preflight  # noqa: PLC0415
+    from rebalancer.cluster.api.preflight import LEASE_CHECKS, RUN_CHECKS, preflight  # noqa: PLC0415
 
     asked: list[tuple[str, str, str | None, str]] = []
 

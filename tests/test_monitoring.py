@@ -227,7 +227,7 @@ def _series(metrics: Metrics, name: str) -> list[dict[str, str]]:
 def medium_cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
     """bench.gen's 1,000-node, 30,000-pod cluster (seed 1) and its plan with the default policy."""
     from bench.gen import SIZES, generate  # noqa: PLC0415
-    from rebalancer.cluster.snapshot import dump_objects, load_snapshot  # noqa: PLC0415
+    from rebalancer.cluster.read.snapshot import dump_objects, load_snapshot  # noqa: PLC0415
     from rebalancer.core.planner import plan  # noqa: PLC0415
     from rebalancer.core.policy import Policy  # noqa: PLC0415
 
@@ -241,8 +241,8 @@ def medium_cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
 def _report(planned: Any, after: str, *, server_dry_run: bool = False) -> Any:
     """A run of ``planned`` whose views end as ``after`` says: "before" (nothing moved: every
     eviction blocked) or "planned" (the simulated end state, what a run that evicts reaches)."""
-    from rebalancer.cluster.outcome import RunEnd  # noqa: PLC0415
-    from rebalancer.cluster.runner import RunReport, ViewSkew  # noqa: PLC0415
+    from rebalancer.cluster.act.outcome import RunEnd  # noqa: PLC0415
+    from rebalancer.cluster.act.runner import RunReport, ViewSkew  # noqa: PLC0415
 
     ends = {id(v): a.skew for v, a in zip(planned.violations, planned.after, strict=True)}
     skews = tuple(

@@ -1,5 +1,5 @@
-"""The other resources read beside the streamed LIST of pods (rebalancer.cluster.overlap and the
-reader's use of it): what is built, errors, restarts, deadline, threads and connections left.
+"""The other resources read beside the streamed LIST of pods (rebalancer.cluster.read.overlap and
+the reader's use of it): what is built, errors, restarts, deadline, threads and connections left.
 
 The oracle is the same read without a fetch thread (``prefetch=0``), which takes every
 resource one after the other in the caller's thread: the overlapped read must give the same
@@ -10,7 +10,6 @@ their order) and the same errors.
 from __future__ import annotations
 
 import copy
-import sys
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -18,10 +17,10 @@ from typing import Any, cast
 
 import pytest
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.overlap import Prepared, SidePages, replay
-from rebalancer.cluster.reader import ReadDeadline, ReadResult, read_cluster
-from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.read.overlap import Prepared, SidePages, replay
+from rebalancer.cluster.read.reader import ReadDeadline, ReadResult, read_cluster
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.errors import InputError
 from tests.fakes import FakeLister
@@ -39,11 +38,9 @@ def fetch_threads() -> list[threading.Thread]:
 
 @pytest.fixture(autouse=True)
 def _nothing_left_behind() -> Iterator[None]:
-    """Every test: no fetch thread left, the GIL switch interval as it was."""
-    switch = sys.getswitchinterval()
+    """Every test: no fetch thread left."""
     yield
     assert not fetch_threads()
-    assert sys.getswitchinterval() == switch
 
 
 class ThreadLister(FakeLister):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.read.policyfile import load_policy
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from tests.casedsl import build_snapshot, check_case

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.cluster.policyfile import load_policy, load_policy_file
+from rebalancer.cluster.read.policyfile import load_policy, load_policy_file
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import LabelSelector, Requirement
 from rebalancer.core.policy import (

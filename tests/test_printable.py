@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rebalancer.cli.printable import printable, printable_fields
-from rebalancer.core.plan import Skip, SkipReason
+from rebalancer.core.plan import Skip, SkipCode, SkipReason
 
 # Hand-written: what each hostile string looks like on the terminal.
 CASES = [
@@ -45,10 +45,10 @@ def test_newlines_kept_only_when_asked() -> None:
 
 def test_printable_fields_rebuilds_only_what_changes() -> None:
     """Every string inside a frozen dataclass is escaped; a clean object is not copied."""
-    clean = Skip("shop", "web-1", "u1", "n1", SkipReason("pdb", "budget 0"))
+    clean = Skip("shop", "web-1", "u1", "n1", SkipReason(SkipCode.PDB, "budget 0"))
     assert printable_fields(clean) is clean
-    dirty = Skip("shop", "web\x1b[2J", "u1", None, SkipReason("pdb", "denied\x07"))
+    dirty = Skip("shop", "web\x1b[2J", "u1", None, SkipReason(SkipCode.PDB, "denied\x07"))
     assert printable_fields(dirty) == Skip(
-        "shop", "web\\u001b[2J", "u1", None, SkipReason("pdb", "denied\\u0007")
+        "shop", "web\\u001b[2J", "u1", None, SkipReason(SkipCode.PDB, "denied\\u0007")
     )
     assert printable_fields(({"k\r": ("v\x07",)},)) == ({"k\\r": ("v\\u0007",)},)

@@ -1,4 +1,5 @@
-"""The protobuf decoder of pod LIST pages (rebalancer.cluster.protodecode) against the JSON path.
+"""The protobuf decoder of pod LIST pages (rebalancer.cluster.read.protodecode) against the JSON
+path.
 
 The oracle is the general path (orjson's objects through the converter): for pods encoded as
 kube-apiserver encodes them (tests/protoenc.py, written from the Go encoder's rules with the
@@ -24,9 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.gen import generate
-from rebalancer.cluster import errors
-from rebalancer.cluster.kubeclient import Kube
-from rebalancer.cluster.protodecode import (
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.kubeclient import Kube
+from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.encoding import protobuf_pages
+from rebalancer.cluster.read.protodecode import (
     MAGIC,
     PROTOBUF,
     ProtoBuilder,
@@ -34,22 +38,21 @@ from rebalancer.cluster.protodecode import (
     parse_page,
     status_body,
 )
-from rebalancer.cluster.protodecode import schema_pb2 as pb
-from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
-from rebalancer.cluster.watch import ClusterWatch
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.reader import read_cluster
+from rebalancer.cluster.read.watch import ClusterWatch
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
 from tests.fakes import BodyStream, FakeLister
 from tests.protoenc import envelope, pod_page
-from tests.test_fastdecode import check_sharing
+from tests.test_fastdecode import EVERY_FIELD, check_sharing
 
 # --- the generated code ------------------------------------------------------------------------
 
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_DIR = ROOT / "rebalancer" / "cluster" / "protodecode"
+SCHEMA_DIR = ROOT / "rebalancer" / "cluster" / "read" / "protodecode"
 
 
 def test_generated_code_is_what_the_schema_gives_today(tmp_path: Path) -> None:
@@ -102,117 +105,6 @@ def same(objects: list[dict[str, Any]], page_size: int = 1000) -> Snapshot | Non
         assert found.pods == expected.pods
         check_sharing(found)
     return found
-
-
-RESOURCES_REQ = {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"cpu": "1"}}
-EVERY_FIELD: dict[str, Any] = {
-    "metadata": {
-        "name": "web-0",
-        "namespace": "shop",
-        "uid": "u-1",
-        "labels": {"app": "web", "hash": "h1"},
-        "annotations": {
-            "kubernetes.io/config.mirror": "m",
-            "a": "b",
-            "kubectl.kubernetes.io/last-applied-configuration": "{}",
-            "descheduler.alpha.kubernetes.io/evict": "",
-            "descheduler.alpha.kubernetes.io/prefer-no-eviction": "yes",
-            "controller.kubernetes.io/pod-deletion-cost": "-2",
-            "rebalancer/deletion-cost": "5",
-        },
-        "resourceVersion": "1234",
-        "creationTimestamp": "2024-05-01T12:00:00Z",
-        "deletionTimestamp": "2024-05-01T13:00:00Z",
-        "ownerReferences": [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": "web-1",
-                "uid": "r",
-                "controller": True,
-            },
-            {"apiVersion": "v1", "kind": "Thing", "name": "t", "uid": "", "controller": False},
-        ],
-    },
-    "spec": {
-        "nodeName": "n1",
-        "nodeSelector": {"disk": "ssd"},
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}],
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}
-                            ],
-                        }
-                    ]
-                }
-            }
-        },
-        "tolerations": [
-            {"key": "k", "operator": "Exists", "effect": "NoSchedule"},
-            {"key": "gone", "operator": "Equal", "value": "v", "tolerationSeconds": 30},
-        ],
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": "topology.kubernetes.io/zone",
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {
-                    "matchLabels": {"app": "web"},
-                    "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}],
-                },
-                "matchLabelKeys": ["hash"],
-                "minDomains": 2,
-                "nodeAffinityPolicy": "Ignore",
-                "nodeTaintsPolicy": "Honor",
-            },
-            {
-                "maxSkew": 3,
-                "topologyKey": "kubernetes.io/hostname",
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {"app": "web"}},
-            },
-        ],
-        "priority": 100,
-        "priorityClassName": "prod",
-        "terminationGracePeriodSeconds": 10,
-        "containers": [{"name": "main", "resources": RESOURCES_REQ}],
-        "initContainers": [
-            {"name": "side", "restartPolicy": "Always", "resources": RESOURCES_REQ},
-            {"name": "init", "resources": {"requests": {"cpu": "2"}}},
-        ],
-        "overhead": {"cpu": "10m"},
-        "resources": {"requests": {"memory": "2Gi"}},
-        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-t"}],
-        "volumes": [
-            {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
-            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}},
-            {"name": "tmp", "emptyDir": {}},
-        ],
-    },
-    "status": {
-        "phase": "Running",
-        "conditions": [
-            {"type": "Ready", "status": "True"},
-            {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
-            {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
-        ],
-        "containerStatuses": [
-            {
-                "name": "main",
-                "resources": {"requests": {"cpu": "500m"}},
-                "allocatedResources": {"cpu": "400m"},
-            }
-        ],
-        "initContainerStatuses": [
-            {"name": "side", "resources": {"requests": {"cpu": "300m"}}},
-            {"name": "init"},
-        ],
-    },
-}
 
 
 def test_a_pod_with_every_field_read_decodes_as_json_does() -> None:
@@ -281,6 +173,9 @@ def test_shared_constraints_with_and_without_match_label_keys_follow_each_pods_l
     assert "h2" in repr(keyed["c"]) and "h1" in repr(keyed["a"])
     plain = {by_name[n].constraints[1] for n in by_name}
     assert len(plain) == 1  # without matchLabelKeys the labels change nothing
+    # The JSON decoder keys the same memo by the same label values.
+    typed = fastdecode.load_list(orjson.dumps({"kind": "PodList", "items": objects}), "x")
+    assert typed is not None and typed.build().pods == found.pods
 
 
 def test_a_bare_pod_decodes_as_json_does() -> None:
@@ -838,26 +733,26 @@ class _Api:
 def test_kube_asks_for_protobuf_and_checks_the_content_type() -> None:
     page = pod_page([EVERY_FIELD])
     api = _Api(200, page, PROTOBUF)
-    assert Kube(api, source="t").list_page_proto("pods", None, 5, None) == page
+    assert protobuf_pages(Kube(api, source="t"))("pods", None, 5, None) == page
     assert api.sent[0]["Accept"] == "application/vnd.kubernetes.protobuf, application/json"
     json_page = b'{"kind":"PodList","items":[]}'
     assert (
-        Kube(_Api(200, json_page, "application/json"), source="t").list_page_proto(
+        protobuf_pages(Kube(_Api(200, json_page, "application/json"), source="t"))(
             "pods", None, 5, None
         )
         == json_page
     )
     with pytest.raises(errors.ClusterError, match="Content-Type"):
-        Kube(_Api(200, json_page, PROTOBUF), source="t").list_page_proto("pods", None, 5, None)
+        protobuf_pages(Kube(_Api(200, json_page, PROTOBUF), source="t"))("pods", None, 5, None)
     with pytest.raises(errors.ClusterError, match="Content-Type"):
-        Kube(_Api(200, page, "application/json"), source="t").list_page_proto("pods", None, 5, None)
+        protobuf_pages(Kube(_Api(200, page, "application/json"), source="t"))("pods", None, 5, None)
 
 
 def test_kube_reads_a_protobuf_error_answer() -> None:
     status = pb.Status(message="too old", reason="Expired", code=410)
     api = _Api(410, envelope("Status", status.SerializeToString()), PROTOBUF)
     with pytest.raises(errors.Gone, match="too old"):
-        Kube(api, source="t").list_page_proto("pods", None, 5, "tok")
+        protobuf_pages(Kube(api, source="t"))("pods", None, 5, "tok")
 
 
 def test_is_protobuf_is_the_magic() -> None:

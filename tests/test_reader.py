@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.kubeclient import Kube
-from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.kubeclient import Kube
+from rebalancer.cluster.api.resources import RESOURCES
+from rebalancer.cluster.read.reader import read_cluster
 from rebalancer.core.errors import EXIT_CLUSTER, InputError
 from tests.builders import cluster_items
 from tests.fakes import FakeLister, RecordingApiClient
@@ -34,7 +34,7 @@ def snapshot_file(tmp_path: Path, items: Mapping[str, list[dict[str, Any]]]) -> 
 
 def test_three_pages_convert_into_the_same_model_as_the_snapshot_file(tmp_path: Path) -> None:
     """Pods read in 3 pages of 3 give exactly the Snapshot that the equivalent file gives."""
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415  # sibling module
+    from rebalancer.cluster.read.snapshot import load_snapshot  # noqa: PLC0415  # sibling module
 
     items = cluster_items()
     lister = FakeLister(items)
@@ -91,7 +91,7 @@ def test_kept_objects_are_complete_and_in_read_order() -> None:
 
 def test_dumped_objects_load_back_into_the_same_snapshot(tmp_path: Path) -> None:
     """`snapshot` output (dump_objects) loads back into the very Snapshot that was read."""
-    from rebalancer.cluster.snapshot import dump_objects, load_snapshot  # noqa: PLC0415  # sibling
+    from rebalancer.cluster.read.snapshot import dump_objects, load_snapshot  # noqa: PLC0415  # sibling
 
     result = read_cluster(FakeLister(cluster_items()), page_size=3, keep_objects=True)
     assert result.objects is not None

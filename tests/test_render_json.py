@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer.cli.render import _JSON_OPTIONS, _json, plan_data, render_plan
-from rebalancer.cluster.policyfile import load_policy
+from rebalancer.cluster.read.policyfile import load_policy
 from rebalancer.core.planner import plan
 from tests.casedsl import build_snapshot
 

@@ -10,13 +10,13 @@ import yaml
 from rebalancer.cli.render import (
     FORMATS,
     Format,
-    plan_summary,
     render_explanation,
     render_plan,
     render_views,
 )
+from rebalancer.cli.wording import plan_summary
 from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -68,7 +68,7 @@ def _plan() -> Plan:
                 name="web-0",
                 uid="uid-web-0",
                 node="node-a1",
-                reason=SkipReason("pdb", "PodDisruptionBudget web allows 0 disruptions"),
+                reason=SkipReason(SkipCode.PDB, "PodDisruptionBudget web allows 0 disruptions"),
             ),
         ),
         violations=(_view({"eu-west-1a": 6, "eu-west-1b": 2, "eu-west-1c": 1}, 5, 1),),

@@ -16,18 +16,20 @@ import pytest
 import structlog
 import yaml
 
-from rebalancer.cli.live import preflight
 from rebalancer.cli.logconfig import configure as configure_logging
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics, parse_bind_address
 from rebalancer.cli.render import render_run
-from rebalancer.cluster import errors, kubeclient, logs
-from rebalancer.cluster import runner as runner_mod
-from rebalancer.cluster.events import BLOCKED, REBALANCED
-from rebalancer.cluster.executor import ExecutorSettings
-from rebalancer.cluster.kubeclient import connect
-from rebalancer.cluster.outcome import Outcome
-from rebalancer.cluster.runner import Cluster, Runner, RunSettings, install_stop_handlers
+from rebalancer.cli.shutdown import install_stop_handlers
+from rebalancer.cluster import logs
+from rebalancer.cluster.act import runner as runner_mod
+from rebalancer.cluster.act.events import BLOCKED, REBALANCED
+from rebalancer.cluster.act.executor import ExecutorSettings
+from rebalancer.cluster.act.outcome import Outcome
+from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.api import errors, kubeclient
+from rebalancer.cluster.api.kubeclient import connect
+from rebalancer.cluster.api.preflight import preflight, run_checks
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
@@ -299,6 +301,36 @@ def test_preflight_scopes_to_the_namespace_and_only_warns_about_events() -> None
     assert ("list", "nodes", None) in access.asked
 
 
+_ASKED_BY_EVERY_RUN = {
+    "create pods/eviction",
+    "get pods",
+    "list pods",
+    "get nodes",
+    "list nodes",
+    "create events",
+    "list deployments.apps",
+    "get poddisruptionbudgets.policy",
+}
+
+
+@pytest.mark.parametrize("evicting", [False, True])
+@pytest.mark.parametrize("watching", [False, True])
+@pytest.mark.parametrize("steering", [False, True])
+def test_a_run_asks_for_what_its_mode_uses(evicting: bool, watching: bool, steering: bool) -> None:
+    """The Lease's verbs only when evicting, the watches only in watch mode, the PATCH of pods
+    only when steering; every run asks the rest."""
+    expected = set(_ASKED_BY_EVERY_RUN)
+    if evicting:
+        expected |= {"get leases.coordination.k8s.io", "create leases.coordination.k8s.io"}
+        expected |= {"update leases.coordination.k8s.io"}
+    if watching:
+        expected |= {"watch pods", "watch nodes"}
+    if steering:
+        expected |= {"patch pods"}
+    checks = run_checks(evicting=evicting, watching=watching, steering=steering)
+    assert sorted(f"{c.verb} {c.name}" for c in checks) == sorted(expected)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -531,8 +563,8 @@ def _all_planned_snapshots() -> list[tuple[str, Any, Any]]:
     """(name, snapshot, policy) for every planner case, the bundled example, and generated
     clusters under a few policies."""
     from bench.gen import generate  # noqa: PLC0415
-    from rebalancer.cluster.policyfile import load_policy  # noqa: PLC0415
-    from rebalancer.cluster.snapshot import load_snapshot  # noqa: PLC0415
+    from rebalancer.cluster.read.policyfile import load_policy  # noqa: PLC0415
+    from rebalancer.cluster.read.snapshot import load_snapshot  # noqa: PLC0415
     from tests.casedsl import build_snapshot  # noqa: PLC0415
 
     root = Path(__file__).parent

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rebalancer.cluster.serverinfo import (
+from rebalancer.cluster.api.serverinfo import (
     GATES,
     default_gates,
     gates_from_metrics,
@@ -131,7 +131,7 @@ def test_no_answer_at_all_is_unknown_not_an_error() -> None:
 
 def test_plan_json_ends_with_the_server_field_and_keeps_the_other_keys_in_order() -> None:
     from rebalancer.cli.render import plan_data, render_plan  # noqa: PLC0415
-    from rebalancer.cluster.runner import EMPTY_PLAN  # noqa: PLC0415
+    from rebalancer.cluster.act.runner import EMPTY_PLAN  # noqa: PLC0415
 
     server = read_server_info(_server({"/version": (200, VERSION_137)})[0]).data()
     with_server = json.loads(render_plan(EMPTY_PLAN, "json", server=server))

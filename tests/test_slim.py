@@ -8,11 +8,11 @@ import orjson
 import pytest
 
 from bench.gen import generate
-from rebalancer.cluster.snapshot import dump_objects, load_objects, parse_objects
-from rebalancer.core.convert import snapshot_from_objects
+from rebalancer.cluster.read.slim import slim
+from rebalancer.cluster.read.snapshot import dump_objects, load_objects, parse_objects
+from rebalancer.core.convert import pod_from_api, snapshot_from_objects
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
-from rebalancer.core.slim import slim
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = {
@@ -67,3 +67,25 @@ def test_managed_fields_and_last_applied_are_dropped() -> None:
     assert "managedFields" not in out["metadata"]
     assert out["metadata"]["annotations"] == {"kubernetes.io/config.mirror": "x"}
     assert out["spec"]["containers"] == [{"name": "c"}]
+
+
+def test_an_infeasible_resize_survives_trimming() -> None:
+    """The PodResizePending condition's reason decides the requests (Infeasible: the status's
+    alone), so the trimmed pod keeps it: 500m as the kubelet reports, not max(spec, status)."""
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+        "status": {
+            "containerStatuses": [
+                {"name": "c", "image": "i", "resources": {"requests": {"cpu": "500m"}}}
+            ],
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+            ],
+        },
+    }
+    assert pod_from_api(pod).requests["cpu"] == 500
+    assert pod_from_api(slim(pod)) == pod_from_api(pod)
+    assert [c["type"] for c in slim(pod)["status"]["conditions"]] == ["PodResizePending"]

@@ -1,4 +1,4 @@
-"""Tests for rebalancer.cluster.snapshot: snapshot files in, API objects and Snapshots out."""
+"""Tests for rebalancer.cluster.read.snapshot: snapshot files in, API objects and Snapshots out."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ import orjson
 import pytest
 import yaml
 
-from rebalancer.cluster.snapshot import dump_objects, load_objects, load_snapshot, parse_objects
+from rebalancer.cluster.read.snapshot import (
+    dump_objects,
+    load_objects,
+    load_snapshot,
+    parse_objects,
+)
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import LabelSelector, Requirement
 
@@ -274,7 +279,7 @@ def _no_whole_parse(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(data: bytes, source: str) -> list[dict[str, Any]]:
         raise AssertionError("parsed the whole document")
 
-    monkeypatch.setattr("rebalancer.cluster.snapshot.parse_objects", refuse)
+    monkeypatch.setattr("rebalancer.cluster.read.snapshot.parse_objects", refuse)
 
 
 def test_json_dump_has_one_item_per_line() -> None:
@@ -371,7 +376,7 @@ def test_line_layout_with_hand_edits_still_loads(tmp_path: Path) -> None:
 
 
 def test_whole_file_is_read_from_its_start_after_its_first_line(tmp_path: Path) -> None:
-    from rebalancer.cluster.snapshot import _whole  # noqa: PLC0415  # private helper
+    from rebalancer.cluster.read.snapshot import _whole  # noqa: PLC0415  # private helper
 
     body = b'{"kind": "List",\n' + b"x" * 100_000 + b"\nend\n"
     path = tmp_path / "doc.json"
@@ -402,7 +407,7 @@ def _short_reads(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_whole_file_is_read_to_its_end_when_one_read_does_not_get_it_all(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disturb: Any
 ) -> None:
-    from rebalancer.cluster.snapshot import _whole  # noqa: PLC0415  # private helper
+    from rebalancer.cluster.read.snapshot import _whole  # noqa: PLC0415  # private helper
 
     path = tmp_path / "doc.json"
     path.write_bytes(b"0123456789")

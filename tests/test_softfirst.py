@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.cluster.policyfile import load_policy_file
-from rebalancer.cluster.snapshot import load_snapshot
+from rebalancer.cluster.read.policyfile import load_policy_file
+from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.joint import JointProblem, JointView, search_then_soft
 from rebalancer.core.model import HARD, SOFT, ZONE_KEY
 from rebalancer.core.plan import Plan

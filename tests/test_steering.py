@@ -12,10 +12,10 @@ import pytest
 
 from rebalancer.cli.main import main
 from rebalancer.cli.render import render_run
-from rebalancer.cluster.executor import ExecutorSettings
-from rebalancer.cluster.kubeclient import Kube
-from rebalancer.cluster.runner import Runner, RunSettings
-from rebalancer.cluster.steering import CostOutcome, patch_body, write_costs
+from rebalancer.cluster.act.executor import ExecutorSettings
+from rebalancer.cluster.act.runner import Runner, RunSettings
+from rebalancer.cluster.act.steering import CostOutcome, patch_body, write_costs
+from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.core.policy import Policy
 from rebalancer.core.steer import CostChange, Steering
 from tests.fakes import NOW, FakeClock, FakeCluster, RecordingApiClient

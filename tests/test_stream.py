@@ -1,4 +1,4 @@
-"""One unpaginated LIST of pods in protobuf, read as a stream (rebalancer.cluster.protodecode.
+"""One unpaginated LIST of pods in protobuf, read as a stream (rebalancer.cluster.read.protodecode.
 stream, Kube.list_stream, the reader's and the watch's use of it).
 
 Bodies are built with the generated classes (tests/protoenc.py) or, for orders and fields
@@ -21,18 +21,19 @@ import orjson
 import pytest
 from kubernetes import client
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.kubeclient import STREAM_CHUNK, Kube
-from rebalancer.cluster.protodecode import MAGIC, PROTOBUF, parse_page
-from rebalancer.cluster.protodecode import schema_pb2 as pb
-from rebalancer.cluster.protodecode.stream import (
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.kubeclient import STREAM_CHUNK, Kube
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read.encoding import protobuf_stream
+from rebalancer.cluster.read.protodecode import MAGIC, PROTOBUF, parse_page
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.protodecode.stream import (
     PodListSplitter,
     StreamDeclined,
     pod_batches,
 )
-from rebalancer.cluster.reader import read_cluster
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
-from rebalancer.cluster.watch import ClusterWatch
+from rebalancer.cluster.read.reader import read_cluster
+from rebalancer.cluster.read.watch import ClusterWatch
 from tests.fakes import HANG_GUARD, FakeLister, server
 from tests.protoenc import encode_pod, envelope, pod_page
 from tests.test_protodecode import ProtoLister, cluster_items
@@ -373,7 +374,7 @@ def test_kept_objects_never_use_the_stream() -> None:
 
 def test_the_read_deadline_is_checked_after_each_batch() -> None:
     """A clock that moves 1 s per batch: the read fails once past the deadline, mid-stream."""
-    from rebalancer.cluster.reader import ReadDeadline  # noqa: PLC0415
+    from rebalancer.cluster.read.reader import ReadDeadline  # noqa: PLC0415
 
     items = {"pods": [copy.deepcopy(PODS[i % 60]) for i in range(2500)]}
     for number, pod in enumerate(items["pods"]):
@@ -474,7 +475,7 @@ def test_a_healthy_stream_longer_than_the_request_deadline_is_not_cut() -> None:
     with server(answer(body, pieces=8, pause=0.5, seen=seen)) as port:
         k = kube(port, request_timeout=2.0)
         started = time.monotonic()
-        chunks = list(k.list_stream("pods", None))
+        chunks = list(protobuf_stream(k)("pods", None))
         elapsed = time.monotonic() - started
         k.close()
     assert b"".join(chunks) == body
@@ -491,7 +492,7 @@ def test_a_stalled_stream_fails_within_the_request_deadline(stall_after: int) ->
         k = kube(port, request_timeout=1.0)
         started = time.monotonic()
         with pytest.raises(errors.DeadlineExceeded) as caught:
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         elapsed = time.monotonic() - started
         k.close()
     assert 1.0 <= elapsed < HANG_GUARD
@@ -505,7 +506,7 @@ def test_a_trickling_stream_fails_within_the_request_deadline() -> None:
         k = kube(port, request_timeout=1.0)
         started = time.monotonic()
         with pytest.raises(errors.DeadlineExceeded):
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         elapsed = time.monotonic() - started
         k.close()
     assert 1.0 <= elapsed < HANG_GUARD
@@ -516,7 +517,7 @@ def test_a_json_answer_is_declined_before_its_body_is_read() -> None:
     with server(answer(body, content_type="application/json")) as port:
         k = kube(port, request_timeout=5.0)
         with pytest.raises(StreamDeclined, match="application/json"):
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         k.close()
 
 
@@ -526,7 +527,7 @@ def test_an_error_status_raises_its_api_error() -> None:
     with server(answer(body, status="403 Forbidden")) as port:
         k = kube(port, request_timeout=5.0)
         with pytest.raises(errors.Forbidden, match="pods is forbidden"):
-            list(k.list_stream("pods", None))
+            list(protobuf_stream(k)("pods", None))
         k.close()
 
 
@@ -534,12 +535,12 @@ def test_a_stream_left_early_closes_its_connection() -> None:
     body = big_body()
     with server(answer(body, pieces=4)) as port:
         k = kube(port, request_timeout=5.0)
-        chunks = k.list_stream("pods", None)
+        chunks = protobuf_stream(k)("pods", None)
         first = next(iter(chunks))
         chunks.close()  # type: ignore[attr-defined]  # a generator
         # The connection is not reused with the rest of the body in it: a new request works.
         assert first == body[: len(first)]
-        again = b"".join(k.list_stream("pods", None))
+        again = b"".join(protobuf_stream(k)("pods", None))
         k.close()
     assert again == body
 
@@ -590,7 +591,7 @@ def test_loop_mode_lists_pods_in_one_stream_or_falls_back_to_pages(declined: boo
 
 
 def test_an_extended_watch_fires_only_after_its_last_progress() -> None:
-    from rebalancer.cluster.deadline import Watchdog  # noqa: PLC0415
+    from rebalancer.cluster.api.deadline import Watchdog  # noqa: PLC0415
 
     left, right = socket.socketpair()
     dog = Watchdog(warn_after=0)

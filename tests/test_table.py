@@ -22,7 +22,16 @@ from rebalancer.cli.render import (
     spread_bar,
 )
 from rebalancer.core.explain import ConstraintExplanation, Explanation
-from rebalancer.core.plan import Eviction, Hold, Plan, Skip, SkipReason, Unrepaired, ViewReport
+from rebalancer.core.plan import (
+    Eviction,
+    Hold,
+    Plan,
+    Skip,
+    SkipCode,
+    SkipReason,
+    Unrepaired,
+    ViewReport,
+)
 
 HOST = "kubernetes.io/hostname"
 LONG_NS = "n" * 63
@@ -70,7 +79,9 @@ def _plan(nodes: int, seed: int = 1) -> tuple[Plan, dict[str, int], dict[str, in
         target_node=None,
         grace_period_seconds=None,
     )
-    skip = Skip(LONG_NS, "db-0", "u2", "node-00002", SkipReason("pdb", "PDB db allows 0 " * 9))
+    skip = Skip(
+        LONG_NS, "db-0", "u2", "node-00002", SkipReason(SkipCode.PDB, "PDB db allows 0 " * 9)
+    )
     plan = Plan(
         evictions=(eviction,),
         skipped=(skip,),
@@ -173,7 +184,11 @@ def test_violations_come_most_above_max_skew_first() -> None:
 def _skips(per_code: dict[str, int], why: str = "why") -> tuple[Skip, ...]:
     return tuple(
         Skip(
-            "shop", f"{code}-{why}-{k:03d}", f"u-{why}-{k}", "n1", SkipReason(code, f"{why} {code}")
+            "shop",
+            f"{code}-{why}-{k:03d}",
+            f"u-{why}-{k}",
+            "n1",
+            SkipReason(SkipCode(code), f"{why} {code}"),
         )
         for code, count in per_code.items()
         for k in range(count)
@@ -239,7 +254,9 @@ def test_unrepaired_views_get_a_short_section() -> None:
     what holds it, and the summary paragraph says so."""
     before = {"a": 2, "b": 1, "c": 0}
     view = _view(before)
-    left = Unrepaired(view, 2, 1, (Hold("has-pvc", 2, "mounts a PVC"), Hold("pdb", 1, "x")))
+    left = Unrepaired(
+        view, 2, 1, (Hold(SkipCode.HAS_PVC, 2, "mounts a PVC"), Hold(SkipCode.PDB, 1, "x"))
+    )
     plan = Plan((), (), (view,), (view,), lower_bound=0, unrepaired=(left,))
     lines = render_plan(plan, "table", TableStyle(width=120)).splitlines()
     paragraph = " ".join(lines[: lines.index("")])

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.gen import generate
-from rebalancer.cluster.policyfile import load_policy, load_policy_file
-from rebalancer.cluster.snapshot import load_snapshot_skipping
+from rebalancer.cluster.read.policyfile import load_policy, load_policy_file
+from rebalancer.cluster.read.snapshot import load_snapshot_skipping
 from rebalancer.core.model import (
     HARD,
     ZONE_KEY,

@@ -1,4 +1,4 @@
-"""Loop mode's LIST + WATCH (rebalancer.cluster.watch) against a fake API server.
+"""Loop mode's LIST + WATCH (rebalancer.cluster.read.watch) against a fake API server.
 
 The fake keeps objects per resource with a global resourceVersion, serves paginated LISTs and
 watch streams (events after a version, bookmarks, 410 for versions it has compacted, broken
@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 import pytest
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.resources import RESOURCES, RESOURCES_BY_NAME
-from rebalancer.cluster.watch import ClusterWatch, WatchSettings
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
@@ -329,7 +329,7 @@ def test_a_forbidden_first_list_is_the_pass_error() -> None:
 
 
 def test_skip_invalid_leaves_the_namespace_out_as_a_fresh_read_does(api: FakeApi) -> None:
-    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # the oracle
+    from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # the oracle
 
     with watching(api) as watch:
         watch.snapshot()
@@ -353,7 +353,7 @@ def test_skip_invalid_leaves_the_namespace_out_as_a_fresh_read_does(api: FakeApi
 
 def test_the_state_check_agrees_once_the_watch_caught_up(api: FakeApi) -> None:
     """A change the watch has delivered: the check finds no difference, at the first look."""
-    from rebalancer.cluster.statecheck import verify  # noqa: PLC0415
+    from rebalancer.cluster.read.statecheck import verify  # noqa: PLC0415
 
     with watching(api) as watch:
         watch.snapshot()
@@ -367,7 +367,7 @@ def test_the_state_check_agrees_once_the_watch_caught_up(api: FakeApi) -> None:
 def test_the_state_check_names_what_the_watch_missed_after_retrying(api: FakeApi) -> None:
     """A LIST that has a pod the stores lack, another moved, and one the stores have that the
     LIST has not: named by kind and namespace/name, after 3 looks 1 s apart."""
-    from rebalancer.cluster.statecheck import verify  # noqa: PLC0415
+    from rebalancer.cluster.read.statecheck import verify  # noqa: PLC0415
 
     with watching(api) as watch:
         watched = watch.snapshot()

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from rebalancer.cli.main import main
-from rebalancer.cluster import kubeclient
-from rebalancer.cluster.executor import ExecutorSettings
-from rebalancer.cluster.runner import (
+from rebalancer.cluster.act.executor import ExecutorSettings
+from rebalancer.cluster.act.runner import (
     OUTSIDE_WINDOW,
     WINDOW_CLOSED,
     Cluster,
@@ -25,6 +24,7 @@ from rebalancer.cluster.runner import (
     RunReport,
     RunSettings,
 )
+from rebalancer.cluster.api import kubeclient
 from rebalancer.core.model import Snapshot
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import Schedule, Window

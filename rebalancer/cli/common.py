@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.printable import printable
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
-from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, restrict_to_namespace
 
@@ -145,7 +146,9 @@ def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:
 
     if not policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
         return None
-    return steer(snapshot, policy, analyze(snapshot, policy))
+    with gc_paused():
+        analysis = analyze(snapshot, policy)
+    return steer(snapshot, policy, analysis)
 
 
 def write(text: str) -> None:

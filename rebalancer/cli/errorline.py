@@ -1,6 +1,6 @@
 """The one writer of error, warning and problem lines on stderr.
 
-Every line passes :func:`rebalancer.cluster.redact.redact` (no credential is printed) and
+Every line passes :func:`rebalancer.cluster.api.redact.redact` (no credential is printed) and
 :func:`rebalancer.cli.printable.printable` (no control character from the cluster or a file
 reaches the terminal; newlines are kept, a problem list needs them). ``--debug`` tracebacks
 take the same path.
@@ -13,7 +13,7 @@ import traceback
 from typing import TextIO
 
 from rebalancer.cli.printable import printable
-from rebalancer.cluster.redact import redact
+from rebalancer.cluster.api.redact import redact
 
 
 def scrub(text: str) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Final
 
-from rebalancer.cli.render import (
+from rebalancer.cli.wording import (
     plan_paragraph,
     ranked_domains,
     run_summary,
@@ -28,7 +28,7 @@ from rebalancer.cli.render import (
 from rebalancer.core.plan import Eviction, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
-    from rebalancer.cluster.runner import RunReport
+    from rebalancer.cluster.act.runner import RunReport
 
 CHART_ENDS: Final = 8
 """A view with more than ``2 * CHART_ENDS + 1`` domains shows this many at each end."""

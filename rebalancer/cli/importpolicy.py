@@ -14,7 +14,7 @@ import yaml
 
 from rebalancer.cli.common import max_input_bytes, write
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES
-from rebalancer.cluster.policyfile import read_policy_document
+from rebalancer.cluster.read.policyfile import read_policy_document
 from rebalancer.core.errors import EXIT_OK
 from rebalancer.core.fromdescheduler import API_VERSION, KIND, TOPOLOGY_PLUGIN, from_descheduler
 

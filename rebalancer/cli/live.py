@@ -3,8 +3,9 @@
 Registered by :func:`add_live_commands`, which :mod:`rebalancer.cli.main` calls. The order of
 things is part of the safety contract: the policy and every flag are validated before the
 first request (exit 2, nothing sent); ``run`` then checks RBAC with SelfSubjectAccessReviews
-(exit 3, naming the verb and resource) before it reads or evicts anything. ``plan`` and
-``run --dry-run`` send only GET requests.
+(:mod:`rebalancer.cluster.api.preflight`; exit 3, naming the verb and resource) before it reads
+or evicts anything. ``plan`` and ``run --dry-run`` send only GET requests. Signals:
+:mod:`rebalancer.cli.shutdown`.
 """
 
 from __future__ import annotations
@@ -39,16 +40,19 @@ from rebalancer.cli.pushgateway import (
     push_report,
 )
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_run
-from rebalancer.cluster import errors, logs
-from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
-from rebalancer.cluster.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
-from rebalancer.cluster.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
+from rebalancer.cli.shutdown import install_stop_handlers
+from rebalancer.cluster import logs
+from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
+from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
+from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
+from rebalancer.cluster.api.preflight import preflight, run_checks
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError, RebalancerError
 from rebalancer.core.policy import Policy, format_duration, parse_duration
 
 if TYPE_CHECKING:
-    from rebalancer.cluster.kubeclient import Kube
-    from rebalancer.cluster.runner import RunReport
+    from rebalancer.cluster.act.runner import RunReport
+    from rebalancer.cluster.api.kubeclient import Kube
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -348,7 +352,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
 
 
 def _connect(args: argparse.Namespace, timeouts: Timeouts) -> Kube:
-    from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
+    from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415  # the client loads on use only
 
     return connect(
         getattr(args, "kubeconfig", None),
@@ -358,13 +362,13 @@ def _connect(args: argparse.Namespace, timeouts: Timeouts) -> Kube:
 
 
 def _read_deadline(timeouts: Timeouts) -> Any:
-    from rebalancer.cluster.reader import ReadDeadline  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.reader import ReadDeadline  # noqa: PLC0415  # on use
 
     return ReadDeadline(base_seconds=timeouts.read)
 
 
 def _read_limits(args: argparse.Namespace) -> Any:
-    from rebalancer.cluster.reader import ReadLimits  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.reader import ReadLimits  # noqa: PLC0415  # on use
 
     return ReadLimits(max_objects=getattr(args, "max_objects", DEFAULT_MAX_OBJECTS))
 
@@ -391,7 +395,11 @@ class _Reader:
         """The objects left out by the last read."""
 
     def __call__(self) -> Any:
-        from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
+        from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
+            protobuf_pages,
+            protobuf_stream,
+        )
+        from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
 
         result = read_cluster(
             self._kube.list_page,
@@ -399,9 +407,9 @@ class _Reader:
             deadline=_read_deadline(self._timeouts),
             limits=self._limits,
             skip_invalid=True,
-            list_page_proto=self._kube.list_page_proto,  # pods as protobuf, when served so
+            list_page_proto=protobuf_pages(self._kube),  # pods as protobuf, when served so
             # pods in one LIST, streamed (paginated as above when it is not taken)
-            list_stream=None if self._paged else self._kube.list_stream,
+            list_stream=None if self._paged else protobuf_stream(self._kube),
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
@@ -413,7 +421,7 @@ class _Reader:
 
 def _server_info(kube: Kube) -> dict[str, Any]:
     """The server's version and behaviour-changing feature gates (GETs only; best effort)."""
-    from rebalancer.cluster.serverinfo import read_server_info  # noqa: PLC0415  # on use
+    from rebalancer.cluster.api.serverinfo import read_server_info  # noqa: PLC0415  # on use
 
     def get(path: str) -> tuple[int, bytes]:
         accept = "text/plain" if path == "/metrics" else "application/json"
@@ -450,7 +458,7 @@ def _reader(
 
 class _WatchReader:
     """Loop mode's read: the cluster kept current by LIST + WATCH between runs
-    (:mod:`rebalancer.cluster.watch`); the first read LISTs, later ones send no request."""
+    (:mod:`rebalancer.cluster.read.watch`); the first read LISTs, later ones send no request."""
 
     def __init__(
         self,
@@ -462,7 +470,11 @@ class _WatchReader:
         max_objects: int = DEFAULT_MAX_OBJECTS,
         verify: int = 0,
     ) -> None:
-        from rebalancer.cluster.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
+        from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
+            protobuf_pages,
+            protobuf_stream,
+        )
+        from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
 
         self._verify_every = verify
         self._reads = 0
@@ -479,8 +491,8 @@ class _WatchReader:
             kube.watch_lines,
             namespace=namespace,
             settings=settings,
-            list_page_proto=kube.list_page_proto,  # the pods' LISTs as protobuf, when served so
-            list_stream=None if paged else kube.list_stream,  # or in one LIST, streamed
+            list_page_proto=protobuf_pages(kube),  # the pods' LISTs as protobuf, when served so
+            list_stream=None if paged else protobuf_stream(kube),  # or in one LIST, streamed
         )
         self.rejected: tuple[Any, ...] = ()
 
@@ -498,7 +510,7 @@ class _WatchReader:
         again, up to 3 times a second apart, while they differ, since a moving cluster differs
         for the watch's delivery time); what still differs is logged (``state.differs``) and
         counted in :attr:`differences`."""
-        from rebalancer.cluster import statecheck  # noqa: PLC0415  # on use
+        from rebalancer.cluster.read import statecheck  # noqa: PLC0415  # on use
 
         log = logs.get_logger("rebalancer.cli")
         found, attempts = statecheck.verify(
@@ -526,97 +538,6 @@ class _WatchReader:
         self._watch.close()
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One RBAC permission a run needs, as a SelfSubjectAccessReview asks it."""
-
-    verb: str
-    resource: str
-    group: str = ""
-    subresource: str = ""
-    required: bool = True
-    in_lease_namespace: bool = False  # asked in the Lease's namespace, not the run's
-    about_the_lease: bool = False  # asked about the Lease by name (Roles may name it)
-
-    @property
-    def name(self) -> str:
-        base = f"{self.resource}.{self.group}" if self.group else self.resource
-        return f"{base}/{self.subresource}" if self.subresource else base
-
-
-RUN_CHECKS: Final = (
-    Check("create", "pods", subresource="eviction"),
-    Check("get", "pods"),
-    Check("list", "pods"),
-    Check("get", "nodes"),
-    Check("list", "nodes"),
-    Check("create", "events", required=False),
-    # Read since rollouts are left alone: a ClusterRole from before then fails here, named.
-    Check("list", "deployments", group="apps"),
-    # The wait for a PodDisruptionBudget's budget to come back between waves (GET).
-    Check("get", "poddisruptionbudgets", group="policy", required=False),
-)
-"""What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
-
-WATCH_CHECKS: Final = (Check("watch", "pods"), Check("watch", "nodes"))
-"""Loop mode keeps a WATCH on every resource it reads (a denied one fails the run named)."""
-
-LEASE_CHECKS: Final = tuple(
-    Check(
-        verb,
-        "leases",
-        group="coordination.k8s.io",
-        in_lease_namespace=True,
-        about_the_lease=verb != "create",  # a create names no object to RBAC
-    )
-    for verb in ("get", "create", "update")
-)
-"""What a run that evicts needs for its Lease, in the Lease's namespace only."""
-
-STEER_CHECKS: Final = (Check("patch", "pods"),)
-"""What ``steerScaleDown: true`` adds: PATCH of pods (the steer overlay's Role; the admission
-policy beside it lets the ServiceAccount change nothing but the deletion cost)."""
-
-CLUSTER_SCOPED: Final = frozenset({"nodes"})
-
-
-def preflight(
-    kube: Kube,
-    namespace: str | None,
-    checks: Sequence[Check] = RUN_CHECKS,
-    *,
-    lease_namespace: str | None = None,
-    lease_name: str = "",
-) -> None:
-    """Raise :class:`errors.Forbidden` for the first required permission RBAC denies."""
-    log = logs.get_logger("rebalancer.cli")
-    for check in checks:
-        scope = None if check.resource in CLUSTER_SCOPED else namespace
-        if check.in_lease_namespace:
-            scope = lease_namespace
-        allowed, why = kube.can_i(
-            check.verb,
-            check.resource,
-            group=check.group,
-            subresource=check.subresource,
-            namespace=scope,
-            name=lease_name if check.about_the_lease else "",
-        )
-        if allowed:
-            continue
-        if not check.required:
-            log.warning("run.preflight_warning", missing=f"{check.verb} {check.name}", reason=why)
-            continue
-        raise errors.Forbidden(
-            403,
-            why or "denied by a SelfSubjectAccessReview",
-            verb=check.verb,
-            resource=check.name,
-            namespace=scope,
-        )
-    log.info(logs.PREFLIGHT, checks=[f"{c.verb} {c.name}" for c in checks])
-
-
 # --------------------------------------------------------------------------------------------
 # Commands
 
@@ -642,14 +563,16 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     finally:
         kube.close()
     oneshot.keep(snapshot)
-    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot, server=server)
+    with gc_paused():
+        planned = plan(snapshot, policy, time.time())
+    write_plan(planned, policy, args, snapshot, server=server)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from rebalancer.cluster.reader import read_cluster  # noqa: PLC0415  # on use
-    from rebalancer.cluster.snapshot import dump_objects  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.snapshot import dump_objects  # noqa: PLC0415  # on use
 
     configure_logging()
     timeouts = _checked_timeouts(args)
@@ -763,13 +686,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
             say(status[1])
         return EXIT_OK
 
-    from rebalancer.cluster.executor import ExecutorSettings  # noqa: PLC0415  # on use
-    from rebalancer.cluster.lease import LeaseSettings  # noqa: PLC0415  # on use
-    from rebalancer.cluster.runner import (  # noqa: PLC0415  # on use, like the client
+    from rebalancer.cluster.act.executor import ExecutorSettings  # noqa: PLC0415  # on use
+    from rebalancer.cluster.act.lease import LeaseSettings  # noqa: PLC0415  # on use
+    from rebalancer.cluster.act.runner import (  # noqa: PLC0415  # on use, like the client
         Cluster,
         Runner,
         RunSettings,
-        install_stop_handlers,
     )
 
     configure_logging()
@@ -817,11 +739,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     kube = _connect(args, checked.timeouts)
     try:
         if not args.dry_run:
-            checks = (*RUN_CHECKS, *LEASE_CHECKS) if evicting else RUN_CHECKS
-            if checked.interval is not None and not args.relist:
-                checks = (*checks, *WATCH_CHECKS)
-            if evicting and policy.steer_scale_down:
-                checks = (*checks, *STEER_CHECKS)
+            checks = run_checks(
+                evicting=evicting,
+                watching=checked.interval is not None and not args.relist,
+                steering=evicting and policy.steer_scale_down,
+            )
             preflight(
                 kube,
                 args.namespace,

@@ -40,8 +40,9 @@ from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, Format, render_explanation
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
-from rebalancer.cluster.policyfile import load_policy_file
+from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
@@ -54,7 +55,7 @@ from rebalancer.core.errors import (
 from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
-    from rebalancer.cluster.snapshot import Loaded
+    from rebalancer.cluster.read.snapshot import Loaded
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -96,7 +97,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
             f"{r.namespace} left out: {problems}"
         )
-    write_plan(plan(snapshot, policy, time.time()), policy, args, snapshot)
+    with gc_paused():
+        planned = plan(snapshot, policy, time.time())
+    write_plan(planned, policy, args, snapshot)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
@@ -107,7 +110,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
     snapshot, _ = _load_snapshot(args)
     namespace, name = args.pod
-    expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
+    with gc_paused():
+        expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, _format(args), table_style(args)))
     return EXIT_OK
 
@@ -115,7 +119,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _load_snapshot(args: argparse.Namespace) -> Loaded:
     """The ``--snapshot`` file and the objects left out (``--skip-invalid``); one without nodes
     is an error (a failed ``kubectl get`` piped in must not look like a balanced cluster)."""
-    from rebalancer.cluster.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
 
     source: str = args.snapshot
     oneshot.loading()

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.exposition import push_to_gateway
 
-from rebalancer.cluster.outcome import Outcome
-from rebalancer.cluster.runner import RunReport, ViewSkew
+from rebalancer.cluster.act.outcome import Outcome
+from rebalancer.cluster.act.runner import RunReport, ViewSkew
 
 if TYPE_CHECKING:
     from rebalancer.core.plan import Plan, ViewReport

@@ -4,8 +4,8 @@ rebalancer``): what it may skip because nothing comes after.
 A ``plan`` of 150,000 pods, from a snapshot file or from the cluster, holds a few million
 small objects from the load to the end. Two costs then buy nothing in a process about to exit:
 
-* the cyclic garbage collector: the load and the planner pause it (they create no cycles,
-  see :mod:`rebalancer.core.gcpause`), but every object they allocated is still in its
+* the cyclic garbage collector: the load and the planning pause it (they create no cycles,
+  see :mod:`rebalancer.cluster.gcpause`), but every object they allocated is still in its
   youngest generation, so the first collections after the pause scan all of them (about
   0.5 s at 150,000 pods). A one-shot command leaves it off from the load on
   (:func:`loading`): what comes after (planning, rendering) allocates little.

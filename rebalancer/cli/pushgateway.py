@@ -19,7 +19,7 @@ from rebalancer.core.errors import InputError
 
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
-    from rebalancer.cluster.runner import RunReport
+    from rebalancer.cluster.act.runner import RunReport
     from rebalancer.core.plan import Plan
 
 PUSHGATEWAY_ENV: Final = "REBALANCER_PUSHGATEWAY"

@@ -9,13 +9,12 @@ nodes) are sorted. The YAML form is the same data.
 The table is for reading, at any cluster size: a view shows its few most- and least-populated
 domains and ``(+N more)``, node lists their first few names, and with a terminal's width
 (:class:`TableStyle`) every line fits it. ``--wide`` shows everything. The HTML report is in
-:mod:`rebalancer.cli.htmlreport`.
+:mod:`rebalancer.cli.htmlreport`; the wording both share in :mod:`rebalancer.cli.wording`.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
@@ -24,13 +23,23 @@ import orjson
 import yaml
 
 from rebalancer.cli.printable import printable_fields
-from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
-from rebalancer.cluster.outcome import RunEnd
+from rebalancer.cli.wording import (
+    MIN_WIDTH,
+    held_summary,
+    plan_paragraph,
+    plural,
+    ranked_domains,
+    run_summary,
+    skips_by_reason,
+    target_cell,
+    worst_first,
+)
+from rebalancer.cluster.act.outcome import RunEnd
 from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
-from rebalancer.core.plan import Eviction, Hold, Plan, Skip, Unrepaired, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
-    from rebalancer.cluster.runner import RunReport
+    from rebalancer.cluster.act.runner import RunReport
     from rebalancer.core.steer import Steering
 
 Format = Literal["table", "json", "yaml", "html"]
@@ -73,7 +82,7 @@ def skip_data(skip: Skip) -> Data:
         "namespace": skip.namespace,
         "name": skip.name,
         "reason": str(skip.reason),
-        "code": skip.reason.code,
+        "code": skip.reason.code.value,
     }
 
 
@@ -103,7 +112,9 @@ def unrepaired_data(left: Unrepaired) -> Data:
         "skewBefore": left.skew_before,
         "skewAfter": left.skew_after,
         "evictionsNeeded": left.needed,
-        "reasons": [{"code": r.code, "pods": r.pods, "detail": r.detail} for r in left.reasons],
+        "reasons": [
+            {"code": r.code.value, "pods": r.pods, "detail": r.detail} for r in left.reasons
+        ],
     }
 
 
@@ -238,8 +249,6 @@ class TableStyle:
         return "\u2026" if self.unicode else "~"
 
 
-_MIN_WIDTH: Final = 40
-_KEEP: Final = "\u00a0"  # a space that textwrap does not break at; written as a space
 _BAR_CELLS: Final = 8
 _BLOCKS: Final = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 _ASCII_BLOCKS: Final = ".:-=+*#@"
@@ -255,7 +264,7 @@ def _clip(text: str, width: int, style: TableStyle) -> str:
 def _fit(lines: list[str], style: TableStyle) -> list[str]:
     if style.wide or style.width is None:
         return lines
-    width = max(style.width, _MIN_WIDTH)
+    width = max(style.width, MIN_WIDTH)
     return [_clip(line, width, style) for line in lines]
 
 
@@ -271,21 +280,6 @@ def _columns(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
         ).rstrip()
         for row in rows
     ]
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _view_key(view: ViewReport) -> tuple[str, str, str, str, int, int]:
-    return (
-        view.namespace,
-        view.topology_key,
-        view.when_unsatisfiable,
-        view.selector,
-        view.max_skew,
-        view.min_domains,
-    )
 
 
 def _view_extras(view: ViewReport) -> str:
@@ -311,12 +305,6 @@ def _clip_middle(text: str, width: int, style: TableStyle) -> str:
 def more(total: int, shown: int) -> str:
     """`` (+N more)`` when ``shown`` of ``total`` items were listed, else an empty string."""
     return f" (+{total - shown} more)" if total > shown else ""
-
-
-def ranked_domains(before: Mapping[str, int], after: Mapping[str, int] | None) -> list[str]:
-    """Every domain of a view, most-populated first (before the plan), ties by name."""
-    names = set(before) | set(after or {})
-    return sorted(names, key=lambda d: (-before.get(d, 0), d))
 
 
 def domain_cell(
@@ -357,7 +345,7 @@ def _fitted_domains(
         if budget is None or len(cell) <= budget:
             return cell
     count = len(set(before) | set(after or {}))
-    return _plural(count, "domain")
+    return plural(count, "domain")
 
 
 def _spark(values: Sequence[float], top: float, style: TableStyle) -> str:
@@ -418,7 +406,7 @@ def _view_rows(
         for view, later in zip(views, afters, strict=True)
     ]
     firsts = _columns(rows, indent)
-    width = None if style.wide or style.width is None else max(style.width, _MIN_WIDTH)
+    width = None if style.wide or style.width is None else max(style.width, MIN_WIDTH)
     if width is not None:
         # The selector is the last column: cut in its middle, both ends stay readable.
         start = len(firsts[0]) - len("SELECTOR")
@@ -442,27 +430,10 @@ def _plan_skew(view: ViewReport, later: ViewReport | None) -> str:
     return str(view.skew) if later is None else f"{view.skew}->{later.skew}"
 
 
-def worst_first(plan: Plan) -> list[tuple[ViewReport, ViewReport | None]]:
-    """The violated views with their state after the plan, the most above maxSkew first
-    (then in the planner's order)."""
-    after = {_view_key(v): v for v in plan.after}
-    pairs = [(v, after.get(_view_key(v))) for v in plan.violations]
-    return sorted(pairs, key=lambda pair: -pair[0].excess)
-
-
 def _violation_lines(plan: Plan, style: TableStyle) -> list[str]:
     pairs = worst_first(plan)
     views = [v for v, _ in pairs]
     return _view_rows(views, [a for _, a in pairs], style, _plan_skew, "  ")
-
-
-def target_cell(eviction: Eviction) -> str:
-    """``node (domain)`` of the expected replacement, or where it waits."""
-    if eviction.target_node is None:
-        return "pending (nodeFit: false)"
-    if eviction.target_domain is None:
-        return eviction.target_node
-    return f"{eviction.target_node} ({eviction.target_domain})"
 
 
 def _eviction_rows(evictions: Iterable[Eviction]) -> list[list[str]]:
@@ -479,20 +450,12 @@ def _skip_rows(skipped: Iterable[Skip]) -> list[list[str]]:
     return rows
 
 
-def skips_by_reason(skipped: Iterable[Skip]) -> list[tuple[str, list[Skip]]]:
-    """(code, skips) pairs, the most common code first, ties by code."""
-    groups: dict[str, list[Skip]] = {}
-    for skip in skipped:
-        groups.setdefault(skip.reason.code, []).append(skip)
-    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
-
-
 def _skip_groups(skipped: Sequence[Skip], style: TableStyle) -> list[str]:
     """Skips grouped by reason code, the most common first: its count, code and detail (the
     first pod's, ``e.g.`` when they differ), then its first pods."""
     groups = skips_by_reason(skipped)
     digits = len(str(len(groups[0][1])))
-    width = None if style.width is None else max(style.width, _MIN_WIDTH)
+    width = None if style.width is None else max(style.width, MIN_WIDTH)
     lines = []
     for code, skips in groups:
         detail = skips[0].reason.detail
@@ -504,20 +467,6 @@ def _skip_groups(skipped: Sequence[Skip], style: TableStyle) -> list[str]:
         names = [f"{s.namespace}/{s.name}" for s in skips]
         lines.append(pad + name_list(names, style, budget, "pod"))
     return lines
-
-
-def held_summary(reasons: Iterable[Hold], *, pods: bool = False) -> str:
-    """``pdb 3, has-pvc 2`` (with ``pods``: ``pdb (3 pods), has-pvc (2 pods)``): reason codes
-    with their pods, the most pods first."""
-    totals: dict[str, int] = {}
-    for r in reasons:
-        totals[r.code] = totals.get(r.code, 0) + r.pods
-    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
-    if pods:  # "(3 pods)" stays on one line when the paragraph is wrapped
-        return ", ".join(
-            f"{code}{_KEEP}({count}{_KEEP}pod{'' if count == 1 else 's'})" for code, count in ranked
-        )
-    return ", ".join(f"{code} {count}" for code, count in ranked)
 
 
 def _unrepaired_lines(plan: Plan, style: TableStyle) -> list[str]:
@@ -540,78 +489,11 @@ def _unrepaired_lines(plan: Plan, style: TableStyle) -> list[str]:
     return _columns(rows)
 
 
-def runs_needed(waves: int, max_waves: int = DEFAULT_MAX_WAVES) -> int:
-    """Runs of ``run --max-waves max_waves`` that execute ``waves`` waves."""
-    return -(-waves // max_waves)
-
-
-def _head(plan: Plan) -> str:
-    if not plan.evictions:
-        return "No eviction"
-    count = _plural(len(plan.evictions), "eviction")
-    if plan.minimal:
-        return f"{count}, proven minimal"
-    return f"{count}, not proven minimal (lower bound {plan.lower_bound})"
-
-
-def plan_summary(plan: Plan) -> str:
-    """One line: ``3 evictions, proven minimal, in 2 waves (1 run); 1 violated view repaired``
-    (or why not minimal, and how many views are left above maxSkew)."""
-    if not plan.violations and not plan.evictions:
-        return "No violations: nothing to evict."
-    line = _head(plan)
-    if plan.evictions:
-        waves = len(plan.waves)
-        line += f", in {_plural(waves, 'wave')} ({_plural(runs_needed(waves), 'run')})"
-    views = len(plan.violations)
-    if plan.unrepaired:
-        return f"{line}; {plan.repaired} of {_plural(views, 'violated view')} repaired, " + (
-            f"{len(plan.unrepaired)} left above maxSkew"
-        )
-    return f"{line}; {_plural(views, 'violated view')} repaired"
-
-
-def plan_paragraph(plan: Plan, width: int | None = None) -> list[str]:
-    """The plan at a glance, wrapped to ``width`` (100 without one): evictions and whether
-    they are proven minimal, waves and the runs they take at run's default ``--max-waves``,
-    the views repaired and those left, with what holds them."""
-    if not plan.violations and not plan.evictions:
-        return [plan_summary(plan)]
-    text = _head(plan)
-    if plan.evictions:
-        waves = len(plan.waves)
-        runs = runs_needed(waves)
-        text += (
-            f", in {_plural(waves, 'wave')}: {'one run' if runs == 1 else f'{runs} runs'} of "
-            f"`run` at its default --max-waves {DEFAULT_MAX_WAVES} (a run re-plans after every "
-            "wave)."
-        )
-        if not plan.minimal:
-            text += (
-                f" No plan reaching the same skews evicts fewer than {plan.lower_bound} pods;"
-                " this one was found move by move."
-            )
-    else:
-        text += "."
-    views = _plural(len(plan.violations), "violated view")
-    if plan.unrepaired:
-        held = held_summary((r for u in plan.unrepaired for r in u.reasons), pods=True)
-        repaired = f"{plan.repaired} repaired, " if plan.repaired else "none repaired, "
-        text += (
-            f" {views}: {repaired}{len(plan.unrepaired)} left above maxSkew, held by {held};"
-            " see Left above maxSkew."
-        )
-    else:
-        text += f" {views}: all repaired."
-    lines = textwrap.wrap(text, width=max(width or 100, _MIN_WIDTH), break_on_hyphens=False)
-    return [line.replace(_KEEP, " ") for line in lines]
-
-
 def _plan_lines(plan: Plan, style: TableStyle) -> list[str]:
     lines = [*plan_paragraph(plan, None if style.wide else style.width), ""]
     lines += [f"Violations ({len(plan.violations)}, most above maxSkew first)"]
     lines += _violation_lines(plan, style) if plan.violations else ["  none"]
-    lines += ["", f"Plan ({_plural(len(plan.evictions), 'eviction')})"]
+    lines += ["", f"Plan ({plural(len(plan.evictions), 'eviction')})"]
     lines += _columns(_eviction_rows(plan.evictions)) if plan.evictions else ["  none"]
     if plan.unrepaired:
         lines += ["", f"Left above maxSkew ({len(plan.unrepaired)})"]
@@ -657,7 +539,7 @@ def name_list(
         text = ", ".join(names[:count]) + more(len(names), count)
         if budget is None or len(text) <= budget:
             return text
-    return _plural(len(names), noun)
+    return plural(len(names), noun)
 
 
 def rejections_by_reason(rejected: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
@@ -702,7 +584,7 @@ def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
     lines += ["", f"Constraints ({len(expl.constraints)})"]
     if not expl.constraints:
         lines.append("  none: the PodTopologySpread filter accepts every node")
-    width = None if style.wide or style.width is None else max(style.width, _MIN_WIDTH)
+    width = None if style.wide or style.width is None else max(style.width, MIN_WIDTH)
     for index, c in enumerate(expl.constraints, start=1):
         origin = " (from the cluster defaults)" if c.default else ""
         prefix = "     matching pods per domain, as the plan counts them: "
@@ -790,20 +672,6 @@ def run_data(report: RunReport) -> Data:
         "summary": {_camel(k): v for k, v in report.summary().items()},
         "exitCode": report.exit_code,
     }
-
-
-def run_summary(report: RunReport) -> str:
-    """The closing line of a run: ``Run r-1: 2 evicted, 0 blocked by PDB, ...; end: balanced``."""
-    s = report.summary()
-    line = (
-        f"Run {report.run_id}: {s['evicted']} evicted, {s['blocked_by_pdb']} blocked by PDB, "
-        f"{s['failed']} failed, {s['skipped']} skipped in {s['waves']} wave(s); end: {s['end']}"
-    )
-    if report.server_dry_run:
-        line += f"; server dry run: {s['would_evict']} would be evicted"
-    if report.costs:
-        line += f"; deletion costs: {s['costs_written']} written, {s['costs_not_written']} not"
-    return line
 
 
 def _run_table(report: RunReport, style: TableStyle) -> str:

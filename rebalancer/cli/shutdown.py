@@ -1,8 +1,11 @@
-"""SIGTERM (or SIGINT) at any moment ends rebalancer cleanly: one log line, exit 0.
+"""Signals: SIGTERM (or SIGINT) at any moment ends rebalancer cleanly.
 
-Until the run loop installs its own handlers (which let the eviction in flight finish, see
-:func:`rebalancer.cluster.runner.install_stop_handlers`), nothing has been evicted and nothing
-needs finishing: connecting, the RBAC pre-flight, a live ``plan``'s read. There a signal
+While a run evicts (:func:`install_stop_handlers`), a signal sets the runner's stop event: the
+eviction in flight finishes and is reported, nothing new is sent, and a second signal ends the
+process the usual way.
+
+Before that (:func:`install`), nothing has been evicted and nothing needs finishing:
+connecting, the RBAC pre-flight, a live ``plan``'s read. There a signal
 raises :class:`Terminated`, which unwinds whatever is under way (a blocked socket read
 included: the handler runs in the main thread as soon as the read is interrupted), and
 :func:`rebalancer.cli.main.main` turns it into a log line and exit 0, instead of the
@@ -16,6 +19,8 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Final
+
+from rebalancer.cluster import logs
 
 SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
@@ -50,7 +55,6 @@ def install() -> Callable[[], None]:
 def report(exc: Terminated) -> None:
     """The one log line of a clean early stop."""
     from rebalancer.cli.logconfig import configure as configure_logging  # noqa: PLC0415  # on use
-    from rebalancer.cluster import logs  # noqa: PLC0415  # on use, as structlog
 
     configure_logging()
     logs.get_logger("rebalancer.cli").warning(
@@ -58,3 +62,25 @@ def report(exc: Terminated) -> None:
         signal=exc.signal,
         detail="stopped outside the eviction loop: no eviction was under way",
     )
+
+
+def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
+    """SIGTERM and SIGINT set ``stop``; a second signal acts as the default. Returns an undo."""
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        logs.get_logger("rebalancer.runner").warning(
+            logs.SHUTDOWN, signal=signal.Signals(signum).name
+        )
+        stop.set()
+        for s in SIGNALS:  # a second signal ends the process the usual way
+            signal.signal(s, signal.SIG_DFL if s == signal.SIGTERM else signal.default_int_handler)
+
+    for s in SIGNALS:
+        signal.signal(s, handler)
+
+    def undo() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    return undo

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rebalancer.core.model import ALWAYS_ALLOW, NOT_SHARED, Pod, PodDisruptionBudget
-from rebalancer.core.plan import SkipReason
+from rebalancer.core.plan import SkipCode, SkipReason
 from rebalancer.core.selectors import SelectorIndex
 
 PDB_FREE_PHASES = frozenset({"Pending", "Succeeded", "Failed"})
@@ -80,7 +80,7 @@ class DisruptionBudgets:
         if len(covering) > 1:
             names = ", ".join(self.pdbs[k].name for k in covering)
             return SkipReason(
-                "multiple-pdbs",
+                SkipCode.MULTIPLE_PDBS,
                 f"selected by several PodDisruptionBudgets ({names}); the Eviction API "
                 "refuses such pods",
             ), ()
@@ -92,13 +92,13 @@ class DisruptionBudgets:
             return None, ()
         if pdb.observed_generation < pdb.generation:
             return SkipReason(
-                "pdb",
+                SkipCode.PDB,
                 f"PodDisruptionBudget {pdb.name} is not yet processed (observedGeneration "
                 f"{pdb.observed_generation} < generation {pdb.generation}): no budget now",
             ), ()
         if pdb.disruptions_allowed <= 0:
             return SkipReason(
-                "pdb",
+                SkipCode.PDB,
                 f"PodDisruptionBudget {pdb.name} allows no disruption now (currentHealthy "
                 f"{pdb.current_healthy}, desiredHealthy {pdb.desired_healthy})",
             ), ()

@@ -1,6 +1,7 @@
 """The root of rebalancer's error tree and the exit codes (part of the CLI contract, see README).
 
-Errors about the cluster (unreachable, RBAC, API statuses) live in :mod:`rebalancer.cluster.errors`.
+Errors about the cluster (unreachable, RBAC, API statuses) live in
+:mod:`rebalancer.cluster.api.errors`.
 """
 
 from __future__ import annotations

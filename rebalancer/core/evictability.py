@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from rebalancer.core.budgets import DisruptionBudgets
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Node, Pod, PriorityClass, Snapshot
-from rebalancer.core.plan import SkipReason
+from rebalancer.core.plan import SkipCode, SkipReason
 from rebalancer.core.policy import MANDATORY, Policy
 from rebalancer.core.rollout import Rollouts
 from rebalancer.core.selectors import node_unreachable, selector_matches
@@ -119,40 +119,45 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
     """The first rule that forbids evicting ``pod``, or None when it may be evicted."""
     policy = ctx.policy
     if pod.mirror:
-        return SkipReason("mirror-pod", "static pod managed by the kubelet")
+        return SkipReason(SkipCode.MIRROR_POD, "static pod managed by the kubelet")
     owner = pod.owner
     if owner is not None and owner.kind == "DaemonSet":
-        return SkipReason("daemonset", f"owned by DaemonSet {owner.name}")
+        return SkipReason(SkipCode.DAEMONSET, f"owned by DaemonSet {owner.name}")
     if owner is None and not policy.evict_bare_pods:
-        return SkipReason("no-controller", "no controller would re-create it")
+        return SkipReason(SkipCode.NO_CONTROLLER, "no controller would re-create it")
     if pod.terminating:
-        return SkipReason("terminating", "already terminating; its grace can only shrink")
+        return SkipReason(SkipCode.TERMINATING, "already terminating; its grace can only shrink")
     if pod.disruption_target:
-        return SkipReason("disruption-target", "has the DisruptionTarget condition: it is leaving")
+        return SkipReason(
+            SkipCode.DISRUPTION_TARGET, "has the DisruptionTarget condition: it is leaving"
+        )
     if pod.scheduling_group is not None:
         return SkipReason(
-            "gang-member",
+            SkipCode.GANG_MEMBER,
             f"in PodGroup {pod.scheduling_group}: a gang is not evicted one pod at a time",
         )
     node = ctx.nodes.get(pod.node_name or "")
     if node is not None and node_unreachable(node):
-        return SkipReason("node-not-ready", f"node {node.name} is NotReady or unreachable")
+        return SkipReason(SkipCode.NODE_NOT_READY, f"node {node.name} is NotReady or unreachable")
     priority = ctx.priority(pod)
     if priority >= ctx.threshold:
-        return SkipReason("priority-threshold", f"priority {priority} >= threshold {ctx.threshold}")
+        return SkipReason(
+            SkipCode.PRIORITY_THRESHOLD, f"priority {priority} >= threshold {ctx.threshold}"
+        )
     if policy.namespaces_include and pod.namespace not in policy.namespaces_include:
-        return SkipReason("namespace-excluded", f"namespace {pod.namespace} is not included")
+        return SkipReason(SkipCode.NAMESPACE_EXCLUDED, f"namespace {pod.namespace} is not included")
     if pod.namespace in policy.namespaces_exclude:
-        return SkipReason("namespace-excluded", f"namespace {pod.namespace} is excluded")
+        return SkipReason(SkipCode.NAMESPACE_EXCLUDED, f"namespace {pod.namespace} is excluded")
     if policy.label_selector is not None and not selector_matches(
         policy.label_selector, pod.labels
     ):
-        return SkipReason("label-selector", "does not match the policy's labelSelector")
+        return SkipReason(SkipCode.LABEL_SELECTOR, "does not match the policy's labelSelector")
     if policy.node_selector is not None:
         node_labels = node.labels if node is not None else {}
         if not selector_matches(policy.node_selector, node_labels):
             return SkipReason(
-                "node-selector", f"node {pod.node_name} does not match the policy's nodeSelector"
+                SkipCode.NODE_SELECTOR,
+                f"node {pod.node_name} does not match the policy's nodeSelector",
             )
     if not pod.evict_requested:
         reason = _protection(pod, ctx)
@@ -165,34 +170,36 @@ def _protection(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
     """The protections a pod annotated ``descheduler.alpha.kubernetes.io/evict`` opts out of."""
     policy = ctx.policy
     if pod.local_storage and not policy.evict_local_storage_pods:
-        return SkipReason("local-storage", "uses emptyDir (evictLocalStoragePods is false)")
+        return SkipReason(SkipCode.LOCAL_STORAGE, "uses emptyDir (evictLocalStoragePods is false)")
     if pod.pvc_names and not policy.evict_pods_with_pvc:
-        return SkipReason("has-pvc", "mounts a PersistentVolumeClaim (evictPodsWithPVC is false)")
+        return SkipReason(
+            SkipCode.HAS_PVC, "mounts a PersistentVolumeClaim (evictPodsWithPVC is false)"
+        )
     if pod.resource_claims and not policy.evict_pods_with_resource_claims:
         return SkipReason(
-            "resource-claims",
+            SkipCode.RESOURCE_CLAIMS,
             "has DRA resourceClaims (evictPodsWithResourceClaims is false)",
         )
     age = ctx.now - pod.created
     if policy.min_pod_age_seconds > 0 and age < policy.min_pod_age_seconds:
         return SkipReason(
-            "too-young", f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
+            SkipCode.TOO_YOUNG, f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
         )
     owner = pod.owner
     if policy.min_replicas > 1 and owner is not None:
         live = ctx.replicas.get((pod.namespace, owner.kind, owner.name), 0)
         if live < policy.min_replicas:
             return SkipReason(
-                "min-replicas",
+                SkipCode.MIN_REPLICAS,
                 f"{owner.kind} {owner.name} has {live} pods, minReplicas is {policy.min_replicas}",
             )
     if policy.ignore_pods_without_pdb and not ctx.budgets.covering(pod):
         return SkipReason(
-            "no-pdb", "no PodDisruptionBudget covers it (ignorePodsWithoutPDB is true)"
+            SkipCode.NO_PDB, "no PodDisruptionBudget covers it (ignorePodsWithoutPDB is true)"
         )
     if pod.prefer_no_eviction and policy.no_eviction_policy == MANDATORY:
         return SkipReason(
-            "prefer-no-eviction",
+            SkipCode.PREFER_NO_EVICTION,
             "annotated descheduler.alpha.kubernetes.io/prefer-no-eviction "
             "(noEvictionPolicy is Mandatory)",
         )

@@ -100,13 +100,8 @@ def _gmin(view: JointView, per_domain: Sequence[int]) -> int:
     return 0 if view.forced_zero else min(per_domain)
 
 
-def balanced(problem: JointProblem, counts: Sequence[int]) -> bool:
-    """Every hard view within its maxSkew (a domain holding pods at most maxSkew above the
-    min)."""
-    return _within(problem.views, counts)
-
-
-def _within(views: Sequence[JointView], counts: Sequence[int]) -> bool:
+def within(views: Sequence[JointView], counts: Sequence[int]) -> bool:
+    """Every view within its maxSkew (a domain holding pods at most maxSkew above the min)."""
     for view in views:
         per_domain = domain_counts(view, counts)
         gmin = _gmin(view, per_domain)
@@ -115,12 +110,8 @@ def _within(views: Sequence[JointView], counts: Sequence[int]) -> bool:
     return True
 
 
-def distance(problem: JointProblem, state: State) -> int:
-    """The largest distance to balance over the hard views: a lower bound on the moves left."""
-    return _distance(problem.views, state)
-
-
-def _distance(views: Sequence[JointView], state: State) -> int:
+def distance(views: Sequence[JointView], state: State) -> int:
+    """The largest distance to balance over the views: a lower bound on the moves left."""
     counts, movable = state
     best = 0
     for view in views:
@@ -135,18 +126,13 @@ def _distance(views: Sequence[JointView], state: State) -> int:
     return best
 
 
-def legal_targets(problem: JointProblem, counts: Sequence[int], source: int) -> list[int]:
-    """Nodes other than ``source`` that the replacement of a pod leaving ``source`` may land
-    on (``counts`` is after the pod left): static filters, room, every view's spread filter.
-    Landing back on ``source`` would evict for nothing."""
-    per_views = [domain_counts(view, counts) for view in problem.views]
-    return _targets(problem, counts, source, per_views)
-
-
-def _targets(
+def legal_targets(
     problem: JointProblem, counts: Sequence[int], source: int, per_views: Sequence[list[int]]
 ) -> list[int]:
-    """:func:`legal_targets` with each view's counts per domain given."""
+    """Nodes other than ``source`` that the replacement of a pod leaving ``source`` may land
+    on (``counts`` and each view's counts per domain, ``per_views``, are after the pod left):
+    static filters, room, every view's spread filter. Landing back on ``source`` would evict
+    for nothing."""
     limits = []  # per view: the highest domain count that still takes a pod
     for view, per_domain in zip(problem.views, per_views, strict=True):
         gmin = 0 if view.forced_zero else min(per_domain)
@@ -170,12 +156,29 @@ def _targets(
 
 
 class _Deepening:
-    """One IDA* search: the state of the current deepening round and the budget."""
+    """One IDA* search, round by round, from every start state (with the steps that reached
+    it) at once towards ``goal`` (views) within maxSkew; with ``keep``, every state passed
+    through also keeps the problem's hard views within (the soft views' search). End states
+    found go to ``ends``, visits to ``result``."""
 
-    def __init__(self, problem: JointProblem, max_visits: int) -> None:
+    def __init__(
+        self,
+        problem: JointProblem,
+        goal: tuple[JointView, ...],
+        starts: dict[State, list[Step]],
+        result: JointResult,
+        *,
+        ends: dict[State, list[Step]],
+        max_visits: int,
+        keep: bool = False,
+    ) -> None:
         self.problem = problem
+        self.goal = goal
+        self.starts = starts
+        self.result = result
+        self.ends = ends
         self.max_visits = max_visits
-        self.result = JointResult(minimum=None, complete=False)
+        self.keep = keep
         self.h_cache: dict[State, int] = {}
         self.bound = 0
         self.next_bound = 0
@@ -185,15 +188,34 @@ class _Deepening:
     def h(self, state: State) -> int:
         found = self.h_cache.get(state)
         if found is None:
-            found = self.h_cache[state] = distance(self.problem, state)
+            found = self.h_cache[state] = distance(self.goal, state)
         return found
 
-    def round(self, start: State, bound: int, limit: int) -> bool:
-        """Explore every path of at most ``bound`` moves; False once the budget is spent."""
+    def deepen(self, limit: int) -> int | None:
+        """The fewest moves (at most ``limit``) to an end state, or None; ``result.complete``
+        once the answer is proven (found, or out of reach), not when the budget ran out."""
+        bound = min(self.h(start) for start in self.starts)
+        while bound <= limit:
+            if not self.round(bound, limit):
+                return None  # budget spent: nothing proven
+            if self.ends:
+                self.result.complete = True
+                return bound
+            bound = self.next_bound  # beyond ``limit`` when no path was cut: out of reach
+        self.result.complete = True
+        return None
+
+    def round(self, bound: int, limit: int) -> bool:
+        """Explore every path of at most ``bound`` moves from every start; False once the
+        budget is spent."""
         self.bound = bound
         self.next_bound = limit + 1  # the smallest cost beyond the bound
         self.seen = {}
-        return self.walk(start, 0)
+        for start, path in self.starts.items():
+            self.path = list(path)
+            if not self.walk(start, 0):
+                return False
+        return True
 
     def walk(self, state: State, g: int) -> bool:
         """Explore from ``state`` reached in g moves; False once the budget is spent."""
@@ -206,8 +228,8 @@ class _Deepening:
             self.next_bound = min(self.next_bound, f)
             return True
         if g == self.bound:
-            if balanced(self.problem, state[0]):
-                result.ends.setdefault(state, list(self.path))
+            if within(self.goal, state[0]):
+                self.ends.setdefault(state, list(self.path))
             return True
         if self.seen.get(state, self.bound + 1) <= g:
             return True  # the same continuations were explored from an earlier visit
@@ -225,12 +247,14 @@ class _Deepening:
             left_movable = tuple(still)
             for view, per_domain in zip(problem.views, per_views, strict=True):
                 per_domain[view.domain_of[source]] -= 1
-            targets = _targets(problem, left, source, per_views)
+            targets = legal_targets(problem, left, source, per_views)
             for view, per_domain in zip(problem.views, per_views, strict=True):
                 per_domain[view.domain_of[source]] += 1
             for target in targets:
                 moved = list(left)
                 moved[target] += 1
+                if self.keep and not within(problem.views, moved):
+                    continue  # a further move never takes a hard view above its maxSkew
                 self.path.append((source, target))
                 ok = self.walk((tuple(moved), left_movable), g + 1)
                 self.path.pop()
@@ -242,19 +266,12 @@ class _Deepening:
 def search(problem: JointProblem, max_visits: int = MAX_VISITS) -> JointResult:
     """The joint minimum and every end state that reaches it (IDA* with a transposition
     table; see the module docstring)."""
+    result = JointResult(minimum=None, complete=False)
     start: State = (problem.start, problem.movable)
-    run = _Deepening(problem, max_visits)
-    result = run.result
-    limit = sum(problem.movable)
-    bound = run.h(start)
-    while bound <= limit:
-        if not run.round(start, bound, limit):
-            return result  # budget spent: nothing proven
-        if result.ends:
-            result.minimum, result.complete = bound, True
-            return result
-        bound = run.next_bound  # beyond ``limit`` when no path was cut: out of reach
-    result.complete = True
+    run = _Deepening(
+        problem, problem.views, {start: []}, result, ends=result.ends, max_visits=max_visits
+    )
+    result.minimum = run.deepen(sum(problem.movable))
     return result
 
 
@@ -268,85 +285,6 @@ def _reachable(problem: JointProblem, view: JointView) -> bool:
         most[view.domain_of[node]] += problem.cap[node] if problem.accepts[node] else start
     ceiling = min(most) + view.max_skew
     return sum(problem.start) <= sum(min(u, ceiling) for u in most)
-
-
-class _SoftDeepening:
-    """The second search of :func:`search_then_soft`: IDA* from every end state of the hard
-    views' minimum at once, towards the soft views' balance, the hard views kept within."""
-
-    def __init__(
-        self,
-        problem: JointProblem,
-        starts: dict[State, list[Step]],
-        run: JointResult,
-        max_visits: int,
-    ) -> None:
-        self.problem = problem
-        self.starts = starts
-        self.result = run
-        self.max_visits = max_visits
-        self.ends: dict[State, list[Step]] = {}
-        self.h_cache: dict[State, int] = {}
-        self.bound = 0
-        self.next_bound = 0
-        self.seen: dict[State, int] = {}
-        self.path: list[Step] = []
-
-    def h(self, state: State) -> int:
-        found = self.h_cache.get(state)
-        if found is None:
-            found = self.h_cache[state] = _distance(self.problem.soft, state)
-        return found
-
-    def round(self, bound: int, limit: int) -> bool:
-        """Explore every path of at most ``bound`` further moves from every start; False once
-        the budget is spent."""
-        self.bound = bound
-        self.next_bound = limit + 1
-        self.seen = {}
-        for start, path in self.starts.items():
-            self.path = list(path)
-            if not self.walk(start, 0):
-                return False
-        return True
-
-    def walk(self, state: State, g: int) -> bool:
-        result = self.result
-        result.visits += 1
-        if result.visits > self.max_visits:
-            return False
-        f = g + self.h(state)
-        if f > self.bound:
-            self.next_bound = min(self.next_bound, f)
-            return True
-        if g == self.bound:
-            if _within(self.problem.soft, state[0]):
-                self.ends.setdefault(state, list(self.path))
-            return True
-        if self.seen.get(state, self.bound + 1) <= g:
-            return True
-        self.seen[state] = g
-        counts, movable = state
-        problem = self.problem
-        for source in range(len(counts)):
-            if movable[source] == 0:
-                continue
-            left = list(counts)
-            left[source] -= 1
-            still = list(movable)
-            still[source] -= 1
-            left_movable = tuple(still)
-            for target in legal_targets(problem, left, source):
-                moved = list(left)
-                moved[target] += 1
-                if not balanced(problem, moved):
-                    continue  # a further move never takes a hard view above its maxSkew
-                self.path.append((source, target))
-                ok = self.walk((tuple(moved), left_movable), g + 1)
-                self.path.pop()
-                if not ok:
-                    return False
-        return True
 
 
 def search_then_soft(problem: JointProblem, max_visits: int = MAX_VISITS) -> JointResult:
@@ -363,16 +301,11 @@ def search_then_soft(problem: JointProblem, max_visits: int = MAX_VISITS) -> Joi
     if not all(_reachable(problem, view) for view in problem.soft):
         result.complete = True
         return result
-    run = _SoftDeepening(problem, first.ends, result, max_visits)
-    limit = sum(next(iter(first.ends))[1])  # every end has as many evictable pods left
-    bound = min(run.h(start) for start in first.ends)
-    while bound <= limit:
-        if not run.round(bound, limit):
-            return result  # budget spent: nothing proven
-        if run.ends:
-            result.minimum, result.complete = first.minimum + bound, True
-            result.ends = run.ends
-            return result
-        bound = run.next_bound
-    result.complete = True
+    run = _Deepening(
+        problem, problem.soft, first.ends, result, ends={}, max_visits=max_visits, keep=True
+    )
+    further = run.deepen(sum(next(iter(first.ends))[1]))  # every end has as many left
+    if further is not None:
+        result.minimum = first.minimum + further
+        result.ends = run.ends
     return result

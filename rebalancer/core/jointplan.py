@@ -28,30 +28,52 @@ empty, and an empty node's domain counts 0 in the model as in the cluster).
 from __future__ import annotations
 
 import time
-from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from rebalancer.core.joint import (
     MAX_ELIGIBLE,
     MAX_NODES,
     MAX_PODS,
+    MAX_VISITS,
     JointProblem,
     JointView,
     Step,
     domain_counts,
     search_then_soft,
 )
+from rebalancer.core.simulate import SimState
+from rebalancer.core.spread import Analysis
 from rebalancer.core.victims import PlanKey, VictimKey, ViewId, plan_key
-
-if TYPE_CHECKING:
-    from rebalancer.core.planner import Planner
 
 UNLIMITED = 1 << 30
 
 
+@dataclass(slots=True)
+class SearchBudget:
+    """The exact search's budget over one plan, and how its groups were planned (plan())."""
+
+    hard_visits: int = MAX_VISITS  # states left for the exact search of hard views
+    soft_visits: int = MAX_VISITS  # and for its soft views, when the policy opts them in
+    stats: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlanning:
+    """What planning a group reads of the planning pass, and the budget it spends. Made for
+    each group: it refers to the pass, which keeps no reference to it (no cycle to collect)."""
+
+    analysis: Analysis
+    state: SimState  # the planner's simulation, as it stands when the group is planned
+    node_fit: bool  # the policy's nodeFit: replacements need room
+    evictable: Callable[[int], bool]  # pod -> whether it may be evicted now
+    victim_key: Callable[[int, int, bool], VictimKey]  # the planner's victim order
+    budget: SearchBudget
+
+
 def _problem(
-    planner: Planner, group: list[ViewId], with_soft: bool = False
+    ctx: GroupPlanning, group: list[ViewId], with_soft: bool = False
 ) -> tuple[JointProblem, list[str], list[int]] | None:
     """The search problem, its nodes (by index) and the views it models; None when the group
     is not one the search models faithfully (see the module docstring).
@@ -60,15 +82,15 @@ def _problem(
     (the hard views' plan is the one they get with soft views off); with it, every considered
     soft view counting the pods is modelled as a soft view of the problem, and there must be
     one."""
-    state = planner.state
-    views = planner.analysis.views
+    state = ctx.state
+    views = ctx.analysis.views
     members = views[group[0]].members
     if not members or len(members) > MAX_PODS:
         return None
     first = members[0]
     own = state.own_views.get(first, [])
     modelled = [w for w in own if views[w].spec.hard]
-    soft = _soft_views(planner, first) if with_soft else []
+    soft = _soft_views(ctx, first) if with_soft else []
     if with_soft and not soft:
         return None
     if not set(group) <= set(modelled) | set(soft):
@@ -79,7 +101,7 @@ def _problem(
     for w in modelled + soft:
         if views[w].members != members or views[w].node_domain.keys() != node_domain.keys():
             return None
-    pods = planner.analysis.pods
+    pods = ctx.analysis.pods
     statics = state.shared.static_nodes(first)
     requests = pods[first].requests
     wanted = set(modelled + soft)
@@ -96,10 +118,8 @@ def _problem(
     occupied = {state.placement[i] for i in members}
     if len(occupied) > MAX_NODES:
         return None
-    movable_total = sum(1 for i in members if planner.evictable(i))
-    rooms = {
-        n: state.room(pods[first], n) if planner.policy.node_fit else UNLIMITED for n in node_domain
-    }
+    movable_total = sum(1 for i in members if ctx.evictable(i))
+    rooms = {n: state.room(pods[first], n) if ctx.node_fit else UNLIMITED for n in node_domain}
     # Nodes holding none of the pods are interchangeable when they agree on every domain
     # except one-node domains (hostname), on the filters and on room (up to what could move):
     # keep as many of each kind as pods could move; the others stay empty in some minimal
@@ -141,7 +161,7 @@ def _problem(
     for i in members:
         k = index[state.placement[i]]
         start[k] += 1
-        if planner.evictable(i):
+        if ctx.evictable(i):
             movable[k] += 1
     cap = [start[k] + rooms[n] for k, n in enumerate(nodes)]
     problem = JointProblem(
@@ -156,10 +176,10 @@ def _problem(
     return problem, nodes, modelled + soft
 
 
-def _soft_views(planner: Planner, first: int) -> list[int]:
+def _soft_views(ctx: GroupPlanning, first: int) -> list[int]:
     """The considered soft views that count pod ``first``."""
-    state = planner.state
-    views = planner.analysis.views
+    state = ctx.state
+    views = ctx.analysis.views
     return [
         w for w in state.selector_views(first) if w in state.rank_views and not views[w].spec.hard
     ]
@@ -176,7 +196,9 @@ class JointPlan:
     soft_steps: int = 0  # the last steps, made for the soft views once the hard are within
 
 
-def plan_group(planner: Planner, group: list[ViewId], with_soft: bool = False) -> JointPlan | None:
+def plan_group(
+    ctx: GroupPlanning, group: list[ViewId], with_soft: bool = False
+) -> JointPlan | None:
     """Plan ``group`` to its joint minimum, or None when the group is left to the
     move-by-move search.
 
@@ -185,37 +207,35 @@ def plan_group(planner: Planner, group: list[ViewId], with_soft: bool = False) -
     (:func:`~rebalancer.core.joint.search_then_soft`); None (nothing counted in the stats)
     when there are none, the search does not model them, the soft views cannot be brought
     within, or, for a group of soft views alone, the hard views are not within already."""
-    built = _problem(planner, group, with_soft)
+    built = _problem(ctx, group, with_soft)
     if built is None:
         if not with_soft:
-            planner.stats["joint-fallback"] += 1
+            ctx.budget.stats["joint-fallback"] += 1
         return None
     problem, nodes, modelled = built
     started = time.perf_counter()
     # The soft views' searches have a budget of their own: the hard views' plans, and the
     # budget they spend, are the ones they get with soft views off.
-    budget = planner.soft_budget if with_soft else planner.joint_budget
+    budget = ctx.budget.soft_visits if with_soft else ctx.budget.hard_visits
     result = search_then_soft(problem, budget)
-    planner.stats["joint-seconds"] += time.perf_counter() - started
-    planner.stats["joint-soft-visits" if with_soft else "joint-visits"] += result.visits
+    ctx.budget.stats["joint-seconds"] += time.perf_counter() - started
+    ctx.budget.stats["joint-soft-visits" if with_soft else "joint-visits"] += result.visits
     if with_soft:
-        planner.soft_budget = max(0, budget - result.visits)
+        ctx.budget.soft_visits = max(0, budget - result.visits)
     else:
-        planner.joint_budget = max(0, budget - result.visits)
-    hard_group = any(planner.analysis.views[v].spec.hard for v in group)
+        ctx.budget.hard_visits = max(0, budget - result.visits)
+    hard_group = any(ctx.analysis.views[v].spec.hard for v in group)
     if result.minimum is None or (result.hard and not hard_group):
         if not with_soft:
-            planner.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
+            ctx.budget.stats["joint-unsolved" if result.complete else "joint-fallback"] += 1
         return None
-    planner.stats["joint-soft-exact" if with_soft else "joint-exact"] += 1
-    views = planner.analysis.views
+    ctx.budget.stats["joint-soft-exact" if with_soft else "joint-exact"] += 1
+    views = ctx.analysis.views
     by_node: list[list[tuple[VictimKey, int]]] = [[] for _ in nodes]
     index = {n: k for k, n in enumerate(nodes)}
     for i in views[group[0]].members:
-        if planner.evictable(i):
-            by_node[index[planner.state.placement[i]]].append(
-                (planner.victim_key(i, group[0], True), i)
-            )
+        if ctx.evictable(i):
+            by_node[index[ctx.state.placement[i]]].append((ctx.victim_key(i, group[0], True), i))
     for pods in by_node:
         pods.sort()
     # Ends with the same victims: the most even one (each view's counts sorted from highest,

@@ -3,17 +3,65 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SkipCode(StrEnum):
+    """Why a pod is not evicted: the stable ``code`` of a :class:`SkipReason` or a
+    :class:`Hold`, as the JSON output and the reference's list of skip reasons spell it."""
+
+    # The pod may not be evicted at all (evictability, budgets, rollout).
+    MIRROR_POD = "mirror-pod"
+    DAEMONSET = "daemonset"
+    NO_CONTROLLER = "no-controller"
+    TERMINATING = "terminating"
+    DISRUPTION_TARGET = "disruption-target"
+    GANG_MEMBER = "gang-member"
+    NODE_NOT_READY = "node-not-ready"
+    PRIORITY_THRESHOLD = "priority-threshold"
+    NAMESPACE_EXCLUDED = "namespace-excluded"
+    LABEL_SELECTOR = "label-selector"
+    NODE_SELECTOR = "node-selector"
+    LOCAL_STORAGE = "local-storage"
+    HAS_PVC = "has-pvc"
+    RESOURCE_CLAIMS = "resource-claims"
+    TOO_YOUNG = "too-young"
+    MIN_REPLICAS = "min-replicas"
+    NO_PDB = "no-pdb"
+    PREFER_NO_EVICTION = "prefer-no-eviction"
+    ROLLOUT = "rollout"
+    PDB = "pdb"
+    MULTIPLE_PDBS = "multiple-pdbs"
+    # Planning: a policy limit is reached, or moving the pod does not work out.
+    LIMIT = "limit"
+    NO_FIT = "no-fit"  # its replacement would stay Pending
+    LANDS_BACK = "lands-back"  # its replacement would land back on its node (never reported)
+    NO_GAIN = "no-gain"  # moving it would not improve the spread, or would harm another view
+    # What else holds a view left above maxSkew.
+    REPLACED = "replaced"
+    MIN_DOMAINS = "min-domains"
+    # At run time: the plan's premise no longer holds, a guard holds the pod, or the run stops.
+    NODE_GONE = "node-gone"
+    UID_CHANGED = "uid-changed"
+    MOVED = "moved"
+    LABELS_CHANGED = "labels-changed"
+    REPLACEMENT_NOT_READY = "replacement-not-ready"
+    COOLDOWN = "cooldown"
+    THRASH_GUARD = "thrash-guard"
+    STOPPING = "stopping"
+    LEASE_LOST = "lease-lost"
+    NOT_RECORDED = "not-recorded"
 
 
 @dataclass(frozen=True, slots=True)
 class SkipReason:
     """Why a pod is not a candidate for eviction. ``code`` is stable; ``detail`` is for people."""
 
-    code: str
+    code: SkipCode
     detail: str
 
     def __str__(self) -> str:
-        return f"{self.code}: {self.detail}" if self.detail else self.code
+        return f"{self.code}: {self.detail}" if self.detail else str(self.code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +127,9 @@ class Eviction:
 class Hold:
     """One reason a view stays above its maxSkew, and how many of its pods it holds."""
 
-    code: str  # a skip code (``has-pvc``, ``pdb``, ``limit``, ``no-fit``, ...) or ``min-domains``
+    code: (
+        SkipCode  # a skip code (``has-pvc``, ``pdb``, ``limit``, ``no-fit``, ...), ``min-domains``
+    )
     pods: int
     detail: str  # the detail of the first such pod (namespace/name order), for people
 

@@ -48,18 +48,16 @@ moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 from __future__ import annotations
 
 import heapq
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.grace import eviction_grace
-from rebalancer.core.joint import MAX_VISITS
-from rebalancer.core.jointplan import JointPlan, plan_group
+from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.moves import Move
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import selector_string
 from rebalancer.core.simulate import SimState
@@ -75,10 +73,6 @@ from rebalancer.core.unrepaired import unrepaired
 from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
 from rebalancer.core.waves import assign_waves
 
-# Why a candidate was not moved (codes of the SkipReason ``try_move`` returns).
-NO_FIT = "no-fit"  # its replacement would stay Pending: reported as a skip
-LANDS_BACK = "lands-back"  # its replacement would land back on the node it left
-NO_GAIN = "no-gain"  # moving it would not improve the spread, or would harm another view
 _UNKNOWN = object()  # a pod whose skip reason is not known yet
 
 
@@ -96,16 +90,16 @@ class Budget:
         """None when the limits allow one more eviction; else the limit reached (``limit``)."""
         lim = self.limits
         if lim.total is not None and self.total >= lim.total:
-            return SkipReason("limit", f"limits.total ({lim.total}) reached")
+            return SkipReason(SkipCode.LIMIT, f"limits.total ({lim.total}) reached")
         if lim.per_node is not None and self.node[node] >= lim.per_node:
-            return SkipReason("limit", f"limits.perNode ({lim.per_node}) reached on {node}")
+            return SkipReason(SkipCode.LIMIT, f"limits.perNode ({lim.per_node}) reached on {node}")
         if lim.per_namespace is not None and self.namespace[namespace] >= lim.per_namespace:
             detail = f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
-            return SkipReason("limit", detail)
+            return SkipReason(SkipCode.LIMIT, detail)
         wl = f"{namespace}/{workload}"
         if lim.per_workload is not None and self.workload[wl] >= lim.per_workload:
             detail = f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
-            return SkipReason("limit", detail)
+            return SkipReason(SkipCode.LIMIT, detail)
         return None
 
     def spend(self, node: str, namespace: str, workload: str) -> None:
@@ -158,9 +152,7 @@ class Planner:
         self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
         self.joint: dict[int, tuple[ViewId, JointPlan]] = {}  # view -> (first view, its plan)
         self._distance_at_start: dict[int, int] = {}
-        self.joint_budget = MAX_VISITS  # visits left for the exact joint search
-        self.soft_budget = MAX_VISITS  # and for its soft views, when the policy opts them in
-        self.stats: dict[str, float] = defaultdict(float)  # how groups were planned: plan()
+        self.search = SearchBudget()  # the exact joint search's, and its stats: plan()
         self.no_fit: dict[int, SkipReason] = {}
         self.limit_notes: set[str] = set()
         self.evicted: set[int] = set()
@@ -334,10 +326,14 @@ class Planner:
         placement = state.place(i, check_fit=self.policy.node_fit)
         if placement.node == source:
             state.add(i, source)
-            return SkipReason(LANDS_BACK, "its replacement would land back on the same node")
+            return SkipReason(
+                SkipCode.LANDS_BACK, "its replacement would land back on the same node"
+            )
         if placement.node is None:
             state.add(i, source)
-            return SkipReason(NO_FIT, f"replacement would stay Pending: {placement.reason}")
+            return SkipReason(
+                SkipCode.NO_FIT, f"replacement would stay Pending: {placement.reason}"
+            )
         state.add(i, placement.node)
         self._pin(i, placement.node, 1)
         ok = (state.excess(v), self.distance(v)) < before[v]
@@ -351,11 +347,11 @@ class Planner:
             self._pin(i, placement.node, -1)
             state.remove(i)
             state.add(i, source)
-            return SkipReason(NO_GAIN, "moving it would not improve the spread")
+            return SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
         return Move(i, v, source, placement.node, source_count, gmin)
 
     def _note_no_fit(self, i: int, why: SkipReason) -> None:
-        if why.code == NO_FIT:
+        if why.code is SkipCode.NO_FIT:
             self.no_fit.setdefault(i, why)
 
     def accept(self, move: Move) -> Move:
@@ -569,12 +565,23 @@ class Planner:
         whole = {frozenset(group): group for group in planned}
         return [whole.get(frozenset(group), group) for group in violated_groups(self)]
 
+    def _grouping(self) -> GroupPlanning:
+        """What the exact joint search of a group reads of this pass (made per group)."""
+        return GroupPlanning(
+            self.analysis,
+            self.state,
+            self.policy.node_fit,
+            self.evictable,
+            self.victim_key,
+            self.search,
+        )
+
     def _plan_group(self, group: list[ViewId]) -> int | None:
         """Plan a group up front: its exact joint plan, or the victims of its one view; the
         number of evictions planned, or None when the group is left to the move-by-move
         search."""
         if len(group) > 1 or self._declares_more(group[0]):
-            joint = plan_group(self, group)
+            joint = plan_group(self._grouping(), group)
             if joint is not None:
                 for member in group:
                     self.joint[member] = (group[0], joint)
@@ -592,7 +599,7 @@ class Planner:
         evictions, the number planned with soft views off (0 for a group of soft views);
         the soft views then join the group. Returns them (none when not kept)."""
         views = self.analysis.views
-        joint = plan_group(self, group, with_soft=True)
+        joint = plan_group(self._grouping(), group, with_soft=True)
         if joint is None or joint.minimum - joint.soft_steps != hard_size:
             return []
         self.planned.pop(group[0], None)
@@ -773,20 +780,20 @@ def plan(
 ) -> Plan:
     """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure).
 
-    Planning creates no reference cycles, so the cyclic garbage collector is paused: with a
-    large snapshot in memory each of its full passes would cost more than the planning.
+    Planning creates no reference cycles: callers with a large snapshot in memory pause the
+    cyclic garbage collector around it (:mod:`rebalancer.cluster.gcpause`), whose full passes
+    would cost more than the planning.
     ``stats``, when given, receives how the groups of views sharing pods were planned
     (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
     ``joint-seconds``; with soft views, ``joint-soft-exact`` and ``joint-soft-visits``), for
     the benchmarks.
     """
-    with gc_paused():
-        planner = Planner(snapshot, policy, now, evicted_before)
-        try:
-            return _plan(planner, snapshot)
-        finally:
-            if stats is not None:
-                stats.update(planner.stats)
+    planner = Planner(snapshot, policy, now, evicted_before)
+    try:
+        return _plan(planner, snapshot)
+    finally:
+        if stats is not None:
+            stats.update(planner.search.stats)
 
 
 def _plan(planner: Planner, snapshot: Snapshot) -> Plan:

@@ -1,7 +1,7 @@
 """The operator's policy: a decoded document in, a typed and frozen :class:`Policy` out.
 
 Validation is pure (a document in, :class:`Policy` or :class:`~rebalancer.core.errors.InputError`
-out; the file is read and its YAML parsed in :mod:`rebalancer.cluster.policyfile`). It never
+out; the file is read and its YAML parsed in :mod:`rebalancer.cluster.read.policyfile`). It never
 stops at the first mistake:
 every problem is collected with its path and the offending value, so one
 ``rebalancer policy check`` shows them all::

@@ -27,7 +27,7 @@ are skipped, ``web-b``'s pod may go. Paused, all three may go.
 from __future__ import annotations
 
 from rebalancer.core.model import Deployment, Pod, Snapshot
-from rebalancer.core.plan import SkipReason
+from rebalancer.core.plan import SkipCode, SkipReason
 
 PAUSED_REASON = "DeploymentPaused"
 
@@ -61,7 +61,7 @@ class Rollouts:
             if c.kind == "StatefulSet":
                 if c.current_revision and c.update_revision != c.current_revision:
                     reason = SkipReason(
-                        "rollout",
+                        SkipCode.ROLLOUT,
                         f"StatefulSet {c.name} is rolling out (currentRevision "
                         f"{c.current_revision}, updateRevision {c.update_revision})",
                     )
@@ -86,7 +86,7 @@ class Rollouts:
     ) -> SkipReason | None:
         if deployment is not None and deployment.observed_generation < deployment.generation:
             return SkipReason(
-                "rollout",
+                SkipCode.ROLLOUT,
                 f"Deployment {owner} has a spec change its controller has not acted on yet "
                 f"(observedGeneration {deployment.observed_generation} < generation "
                 f"{deployment.generation})",
@@ -96,7 +96,7 @@ class Rollouts:
         if deployment is not None and stopped(deployment):
             return None
         return SkipReason(
-            "rollout",
+            SkipCode.ROLLOUT,
             f"ReplicaSet {name} (revision {revision}) is being replaced by Deployment {owner}'s "
             f"revision {newest}",
         )

@@ -16,7 +16,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import (
     HONOR,
     NOT_SHARED,
@@ -391,13 +390,9 @@ def _view_specs(
 def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
     """Build every view of the snapshot and count it, as kube-scheduler would.
 
-    The cyclic garbage collector is paused meanwhile, as in :func:`rebalancer.core.planner.plan`.
+    It creates no reference cycles: callers with a large snapshot in memory pause the cyclic
+    garbage collector around it (:mod:`rebalancer.cluster.gcpause`).
     """
-    with gc_paused():
-        return _analyze(snapshot, policy)
-
-
-def _analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
     pods = snapshot.pods
     numbers = list(range(len(pods)))
     constraints = effective_constraints(snapshot, policy, numbers)

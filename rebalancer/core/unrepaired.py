@@ -21,17 +21,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from rebalancer.core.minimal import min_moves
-from rebalancer.core.plan import Hold, SkipReason, Unrepaired, ViewReport
+from rebalancer.core.plan import Hold, SkipCode, SkipReason, Unrepaired, ViewReport
 from rebalancer.core.simulate import SimState
 
-NO_GAIN = "no-gain"
-REPLACED = "replaced"
-MIN_DOMAINS = "min-domains"
-
 _NO_GAIN = SkipReason(
-    NO_GAIN, "evicting it brings no view closer to maxSkew without making another view worse"
+    SkipCode.NO_GAIN,
+    "evicting it brings no view closer to maxSkew without making another view worse",
 )
-_REPLACED = SkipReason(REPLACED, "a replacement this plan places; the next run plans again")
+_REPLACED = SkipReason(
+    SkipCode.REPLACED, "a replacement this plan places; the next run plans again"
+)
 
 
 def needed(state: SimState, v: int) -> int:
@@ -68,8 +67,8 @@ def holds(
             reason = _REPLACED if i in moved else (why(i) or _NO_GAIN)
             found.append((pods[i].namespace, pods[i].name, reason))
     found.sort(key=lambda item: (item[0], item[1]))
-    tally: Counter[str] = Counter()
-    detail: dict[str, str] = {}
+    tally: Counter[SkipCode] = Counter()
+    detail: dict[SkipCode, str] = {}
     for _, _, reason in found:
         tally[reason.code] += 1
         detail.setdefault(reason.code, reason.detail)
@@ -80,7 +79,7 @@ def holds(
         room = domains * c.max_skew
         out.append(
             Hold(
-                MIN_DOMAINS,
+                SkipCode.MIN_DOMAINS,
                 total - room,
                 f"{domains} eligible domains, fewer than minDomains {c.min_domains}: the global "
                 f"minimum stays 0, so they hold {room} pods within maxSkew {c.max_skew}",

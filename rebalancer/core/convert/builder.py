@@ -19,7 +19,6 @@ from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.nodes import node
 from rebalancer.core.convert.pods import pod
 from rebalancer.core.convert.workloads import CONTROLLER_KINDS, controller, pv, pvc, service
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import (
     Controller,
     Deployment,
@@ -245,7 +244,7 @@ class SnapshotBuilder:
 
     def add_converted(self, kind: str, item: Any) -> None:
         """Add an object another converter made from an API object of ``kind``, exactly as
-        :meth:`add` would have made it (``rebalancer.cluster.fastdecode``)."""
+        :meth:`add` would have made it (``rebalancer.cluster.read.fastdecode``)."""
         self._added += 1
         self._counts[kind] = self._counts.get(kind, 0) + 1
         self._put(kind, item)
@@ -269,9 +268,8 @@ class SnapshotBuilder:
 
     def add_all(self, objects: Iterable[Mapping[str, Any]]) -> None:
         """Add every object of one page (or of a whole file)."""
-        with gc_paused():
-            for obj in objects:
-                self.add(obj)
+        for obj in objects:
+            self.add(obj)
 
     @property
     def rejected(self) -> tuple[Rejected, ...]:
@@ -321,7 +319,7 @@ class SnapshotBuilder:
 def convert_one(obj: Mapping[str, Any], caches: Caches) -> tuple[Any, list[str]]:
     """One object of a kind in :data:`KINDS`, converted with ``caches`` (kept by the caller
     across conversions, so shared fragments keep their numbers): (the model object or None,
-    its problems). For a store kept current by watch events (``rebalancer.cluster.watch``)."""
+    its problems). For a store kept current by watch events (``rebalancer.cluster.read.watch``)."""
     kind = obj.get("kind")
     convert = _CONVERTERS.get(kind) if type(kind) is str else None
     if convert is None:

@@ -72,7 +72,7 @@ def _toleration(chk: Checker, raw: object, path: str) -> Toleration:
     return Toleration(key=key, operator=operator, value=value, effect=effect)
 
 
-def _tolerations(
+def tolerations(
     chk: Checker, spec: Mapping[str, Any], caches: Caches
 ) -> tuple[tuple[Toleration, ...], int]:
     raw = chk.seq(spec, "tolerations", "spec")
@@ -85,7 +85,7 @@ def _tolerations(
     )
 
 
-def _required_node_affinity(
+def required_node_affinity(
     chk: Checker, spec: Mapping[str, Any], caches: Caches
 ) -> tuple[NodeSelector | None, int]:
     affinity = chk.obj(spec, "affinity", "spec")
@@ -153,8 +153,8 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     priority_class_name = chk.text(spec, "priorityClassName", "spec") or None
     owner = controller_owner(chk, meta, caches.owners)
     node_selector, selector_number = caches.node_selectors.get(chk, spec, "nodeSelector", "spec")
-    affinity, affinity_number = _required_node_affinity(chk, spec, caches)
-    tolerations, tolerations_number = _tolerations(chk, spec, caches)
+    affinity, affinity_number = required_node_affinity(chk, spec, caches)
+    tolerations_, tolerations_number = tolerations(chk, spec, caches)
     constraints, constraints_number = spread_constraints(chk, spec, labels, caches)
     requests = pod_requests(chk, spec, status, caches)
     grace_period_seconds = chk.integer(spec, "terminationGracePeriodSeconds", "spec")
@@ -173,7 +173,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         owner=owner,
         node_selector=node_selector,
         required_affinity=affinity,
-        tolerations=tolerations,
+        tolerations=tolerations_,
         constraints=constraints,
         requests=requests,
         pvc_names=pvc_names,
@@ -195,9 +195,3 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
             (selector_number, affinity_number, tolerations_number, constraints_number)
         ),
     )
-
-
-# The fragment conversions, for the typed decoder (rebalancer.cluster.fastdecode), which reads
-# each distinct fragment once and converts it with these same functions.
-tolerations = _tolerations
-required_node_affinity = _required_node_affinity

@@ -6,10 +6,10 @@ ending in a newline makes ``http.client`` raise ``ValueError`` with the token in
 :func:`tidy` trims every bearer token the client configuration holds, now and after each
 refresh (exec plugins and in-cluster tokens are re-read when they expire), refuses a token
 that an HTTP header cannot carry, and remembers each credential so that
-:func:`rebalancer.cluster.redact.redact` replaces it wherever it might be printed.
+:func:`rebalancer.cluster.api.redact.redact` replaces it wherever it might be printed.
 
 Works on the client's ``Configuration`` by its attributes only: the client library is imported
-by :mod:`rebalancer.cluster.kubeclient` alone.
+by :mod:`rebalancer.cluster.api.kubeclient` alone.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from rebalancer.cluster import errors, redact
+from rebalancer.cluster.api import errors, redact
 
 _HEADER_SAFE: Final = re.compile(r"[\x21-\x7e]+")
 """A token is visible ASCII, nothing else (RFC 6750's b64token is narrower still)."""

@@ -11,7 +11,9 @@ reported as one :class:`InputError` naming the file.
 ``rebalancer snapshot -o json`` writes a ``kind: List`` with one item per line (still plain
 JSON, see :func:`dump_objects`). :func:`load_snapshot` recognises that layout by its first line
 and converts it item by item, so the parsed objects of a 150,000-pod cluster never exist all at
-once; any other JSON or YAML is parsed whole.
+once; any other JSON or YAML is parsed whole. The way a file is read is one of four named
+routes (:class:`LoadRoute`), tried in order from the first the file's start allows; a route
+that does not take the file says so, and the next one reads it.
 """
 
 from __future__ import annotations
@@ -19,29 +21,30 @@ from __future__ import annotations
 import io
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any, Final, Literal
 
 import orjson
 import yaml
 
-from rebalancer.cluster import fastdecode
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     binary_problem,
     read_bytes,
     yaml_documents,
 )
-from rebalancer.cluster.nesting import MAX_JSON_DEPTH, too_deep
+from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, too_deep
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.checker import show
 from rebalancer.core.errors import InputError
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 
-__all__ = ["dump_objects", "load_objects", "load_snapshot", "parse_objects"]
+__all__ = ["LoadRoute", "dump_objects", "load_objects", "load_snapshot", "parse_objects"]
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -231,6 +234,27 @@ def _stream_lines(
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
 
+class LoadRoute(StrEnum):
+    """How a snapshot file is read."""
+
+    LINES_TYPED = "lines-typed"
+    """The line-per-item layout, item by item, typed decoding (:mod:`.fastdecode`)."""
+    LINES = "lines"
+    """The same layout, each line parsed (orjson) and converted."""
+    WHOLE_TYPED = "whole-typed"
+    """JSON read whole, its List typed-decoded."""
+    WHOLE = "whole"
+    """JSON or YAML parsed whole, Lists unrolled, each object converted (every problem named)."""
+
+
+OnRoute = Callable[[LoadRoute, str], None]
+"""``on_route(route, why)``: told of each route a load takes, the first and each fallback."""
+
+
+def _untold(route: LoadRoute, why: str) -> None:
+    """An offline command logs nothing."""
+
+
 def _whole(fh: IO[bytes]) -> bytes:
     """Every byte of ``fh`` from its start. A file's are read with one ``pread`` into the
     result: ``read()`` after the first line has been read returns what it buffered joined to
@@ -252,31 +276,41 @@ Loaded = tuple[Snapshot, tuple[Rejected, ...]]
 """A snapshot, and the objects left out with their namespaces (``skip_invalid`` only)."""
 
 
-def _load(fh: IO[bytes], source: str, skip_invalid: bool = False) -> Loaded:
-    """The snapshot in a seekable file: streamed when it has the line-per-item layout."""
+def _load(
+    fh: IO[bytes], source: str, skip_invalid: bool = False, on_route: OnRoute = _untold
+) -> Loaded:
+    """The snapshot in a seekable file: streamed when it has the line-per-item layout, on
+    the routes of :class:`LoadRoute` in order, each one taken told to ``on_route``."""
     # At most the layout's first line: a document on one long line is not read twice.
     first = fh.readline(_FIRST_LINE_MAX)
     if first.startswith(_UTF8_BOM):
         first = first[len(_UTF8_BOM) :]
+    why = "not the line-per-item layout"
     if first.rstrip(b"\r\n") == _LINES_HEAD:
-        # Typed decoding first; the general path when the text strays from the layout.
+        on_route(LoadRoute.LINES_TYPED, "the line-per-item layout")
         typed = fastdecode.load_file_lines(fh, source, _LINES_TAIL)
         if typed is not None:
             return typed.build(skip_invalid=skip_invalid), typed.rejected
+        on_route(LoadRoute.LINES, "lines-typed declined: a line the typed decoder does not take")
         fh.seek(0)
         first = fh.readline(_FIRST_LINE_MAX)
         streamed = _stream_lines(first.removeprefix(_UTF8_BOM), fh, source, skip_invalid)
         if streamed is not None:
             return streamed
+        why = "lines declined: the text strays from the layout"
     data = _whole(fh)
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
-    builder = None
     if _is_json(data):
+        on_route(LoadRoute.WHOLE_TYPED, f"{why}; JSON")
         _check_depth(data, source)
-        builder = fastdecode.load_list(data, source)
-    if builder is None:
-        builder = SnapshotBuilder(source)
+        typed_list = fastdecode.load_list(data, source)
+        if typed_list is not None:
+            return typed_list.build(skip_invalid=skip_invalid), typed_list.rejected
+        why = "whole-typed declined: not a List the typed decoder takes"
+    on_route(LoadRoute.WHOLE, why)
+    builder = SnapshotBuilder(source)
+    with gc_paused():
         builder.add_all(parse_objects(data, source))
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
@@ -295,17 +329,20 @@ def load_snapshot_skipping(
     *,
     skip_invalid: bool,
     max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
+    on_route: OnRoute = _untold,
 ) -> Loaded:
     """:func:`load_snapshot`; with ``skip_invalid`` an object that cannot be converted leaves
-    its namespace out instead of failing the load (``plan --snapshot --skip-invalid``)."""
+    its namespace out instead of failing the load (``plan --snapshot --skip-invalid``).
+    ``on_route(route, why)`` is told of each :class:`LoadRoute` taken."""
     source = str(path)
     if source == "-":
-        return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid)
+        return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid, on_route)
     try:
         with Path(path).open("rb") as fh:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):  # a device or a pipe: read it capped
-                return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid)
+                data = read_bytes(path, max_bytes)
+                return _load(io.BytesIO(data), source, skip_invalid, on_route)
             if info.st_size > max_bytes:
                 raise InputError(
                     source,
@@ -317,7 +354,7 @@ def load_snapshot_skipping(
             binary = binary_problem(os.pread(fh.fileno(), _HEAD_BYTES, 0))
             if binary is not None:  # refused before the file is read
                 raise InputError(source, [binary])
-            return _load(fh, source, skip_invalid)
+            return _load(fh, source, skip_invalid, on_route)
     except OSError as exc:
         raise InputError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from rebalancer.cluster.outcome import EvictionResult, Outcome
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome
 
 COMPONENT: Final = "rebalancer"
 REBALANCED: Final = "Rebalanced"

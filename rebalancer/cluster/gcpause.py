@@ -1,4 +1,6 @@
-"""Pausing the cyclic garbage collector around work over many acyclic objects."""
+"""Pausing the cyclic garbage collector around work over many acyclic objects: reading and
+converting a cluster, analysing and planning it. A process setting, so not in the core: the
+callers of the core's ``analyze`` and ``plan`` pause it around them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,13 @@
 """Errors about the cluster: unreachable, RBAC denied, or an API error status.
 
-The API adapter (:mod:`rebalancer.cluster.kubeclient`) wraps every client-library failure in one
+The API adapter (:mod:`rebalancer.cluster.api.kubeclient`) wraps every client-library failure in one
 of these, so nothing above it sees the client's own exceptions.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
 
 from rebalancer.core.errors import EXIT_CLUSTER, RebalancerError
 
@@ -19,12 +22,20 @@ class Unreachable(ClusterError):
     """The API server could not be reached: connection refused, DNS, TLS or a timeout."""
 
 
+class NotConnected(Unreachable):
+    """No connection could be made: nothing was sent, so any request may be tried again."""
+
+
 class DeadlineExceeded(Unreachable):
     """A request, or the whole read of the cluster, got no complete answer in time."""
 
 
 class ReadTooLarge(ClusterError):
     """A read of the cluster took in more objects or bytes than its limits allow."""
+
+
+class UnexpectedMediaType(ClusterError):
+    """The answer came in another encoding than the one its reader takes."""
 
 
 class LeaseError(ClusterError):
@@ -105,3 +116,31 @@ class TooManyRequests(ClientError):
 
 class ServerError(ApiError):
     """A 5xx answer."""
+
+
+BY_STATUS: Final[Mapping[int, type[ApiError]]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    429: TooManyRequests,
+}
+"""The error of each status with its own; other 4xx are :class:`ClientError`, 5xx
+:class:`ServerError`."""
+
+
+def for_status(
+    status: int,
+    body: Mapping[str, Any],
+    *,
+    verb: str,
+    resource: str,
+    namespace: str | None = None,
+) -> ApiError:
+    """The error for an error status and its ``metav1.Status`` body, naming the request."""
+    message = body.get("message")
+    text = message if isinstance(message, str) and message else f"HTTP {status}"
+    kind = BY_STATUS.get(status) or (ServerError if status >= 500 else ClientError)
+    reason = str(body.get("reason", ""))
+    return kind(status, text, verb=verb, resource=resource, namespace=namespace, reason=reason)

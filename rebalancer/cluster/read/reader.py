@@ -7,40 +7,49 @@ converter's incremental builder, and dropped. Only when the raw objects are aske
 loading that file converts into exactly the same :class:`~rebalancer.core.model.Snapshot`.
 
 The transport is a plain function, ``list_page(resource, namespace, limit, continue_token) ->
-bytes``; :meth:`rebalancer.cluster.kubeclient.Kube.list_page` is the real one, tests pass their own.
-A second one may ask for the protobuf encoding (:meth:`~rebalancer.cluster.kubeclient.Kube.
-list_page_proto`): pod pages then come as protobuf when the server answers so, and are decoded
-by :mod:`rebalancer.cluster.protodecode` (a page it cannot take exactly is read again as JSON).
-A third, ``list_stream(resource, namespace) -> chunks`` (:meth:`~rebalancer.cluster.kubeclient.
-Kube.list_stream`), reads all pods in ONE unpaginated protobuf LIST, consumed as a stream
-(:mod:`rebalancer.cluster.protodecode.stream`): kube-apiserver serves it from its watch cache,
+bytes``; :meth:`rebalancer.cluster.api.kubeclient.Kube.list_page` is the real one, tests pass
+their own.
+A second one may ask for the protobuf encoding (:func:`~rebalancer.cluster.read.encoding.
+protobuf_pages`): pod pages then come as protobuf when the server answers so, and are decoded
+by :mod:`rebalancer.cluster.read.protodecode` (a page it cannot take exactly is read again as JSON).
+A third, ``list_stream(resource, namespace) -> chunks`` (:func:`~rebalancer.cluster.read.encoding.
+protobuf_stream`), reads all pods in ONE unpaginated protobuf LIST, consumed as a stream
+(:mod:`rebalancer.cluster.read.protodecode.stream`): kube-apiserver serves it from its watch cache,
 where the continue pages of a paginated LIST go to etcd.
+
+Which of these a read uses is its :class:`Route`, chosen before the first request from what the
+caller asks and the transports it offers (:func:`first_route`) and logged (``read.route``). A
+route that cannot go on (the stream answered in JSON, a pod the protobuf decoder does not take
+exactly) returns :class:`Declined`; the read starts again, with a fresh builder, on the next
+route (:func:`next_route`), logged again with the reason.
 """
 
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from types import TracebackType
 from typing import Any, Final, Protocol
 
 import orjson
 
-from rebalancer.cluster import errors, fastdecode, protodecode
-from rebalancer.cluster.nesting import too_deep
-from rebalancer.cluster.overlap import Overlapped, Prepared, SidePages, replay
-from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
-from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined, pod_batches
-from rebalancer.cluster.resources import RESOURCES, Resource
+from rebalancer.cluster import logs
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES, Resource
+from rebalancer.cluster.gcpause import gc_paused
+from rebalancer.cluster.read import fastdecode, protodecode
+from rebalancer.cluster.read.nesting import too_deep
+from rebalancer.cluster.read.overlap import Overlapped, Prepared, SidePages, replay
+from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
+from rebalancer.cluster.read.protodecode.stream import PodBatch, StreamDeclined, pod_batches
+from rebalancer.cluster.read.slim import slim
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.convert.builder import Rejected
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
-from rebalancer.core.slim import slim
 
 ListPage = Callable[[str, str | None, int, str | None], bytes]
 """``list_page(resource, namespace, limit, continue_token) -> bytes`` (one LIST page as JSON)."""
@@ -52,20 +61,67 @@ DEFAULT_PAGE_SIZE: Final = 2000
 MAX_RESTARTS: Final = 3  # a read starts again when a continue token expires (410 Gone)
 PREFETCH: Final = 2
 """Pages a background thread fetches ahead of the one being converted (0: no thread)."""
-SWITCH_INTERVAL: Final = 0.001
-"""The GIL switch interval while a fetch thread runs (seconds; Python's default is 0.005)."""
 PROTOBUF_RESOURCES: Final = frozenset({"pods"})
 """The resources read as protobuf when a protobuf transport is given (the rest stay JSON)."""
 SIDE_PREFETCH: Final = 64
 """Pages of the other resources fetched (and converted) ahead while the pods are streamed."""
 
 
-class _JsonRestart(Exception):  # control flow inside this module
-    """The first protobuf page of a resource could not be taken: read again, all JSON."""
+class Route(StrEnum):
+    """How one read takes the cluster in, named in the log (``read.route``)."""
+
+    STREAM = "protobuf-stream"
+    """The pods in ONE unpaginated LIST in protobuf, converted in batches as it arrives; every
+    other resource paged as JSON, read beside it (:mod:`.overlap`) and typed-decoded."""
+    PROTOBUF_PAGES = "protobuf-pages"
+    """The pods' pages asked for in protobuf (a page the decoder does not take exactly, or
+    answered in JSON, is taken as JSON from the same list snapshot); the rest as ``json-typed``."""
+    JSON_TYPED = "json-typed"
+    """Every page JSON, typed-decoded straight into the model (:mod:`.fastdecode`; a page it
+    does not take is parsed whole, as ``json`` does)."""
+    JSON = "json"
+    """Every page JSON parsed whole (orjson), each object given to the builder: the raw
+    objects are kept, or the builder is not the converter's."""
 
 
-class _PagedRestart(Exception):  # control flow inside this module
-    """A batch of the streamed pods could not be taken: read again, pods paginated."""
+@dataclass(frozen=True, slots=True)
+class Declined:
+    """A route that cannot go on, and why: the read starts again on the next route."""
+
+    reason: str
+
+
+def first_route(
+    *,
+    keep_objects: bool,
+    converter: bool,
+    resources: Sequence[Resource],
+    list_page_proto: ListPage | None,
+    list_stream: ListStream | None,
+) -> tuple[Route, str]:
+    """The route a read starts on, from what the caller asks (``keep_objects``, a builder of
+    the ``converter``'s) and the transports it offers; and why."""
+    if keep_objects:
+        return Route.JSON, "the raw objects are kept"
+    if not converter:
+        return Route.JSON, "the builder is not the converter's"
+    if not any(r.name in PROTOBUF_RESOURCES for r in resources):
+        return Route.JSON_TYPED, "no resource read is one asked for in protobuf"
+    if list_stream is not None:
+        return Route.STREAM, "a streamed protobuf LIST of the pods is offered"
+    if list_page_proto is not None:
+        return Route.PROTOBUF_PAGES, "protobuf pages of the pods are offered"
+    return Route.JSON_TYPED, "only JSON pages are offered"
+
+
+def next_route(route: Route, list_page_proto: ListPage | None) -> Route:
+    """Where a read goes when ``route`` declines: from the stream to the pods' protobuf pages
+    (when offered, else JSON), from protobuf pages to JSON; the JSON routes never decline."""
+    if route is Route.STREAM and list_page_proto is not None:
+        return Route.PROTOBUF_PAGES
+    if route in (Route.STREAM, Route.PROTOBUF_PAGES):
+        return Route.JSON_TYPED
+    raise ValueError(f"route {route} does not decline")  # pragma: no cover - never declines
 
 
 class Builder(Protocol):
@@ -247,7 +303,8 @@ def read_cluster(
     over restarts; past any bound the read raises (:class:`errors.DeadlineExceeded`,
     :class:`errors.ReadTooLarge`) and nothing it read is kept.
 
-    ``trim`` keeps the objects trimmed to what the planner reads (:mod:`rebalancer.core.slim`).
+    ``trim`` keeps the objects trimmed to what the planner reads
+    (:mod:`rebalancer.cluster.read.slim`).
 
     With ``namespace``, namespaced kinds are read in that namespace only; nodes, PVs and
     PriorityClasses are cluster-scoped and always read whole. An expired continue token (410)
@@ -255,16 +312,17 @@ def read_cluster(
     mix of two list versions.
 
     ``list_page_proto``: the transport asking for protobuf, used for the pages of
-    :data:`PROTOBUF_RESOURCES` when the raw objects are not kept and the builder is the
-    converter's. A page :mod:`~rebalancer.cluster.protodecode` cannot take exactly is read
-    again as JSON with the same continue token (the same list snapshot); when that is the
-    first page of a resource, the whole read starts again in JSON.
+    :data:`PROTOBUF_RESOURCES` on the ``protobuf-pages`` route. A page
+    :mod:`~rebalancer.cluster.read.protodecode` cannot take exactly is read again as JSON with
+    the same continue token (the same list snapshot); when that is the first page of a
+    resource, the route declines and the read starts again on ``json-typed``.
 
     ``list_stream``: the transport of one unpaginated protobuf LIST, used instead of pages for
-    :data:`PROTOBUF_RESOURCES` under the same conditions. Its body is split and converted in
-    batches as it arrives. An answer that is not protobuf, bytes that do not parse, a batch the
-    decoder cannot take exactly: the whole read starts again with a fresh builder, the pods
-    read paginated (``list_page_proto``'s pages, else JSON), so no half-read list is left.
+    :data:`PROTOBUF_RESOURCES` on the ``protobuf-stream`` route. Its body is split and
+    converted in batches as it arrives. An answer that is not protobuf, bytes that do not
+    parse, a batch the decoder cannot take exactly: the route declines, and the read starts
+    again with a fresh builder on the next route (pods paginated: ``protobuf-pages`` when
+    ``list_page_proto`` is given, else ``json-typed``), so no half-read list is left.
     The ``deadline`` is checked after each batch (the transport bounds each chunk's wait).
 
     With ``prefetch`` > 0 a :class:`PageFetcher` thread requests the pages, in the same order
@@ -286,40 +344,52 @@ def read_cluster(
     if list_stream is not None:
         list_stream = budget.stream(list_stream)
 
+    builder = builder_factory()
+    route, why = first_route(
+        keep_objects=keep_objects,
+        converter=isinstance(builder, SnapshotBuilder),
+        resources=resources,
+        list_page_proto=list_page_proto,
+        list_stream=list_stream,
+    )
+    log = logs.get_logger("rebalancer.read")
     attempt = 0
     while True:
+        log.info(logs.READ_ROUTE, route=str(route), reason=why)
         try:
             with gc_paused():
-                return _read_once(
+                outcome = _read_once(
+                    route,
                     list_page,
                     namespace=namespace,
                     page_size=page_size,
-                    keep_objects=keep_objects,
                     trim=trim,
                     resources=resources,
-                    builder=builder_factory(),
+                    builder=builder,
                     prefetch=prefetch,
                     check=check,
                     skip_invalid=skip_invalid,
                     list_page_proto=list_page_proto,
                     list_stream=list_stream,
                 )
-        except errors.Gone:
+        except errors.Gone as exc:  # the list snapshot expired: the same route, from the start
             if attempt == MAX_RESTARTS:
                 raise
             attempt += 1
-        except _JsonRestart:
-            list_page_proto = list_stream = None
-        except (_PagedRestart, StreamDeclined):
-            list_stream = None
+            why = f"read again from the start: {exc}"
+        else:
+            if isinstance(outcome, ReadResult):
+                return outcome
+            route, why = next_route(route, list_page_proto), f"{route} declined: {outcome.reason}"
+        builder = builder_factory()
 
 
 def _read_once(
+    route: Route,
     list_page: ListPage,
     *,
     namespace: str | None,
     page_size: int,
-    keep_objects: bool,
     trim: bool,
     resources: Sequence[Resource],
     builder: Builder,
@@ -328,27 +398,36 @@ def _read_once(
     skip_invalid: bool,
     list_page_proto: ListPage | None = None,
     list_stream: ListStream | None = None,
-) -> ReadResult:
-    kept: list[dict[str, Any]] | None = [] if keep_objects else None
+) -> ReadResult | Declined:
+    """One read on ``route``: its result, or why the route cannot go on."""
+    kept: list[dict[str, Any]] | None = [] if route is Route.JSON else None
     counts = dict.fromkeys((r.name for r in resources), 0)
     pages = 0
     plan = [(r, namespace if r.namespaced else None) for r in resources]
-    # Pods decoded straight into the model, unless the raw objects are kept or the builder
-    # is not the converter's.
-    fast = ProtoBuilder(builder) if kept is None and isinstance(builder, SnapshotBuilder) else None
+    # Decoded straight into the model on every route but plain JSON.
+    fast = (
+        ProtoBuilder(builder)
+        if isinstance(builder, SnapshotBuilder) and route is not Route.JSON
+        else None
+    )
     fetcher = _fetcher(
         list_page,
         plan,
         page_size=page_size,
         prefetch=prefetch,
-        list_page_proto=list_page_proto if fast is not None else None,
-        list_stream=list_stream if fast is not None else None,
+        list_page_proto=list_page_proto if route is Route.PROTOBUF_PAGES else None,
+        list_stream=list_stream if route is Route.STREAM else None,
     )
     with fetcher:
         for resource, fetched, token in fetcher:
+            if isinstance(fetched, Declined):  # the streamed LIST is not taken
+                return fetched
             # A batch of the one streamed LIST of pods, or a page converted ahead beside it.
             if isinstance(fetched, PodBatch | Prepared):
-                pages += _add_ready(fast, fetched, counts, resource.name, token)
+                added = _add_ready(fast, fetched, counts, resource.name, token)
+                if added is None:
+                    return Declined("a pod the protobuf decoder does not take exactly")
+                pages += added
                 check(sum(counts.values()))
                 continue
             pages += 1
@@ -359,6 +438,8 @@ def _read_once(
                     counts[resource.name] += added
                     check(sum(counts.values()))
                     continue
+                if fetched.requested is None:  # no list snapshot yet to read it again from
+                    return Declined("the first page of pods does not decode exactly")
                 pages += 1
                 raw = _again_as_json(
                     list_page, fetched, resource, namespace=namespace, size=page_size, token=token
@@ -381,14 +462,7 @@ def _read_once(
                 raise errors.ClusterError(f"LIST {resource.name}: inconsistent continue token")
             items = page.get("items") or ()
             del page, raw  # only the items are needed from here on
-            if kept is None:
-                for item in items:
-                    builder.add(_typed(item, resource))
-            else:
-                for item in items:
-                    obj = _complete(item, resource)
-                    builder.add(obj)
-                    kept.append(slim(obj) if trim else obj)
+            _add_parsed(items, resource, builder, kept, trim=trim)
             counts[resource.name] += len(items)
             del items  # converted: let the page go before the next one is parsed
             check(sum(counts.values()))
@@ -434,11 +508,11 @@ def _add_ready(
     counts: dict[str, int],
     resource: str,
     token: str | None,
-) -> int:
+) -> int | None:
     """A batch of streamed pods, or a page converted ahead (:func:`.overlap.replay`), into
     the builder, counted; the LIST requests it completes (1 for a page and the last batch).
-    A batch the decoder cannot take exactly: the read starts again, pods paginated (their path
-    names each problem)."""
+    None for a batch the decoder cannot take exactly (the stream declines: the pods paginated
+    name each problem)."""
     assert fast is not None  # only asked for with a builder of the converter's
     if isinstance(ready, Prepared):
         if ready.token != token:  # pragma: no cover - continue_token misread the page
@@ -447,9 +521,28 @@ def _add_ready(
         return 1
     added = fast.add_items(ready.items)
     if added is None:
-        raise _PagedRestart
+        return None
     counts[resource] += added
     return int(ready.last)
+
+
+def _add_parsed(
+    items: Sequence[Any],
+    resource: Resource,
+    builder: Builder,
+    kept: list[dict[str, Any]] | None,
+    *,
+    trim: bool,
+) -> None:
+    """A parsed JSON page's items into the builder (and into ``kept``, whole or trimmed)."""
+    if kept is None:
+        for item in items:
+            builder.add(_typed(item, resource))
+        return
+    for item in items:
+        obj = _complete(item, resource)
+        builder.add(obj)
+        kept.append(slim(obj) if trim else obj)
 
 
 def _add_listed(fast: ProtoBuilder, raw_items: Sequence[Any], resource: Resource) -> int:
@@ -469,10 +562,8 @@ def _again_as_json(
     size: int,
     token: str | None,
 ) -> bytes:
-    """A protobuf page the decoder could not take exactly, read again as JSON from the same
-    list snapshot (its continue token); a first page has no snapshot yet: all again, in JSON."""
-    if page.requested is None:
-        raise _JsonRestart
+    """A protobuf page the decoder could not take exactly (not the first: it has a list
+    snapshot), read again as JSON from the same list snapshot (its continue token)."""
     raw = list_page(resource.name, namespace if resource.namespaced else None, size, page.requested)
     if continue_token(raw, resource) != token:
         raise errors.ClusterError(
@@ -584,11 +675,12 @@ def _complete(item: Any, resource: Resource) -> dict[str, Any]:
     return {"apiVersion": item.pop("apiVersion"), "kind": item.pop("kind"), **item}
 
 
-Fetched = tuple[Resource, bytes | ProtoPage | PodBatch | Prepared, str | None]
+Fetched = tuple[Resource, bytes | ProtoPage | PodBatch | Prepared | Declined, str | None]
 """One page: its resource, its raw JSON (or a decoded protobuf page of pods, when a protobuf
-transport is given; or a batch of the streamed list of pods, when a stream transport is; or
-the page parsed and converted ahead, when a ``prepare`` function is), and the continue token
-read from it (None: last, and always for a batch)."""
+transport is given; or a batch of the streamed list of pods, when a stream transport is, and
+:class:`Declined` in place of the next batch when the stream is not taken; or the page parsed
+and converted ahead, when a ``prepare`` function is), and the continue token read from it
+(None: last, and always for a batch)."""
 Prepare = Callable[[bytes, Resource], "bytes | Prepared"]
 """``prepare(raw, resource)``: a JSON page made ready in the fetch thread (or left as it is)."""
 
@@ -607,11 +699,6 @@ class PageFetcher:
     connection error) is raised to the consumer in place of the page it was fetching, and the
     thread stops there. Leaving the ``with`` block stops the thread, whatever happened.
     ``prepare`` turns each JSON page into what is handed over, in the fetching thread.
-
-    While the thread runs the interpreter's GIL switch interval is lowered to
-    :data:`SWITCH_INTERVAL`: a socket read releases the GIL every TLS record (4 KiB from the
-    API server) and must get it back from a converting main thread, which by default keeps it
-    5 ms at a time.
     """
 
     def __init__(
@@ -637,12 +724,9 @@ class PageFetcher:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._switch: float | None = None
 
     def __enter__(self) -> PageFetcher:
         if self._depth > 0:
-            self._switch = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
         return self
@@ -670,9 +754,6 @@ class PageFetcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
-        if self._switch is not None:
-            sys.setswitchinterval(self._switch)
-            self._switch = None
 
     @property
     def alive(self) -> bool:
@@ -709,12 +790,17 @@ class PageFetcher:
     def _streamed(
         list_stream: ListStream, resource: Resource, namespace: str | None
     ) -> Iterator[Fetched]:
-        """The batches of one unpaginated LIST (the connection closed however it ends)."""
-        chunks = list_stream(resource.name, namespace)
+        """The batches of one unpaginated LIST (the connection closed however it ends), then
+        :class:`Declined` if the answer is not taken (not protobuf, or not a list of pods as
+        the schema has it): the last thing yielded."""
+        chunks: Iterable[bytes] = ()
         try:
+            chunks = list_stream(resource.name, namespace)
             for batch in pod_batches(chunks):
                 yield resource, batch, None
                 del batch
+        except StreamDeclined as exc:
+            yield resource, Declined(f"LIST {resource.name}: {exc}"), None
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:

@@ -1,11 +1,11 @@
 """The small LISTs read beside the one streamed LIST of pods, and converted ahead.
 
 kube-apiserver takes a quarter of a second at 30,000 pods before the first bytes of the
-streamed LIST (:mod:`rebalancer.cluster.protodecode.stream`), and the pods then keep the
+streamed LIST (:mod:`rebalancer.cluster.read.protodecode.stream`), and the pods then keep the
 reader busy until their last byte. Read one after the other, the other resources (nodes,
 PDBs, Services, controllers...) would add their requests and their conversion before and
 after it. :class:`Overlapped` sends the stream's request first and reads the others at the
-same time, in a second :class:`~rebalancer.cluster.reader.PageFetcher` thread, which also
+same time, in a second :class:`~rebalancer.cluster.read.reader.PageFetcher` thread, which also
 parses and converts their pages (:class:`SidePages`) while the reader waits for the pods.
 
 What the reader builds stays exactly what the sequential read builds: it still takes every
@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
-from rebalancer.cluster import errors, fastdecode
-from rebalancer.cluster.fastdecode import FastBuilder, Sink
-from rebalancer.cluster.protodecode.stream import PodBatch
-from rebalancer.cluster.resources import Resource
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import Resource
+from rebalancer.cluster.read import fastdecode
+from rebalancer.cluster.read.fastdecode import FastBuilder, Sink
+from rebalancer.cluster.read.protodecode.stream import PodBatch
 from rebalancer.core.convert import convert_one
 from rebalancer.core.convert.memo import Caches
 
@@ -54,7 +55,7 @@ class Prepared:
 
 
 class _Recorder:
-    """A :class:`~rebalancer.cluster.fastdecode.Sink` that converts and keeps, in order,
+    """A :class:`~rebalancer.cluster.read.fastdecode.Sink` that converts and keeps, in order,
     what a :class:`FastBuilder` hands over."""
 
     def __init__(self) -> None:
@@ -114,7 +115,7 @@ _F_co = TypeVar("_F_co", bound=tuple[Resource, object, str | None], covariant=Tr
 
 
 class Source(Protocol[_F_co]):
-    """What :class:`Overlapped` reads from: a :class:`~rebalancer.cluster.reader.PageFetcher`
+    """What :class:`Overlapped` reads from: a :class:`~rebalancer.cluster.read.reader.PageFetcher`
     (its pages or batches, each with its resource and continue token)."""
 
     def __enter__(self) -> Any: ...

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from rebalancer.cluster import errors, logs
+from rebalancer.cluster import logs
+from rebalancer.cluster.api import errors
 from rebalancer.core.plan import Eviction
 
 RECORD_ANNOTATION: Final = "rebalancer/evictions"
@@ -173,7 +174,7 @@ class Holder:
 
 
 class LeaseApi(Protocol):
-    """The three Lease calls; :class:`~rebalancer.cluster.kubeclient.Kube` has them."""
+    """The three Lease calls; :class:`~rebalancer.cluster.api.kubeclient.Kube` has them."""
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 

@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rebalancer.cluster import errors, logs
+from rebalancer.cluster import logs
+from rebalancer.cluster.api import errors
 from rebalancer.core.convert.pods import COST_MARK_ANNOTATION, DELETION_COST_ANNOTATION
 from rebalancer.core.steer import CostChange, Steering
 

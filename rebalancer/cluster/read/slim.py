@@ -1,4 +1,4 @@
-"""Trim API objects to what the planner reads, for ``rebalancer snapshot`` (pure).
+"""Trim API objects to what the planner reads, for ``rebalancer snapshot``.
 
 A pod as the API returns it carries probes, env, images, container statuses and managed
 fields that no planning step reads; dropping them makes snapshot files several times smaller
@@ -11,28 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rebalancer.cluster.read import podfields
+
 DROP_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
-POD_SPEC_KEYS = (
-    "nodeName",
-    "overhead",
-    "nodeSelector",
-    "affinity",
-    "tolerations",
-    "topologySpreadConstraints",
-    "priority",
-    "priorityClassName",
-    "terminationGracePeriodSeconds",
-    "resources",
-    "resourceClaims",
-    "schedulingGroup",
-    "hostNetwork",
-    "hostUsers",
+# A pod keeps the fields rebalancer.cluster.read.podfields declares read.
+POD_SPEC_KEYS = tuple(
+    k for k in podfields.SPEC if k not in podfields.CONTAINER_LISTS and k != "volumes"
 )
-CONTAINER_KEYS = ("name", "resources", "restartPolicy", "restartPolicyRules")
-VOLUME_SOURCES = ("persistentVolumeClaim", "emptyDir", "ephemeral")
-STATUS_CONTAINER_KEYS = ("name", "allocatedResources", "resources")
-CONDITION_KEYS = ("type", "status", "reason")
-POD_CONDITIONS = frozenset({"Ready", "DisruptionTarget"})  # readiness for PDBs; leaving pods
+CONTAINER_KEYS = tuple(k for k in podfields.CONTAINER if k != "volumeMounts")
+CONDITION_KEYS = podfields.CONDITION
 
 
 def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -76,24 +63,24 @@ def _container(container: Mapping[str, Any]) -> dict[str, Any]:
 def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec = obj.get("spec") or {}
     out_spec = _pick(spec, POD_SPEC_KEYS)
-    for key in ("containers", "initContainers", "ephemeralContainers"):
+    for key in podfields.CONTAINER_LISTS:
         if key in spec:
             out_spec[key] = [_container(c) for c in spec[key]]
     if "volumes" in spec:
         out_spec["volumes"] = [
-            v for v in spec["volumes"] if any(src in v for src in VOLUME_SOURCES)
+            v for v in spec["volumes"] if any(src in v for src in podfields.VOLUME_SOURCES)
         ]
     status = obj.get("status") or {}
-    out_status = _pick(status, ("phase", "resize"))
+    out_status = _pick(status, ("phase",))
     conditions = [
         _pick(c, CONDITION_KEYS)
         for c in status.get("conditions", ())
-        if c.get("type") in POD_CONDITIONS
+        if c.get("type") in podfields.CONDITION_TYPES
     ]
     if conditions:
         out_status["conditions"] = conditions
     for key in ("containerStatuses", "initContainerStatuses"):
-        kept = [_pick(c, STATUS_CONTAINER_KEYS) for c in status.get(key, ())]
+        kept = [_pick(c, podfields.CONTAINER_STATUS) for c in status.get(key, ())]
         kept = [c for c in kept if len(c) > 1]  # only resize data matters
         if kept:
             out_status[key] = kept

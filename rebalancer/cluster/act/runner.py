@@ -13,23 +13,23 @@ loop is tested against a fake cluster.
 
 from __future__ import annotations
 
-import signal
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any, Final
 
-from rebalancer.cluster import errors, logs
-from rebalancer.cluster.defaults import DEFAULT_MAX_WAVES
-from rebalancer.cluster.events import event_body
-from rebalancer.cluster.executor import EvictionIntent, Executor, ExecutorSettings, Transport
-from rebalancer.cluster.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
-from rebalancer.cluster.outcome import FAILURES, EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.steering import CostOutcome, CostResult, PatchFn, write_costs
+from rebalancer.cluster import logs
+from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
+from rebalancer.cluster.act.events import event_body
+from rebalancer.cluster.act.executor import EvictionIntent, Executor, ExecutorSettings, Transport
+from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
+from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.steering import CostOutcome, CostResult, PatchFn, write_costs
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
 from rebalancer.core.errors import (
@@ -39,7 +39,7 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.selectors import selector_string
@@ -232,7 +232,9 @@ def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
     from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
 
     skews: dict[str, int] = {}
-    for view in analyze(snapshot, policy).views:
+    with gc_paused():
+        analysis = analyze(snapshot, policy)
+    for view in analysis.views:
         spec = view.spec
         c = spec.constraint
         key = _view_key(
@@ -546,7 +548,9 @@ class Runner:
             return ()
         if not self.policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
             return ()
-        steering = steer(snapshot, self.policy, analyze(snapshot, self.policy))
+        with gc_paused():
+            analysis = analyze(snapshot, self.policy)
+        steering = steer(snapshot, self.policy, analysis)
         return write_costs(patch, steering)
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
@@ -593,7 +597,9 @@ class Runner:
         return snapshot
 
     def _plan_for(self, snapshot: Snapshot, evicted_before: Sequence[Eviction]) -> Plan:
-        plan = self._plan(snapshot, self.policy, self._wall(), evicted_before=tuple(evicted_before))
+        now = self._wall()
+        with gc_paused():
+            plan = self._plan(snapshot, self.policy, now, evicted_before=tuple(evicted_before))
         plan = self._hold_back(plan)
         self._log.info(
             logs.PLANNED,
@@ -642,7 +648,9 @@ class Runner:
                 kept.append(e)
                 continue
             held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
-            self._log.info(logs.GUARD_HELD, pod=e.key, reason=reason.code, detail=reason.detail)
+            self._log.info(
+                logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
+            )
         if not held:
             return plan
         return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
@@ -652,14 +660,14 @@ class Runner:
         if landed is not None:
             left = self.settings.workload_cooldown_seconds - (now - landed)
             return SkipReason(
-                "cooldown",
+                SkipCode.COOLDOWN,
                 f"{_workload_of(e)}: replacements landed {now - landed:.0f}s ago, "
                 f"{left:.0f}s of cooldown left",
             )
         guard = self._guard.get(e.key)
         if guard is not None and guard[0] == _guard_view(e):
             return SkipReason(
-                "thrash-guard",
+                SkipCode.THRASH_GUARD,
                 f"replaced {guard[1]}, evicted {now - guard[2]:.0f}s ago for the same view "
                 f"({e.topology_key})",
             )
@@ -757,29 +765,6 @@ def _in_scope(policy: Policy, namespace: str) -> bool:
     if policy.namespaces_include:
         return namespace in policy.namespaces_include
     return namespace not in policy.namespaces_exclude
-
-
-def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
-    """SIGTERM and SIGINT set ``stop``; a second signal acts as the default. Returns an undo."""
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.getsignal(s) for s in signals}
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        logs.get_logger("rebalancer.runner").warning(
-            logs.SHUTDOWN, signal=signal.Signals(signum).name
-        )
-        stop.set()
-        for s in signals:  # a second signal ends the process the usual way
-            signal.signal(s, signal.SIG_DFL if s == signal.SIGTERM else signal.default_int_handler)
-
-    for s in signals:
-        signal.signal(s, handler)
-
-    def undo() -> None:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-    return undo
 
 
 def _budget_now(get: Callable[[str, str], Mapping[str, Any] | None], ns: str, name: str) -> int:

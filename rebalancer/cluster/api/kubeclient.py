@@ -7,7 +7,7 @@ rebalancer never deletes anything, and this module makes a pod DELETE (or any wr
 but an eviction) impossible to issue by mistake.
 
 Every request has a wall-clock deadline (``request_timeout``), enforced by a
-:class:`~rebalancer.cluster.deadline.Watchdog` that cuts the socket: a server that trickles
+:class:`~rebalancer.cluster.api.deadline.Watchdog` that cuts the socket: a server that trickles
 its answer cannot hold a request longer than that. A request still waiting after a few seconds
 is logged as a warning.
 
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 from urllib.parse import quote
 
 import orjson
@@ -36,10 +36,12 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from rebalancer import __version__
-from rebalancer.cluster import credentials, deadline, errors, logs, protodecode
+from rebalancer.cluster import logs
+from rebalancer.cluster.api import credentials, deadline, errors
+from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.api.retry import GET as GET_RETRY
+from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.cluster.inputs import check_kubeconfig
-from rebalancer.cluster.protodecode.stream import StreamDeclined
-from rebalancer.cluster.resources import RESOURCES_BY_NAME
 from rebalancer.core.errors import InputError
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH"})
@@ -64,20 +66,11 @@ MAX_BODY_BYTES: Final = 1024**3
 ERROR_BODY_BYTES: Final = 1 << 20
 """The largest error answer read (a Status is a few hundred bytes)."""
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
-GET_RETRIES: Final = 3
-MAX_RETRY_AFTER: Final = 10.0
-RETRIES: Final = urllib3.Retry(
-    total=2,
-    connect=2,
-    read=1,
-    status=0,
-    redirect=0,
-    other=0,
-    respect_retry_after_header=False,
-    raise_on_status=False,
-)
-"""urllib3's own retries: a refused or dropped connection once or twice, never a status (the
-executor retries those itself), and all of it within the request's deadline."""
+NO_RETRIES: Final = urllib3.Retry(total=0, redirect=0, raise_on_status=False)
+"""urllib3 re-sends nothing: every retry is :meth:`Kube.request`'s (:mod:`.retry`)."""
+StatusOf = Callable[[bytes], Mapping[str, Any] | None]
+"""``status_of(body)``: an error answer in another encoding than JSON, as the JSON fields of its
+``metav1.Status`` (None: not one); given by the caller that asked for that encoding."""
 
 
 class _WatchedHTTPConnection(HTTPConnection):
@@ -156,37 +149,6 @@ class Response:
         return value if isinstance(value, dict) else {}
 
 
-def status_message(body: Mapping[str, Any], fallback: str = "") -> str:
-    """The ``message`` of a ``metav1.Status`` body, or ``fallback``."""
-    message = body.get("message")
-    return message if isinstance(message, str) and message else fallback
-
-
-def api_error(
-    status: int,
-    body: Mapping[str, Any],
-    *,
-    verb: str,
-    resource: str,
-    namespace: str | None = None,
-) -> errors.ApiError:
-    """The rebalancer error for an error status, naming the verb and resource requested."""
-    message = status_message(body, f"HTTP {status}")
-    reason = str(body.get("reason", ""))
-    kinds: dict[int, type[errors.ApiError]] = {
-        401: errors.Unauthorized,
-        403: errors.Forbidden,
-        404: errors.NotFound,
-        409: errors.Conflict,
-        410: errors.Gone,
-        429: errors.TooManyRequests,
-    }
-    kind = kinds.get(status)
-    if kind is None:
-        kind = errors.ServerError if status >= 500 else errors.ClientError
-    return kind(status, message, verb=verb, resource=resource, namespace=namespace, reason=reason)
-
-
 class Kube:
     """A connection to one API server; wraps a ``kubernetes.client.ApiClient``.
 
@@ -202,18 +164,17 @@ class Kube:
         source: str,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         warn_after: float = deadline.DEFAULT_WARN_AFTER,
-        get_retries: int = GET_RETRIES,
+        retry: RetryPolicy = GET_RETRY,
         sleep: Callable[[float], None] = time.sleep,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
-        """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx
-        is sent again up to ``get_retries`` times, after its Retry-After (at most
-        :data:`MAX_RETRY_AFTER` seconds) or a short doubling backoff."""
+        """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx,
+        or cut off, is sent again as ``retry`` says (:mod:`.retry`)."""
         self._api = api_client
         self.source = source
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
-        self.get_retries = get_retries
+        self.retry = retry
         self._sleep = sleep
         self._log = logs.get_logger("rebalancer.kube")
         self._watchdog = deadline.Watchdog(warn_after=warn_after, on_slow=self._slow)
@@ -223,7 +184,7 @@ class Kube:
                 "http": _WatchedHTTPConnectionPool,
                 "https": _WatchedHTTPSConnectionPool,
             }
-            pool_manager.connection_pool_kw["retries"] = RETRIES
+            pool_manager.connection_pool_kw["retries"] = NO_RETRIES
 
     def _slow(self, what: str, waited: float, limit: float) -> None:
         self._log.warning(
@@ -254,45 +215,78 @@ class Kube:
     ) -> Response:
         """Send one request; returns any HTTP status, raises only when there is no answer.
 
-        GETs answered 429 or 5xx are retried (bounded, honouring Retry-After); nothing else
-        is, here: the executor decides about evictions itself.
+        Retried as :attr:`retry` says: a GET answered 429 or 5xx or cut off, and any request
+        that found no connection (nothing was sent) while the connect timeout lasts, which
+        covers every try. Nothing else is retried here: the executor decides about evictions.
         """
-        attempt = 0
-        while True:
-            response = self._request_once(method, path, query=query, body=body, accept=accept)
-            if (
-                method != "GET"
-                or response.status not in RETRY_STATUSES
-                or attempt >= self.get_retries
-            ):
-                return response
-            attempt += 1
-            self._pause_before_retry(f"{method} {path}", response.status, response.headers, attempt)
+        connect_by = [0.0]
 
-    def _pause_before_retry(
-        self, request: str, status: int, headers: Mapping[str, str], attempt: int
-    ) -> None:
-        """Wait before retry number ``attempt`` of a GET answered ``status`` (429 or 5xx):
-        Retry-After when the answer gives one, else an exponential backoff; bounded."""
-        delay = retry_after(headers)
-        delay = min(delay if delay is not None else 0.5 * 2 ** (attempt - 1), MAX_RETRY_AFTER)
-        self._log.warning(
-            logs.REQUEST_RETRY,
-            request=request,
-            status=status,
-            attempt=attempt,
-            sleep_seconds=delay,
+        def once() -> Response:
+            if not connect_by[0]:  # not a retry of a failed connection: a timeout of its own
+                connect_by[0] = time.monotonic() + self.timeout[0]
+            try:
+                response = self._request_once(
+                    method, path, connect_by[0], query=query, body=body, accept=accept
+                )
+            except errors.NotConnected as exc:
+                if time.monotonic() < connect_by[0]:
+                    raise
+                raise errors.NotConnected(
+                    f"cannot reach {self.server} ({method} {path}): no connection within "
+                    f"{self.timeout[0]:g}s (--connect-timeout), every try included"
+                ) from exc
+            except errors.ClusterError:
+                connect_by[0] = 0.0
+                raise
+            connect_by[0] = 0.0
+            return response
+
+        def again(answer: object) -> bool:
+            if isinstance(answer, errors.NotConnected):  # nothing was sent
+                return time.monotonic() < connect_by[0]
+            if method != "GET":
+                return False
+            if isinstance(answer, Response):
+                return answer.status in RETRY_STATUSES
+            return isinstance(answer, errors.Unreachable) and not isinstance(
+                answer, errors.DeadlineExceeded
+            )
+
+        result: Response = self._retrying(f"{method} {path}", again)(once)
+        return result
+
+    def _retrying(self, request: str, retry: Callable[[object], bool]) -> Any:
+        """The tenacity controller of one request, each pause logged (``request.retry``)."""
+
+        def told(answer: object, attempt: int, seconds: float) -> None:
+            status = answer.status if isinstance(answer, Response | _Again) else None
+            self._log.warning(
+                logs.REQUEST_RETRY,
+                request=request,
+                status=status,
+                error=None if status is not None else str(answer),
+                attempt=attempt,
+                sleep_seconds=seconds,
+            )
+
+        return retrying(
+            self.retry,
+            retry,
+            sleep=self._sleep,
+            clock=time.monotonic,
+            retry_after=lambda answer: retry_after(getattr(answer, "headers", {})),
+            on_pause=told,
         )
-        self._sleep(delay)
 
     def _request_once(
         self,
         method: str,
         path: str,
+        connect_by: float,
         *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        accept: str = JSON,
+        query: Sequence[tuple[str, str]],
+        body: Mapping[str, Any] | None,
+        accept: str,
     ) -> Response:
         if (
             method not in ALLOWED_METHODS
@@ -306,7 +300,7 @@ class Kube:
             headers["Content-Type"] = MERGE_PATCH if method == "PATCH" else JSON
         request_timeout = self.timeout[1]
         with self._watchdog.watch(f"{method} {path}", request_timeout) as watch:
-            watch.connect_by = time.monotonic() + self.timeout[0]
+            watch.connect_by = connect_by
             try:
                 response = self._send(method, path, query, body, headers)
             except errors.ClusterError:
@@ -356,9 +350,12 @@ class Kube:
             raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real one
-            raise errors.Unreachable(
-                f"cannot reach {self.server} ({method} {path}): {cause}"
-            ) from exc
+            unreachable = (
+                errors.NotConnected
+                if isinstance(cause, urllib3.exceptions.ConnectTimeoutError)  # refused too
+                else errors.Unreachable
+            )
+            raise unreachable(f"cannot reach {self.server} ({method} {path}): {cause}") from exc
         return Response(status, data or b"", response_headers)
 
     def _body(self, response: Any, request: str, limit: int | None = None) -> bytes:
@@ -390,19 +387,36 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
         accept: str = JSON,
+        status_of: StatusOf | None = None,
     ) -> Response:
         response = self.request(method, path, query=query, body=body, accept=accept)
         if response.status >= 400:
-            raise api_error(
+            self._fail(
                 response.status,
-                protodecode.status_body(response.body)
-                if protodecode.is_protobuf(response.body)
-                else response.json(),
+                response.body,
+                status_of,
                 verb=verb,
                 resource=resource,
                 namespace=namespace,
             )
         return response
+
+    @staticmethod
+    def _fail(
+        status: int,
+        body: bytes,
+        status_of: StatusOf | None,
+        *,
+        verb: str,
+        resource: str,
+        namespace: str | None,
+    ) -> NoReturn:
+        """Raise the error of an error answer (:func:`errors.for_status`), its body read as
+        JSON, or by ``status_of`` when the caller asked for another encoding."""
+        fields = status_of(body) if status_of is not None else None
+        if fields is None:
+            fields = Response(status, body).json()
+        raise errors.for_status(status, fields, verb=verb, resource=resource, namespace=namespace)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -414,7 +428,7 @@ class Kube:
         continue_token: str | None,
     ) -> bytes:
         """One page of a LIST as raw JSON bytes (the reader's transport)."""
-        return self._list_page(resource, namespace, limit, continue_token, JSON).body
+        return self._list_page(resource, namespace, limit, continue_token, accept=JSON).body
 
     def _list_page(
         self,
@@ -422,7 +436,9 @@ class Kube:
         namespace: str | None,
         limit: int,
         continue_token: str | None,
+        *,
         accept: str,
+        status_of: StatusOf | None = None,
     ) -> Response:
         spec = RESOURCES_BY_NAME[resource]
         query = [("limit", str(limit))]
@@ -437,34 +453,38 @@ class Kube:
             namespace=scoped,
             query=query,
             accept=accept,
+            status_of=status_of,
         )
 
-    def list_page_proto(
+    def list_page_as(
         self,
         resource: str,
         namespace: str | None,
         limit: int,
         continue_token: str | None,
-    ) -> bytes:
-        """One page of a LIST, asking for protobuf (kube-apiserver encodes it for a fifth of
-        the CPU JSON costs): the body as sent, protobuf (it starts with
-        :data:`~rebalancer.cluster.protodecode.MAGIC`) when the answer's Content-Type says so,
-        otherwise JSON (a server or proxy may answer JSON whatever was asked)."""
-        response = self._list_page(resource, namespace, limit, continue_token, protodecode.ACCEPT)
-        content_type = next(
-            (v for k, v in response.headers.items() if k.lower() == "content-type"), ""
+        *,
+        accept: str,
+        status_of: StatusOf | None = None,
+    ) -> tuple[str, bytes]:
+        """One page of a LIST asking for ``accept``: the answer's media type (its
+        Content-Type without parameters) and its body, as sent. Deciding what to make of
+        them is the reader's (:mod:`rebalancer.cluster.read.encoding`)."""
+        response = self._list_page(
+            resource, namespace, limit, continue_token, accept=accept, status_of=status_of
         )
-        is_protobuf = content_type.split(";")[0].strip() == protodecode.PROTOBUF
-        if is_protobuf != protodecode.is_protobuf(response.body):
-            raise errors.ClusterError(
-                f"LIST {RESOURCES_BY_NAME[resource].rbac_name}: the answer's body does not match "
-                f"its Content-Type {content_type or '(none)'}"
-            )
-        return response.body
+        return media_type(response.headers), response.body
 
-    def list_stream(self, resource: str, namespace: str | None) -> Iterator[bytes]:
+    def list_stream(
+        self,
+        resource: str,
+        namespace: str | None,
+        *,
+        accept: str,
+        expect: str,
+        status_of: StatusOf | None = None,
+    ) -> Generator[bytes, None, None]:
         """One LIST without ``limit`` (and without resourceVersion: a consistent read, served
-        from kube-apiserver's watch cache), asking for protobuf; the body as it arrives, in
+        from kube-apiserver's watch cache), asking for ``accept``; the body as it arrives, in
         chunks of :data:`STREAM_CHUNK` bytes (never held whole).
 
         Deadline: per chunk, not per answer. The answer's headers must come within the request
@@ -472,54 +492,54 @@ class Kube:
         deadline from the previous one (:meth:`.deadline.Watchdog.extend`): a stream that keeps
         coming is never cut, however long (150,000 pods are about 485 MB), one that stalls or
         trickles is cut within the deadline (:class:`errors.DeadlineExceeded`). The read
-        deadline of the whole read (:class:`~rebalancer.cluster.reader.ReadDeadline`, growing
-        with the objects read) is checked by the reader after each batch of pods.
+        deadline of the whole read (:class:`~rebalancer.cluster.read.reader.ReadDeadline`, growing
+        with the objects read) is checked by the reader after each batch.
 
-        An answer that is not protobuf (a server or proxy answering JSON) raises
-        :class:`~rebalancer.cluster.protodecode.stream.StreamDeclined` before its body is read;
-        429 and 5xx are retried as :meth:`request` does, other error statuses raise their
+        An answer in another media type than ``expect`` (a server or proxy answering JSON)
+        raises :class:`errors.UnexpectedMediaType` before its body is read; 429 and 5xx are
+        retried as :meth:`request` does, other error statuses raise their
         :class:`errors.ApiError`. The connection is closed when the stream is left early."""
         spec = RESOURCES_BY_NAME[resource]
         scoped = namespace if spec.namespaced else None
-        attempt = 0
-        while True:
-            retry = yield from self._stream_once(
-                spec.path(scoped), spec.rbac_name, scoped, retryable=attempt < self.get_retries
+        path = spec.path(scoped)
+        try:
+            for attempt in self._retrying(f"GET {path}", _is_again):
+                with attempt:
+                    error = yield from self._stream_once(path, accept, expect)
+                    if error is not None:
+                        raise error
+        except _Again as last:  # not to retry, or retries spent: its error
+            self._fail(
+                last.status,
+                last.body,
+                status_of,
+                verb="list",
+                resource=spec.rbac_name,
+                namespace=scoped,
             )
-            if retry is None:
-                return
-            attempt += 1
-            self._pause_before_retry(f"GET {spec.path(scoped)}", *retry, attempt)
 
     def _stream_once(
-        self, path: str, rbac_name: str, namespace: str | None, *, retryable: bool
-    ) -> Generator[bytes, None, tuple[int, dict[str, str]] | None]:
+        self, path: str, accept: str, expect: str
+    ) -> Generator[bytes, None, _Again | None]:
         """One try of :meth:`list_stream`: yields the chunks and returns None, or returns the
-        status and headers of an answer to retry (429 or 5xx, when ``retryable``)."""
+        error answer (not yielding anything)."""
         limit = self.timeout[1]
         with self._watchdog.watch(f"GET {path} (stream)", limit) as watch:
             watch.connect_by = time.monotonic() + self.timeout[0]
             response = None
             finished = False
             try:
-                response = self._open(path)
+                response = self._open(path, accept)
                 status = int(response.status)
-                if status in RETRY_STATUSES and retryable:
-                    return status, {str(k): str(v) for k, v in response.headers.items()}
+                headers = {str(k): str(v) for k, v in response.headers.items()}
                 if status >= 400:
                     body = self._body(response, f"GET {path}", ERROR_BODY_BYTES)
-                    raise api_error(
-                        status,
-                        protodecode.status_body(body)
-                        if protodecode.is_protobuf(body)
-                        else Response(status, body).json(),
-                        verb="list",
-                        resource=rbac_name,
-                        namespace=namespace,
+                    return _Again(status, body, headers)
+                answered = media_type(headers)
+                if answered != expect:
+                    raise errors.UnexpectedMediaType(
+                        f"GET {path}: answered {answered or '(none)'}, not {expect}"
                     )
-                content_type = str(response.headers.get("Content-Type", ""))
-                if content_type.split(";", maxsplit=1)[0].strip() != protodecode.PROTOBUF:
-                    raise StreamDeclined(f"LIST {rbac_name}: answered {content_type or '(none)'}")
                 while chunk := response.read(STREAM_CHUNK):
                     if watch.fired:
                         break
@@ -552,17 +572,24 @@ class Kube:
             f"within {self.timeout[1]:g}s (--request-timeout)"
         )
 
-    def _open(self, path: str) -> Any:
-        """Send a GET of ``path`` asking for protobuf; the urllib3 response, body not read."""
+    def _open(
+        self,
+        path: str,
+        accept: str,
+        query: Sequence[tuple[str, str]] = (),
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """Send a GET of ``path`` asking for ``accept``; the urllib3 response, body not read."""
         try:
             _, url, headers, _, _ = self._api.param_serialize(
                 "GET",
                 path,
-                header_params={"Accept": protodecode.ACCEPT},
+                query_params=list(query) or None,
+                header_params={"Accept": accept},
                 auth_settings=["BearerToken"],
             )
             raw = self._api.call_api(
-                "GET", url, header_params=headers, _request_timeout=self.timeout
+                "GET", url, header_params=headers, _request_timeout=timeout or self.timeout
             )
         except ApiException as exc:
             raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
@@ -591,32 +618,23 @@ class Kube:
         ]
         path = spec.path(scoped)
         try:
-            _, url, headers, _, _ = self._api.param_serialize(
-                "GET",
-                path,
-                query_params=query,
-                header_params={"Accept": JSON},
-                auth_settings=["BearerToken"],
+            response = self._open(
+                path, JSON, query, (self.timeout[0], timeout_seconds + self.timeout[1])
             )
-            raw = self._api.call_api(
-                "GET",
-                url,
-                header_params=headers,
-                _request_timeout=(self.timeout[0], timeout_seconds + self.timeout[1]),
-            )
-        except ApiException as exc:
-            raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc
             raise errors.Unreachable(f"cannot reach {self.server} (WATCH {path}): {cause}") from exc
-        if int(raw.status) >= 400:
-            body = Response(
-                int(raw.status), self._body(raw.response, f"WATCH {path}", ERROR_BODY_BYTES)
-            ).json()
-            raise api_error(
-                int(raw.status), body, verb="watch", resource=spec.rbac_name, namespace=scoped
+        if int(response.status) >= 400:
+            body = self._body(response, f"WATCH {path}", ERROR_BODY_BYTES)
+            self._fail(
+                int(response.status),
+                body,
+                None,
+                verb="watch",
+                resource=spec.rbac_name,
+                namespace=scoped,
             )
-        return self._lines(raw.response, path)
+        return self._lines(response, path)
 
     def _lines(self, response: Any, path: str) -> Iterator[bytes]:
         """The lines of a streamed answer; the connection is released at the end."""
@@ -663,9 +681,10 @@ class Kube:
         if response.status == 404:
             return None
         if response.status >= 400:
-            raise api_error(
+            self._fail(
                 response.status,
-                response.json(),
+                response.body,
+                None,
                 verb="get",
                 resource=resource,
                 namespace=namespace,
@@ -705,9 +724,10 @@ class Kube:
             body=body,
         )
         if response.status in (401, 403):
-            raise api_error(
+            self._fail(
                 response.status,
-                response.json(),
+                response.body,
+                None,
                 verb="create",
                 resource="pods/eviction",
                 namespace=namespace,
@@ -839,6 +859,26 @@ def _cost_patch(body: Mapping[str, Any] | None) -> bool:
 
 def _lease_path(namespace: str, name: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{_seg(namespace)}/leases/{_seg(name)}"
+
+
+class _Again(Exception):
+    """An error answer to a streamed LIST: retried when its status is one to retry."""
+
+    def __init__(self, status: int, body: bytes, headers: Mapping[str, str]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers
+
+
+def _is_again(answer: object) -> bool:
+    return isinstance(answer, _Again) and answer.status in RETRY_STATUSES
+
+
+def media_type(headers: Mapping[str, str]) -> str:
+    """The Content-Type of an answer without its parameters (empty when there is none)."""
+    value = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    return value.split(";", maxsplit=1)[0].strip()
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

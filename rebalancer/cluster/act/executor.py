@@ -34,24 +34,18 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
-from tenacity.stop import stop_base
+from tenacity import Retrying
 
-from rebalancer.cluster import errors, logs
-from rebalancer.cluster.lease import EvictionRecord
-from rebalancer.cluster.outcome import EvictionResult, Outcome
+from rebalancer.cluster import logs
+from rebalancer.cluster.act.lease import EvictionRecord
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
-from rebalancer.core.plan import Eviction, SkipReason
+from rebalancer.core.plan import Eviction, SkipCode, SkipReason
 
 
 def _log() -> Any:
@@ -59,14 +53,13 @@ def _log() -> Any:
     return logs.get_logger("rebalancer.executor")
 
 
-T = TypeVar("T")
-
 UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
 
 
 class Transport(Protocol):
-    """The API calls the executor makes; :class:`~rebalancer.cluster.kubeclient.Kube` has them."""
+    """The API calls the executor makes; :class:`~rebalancer.cluster.api.kubeclient.Kube` has
+    them."""
 
     def post_eviction(
         self, namespace: str, name: str, body: Mapping[str, Any]
@@ -183,13 +176,17 @@ def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
 def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None:
     """Why pods on this node must not be evicted now (NotReady, unreachable), or None."""
     if node is None:
-        return SkipReason("node-gone", f"node {name} no longer exists")
+        return SkipReason(SkipCode.NODE_GONE, f"node {name} no longer exists")
     ready = _condition(node, "Ready")
     if ready != "True":
-        return SkipReason("node-not-ready", f"node {name} is NotReady (Ready={ready or 'missing'})")
+        return SkipReason(
+            SkipCode.NODE_NOT_READY, f"node {name} is NotReady (Ready={ready or 'missing'})"
+        )
     for taint in _spec(node).get("taints") or ():
         if isinstance(taint, Mapping) and taint.get("key") in (UNREACHABLE_TAINT, NOT_READY_TAINT):
-            return SkipReason("node-not-ready", f"node {name} has the {taint.get('key')} taint")
+            return SkipReason(
+                SkipCode.NODE_NOT_READY, f"node {name} has the {taint.get('key')} taint"
+            )
     return None
 
 
@@ -204,15 +201,17 @@ def pod_problem(
     key = eviction.key
     if uid != eviction.uid:
         return SkipReason(
-            "uid-changed", f"{key} is now uid {uid}, the plan evicts uid {eviction.uid}"
+            SkipCode.UID_CHANGED, f"{key} is now uid {uid}, the plan evicts uid {eviction.uid}"
         )
     if meta.get("deletionTimestamp"):
-        return SkipReason("terminating", f"{key} is already terminating")
+        return SkipReason(SkipCode.TERMINATING, f"{key} is already terminating")
     node = _spec(pod).get("nodeName")
     if node != eviction.node:
-        return SkipReason("moved", f"{key} is on node {node}, the plan saw it on {eviction.node}")
+        return SkipReason(
+            SkipCode.MOVED, f"{key} is on node {node}, the plan saw it on {eviction.node}"
+        )
     if expected_labels is not None and _labels(pod) != dict(expected_labels):
-        return SkipReason("labels-changed", f"the labels of {key} changed since the plan")
+        return SkipReason(SkipCode.LABELS_CHANGED, f"the labels of {key} changed since the plan")
     return None
 
 
@@ -295,18 +294,6 @@ class _Transient(Exception):
         self.status = status
         self.body = body
         self.detail = detail
-
-
-class _stop_after_clock(stop_base):
-    """Stop once the injected clock says ``seconds`` have passed since ``start``."""
-
-    def __init__(self, clock: Callable[[], float], start: float, seconds: float) -> None:
-        self._clock = clock
-        self._start = start
-        self._seconds = seconds
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self._clock() - self._start >= self._seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +404,7 @@ class Executor:
                     continue
                 e = queue.popleft()
                 if self._should_stop():
-                    result = _skipped(e, SkipReason("stopping", "not sent (SIGTERM)"))
+                    result = _skipped(e, SkipReason(SkipCode.STOPPING, "not sent (SIGTERM)"))
                 elif workload in stuck:
                     result = _skipped(e, stuck[workload])
                 else:
@@ -448,12 +435,12 @@ class Executor:
     def _evict_one(self, e: Eviction, index: int) -> tuple[EvictionResult, _Pending | None]:
         # Re-read the pod and its node: the plan may be stale by now.
         try:
-            pod = self._call(lambda: self._transport.get_pod(e.namespace, e.name))
+            pod = self._transport.get_pod(e.namespace, e.name)
             if pod is None:
                 return EvictionResult(e, Outcome.GONE, "pod-gone: no longer exists"), None
             problem = pod_problem(pod, e, self._expected_labels.get(e.uid))
             if problem is None:
-                node = self._call(lambda: self._transport.get_node(e.node))
+                node = self._transport.get_node(e.node)
                 problem = node_problem(node, e.node)
             if problem is not None:
                 return _skipped(e, problem), None
@@ -472,7 +459,11 @@ class Executor:
             try:
                 self._before_evict(intent)
             except errors.ClusterError as exc:
-                code = "lease-lost" if isinstance(exc, errors.LeaseLost) else "not-recorded"
+                code = (
+                    SkipCode.LEASE_LOST
+                    if isinstance(exc, errors.LeaseLost)
+                    else SkipCode.NOT_RECORDED
+                )
                 return _skipped(e, SkipReason(code, f"not sent: {exc}")), None
         body = eviction_body(e, dry_run=self.settings.server_dry_run, pod=pod)
         return self._send(e, body), pending
@@ -486,7 +477,7 @@ class Executor:
             return None
         key = (str(owner.get("kind", "")), e.namespace, str(owner.get("name", "")))
         selector = self._owner_selectors.get(key, "")
-        siblings = self._call(lambda: self._transport.list_pods(e.namespace, selector))
+        siblings = self._transport.list_pods(e.namespace, selector)
         mine = [
             p
             for p in siblings
@@ -566,33 +557,21 @@ class Executor:
         return _Posted(status, answer, sent, None)
 
     def _retrying(self) -> Retrying:
+        """Retries of an eviction (its reads are retried by the transport's GET policy)."""
         s = self.settings
-        return Retrying(
-            stop=stop_after_attempt(s.max_attempts)
-            | _stop_after_clock(self._clock, self._clock(), s.max_retry_seconds),
-            wait=wait_random_exponential(multiplier=s.backoff_seconds, max=s.backoff_max_seconds),
-            retry=retry_if_exception_type(_Transient),
-            sleep=self._sleep,
-            reraise=True,
+        policy = RetryPolicy(
+            s.max_attempts,
+            s.backoff_seconds,
+            s.backoff_max_seconds,
+            s.max_retry_seconds,
+            jitter=True,
         )
-
-    def _call(self, fn: Callable[[], T]) -> T:
-        """A read, retried like an eviction on 5xx and connection errors; re-raises the last."""
-
-        def once() -> T:
-            try:
-                return fn()
-            except (errors.Unreachable, errors.ServerError) as exc:
-                raise _Transient(getattr(exc, "status", None), {}, str(exc)) from exc
-
-        try:
-            result: T = self._retrying()(once)
-        except _Transient as exc:
-            cause = exc.__cause__
-            if isinstance(cause, errors.ClusterError):
-                raise cause from None
-            raise  # pragma: no cover
-        return result
+        return retrying(
+            policy,
+            lambda answer: isinstance(answer, _Transient),
+            sleep=self._sleep,
+            clock=self._clock,
+        )
 
     # -- waiting for replacements ----------------------------------------------------------
 
@@ -610,7 +589,7 @@ class Executor:
                 key = (first.owner_kind, first.namespace, first.owner_name)
                 selector = self._owner_selectors.get(key, "")
                 try:
-                    pods = self._call(partial(self._transport.list_pods, first.namespace, selector))
+                    pods = self._transport.list_pods(first.namespace, selector)
                 except (errors.Unreachable, errors.ServerError):
                     continue
                 if all(earlier_settled(r, pods) for r in records):
@@ -627,7 +606,7 @@ class Executor:
                 if self._should_stop()
                 else f"the replacement of {last.key}, evicted by run {last.run}, is not Ready yet"
             )
-            stuck[workload] = SkipReason("replacement-not-ready", why)
+            stuck[workload] = SkipReason(SkipCode.REPLACEMENT_NOT_READY, why)
             _log().warning("eviction.earlier_not_settled", workload=workload, detail=why)
 
     def _list_pods(self, wait: _Pending) -> list[dict[str, Any]]:
@@ -646,7 +625,7 @@ class Executor:
         while outstanding:
             for workload, wait in list(outstanding.items()):
                 try:
-                    pods = self._call(partial(self._list_pods, wait))
+                    pods = self._list_pods(wait)
                 except (errors.Unreachable, errors.ServerError):
                     pods = []
                 ready = next((p for p in pods if _is_ready_replacement(p, wait)), None)
@@ -667,7 +646,7 @@ class Executor:
                 if self._should_stop()
                 else f"replacement of {wait.eviction.key} not scheduled and Ready in time"
             )
-            stuck[workload] = SkipReason("replacement-not-ready", why)
+            stuck[workload] = SkipReason(SkipCode.REPLACEMENT_NOT_READY, why)
             _log().warning("eviction.replacement_timeout", pod=wait.eviction.key, detail=why)
             results[wait.index] = replace(
                 results[wait.index], detail=f"{results[wait.index].detail}; {why}"

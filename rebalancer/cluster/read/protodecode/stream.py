@@ -6,7 +6,7 @@ page after the first goes to etcd). The answer is one message of about 3.3 KB pe
 at 30,000 pods): it is never held whole. :class:`PodListSplitter` takes the body in chunks and
 cuts out each item's bytes as soon as they are complete; :func:`pod_batches` parses them in
 batches (:data:`BATCH` pods) with the generated classes, for
-:class:`~rebalancer.cluster.protodecode.ProtoBuilder` to convert. At most a chunk, one item
+:class:`~rebalancer.cluster.read.protodecode.ProtoBuilder` to convert. At most a chunk, one item
 being cut and one batch are alive.
 
 The body, as kube-apiserver writes it: the 4 bytes ``k8s\\0``, then a runtime.Unknown whose
@@ -29,8 +29,8 @@ from typing import Final
 
 from google.protobuf.message import DecodeError
 
-from rebalancer.cluster.protodecode import MAGIC
-from rebalancer.cluster.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.protodecode import MAGIC
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
 
 __all__ = ["BATCH", "MAX_ITEM", "PodBatch", "PodListSplitter", "StreamDeclined", "pod_batches"]
 

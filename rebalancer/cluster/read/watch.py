@@ -27,25 +27,31 @@ from typing import Any, Final
 import msgspec
 from msgspec import Raw, Struct
 
-from rebalancer.cluster import errors
-from rebalancer.cluster.fastdecode import page_parts
-from rebalancer.cluster.nesting import too_deep
-from rebalancer.cluster.protodecode import ProtoBuilder, ProtoPage
-from rebalancer.cluster.protodecode import schema_pb2 as pb
-from rebalancer.cluster.protodecode.stream import PodBatch, StreamDeclined
-from rebalancer.cluster.reader import (
+from rebalancer.cluster import logs
+from rebalancer.cluster.api import errors
+from rebalancer.cluster.api.resources import RESOURCES, Resource
+from rebalancer.cluster.gcpause import gc_paused
+from rebalancer.cluster.read.fastdecode import page_parts
+from rebalancer.cluster.read.nesting import too_deep
+from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
+from rebalancer.cluster.read.protodecode import schema_pb2 as pb
+from rebalancer.cluster.read.protodecode.stream import PodBatch
+from rebalancer.cluster.read.reader import (
     DEFAULT_PAGE_SIZE,
     MAX_RESTARTS,
+    PROTOBUF_RESOURCES,
+    Declined,
     ListStream,
     PageFetcher,
+    Route,
     continue_token,
+    first_route,
+    next_route,
 )
-from rebalancer.cluster.resources import RESOURCES, Resource
 from rebalancer.core.convert import SnapshotBuilder, convert_one
 from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.errors import InputError
-from rebalancer.core.gcpause import gc_paused
 from rebalancer.core.model import Snapshot
 
 __all__ = ["ClusterWatch", "ListPage", "WatchLines", "WatchSettings"]
@@ -183,16 +189,6 @@ class _ResourceWatch:
 
     # --- LIST ----------------------------------------------------------------------------
 
-    def _add_proto_page(
-        self, items: dict[_Key, Any], problems: dict[_Key, list[str]], page: ProtoPage
-    ) -> bool:
-        """A LIST page of pods in protobuf into ``items``; False when the decoder declines it
-        (then it is read again as JSON, whose path names each problem)."""
-        if not self._add_proto_items(items, problems, page.items):
-            return False
-        self.counts["list_pages"] += 1
-        return True
-
     def _add_proto_items(
         self, items: dict[_Key, Any], problems: dict[_Key, list[str]], pods_in: Iterable[pb.Pod]
     ) -> bool:
@@ -219,15 +215,32 @@ class _ResourceWatch:
                         raise
 
     def _list_once(self) -> None:
-        try:
-            self._list_items()
-        except StreamDeclined:
-            # The streamed LIST was not taken: from scratch, paginated (for good: a server
-            # that answers it so once will again).
-            self._list_stream = None
-            self._list_items()
+        """One LIST on the reader's routes (:class:`~.reader.Route`), logged for the pods: a
+        route that declines leaves it for the next, from scratch, and for good (a server that
+        answers so once will again)."""
+        route, why = first_route(
+            keep_objects=False,
+            converter=True,
+            resources=[self.resource],
+            list_page_proto=self._list_page_proto,
+            list_stream=self._list_stream,
+        )
+        while True:
+            if self.resource.name in PROTOBUF_RESOURCES:
+                logs.get_logger("rebalancer.watch").info(
+                    logs.READ_ROUTE, resource=self.resource.name, route=str(route), reason=why
+                )
+            declined = self._list_items(route)
+            if declined is None:
+                return
+            why = f"{route} declined: {declined.reason}"
+            if route is Route.STREAM:
+                self._list_stream = None
+            route = next_route(route, self._list_page_proto)
+            if route is Route.JSON_TYPED:
+                self._list_page_proto = None
 
-    def _list_items(self) -> None:
+    def _list_items(self, route: Route) -> Declined | None:
         items: dict[_Key, Any] = {}
         problems: dict[_Key, list[str]] = {}
         version: str | None = None
@@ -237,26 +250,27 @@ class _ResourceWatch:
             self._list_page,
             [(self.resource, self.namespace)],
             self._settings.page_size,
-            list_page_proto=self._list_page_proto,
-            list_stream=self._list_stream,
+            list_page_proto=self._list_page_proto if route is Route.PROTOBUF_PAGES else None,
+            list_stream=self._list_stream if route is Route.STREAM else None,
         )
         with fetcher:
             for _, fetched, token in fetcher:
+                if isinstance(fetched, Declined):  # the streamed LIST is not taken
+                    return fetched
                 if isinstance(fetched, PodBatch):  # the one streamed LIST of pods
                     if not self._add_proto_items(items, problems, fetched.items):
-                        raise StreamDeclined("a pod the protobuf decoder declines")
+                        return Declined("a pod the protobuf decoder does not take exactly")
                     if fetched.last:
                         version = fetched.resource_version
                         self.counts["list_pages"] += 1
                     continue
                 if isinstance(fetched, ProtoPage):
-                    if self._add_proto_page(items, problems, fetched):
+                    if self._add_proto_items(items, problems, fetched.items):
+                        self.counts["list_pages"] += 1
                         version = version or fetched.resource_version
                         continue
-                    if fetched.requested is None:  # no list snapshot yet: all again, in JSON
-                        self._list_page_proto = None
-                        self._list_items()
-                        return
+                    if fetched.requested is None:  # no list snapshot yet to read it from
+                        return Declined("the first page of pods does not decode exactly")
                     raw = self._list_page(
                         name, self.namespace, self._settings.page_size, fetched.requested
                     )
@@ -286,6 +300,7 @@ class _ResourceWatch:
             self.items, self.problems, self.version = items, problems, version
         self.counts["lists"] += 1
         self.synced.set()
+        return None
 
     # --- WATCH ---------------------------------------------------------------------------
 
@@ -417,7 +432,7 @@ class ClusterWatch:
         list_stream: ListStream | None = None,
     ) -> None:
         """``list_page_proto``: the LIST transport asking for protobuf, for the pods' LISTs
-        (as :func:`rebalancer.cluster.reader.read_cluster` uses it); ``list_stream``: the pods
+        (as :func:`rebalancer.cluster.read.reader.read_cluster` uses it); ``list_stream``: the pods
         in one unpaginated protobuf LIST instead, read as a stream (the first LIST and every
         relist after a 410). The WATCH stays JSON."""
         self.settings = settings or WatchSettings()
@@ -497,7 +512,7 @@ class ClusterWatch:
         has been failing for longer than ``stale_after``, and :class:`InputError` for objects
         the converter rejects (as a fresh read would). ``skip_invalid``: a namespaced object
         the converter rejects leaves its namespace out instead (:attr:`rejected` lists them),
-        as :func:`rebalancer.cluster.reader.read_cluster` does."""
+        as :func:`rebalancer.cluster.read.reader.read_cluster` does."""
         self.start()
         self._wait_synced()
         now = self._clock()

@@ -1,0 +1,1 @@
+"""The API adapter: HTTP to kube-apiserver, credentials, deadlines, one error map."""

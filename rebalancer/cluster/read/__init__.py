@@ -1,0 +1,1 @@
+"""Reading a cluster or a snapshot file into the model: LIST, WATCH, decoders."""
