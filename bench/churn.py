@@ -323,7 +323,7 @@ class Replay:
         """A WATCH of the namespace's pods: the moment an event shows a pod Ready bounds its
         Ready time to milliseconds (the sampler's second would not tell an eviction made just
         after a replacement became Ready from one made just before)."""
-        from rebalancer.cluster.kubeclient import connect  # noqa: PLC0415
+        from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
 
         kube = connect(str(self.cp.kubeconfig))
         version = "0"
