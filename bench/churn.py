@@ -3,13 +3,17 @@
     bash bench/descheduler/build.sh          # once, for the descheduler contestant
     python -m bench.churn [--short] [--seed 1] [--duration 900] [--speedup 3]
         [--contestants nothing,descheduler,rebalancer,steer] [--interval 5s]
+        [--repeat N] [--parallel] [--idle-window SECONDS]
         [--out bench/results/churn.json] [--plot docs/churn-skew.png]
+    python -m bench.churn --report bench/results/churn.json [--plot docs/churn-skew.png]
 
 The trace (``bench/trace.py``): Deployments scaled HPA-like, one rollout, one node drained
 and uncordoned, one zone's nodes NotReady for three minutes and back, PDBs on some
 workloads. Each contestant gets its own namespace and its own nodes (3 zones x 2, selected by a
 nodeSelector), starts from the scheduler's own placement of the initial replicas, and then the
-same events at the same (sped-up) times:
+same events at the same (sped-up) times, one contestant after the other or, with
+``--parallel``, all at once on one control plane (the same machine load for each);
+``--repeat`` replays it again, and the report gives every run and the median and range:
 
 * ``nothing``: no tool;
 * ``descheduler``: v0.36.0, ``--descheduling-interval`` = the interval, topology-spread plugin
@@ -23,20 +27,31 @@ Each tool talks to kube-apiserver as its own ServiceAccount (cluster-admin), so 
 log tells its requests apart: evictions, 429 answers and pod DELETEs are counted from it. A
 sampler LISTs the namespace's pods every second: skew-seconds (per sample, over every hard
 zone view, how far the skew is above maxSkew, times the sample interval), the tool's RSS, and
-when each pod became Ready. Thrash: a pod evicted whose replacement is evicted again within
-10 minutes. Most unavailable: per workload, the most of its evicted pods whose replacement was
-not yet Ready at one time, against its PDB's maxUnavailable. kube-apiserver CPU: its CPU
-seconds over the replay. Figures are printed, never asserted (e2e/test_churn.py asserts the
-invariants of the short trace).
+when each pod became Ready. Thrash: a pod the tool evicted whose replacement the tool evicted
+again within 10 minutes.
+
+Most unavailable, per workload: an evicted pod counts as unavailable from its eviction until
+its replacement is Ready (``eviction_windows``). The figure judged against the PDB's
+maxUnavailable counts only the tool's evictions; the figure "any cause" adds the trace's own
+disruptions: the drain's evictions and the pods Ready once and not now (a NotReady zone).
+
+kube-apiserver CPU: over the replay (one contestant alone only), and per idle interval: with
+the trace over and the tools stopped, a window with no tool is the baseline, then each tool is
+started again alone with its production flags and, after two intervals, measured for a window;
+its CPU above the baseline, per interval, is its figure. Figures are
+printed, never asserted (e2e/test_churn.py asserts the invariants of the short trace).
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import itertools
 import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -49,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.compare import build_descheduler, descheduler_policy
-from bench.live import apiserver_pid, cpu_seconds, rss_bytes
+from bench.live import apiserver_pid, cpu_seconds, rss_bytes, settle
 from bench.plan import RESULTS, machine
 from bench.trace import (
     DRAIN,
@@ -86,9 +101,15 @@ class Result:
     http_429: int = 0
     loops_429: int = 0
     deletes: int = 0
-    most_unavailable: dict[str, int] = field(default_factory=dict)
+    most_unavailable: dict[str, int] = field(default_factory=dict)  # by the tool's evictions
+    most_unavailable_overall: dict[str, int] = field(default_factory=dict)  # any cause
+    trace_evictions: int = 0  # the trace's own (the drain's)
+    # per workload, (from, to, pod) of each of the tool's evictions, seconds since about the start
+    tool_windows: dict[str, list[tuple[float, float, str]]] = field(default_factory=dict)
     pdb: dict[str, int] = field(default_factory=dict)
-    apiserver_cpu_s: float = 0.0
+    apiserver_cpu_s: float | None = None  # over the replay; None: shared with other contestants
+    idle_cpu_ms: float | None = None  # kube-apiserver CPU-ms per idle interval, baseline off
+    idle_baseline_ms: float | None = None  # the same with no tool running
     seconds: float = 0.0
     rss_mib: list[tuple[float, float]] = field(default_factory=list)
     skew: list[tuple[float, int]] = field(default_factory=list)
@@ -100,6 +121,7 @@ class Result:
         return any(self.most_unavailable.get(w, 0) > n for w, n in self.pdb.items())
 
 
+_REPLAYS = itertools.count(1)
 TOOL_NAMESPACE = "rebalancer"  # where the tools' ServiceAccounts live (and run's Lease)
 
 
@@ -136,7 +158,7 @@ class Replay:
         self.trace = trace
         self.contestant = contestant
         self.speedup = speedup
-        tag = f"{contestant[:5]}-{os.getpid() % 10000}"
+        tag = f"{contestant[:5]}-{os.getpid() % 10000}-{next(_REPLAYS)}"  # one per replay
         self.tag = tag
         self.ns = f"churn-{tag}"
         self.nodes = {
@@ -146,13 +168,16 @@ class Replay:
         }
         self.samples: list[tuple[float, int]] = []
         self.first_seen: dict[str, tuple[str, float]] = {}  # pod -> (workload, wall time)
-        self.ready_at: dict[str, float] = {}
-        self.ready_counts: list[tuple[float, Counter[str]]] = []  # wall time, app -> Ready
-        self.changed: list[tuple[float, str]] = []  # wall time, workload scaled or rolled out
+        self.ready_at: dict[str, float] = {}  # pod -> when it first became Ready
+        self.last_seen: dict[str, float] = {}  # pod -> the last sample that listed it
+        self.lost: list[tuple[float, Counter[str]]] = []  # wall time, app -> Ready pods lost
+        self.desired = {w.name: w.replicas for w in trace.workloads}
+        self.moot: list[tuple[float, str]] = []  # wall time, workload scaled down or rolled out
         self.rss: list[tuple[float, float]] = []
         self.pid: int | None = None
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.ended: float | None = None  # when the trace and its tail were over
 
     def node(self, short: str) -> str:
         return f"{self.tag}-{short}"
@@ -250,9 +275,10 @@ class Replay:
     # -- the events ----------------------------------------------------------------------------
     def apply_event(self, kind: str, target: str, value: int) -> None:
         cp, ns = self.cp, self.ns
-        if kind in (SCALE, ROLLOUT):
-            self.changed.append((time.time(), target))
+        if kind == ROLLOUT or (kind == SCALE and value < self.desired[target]):
+            self.moot.append((time.time(), target))
         if kind == SCALE:
+            self.desired[target] = value
             cp.kubectl("scale", "deployment", target, "-n", ns, f"--replicas={value}", check=False)
         elif kind == ROLLOUT:
             patch = {"spec": {"template": {"metadata": {"annotations": {"churn/rev": "2"}}}}}
@@ -286,6 +312,48 @@ class Replay:
             th.join(timeout=120)
 
     # -- sampling ------------------------------------------------------------------------------
+    def saw_ready(self, name: str, at: float) -> None:
+        """``name`` was Ready by ``at``: keep the earliest such time (an upper bound on when it
+        became Ready)."""
+        with self._lock:
+            if at < self.ready_at.get(name, math.inf):
+                self.ready_at[name] = at
+
+    def watch_ready(self) -> None:
+        """A WATCH of the namespace's pods: the moment an event shows a pod Ready bounds its
+        Ready time to milliseconds (the sampler's second would not tell an eviction made just
+        after a replacement became Ready from one made just before)."""
+        from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
+
+        kube = connect(str(self.cp.kubeconfig))
+        version = "0"
+        while not self._stop.is_set():
+            try:
+                for line in kube.watch_lines("pods", self.ns, version, 30):
+                    now = time.time()
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    version = meta.get("resourceVersion") or version
+                    if event.get("type") not in ("ADDED", "MODIFIED"):
+                        continue
+                    ready = next(
+                        (
+                            c
+                            for c in (obj.get("status") or {}).get("conditions") or ()
+                            if c.get("type") == "Ready" and c.get("status") == "True"
+                        ),
+                        None,
+                    )
+                    if ready is not None and meta.get("name"):
+                        self.saw_ready(meta["name"], ready_time(ready, now))
+                    if self._stop.is_set():
+                        break
+            except Exception:  # an expired version or a broken stream: watch again from now
+                version = "0"
+                self._stop.wait(0.2)
+        kube.close()
+
     def sample_loop(self, t0: float) -> None:
         from rebalancer.cluster.api.kubeclient import connect  # noqa: PLC0415
 
@@ -301,7 +369,7 @@ class Replay:
                 pods = None
             if pods is not None:
                 counts: dict[str, Counter[str]] = {w: Counter() for w in by_name}
-                ready_now: Counter[str] = Counter()
+                lost: Counter[str] = Counter()
                 for p in pods:
                     meta, spec, status = p["metadata"], p["spec"], p.get("status") or {}
                     app = (meta.get("labels") or {}).get("app", "")
@@ -309,14 +377,23 @@ class Replay:
                         continue
                     name = meta["name"]
                     self.first_seen.setdefault(name, (app, now))
-                    ready = any(
-                        c.get("type") == "Ready" and c.get("status") == "True"
-                        for c in status.get("conditions") or ()
+                    self.last_seen[name] = now
+                    ready = next(
+                        (
+                            c
+                            for c in status.get("conditions") or ()
+                            if c.get("type") == "Ready" and c.get("status") == "True"
+                        ),
+                        None,
                     )
-                    if ready and name not in self.ready_at:
-                        self.ready_at[name] = now
-                    if ready and not meta.get("deletionTimestamp"):
-                        ready_now[app] += 1
+                    if ready is not None:
+                        self.saw_ready(name, ready_time(ready, now))
+                    elif (
+                        ready is None
+                        and name in self.ready_at
+                        and not meta.get("deletionTimestamp")
+                    ):
+                        lost[app] += 1  # Ready once, not now, not going: a NotReady node
                     node = spec.get("nodeName")
                     if node in self.nodes and not meta.get("deletionTimestamp"):
                         counts[app][self.nodes[node]] += 1
@@ -325,7 +402,7 @@ class Replay:
                     skew = max(c[z] for z in zones) - min(c[z] for z in zones)
                     excess += max(0, skew - by_name[app].max_skew)
                 self.samples.append((now - t0, excess))
-                self.ready_counts.append((now, ready_now))
+                self.lost.append((now, lost))
             rss = rss_bytes(self.pid) if self.pid is not None else 0
             if rss:
                 self.rss.append((now - t0, rss / 2**20))
@@ -381,6 +458,8 @@ def tool_argv(
         sys.executable, "-m", "rebalancer", "run", "-n", ns, "--interval", interval,
         "--kubeconfig", str(kubeconfig), "-o", "json",
     ]  # fmt: skip
+    # its own Lease: rebalancer contestants running together must not wait for each other
+    argv += ["--lease-name", f"churn-{replay.tag}"]
     if has_flag("--verify-state-every"):
         argv += ["--verify-state-every", "1"]
     if contestant == "steer":
@@ -400,16 +479,22 @@ def steer_policy(stem: Path) -> Path:
 # Reading the audit log
 
 
-def tool_requests(cp: Any, user: str, since: float) -> list[dict[str, Any]]:
-    out = []
-    for ev in cp.audit_events():
-        who = (ev.get("user") or {}).get("username")
-        if who != user or ev.get("stage") != "ResponseComplete":
-            continue
-        if _rfc3339(ev["requestReceivedTimestamp"]) < since:
-            continue
-        out.append(ev)
-    return out
+def audited(cp: Any, since: float, until: float) -> list[dict[str, Any]]:
+    """The audit log's completed requests received from ``since`` to ``until``."""
+    return [
+        ev
+        for ev in cp.audit_events()
+        if ev.get("stage") == "ResponseComplete"
+        and since <= _rfc3339(ev["requestReceivedTimestamp"]) <= until
+    ]
+
+
+def tool_requests(events: Sequence[dict[str, Any]], user: str) -> list[dict[str, Any]]:
+    return [ev for ev in events if (ev.get("user") or {}).get("username") == user]
+
+
+def in_namespace(events: Sequence[dict[str, Any]], ns: str) -> list[dict[str, Any]]:
+    return [ev for ev in events if (ev.get("objectRef") or {}).get("namespace") == ns]
 
 
 def evictions_of(requests: Sequence[dict[str, Any]]) -> list[tuple[float, str]]:
@@ -475,49 +560,270 @@ def replacements(
     return out
 
 
-def thrash(matched: Sequence[tuple[float, str, str, str | None]]) -> int:
-    evicted_at = {pod: at for at, pod, _, _ in matched}
+def thrash(
+    matched: Sequence[tuple[float, str, str, str | None]], mine: set[str] | None = None
+) -> int:
+    """Evictions of ``mine`` (default: all) whose replacement ``mine`` evicted again within
+    :data:`THRASH_WINDOW`."""
+    evicted_at = {pod: at for at, pod, _, _ in matched if mine is None or pod in mine}
     return sum(
         1
-        for at, _, _, repl in matched
-        if repl is not None and repl in evicted_at and evicted_at[repl] - at <= THRASH_WINDOW
+        for at, pod, _, repl in matched
+        if pod in evicted_at
+        and repl is not None
+        and repl in evicted_at
+        and evicted_at[repl] - at <= THRASH_WINDOW
     )
 
 
+def ready_time(condition: dict[str, Any], seen: float) -> float:
+    """When a pod became Ready: its Ready condition's lastTransitionTime (whole seconds, so up
+    to a second early) plus one second, but no later than the sample that saw it Ready. An
+    upper bound: a pod is never taken for Ready before it was."""
+    stamp = condition.get("lastTransitionTime")
+    if not stamp:
+        return seen
+    try:
+        return min(seen, _rfc3339(str(stamp)) + 1.0)
+    except ValueError:
+        return seen
+
+
+def eviction_windows(
+    matched: Sequence[tuple[float, str, str, str | None]],
+    ready_at: dict[str, float],
+    last_seen: dict[str, float],
+    moot: Sequence[tuple[float, str]],
+    end: float,
+) -> dict[str, list[tuple[float, float, str]]]:
+    """Per workload, (from, to, pod) of each eviction: the evicted pod counts as unavailable
+    from its eviction until its replacement is Ready. A replacement that never became Ready
+    closes the window when it was last seen (deleted before Ready); no replacement at all (a
+    scale-down had already made it moot, or none was matched) closes it at the workload's next
+    scale-down or rollout after the eviction (which makes a replacement moot), else at
+    ``end``."""
+    out: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for at, pod, app, repl in matched:
+        later_moot = next((t for t, w in sorted(moot) if t > at and w == app), end)
+        if repl is not None and repl in ready_at:
+            until = ready_at[repl]
+        elif repl is not None and repl in last_seen:
+            until = min(last_seen[repl], later_moot)
+        else:
+            until = later_moot
+        out[app].append((at, max(at, min(until, end)), pod))
+    return dict(out)
+
+
+def most_at_once(windows: Sequence[tuple[float, float, str]]) -> int:
+    """The most windows [from, to) open at one time (one closing as another opens: not both)."""
+    edges = sorted(
+        [(start, 1) for start, stop, _ in windows if stop > start]
+        + [(stop, -1) for start, stop, _ in windows if stop > start]
+    )
+    level = top = 0
+    for _, step in edges:  # at one time, -1 sorts before +1
+        level += step
+        top = max(top, level)
+    return top
+
+
 def most_unavailable(
-    evictions: Sequence[tuple[float, str]],
-    first_seen: dict[str, tuple[str, float]],
-    ready_counts: Sequence[tuple[float, Counter[str]]],
-    changed: Sequence[tuple[float, str]],
+    windows: dict[str, list[tuple[float, float, str]]], mine: set[str]
 ) -> dict[str, int]:
-    """Per workload, the most of its evictions open at once. An eviction is open from its
-    time until the workload has as many Ready pods again as at the last sample before it, or
-    until the trace scales or rolls the workload out (then its replacement may be moot). No
-    replacement matching is needed; a scale-up's Ready pods can close one early."""
-    edges: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for at, pod in evictions:
-        app = first_seen.get(pod, ("", 0.0))[0]
-        before = [c[app] for t, c in ready_counts if t < at]
-        if not before:
-            continue
-        after = (t for t, c in ready_counts if t > at and c[app] >= before[-1])
-        end = min(
-            next(after, math.inf),
-            next((t for t, w in changed if t > at and w == app), math.inf),
-        )
-        edges[app] += [(at, 1), (end, -1)]
+    """Per workload, the most of its pods unavailable at once because of the evictions of
+    ``mine`` (the tool's evicted pods): what the tool's PDB compliance is judged by."""
     out = {}
-    for app, es in edges.items():
-        level = top = 0
-        for _, d in sorted(es, key=lambda e: (e[0], e[1])):
-            level += d
+    for app, ws in windows.items():
+        top = most_at_once([w for w in ws if w[2] in mine])
+        if top:
+            out[app] = top
+    return out
+
+
+def most_unavailable_overall(
+    windows: dict[str, list[tuple[float, float, str]]],
+    lost: Sequence[tuple[float, Counter[str]]],
+) -> dict[str, int]:
+    """Per workload, the most of its pods unavailable at once for any reason: every eviction's
+    window (the tool's and the trace's drain) plus, from each sample until the next, the pods
+    that were Ready once and are not now without going away (on a NotReady node). Pods of a
+    scale-up not yet Ready are not counted: no replica was taken away."""
+    samples = sorted(lost, key=lambda s: s[0])
+    times = [t for t, _ in samples]
+    out: dict[str, int] = {}
+    apps = set(windows) | {a for _, c in samples for a in c}
+    for app in apps:
+        ws = [w for w in windows.get(app, ()) if w[1] > w[0]]
+        points = sorted({w[0] for w in ws} | set(times))
+        top = 0
+        for t in points:
+            k = bisect.bisect_right(times, t) - 1
+            level = sum(1 for start, stop, _ in ws if start <= t < stop)
+            level += samples[k][1][app] if k >= 0 else 0
             top = max(top, level)
-        out[app] = top
+        if top:
+            out[app] = top
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 # One contestant
+
+
+class Contest:
+    """One contestant's replay and tool process, in phases: ``prepare`` (nodes, workloads,
+    kubeconfig), ``start`` (the tool, the sampler, the events), ``wait``, ``stop`` and
+    ``finish`` (the figures; the namespace and nodes deleted)."""
+
+    def __init__(
+        self,
+        cp: Any,
+        trace: Trace,
+        contestant: str,
+        *,
+        speedup: float,
+        interval: str,
+        descheduler: Path | None,
+    ) -> None:
+        self.cp = cp
+        self.result = Result(contestant)
+        self.replay = Replay(cp, trace, contestant, speedup=speedup)
+        self.interval = interval
+        self.descheduler = descheduler
+        self.argv: list[str] | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stem = OUT / self.replay.tag
+        self.since = 0.0
+        self.t0 = 0.0
+        self.stopped: float | None = None
+        self._files: list[Any] = []
+        self._threads: list[threading.Thread] = []
+
+    def prepare(self) -> bool:
+        """False (and the result says why) when the contestant cannot run here."""
+        OUT.mkdir(parents=True, exist_ok=True)
+        c = self.result.contestant
+        if c == "steer":
+            ok, why = steer_supported(steer_policy(self.stem))
+            if not ok:
+                self.result.skipped = f"steerScaleDown not supported by this rebalancer: {why}"
+                print(f"  steer: SKIPPED ({self.result.skipped})", file=sys.stderr, flush=True)
+                return False
+        self.replay.setup()
+        kubeconfig = tool_kubeconfig(self.cp, c)
+        self.argv = tool_argv(c, self.replay, kubeconfig, self.interval, self.descheduler)
+        return True
+
+    def launch(self) -> None:
+        """The tool's process (before the trace starts)."""
+        self.since = time.time()
+        if self.argv is not None:
+            out = self.stem.with_suffix(".out").open("wb")
+            err = self.stem.with_suffix(".err").open("wb")
+            self._files = [out, err]
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, cwd=ROOT)
+            self.replay.pid = self.proc.pid
+
+    def start(self, t0: float) -> None:
+        """The sampler and the trace's events, timed from ``t0``."""
+        self.t0 = t0
+        threading.Thread(target=self.replay.watch_ready, daemon=True).start()
+        for target in (self.replay.sample_loop, self.replay.replay_events):
+            th = threading.Thread(target=target, args=(t0,), daemon=True)
+            th.start()
+            self._threads.append(th)
+
+    def end_at(self) -> float:
+        return self.t0 + self.replay.trace.duration / self.replay.speedup + TAIL_SECONDS
+
+    def end_replay(self) -> None:
+        """The trace is over: stop sampling (the tool keeps running)."""
+        self.replay.ended = time.time()
+        self.replay._stop.set()
+        for th in self._threads:
+            th.join(timeout=120)
+        self.result.seconds = round(time.time() - self.t0, 1)
+
+    def stop(self) -> None:
+        if self.stopped is None:
+            self.stopped = time.time()
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                self.result.exit_code = proc.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                self.result.exit_code = proc.wait()
+        for fh in self._files:
+            fh.close()
+
+    def finish(self) -> Result:
+        # until the tool stopped: the idle measurement's fresh processes are not scored
+        score(self.cp, self.result, self.replay, self.since, self.stopped or time.time())
+        self.result.verify_differences = verify_differences(self.stem.with_suffix(".err"))
+        self.replay.cleanup()
+        print(f"  {self.result.contestant}: {summary_line(self.result)}", file=sys.stderr)
+        return self.result
+
+
+def seconds_of(interval: str) -> float:
+    """``5s``, ``2m``, ``500ms`` or a bare number of seconds."""
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if interval.endswith(suffix) and interval[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(interval[: -len(suffix)]) * factor
+    return float(interval)
+
+
+def idle_argv(argv: Sequence[str]) -> list[str]:
+    """The tool's command line as in production: without the bench's state check."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--verify-state-every":
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
+def measure_idle(
+    apiserver: int | None, contests: Sequence[Contest], window: float, interval: float
+) -> None:
+    """kube-apiserver CPU per idle interval, the trace over, the tools stopped and the cluster
+    quiet: first a window with no tool (the baseline), then each tool alone, started afresh
+    with its production flags (no ``--verify-state-every``), given two intervals to make its
+    first LISTs and watches, then a window. ``idle_cpu_ms`` is the tool's window minus the
+    baseline's, per interval (none for ``nothing``)."""
+    per = max(1.0, window / interval)
+    settle(apiserver)
+    cpu0 = cpu_seconds(apiserver)
+    time.sleep(window)
+    baseline = (cpu_seconds(apiserver) - cpu0) / per * 1000
+    for c in contests:
+        c.result.idle_baseline_ms = round(baseline, 1)
+        if c.argv is None:
+            continue
+        with c.stem.with_suffix(".idle.err").open("wb") as err:
+            proc = subprocess.Popen(
+                idle_argv(c.argv), stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT
+            )
+            try:
+                time.sleep(2 * interval + 3.0)
+                cpu0 = cpu_seconds(apiserver)
+                time.sleep(window)
+                spent = cpu_seconds(apiserver) - cpu0
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        c.result.idle_cpu_ms = round(spent / per * 1000 - baseline, 1)
 
 
 def run_contestant(
@@ -528,62 +834,82 @@ def run_contestant(
     speedup: float,
     interval: str,
     descheduler: Path | None = None,
+    idle_window: float = 0.0,
 ) -> Result:
-    OUT.mkdir(parents=True, exist_ok=True)
-    result = Result(contestant)
-    replay = Replay(cp, trace, contestant, speedup=speedup)
-    if contestant == "steer":
-        ok, why = steer_supported(steer_policy(OUT / replay.tag))
-        if not ok:
-            result.skipped = f"steerScaleDown not supported by this rebalancer: {why}"
-            print(f"  steer: SKIPPED ({result.skipped})", file=sys.stderr, flush=True)
-            return result
-    replay.setup()
-    kubeconfig = tool_kubeconfig(cp, contestant)
-    argv = tool_argv(contestant, replay, kubeconfig, interval, descheduler)
-    apiserver = apiserver_pid(str(cp.kubeconfig))
-    proc: subprocess.Popen[bytes] | None = None
-    since = time.time()
-    cpu0 = cpu_seconds(apiserver)
-    stem = OUT / replay.tag
-    with stem.with_suffix(".out").open("wb") as out, stem.with_suffix(".err").open("wb") as err:
-        if argv is not None:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT)
-            replay.pid = proc.pid
-        t0 = time.time()
-        sampler = threading.Thread(target=replay.sample_loop, args=(t0,), daemon=True)
-        sampler.start()
-        try:
-            replay.replay_events(t0)
-            end = t0 + trace.duration / speedup + TAIL_SECONDS
-            while time.time() < end:
-                time.sleep(min(1.0, end - time.time()))
-        finally:
-            if proc is not None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    result.exit_code = proc.wait(timeout=STOP_GRACE)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    result.exit_code = proc.wait()
-            replay._stop.set()
-            sampler.join(timeout=30)
-    result.seconds = round(time.time() - t0, 1)
-    result.apiserver_cpu_s = round(cpu_seconds(apiserver) - cpu0, 2)
-    score(cp, result, replay, since)
-    result.verify_differences = verify_differences(stem.with_suffix(".err"))
-    replay.cleanup()
-    print(f"  {contestant}: {summary_line(result)}", file=sys.stderr, flush=True)
+    """One contestant alone on the control plane."""
+    (result,) = run_together(
+        cp,
+        trace,
+        [contestant],
+        speedup=speedup,
+        interval=interval,
+        descheduler=descheduler,
+        idle_window=idle_window,
+    )
     return result
 
 
-def score(cp: Any, result: Result, replay: Replay, since: float) -> None:
+def run_together(
+    cp: Any,
+    trace: Trace,
+    contestants: Sequence[str],
+    *,
+    speedup: float,
+    interval: str,
+    descheduler: Path | None = None,
+    idle_window: float = 0.0,
+) -> list[Result]:
+    """The contestants at the same time, each on its own nodes and namespace, the trace
+    started for all at the same moment (kube-apiserver CPU over the replay is then shared:
+    recorded only for one contestant alone; the idle CPU is measured per tool)."""
+    contests = [
+        Contest(cp, trace, c, speedup=speedup, interval=interval, descheduler=descheduler)
+        for c in contestants
+    ]
+    ready = [c for c in contests if c.prepare()]
+    apiserver = apiserver_pid(str(cp.kubeconfig))
+    cpu0 = cpu_seconds(apiserver)
+    try:
+        for c in ready:
+            c.launch()
+        t0 = time.time()
+        for c in ready:
+            c.start(t0)
+        end = max((c.end_at() for c in ready), default=time.time())
+        while time.time() < end:
+            time.sleep(min(1.0, end - time.time()))
+        for c in ready:
+            c.end_replay()
+        replay_cpu = round(cpu_seconds(apiserver) - cpu0, 2)
+        if len(ready) == 1:
+            ready[0].result.apiserver_cpu_s = replay_cpu
+        for c in ready:
+            c.stop()
+        if idle_window > 0:
+            measure_idle(apiserver, ready, idle_window, seconds_of(interval))
+    finally:
+        for c in ready:
+            c.stop()
+    if idle_window <= 0:
+        time.sleep(2.0)  # the audit log's batch backend
+    for c in ready:
+        c.finish()
+    return [c.result for c in contests]
+
+
+def score(cp: Any, result: Result, replay: Replay, since: float, until: float) -> None:
     """The audit log's and the sampler's figures of one contestant, into ``result``."""
-    requests = tool_requests(cp, user_of(result.contestant), since)
+    events = audited(cp, since, until)
+    requests = tool_requests(events, user_of(result.contestant))
     evictions = evictions_of(requests)
-    matched = replacements(evictions, replay.first_seen)
+    mine = {pod for _, pod in evictions}
+    # Every eviction in the namespace (the tool's and the trace's drain), matched to
+    # replacements together so that no new pod is taken for two evictions' replacement.
+    everyone = evictions_of(in_namespace(events, replay.ns))
+    matched = replacements(everyone, replay.first_seen)
     result.evictions = len(evictions)
-    result.thrash = thrash(matched)
+    result.trace_evictions = len(everyone) - len(evictions)
+    result.thrash = thrash(matched, mine)
     result.http_429 = sum(
         1 for ev in requests if (ev.get("responseStatus") or {}).get("code") == 429
     )
@@ -593,9 +919,20 @@ def score(cp: Any, result: Result, replay: Replay, since: float) -> None:
         for ev in requests
         if ev.get("verb") == "delete" and (ev.get("objectRef") or {}).get("resource") == "pods"
     )
-    result.most_unavailable = most_unavailable(
-        evictions, replay.first_seen, replay.ready_counts, replay.changed
+    windows = eviction_windows(
+        matched, replay.ready_at, replay.last_seen, replay.moot, replay.ended or time.time()
     )
+    result.most_unavailable = most_unavailable(windows, mine)
+    start = (
+        replay.ended - replay.trace.duration / replay.speedup - TAIL_SECONDS
+        if replay.ended
+        else 0.0
+    )
+    result.tool_windows = {
+        app: [(round(a - start, 3), round(b - start, 3), pod) for a, b, pod in ws if pod in mine]
+        for app, ws in windows.items()
+    }
+    result.most_unavailable_overall = most_unavailable_overall(windows, replay.lost)
     result.pdb = {
         w.name: w.pdb_max_unavailable
         for w in replay.trace.workloads
@@ -624,46 +961,108 @@ def verify_differences(log: Path) -> int | None:
 # Output
 
 
+def unavailable_text(r: Result, workloads: Sequence[str]) -> str:
+    """Per workload ``tool/PDB (any cause)``: the tool's most at once against its PDB's
+    maxUnavailable (``-``: no PDB), and the most at once for any cause."""
+    return ", ".join(
+        f"{w} {r.most_unavailable.get(w, 0)}/{r.pdb.get(w, '-')} "
+        f"({r.most_unavailable_overall.get(w, 0)})"
+        for w in workloads
+    )
+
+
+def rss_text(r: Result) -> str:
+    rss = [m for _, m in r.rss_mib]
+    return f"{rss[0]:.0f}/{max(rss):.0f}/{rss[-1]:.0f}" if rss else "-"
+
+
 def summary_line(r: Result) -> str:
     if r.skipped:
         return f"skipped: {r.skipped}"
-    rss = [m for _, m in r.rss_mib]
-    unavailable = ",".join(
-        f"{w}:{r.most_unavailable.get(w, 0)}/{n}" for w, n in sorted(r.pdb.items())
-    )
+    workloads = sorted(set(r.pdb) | set(r.most_unavailable) | set(r.most_unavailable_overall))
+    idle = "-" if r.idle_cpu_ms is None else f"{r.idle_cpu_ms:.0f}"
+    replay = "-" if r.apiserver_cpu_s is None else f"{r.apiserver_cpu_s:.1f}"
     return (
-        f"skew-s {r.skew_seconds:.0f}, evictions {r.evictions}, thrash {r.thrash}, 429 "
-        f"{r.http_429}, DELETE {r.deletes}, unavailable/PDB {unavailable or '-'}, apiserver "
-        f"{r.apiserver_cpu_s:.1f} CPU-s, RSS "
-        + (f"{rss[0]:.0f}->{max(rss):.0f}->{rss[-1]:.0f} MiB" if rss else "-")
+        f"skew-s {r.skew_seconds:.0f}, evictions {r.evictions} (trace's own {r.trace_evictions}),"
+        f" thrash {r.thrash}, 429 {r.http_429}, DELETE {r.deletes}, unavailable tool/PDB (any"
+        f" cause) {unavailable_text(r, workloads) or '-'}, apiserver CPU-s over the replay "
+        f"{replay}, per idle interval {idle} ms, RSS first/max/last {rss_text(r)} MiB"
     )
 
 
-def table(rows: Sequence[Result]) -> str:
+def table(rows: Sequence[Result], run: int | None = None) -> str:
+    """One line per contestant (and run)."""
+    workloads = sorted({w for r in rows for w in (*r.pdb, *r.most_unavailable_overall)})
     head = (
-        f"{'contestant':<12} {'skew-s':>7} {'evict':>5} {'thrash':>6} {'429':>4} {'DELETE':>6} "
-        f"{'unavail/PDB':<16} {'apiserver CPU-s':>15} {'RSS first/max/last MiB':>23}"
+        f"{'contestant':<12} {'run':>3} {'skew-s':>7} {'evict':>5} {'thrash':>6} {'429':>4} "
+        f"{'DELETE':>6} {'idle ms':>7} {'(none)':>6} {'RSS MiB':>11}  unavailable tool/PDB (any "
+        "cause)"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         if r.skipped:
             lines.append(f"{r.contestant:<12} skipped: {r.skipped}")
             continue
-        rss = [m for _, m in r.rss_mib]
-        rss_text = f"{rss[0]:.0f}/{max(rss):.0f}/{rss[-1]:.0f}" if rss else "-"
-        unavailable = ",".join(
-            f"{w}:{r.most_unavailable.get(w, 0)}/{n}" for w, n in sorted(r.pdb.items())
-        )
+        idle = "-" if r.idle_cpu_ms is None else f"{r.idle_cpu_ms:.1f}"
+        base = "-" if r.idle_baseline_ms is None else f"{r.idle_baseline_ms:.1f}"
         lines.append(
-            f"{r.contestant:<12} {r.skew_seconds:>7.0f} {r.evictions:>5} {r.thrash:>6} "
-            f"{r.http_429:>4} {r.deletes:>6} {unavailable or '-':<16} "
-            f"{r.apiserver_cpu_s:>15.1f} {rss_text:>23}"
+            f"{r.contestant:<12} {run if run is not None else '':>3} {r.skew_seconds:>7.0f} "
+            f"{r.evictions:>5} {r.thrash:>6} {r.http_429:>4} {r.deletes:>6} {idle:>7} {base:>6} "
+            f"{rss_text(r):>11}  {unavailable_text(r, workloads)}"
         )
     return "\n".join(lines)
 
 
-def plot(rows: Sequence[Result], path: Path, title: str) -> bool:
-    """Skew above maxSkew over time, one line per contestant (needs the ``bench`` extra)."""
+def spread_of(values: Sequence[float]) -> str:
+    """``median [min-max]`` (one value: itself)."""
+    if not values:
+        return "-"
+    med = statistics.median(values)
+
+    def fmt(v: float) -> str:
+        return f"{v:.0f}" if abs(v) >= 10 or float(v).is_integer() else f"{v:.1f}"
+
+    if len(values) == 1 or min(values) == max(values):
+        return fmt(med)
+    return f"{fmt(med)} [{fmt(min(values))}-{fmt(max(values))}]"
+
+
+def summary(runs: Sequence[Sequence[Result]]) -> str:
+    """Per contestant over the runs: median [min-max] of each figure."""
+    by: dict[str, list[Result]] = defaultdict(list)
+    for rows in runs:
+        for r in rows:
+            if not r.skipped:
+                by[r.contestant].append(r)
+    workloads = sorted({w for rs in by.values() for r in rs for w in r.pdb})
+    head = (
+        f"{'contestant':<12} {'runs':>4} {'skew-s':>14} {'evictions':>12} {'thrash':>7} "
+        f"{'429':>5} {'DELETE':>6} {'idle CPU-ms':>12} {'(none)':>12} {'RSS first':>10} "
+        f"{'RSS last':>10}  " + "  ".join(f"{w} tool/PDB (any)" for w in workloads)
+    )
+    lines = [head, "-" * len(head)]
+    for c, rs in by.items():
+        unavailable = "  ".join(
+            f"{spread_of([r.most_unavailable.get(w, 0) for r in rs])}/{rs[0].pdb.get(w, '-')} "
+            f"({spread_of([r.most_unavailable_overall.get(w, 0) for r in rs])})"
+            for w in workloads
+        )
+        idle = [r.idle_cpu_ms for r in rs if r.idle_cpu_ms is not None]
+        base = [r.idle_baseline_ms for r in rs if r.idle_baseline_ms is not None]
+        lines.append(
+            f"{c:<12} {len(rs):>4} {spread_of([r.skew_seconds for r in rs]):>14} "
+            f"{spread_of([r.evictions for r in rs]):>12} {spread_of([r.thrash for r in rs]):>7} "
+            f"{spread_of([r.http_429 for r in rs]):>5} {spread_of([r.deletes for r in rs]):>6} "
+            f"{spread_of(idle):>12} {spread_of(base):>12} "
+            f"{spread_of([r.rss_mib[0][1] for r in rs if r.rss_mib]):>10} "
+            f"{spread_of([r.rss_mib[-1][1] for r in rs if r.rss_mib]):>10}  {unavailable}"
+        )
+    return "\n".join(lines)
+
+
+def plot(runs: Sequence[Sequence[Result]], path: Path, title: str) -> bool:
+    """Skew above maxSkew over time, one panel per run and one line per contestant (needs the
+    ``bench`` extra)."""
     try:
         import matplotlib  # noqa: PLC0415
 
@@ -672,20 +1071,25 @@ def plot(rows: Sequence[Result], path: Path, title: str) -> bool:
     except ImportError:
         print("matplotlib missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
         return False
-    fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
-    for r in rows:
-        if r.skipped or not r.skew:
-            continue
-        ax.step(
-            [t for t, _ in r.skew],
-            [e for _, e in r.skew],
-            where="post",
-            label=f"{r.contestant} ({r.skew_seconds:.0f} skew-s, {r.evictions} evictions)",
-        )
-    ax.set_xlabel("seconds since the trace started (sped up)")
-    ax.set_ylabel("skew above maxSkew (sum over hard views)")
-    ax.set_title(title)
-    ax.legend(loc="upper right", fontsize=8)
+    n = max(1, len(runs))
+    fig, axes = plt.subplots(n, 1, figsize=(9, 1.2 + 2.6 * n), dpi=100, sharex=True, squeeze=False)
+    for i, rows in enumerate(runs):
+        ax = axes[i][0]
+        for r in rows:
+            if r.skipped or not r.skew:
+                continue
+            ax.step(
+                [t for t, _ in r.skew],
+                [e for _, e in r.skew],
+                where="post",
+                label=f"{r.contestant} ({r.skew_seconds:.0f} skew-s, {r.evictions} evictions)",
+            )
+        ax.set_ylabel("skew above maxSkew")
+        if n > 1:
+            ax.set_title(f"run {i + 1}", fontsize=9, loc="left")
+        ax.legend(loc="upper right", fontsize=7)
+    axes[-1][0].set_xlabel("seconds since the trace started (sped up)")
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -701,22 +1105,57 @@ def run_all(
     speedup: float,
     interval: str,
     descheduler: Path | None = None,
+    parallel: bool = False,
+    idle_window: float = 0.0,
 ) -> list[Result]:
-    """Every contestant on the same trace, one after the other, on the control plane ``cp``
-    (``e2e.cluster.controlplane.ControlPlane``: node_manifest, audit log, tokens)."""
+    """Every contestant on the same trace on the control plane ``cp``
+    (``e2e.cluster.controlplane.ControlPlane``: node_manifest, audit log, tokens): one after
+    the other, or with ``parallel`` all at once (each on its own nodes and namespace)."""
     cp.kubectl("create", "namespace", TOOL_NAMESPACE, check=False)  # and run's Lease
+    options: dict[str, Any] = {
+        "speedup": speedup,
+        "interval": interval,
+        "descheduler": descheduler,
+        "idle_window": idle_window,
+    }
+    if parallel:
+        print(f"contestants {', '.join(contestants)} together ({trace.name}, speed-up "
+              f"{speedup})", file=sys.stderr, flush=True)  # fmt: skip
+        return run_together(cp, trace, contestants, **options)
     rows = []
     for c in contestants:
         print(f"contestant {c} ({trace.name}, speed-up {speedup})", file=sys.stderr, flush=True)
-        rows.append(
-            run_contestant(
-                cp, trace, c, speedup=speedup, interval=interval, descheduler=descheduler
-            )
-        )
+        rows.append(run_contestant(cp, trace, c, **options))
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def result_of(doc: dict[str, Any]) -> Result:
+    r = Result(**{k: v for k, v in doc.items() if k in Result.__dataclass_fields__})
+    r.rss_mib = [(t, m) for t, m in r.rss_mib]
+    r.skew = [(t, e) for t, e in r.skew]
+    return r
+
+
+def report(doc: dict[str, Any], png: Path | None) -> None:
+    """The tables (every run, then median and range) and the plot of a results document."""
+    runs = [[result_of(r) for r in rows] for rows in doc["runs"]]
+    mode = "together" if doc.get("parallel") else "one after the other"
+    title = (
+        f"churn trace {doc['trace']}, speed-up {doc['speedup']:g}, interval {doc['interval']}, "
+        f"{len(runs)} run(s), contestants {mode}"
+    )
+    print(title)
+    for i, rows in enumerate(runs, start=1):
+        print(table(rows, i))
+    if len(runs) > 1:
+        print("\nmedian [min-max] over the runs")
+        print(summary(runs))
+    print(f"machine: {doc['machine']}, shared: timings are noisy")
+    if png is not None and plot(runs, png, title):
+        print(f"wrote {png}", file=sys.stderr)
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--short", action="store_true", help="the e2e trace: one Deployment")
     ap.add_argument("--seed", type=int, default=1)
@@ -724,55 +1163,79 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speedup", type=float, default=None, help="default 3 (full), 2 (short)")
     ap.add_argument("--interval", default="5s", help="the tools' interval (real seconds)")
     ap.add_argument("--contestants", default=",".join(CONTESTANTS))
+    ap.add_argument("--repeat", type=int, default=1, help="runs of the same trace")
+    ap.add_argument(
+        "--parallel", action="store_true", help="the contestants at once (own nodes each)"
+    )
+    ap.add_argument(
+        "--idle-window",
+        type=float,
+        default=None,
+        help="seconds of idle apiserver CPU per tool after the trace (default 3 intervals)",
+    )
+    ap.add_argument("--report", default=None, help="print and plot a results file; run nothing")
     ap.add_argument("--out", default=None)
     ap.add_argument("--plot", default=None)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
+    stem = "churn-short" if args.short else "churn"
+    out = Path(args.out or RESULTS / f"{stem}.json")
+    png = Path(args.plot or ROOT / "docs" / f"{stem}-skew.png")
+    if args.report:
+        report(json.loads(Path(args.report).read_text()), png)
+        return 0
     trace = short_trace() if args.short else full_trace(args.seed, args.duration)
     speedup = args.speedup or (2.0 if args.short else 3.0)
     contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
     unknown = sorted(set(contestants) - set(CONTESTANTS))
     if unknown:
         ap.error(f"--contestants: unknown {unknown}; known: {', '.join(CONTESTANTS)}")
-    stem = "churn-short" if args.short else "churn"
-    out = Path(args.out or RESULTS / f"{stem}.json")
-    png = Path(args.plot or ROOT / "docs" / f"{stem}-skew.png")
+    if args.repeat < 1:
+        ap.error(f"--repeat: {args.repeat}: must be at least 1")
+    idle_window = 3 * seconds_of(args.interval) if args.idle_window is None else args.idle_window
     descheduler = build_descheduler() if "descheduler" in contestants else None
     from e2e.cluster.controlplane import ControlPlane, build  # noqa: PLC0415
 
+    doc: dict[str, Any] = {
+        "machine": machine(),
+        "trace": trace.name,
+        "speedup": speedup,
+        "interval": args.interval,
+        "parallel": args.parallel,
+        "idle_window": idle_window,
+        "events": [ev.describe() for ev in trace.events],
+        "runs": [],
+    }
     cp = ControlPlane(build(quiet=True), node_count=0)
     cp.start()
     print(f"control plane up in {cp.startup_seconds}s; run dir {cp.run_dir}", file=sys.stderr)
     for ev in trace.events:
         print(f"  trace {ev.describe()}", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
     try:
         cp.assert_own_cluster(cp.kubeconfig)
-        rows = run_all(
-            cp, trace, contestants, speedup=speedup, interval=args.interval, descheduler=descheduler
-        )
+        for i in range(args.repeat):
+            print(f"run {i + 1} of {args.repeat}", file=sys.stderr, flush=True)
+            try:
+                rows = run_all(
+                    cp, trace, contestants, speedup=speedup, interval=args.interval,
+                    descheduler=descheduler, parallel=args.parallel, idle_window=idle_window,
+                )  # fmt: skip
+            except Exception as exc:  # one failed run: say so and go on with the next
+                print(f"run {i + 1} FAILED: {exc!r}", file=sys.stderr, flush=True)
+                doc.setdefault("failed", []).append(f"run {i + 1}: {exc!r}")
+                continue
+            doc["runs"].append([asdict(r) for r in rows])
+            out.write_text(json.dumps(doc, indent=1) + "\n")  # each run saved as it ends
+            print(table(rows, i + 1), file=sys.stderr, flush=True)
     finally:
         cp.stop()
-    title = f"churn trace {trace.name}, speed-up {speedup:g}, interval {args.interval}"
-    print(title)
-    print(table(rows))
-    print(f"machine: {os.cpu_count()} cores, {machine()['mem_gib']} GiB, shared: timings are noisy")
-    if plot(rows, png, title):
-        print(f"wrote {png}", file=sys.stderr)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "machine": machine(),
-                "trace": trace.name,
-                "speedup": speedup,
-                "interval": args.interval,
-                "events": [ev.describe() for ev in trace.events],
-                "results": [asdict(r) for r in rows],
-            },
-            indent=1,
-        )
-        + "\n"
-    )
     print(f"wrote {out}", file=sys.stderr)
+    report(doc, png)
     return 0
 
 

@@ -49,7 +49,7 @@ fi
 phase "e2e: build control plane (cached)"
 bash e2e/cluster/build.sh
 
-REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_lifecycle.py)
+REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_steer.py e2e/test_realnodes_lifecycle.py)
 # Real kubelet nodes need root and cgroup v1 controllers; without them the real-node tests
 # skip themselves with the reason (shown by -rs).
 real_nodes_unsupported=$("$PY" -c 'from e2e.cluster.realnodes import host_support; print(host_support() or "")')

@@ -1,14 +1,26 @@
 """bench.churn's own arithmetic and its trace (figures derived by hand): the trace is the same
 for a seed, replacements are matched within 5 s, thrash and unavailability are counted as
-documented, and a 429 loop is three 429s in a row for one object."""
+documented (the tool's unavailability apart from the trace's), the median and range are
+right, and a 429 loop is three 429s in a row for one object."""
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
-from bench.churn import loops_429, most_unavailable, replacements, thrash
+from bench.churn import (
+    eviction_windows,
+    loops_429,
+    most_at_once,
+    most_unavailable,
+    most_unavailable_overall,
+    ready_time,
+    replacements,
+    spread_of,
+    thrash,
+)
 from bench.trace import DRAIN, ROLLOUT, SCALE, UNCORDON, ZONE_DOWN, ZONE_UP, full_trace, short_trace
 
 
@@ -47,21 +59,86 @@ def test_replacements_are_the_first_new_pods_within_5_seconds() -> None:
     assert thrash(matched) == 1  # r1, a's replacement, evicted 10 s later
 
 
-def test_most_unavailable_counts_open_evictions_from_ready_counts() -> None:
-    """a at 10 s (5 Ready before) is open until 5 are Ready again (14.5 s); b at 12 s (4 Ready
-    before) until 13.5 s: both open at once from 12 to 13.5. A scale of web at 11 s closes a."""
-    ready = [
-        (9.5, Counter(web=5)),
-        (10.5, Counter(web=4)),
-        (11.5, Counter(web=4)),
-        (12.5, Counter(web=3)),
-        (13.5, Counter(web=4)),
-        (14.5, Counter(web=5)),
-    ]
-    evictions = [(10.0, "a"), (12.0, "b")]
-    assert most_unavailable(evictions, SEEN, ready, []) == {"web": 2}
-    assert most_unavailable(evictions, SEEN, ready, [(11.0, "web")]) == {"web": 1}
-    assert most_unavailable(evictions, SEEN, ready, [(11.0, "api")]) == {"web": 2}
+# A hand-built timeline of web (PDB maxUnavailable 1), times in seconds. The tool evicts a,
+# c, d, e and f; the trace's drain evicts b; a pod is on a NotReady node around 12 s.
+TIMELINE_SEEN = {
+    **dict.fromkeys("abcdef", ("web", 0.0)),
+    "r1": ("web", 10.4),  # a's replacement, Ready at 12.0
+    "r2": ("web", 11.3),  # b's, Ready at 16.0
+    "r3": ("web", 12.5),  # c's, Ready at 13.0
+    "r4": ("web", 50.5),  # e's, never Ready, gone after 52.0
+}
+TOOL = {"a", "c", "d", "e", "f"}
+ALL_EVICTIONS = [(10.0, "a"), (11.0, "b"), (12.0, "c"), (40.0, "d"), (50.0, "e"), (55.0, "f")]
+READY = {"r1": 12.0, "r2": 16.0, "r3": 13.0}
+LAST_SEEN = {"r1": 60.0, "r2": 60.0, "r3": 60.0, "r4": 52.0}
+MOOT = [(19.0, "web"), (43.0, "web")]  # scale-downs
+LOST = [(11.5, Counter(web=1)), (12.5, Counter(web=1)), (13.5, Counter())]
+
+
+def test_eviction_windows_run_until_the_replacement_is_ready() -> None:
+    """a until r1 Ready (12); b until r2 (16); c until r3 (13); d had no replacement: until the
+    scale-down at 43 (the one at 19 came before it); e's replacement was never Ready: until it
+    was last seen (52); f: no replacement and nothing after it: until the end (60)."""
+    matched = replacements(ALL_EVICTIONS, TIMELINE_SEEN)
+    assert [(pod, repl) for _, pod, _, repl in matched] == [
+        ("a", "r1"), ("b", "r2"), ("c", "r3"), ("d", None), ("e", "r4"), ("f", None),
+    ]  # fmt: skip
+    windows = eviction_windows(matched, READY, LAST_SEEN, MOOT, 60.0)
+    assert windows == {
+        "web": [
+            (10.0, 12.0, "a"), (11.0, 16.0, "b"), (12.0, 13.0, "c"),
+            (40.0, 43.0, "d"), (50.0, 52.0, "e"), (55.0, 60.0, "f"),
+        ]
+    }  # fmt: skip
+
+
+def test_the_tools_unavailability_is_told_apart_from_the_traces() -> None:
+    """The tool evicted one at a time (c at 12.0, just as a's replacement became Ready:
+    windows [10, 12) and [12, 13) do not overlap): 1, within the PDB. Any cause: at 11.5 to
+    12.5, the drain's b, one of the tool's and the pod on the NotReady node: 3."""
+    windows = eviction_windows(
+        replacements(ALL_EVICTIONS, TIMELINE_SEEN), READY, LAST_SEEN, MOOT, 60.0
+    )
+    assert most_unavailable(windows, TOOL) == {"web": 1}
+    assert most_unavailable_overall(windows, LOST) == {"web": 3}
+    assert most_unavailable_overall(windows, []) == {"web": 2}  # a+b, then b+c
+    assert most_unavailable(windows, {"b"}) == {"web": 1}
+    assert most_unavailable(windows, set()) == {}
+    # r1 Ready only at 12.5: c was evicted while a's replacement was not Ready yet -> 2.
+    late = eviction_windows(
+        replacements(ALL_EVICTIONS, TIMELINE_SEEN),
+        {**READY, "r1": 12.5},
+        LAST_SEEN,
+        MOOT,
+        60.0,
+    )
+    assert most_unavailable(late, TOOL) == {"web": 2}
+
+
+def test_most_at_once_counts_half_open_windows() -> None:
+    assert most_at_once([]) == 0
+    assert most_at_once([(0.0, 0.0, "x")]) == 0  # closed as it opened: never unavailable
+    assert most_at_once([(0.0, 2.0, "x"), (2.0, 3.0, "y")]) == 1
+    assert most_at_once([(0.0, 2.0, "x"), (1.9, 3.0, "y"), (1.0, 1.5, "z")]) == 2
+    assert most_at_once([(0.0, 5.0, "x"), (1.0, 4.0, "y"), (2.0, 3.0, "z")]) == 3
+
+
+def test_thrash_counts_only_the_tools_own_evictions_again() -> None:
+    """The drain evicted b; the tool then evicted b's replacement r2: not the tool's thrash."""
+    matched = [(10.0, "b", "web", "r2"), (30.0, "r2", "web", "r5"), (700.0, "r5", "web", None)]
+    assert thrash(matched, {"r2"}) == 0
+    assert thrash(matched) == 1  # r2 within 10 minutes of b; r5 670 s after r2: not thrash
+    assert thrash(matched, {"b", "r2"}) == 1
+
+
+def test_ready_time_is_the_transition_rounded_up_but_not_after_it_was_seen() -> None:
+    stamp = "2026-11-25T10:00:05Z"
+    t = datetime(2026, 11, 25, 10, 0, 5, tzinfo=UTC).timestamp()
+    assert ready_time({"lastTransitionTime": stamp}, t + 1.7) == t + 1.0
+    assert ready_time({"lastTransitionTime": stamp}, t + 0.4) == t + 0.4
+    assert ready_time({}, t + 3.0) == t + 3.0
+    assert ready_time({"lastTransitionTime": "soon"}, t + 3.0) == t + 3.0
 
 
 def _answer(name: str, code: int) -> dict[str, Any]:
@@ -74,3 +151,12 @@ def test_a_429_loop_is_three_in_a_row_for_one_object() -> None:
     assert loops_429(answers) == 0
     answers += [_answer("q", 429), _answer("q", 429)]
     assert loops_429(answers) == 1
+
+
+def test_spread_of_gives_the_median_and_range() -> None:
+    assert spread_of([]) == "-"
+    assert spread_of([4]) == "4"
+    assert spread_of([3, 3]) == "3"
+    assert spread_of([10, 2, 7]) == "7 [2-10]"
+    assert spread_of([1.5, 2.5]) == "2 [1.5-2.5]"
+    assert spread_of([236.0, 330.0]) == "283 [236-330]"
