@@ -86,17 +86,8 @@ class _WatchedHTTPConnection(HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _WatchedHTTPSConnection(HTTPSConnection):
-    """The TLS form of :class:`_WatchedHTTPConnection`."""
-
-    def connect(self) -> None:
-        _connect_budget(self)
-        super().connect()
-        _attach(self)
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _attach(self)
-        super().request(*args, **kwargs)
+class _WatchedHTTPSConnection(_WatchedHTTPConnection, HTTPSConnection):
+    """The TLS form of :class:`_WatchedHTTPConnection` (its methods come first in the MRO)."""
 
 
 def _connect_budget(conn: HTTPConnection) -> None:
@@ -391,20 +382,12 @@ class Kube:
     ) -> Response:
         response = self.request(method, path, query=query, body=body, accept=accept)
         if response.status >= 400:
-            self._fail(
-                response.status,
-                response.body,
-                status_of,
-                verb=verb,
-                resource=resource,
-                namespace=namespace,
-            )
+            self._fail(response, status_of, verb=verb, resource=resource, namespace=namespace)
         return response
 
     @staticmethod
     def _fail(
-        status: int,
-        body: bytes,
+        answer: Response | _Again,
         status_of: StatusOf | None,
         *,
         verb: str,
@@ -413,10 +396,12 @@ class Kube:
     ) -> NoReturn:
         """Raise the error of an error answer (:func:`errors.for_status`), its body read as
         JSON, or by ``status_of`` when the caller asked for another encoding."""
-        fields = status_of(body) if status_of is not None else None
+        fields = status_of(answer.body) if status_of is not None else None
         if fields is None:
-            fields = Response(status, body).json()
-        raise errors.for_status(status, fields, verb=verb, resource=resource, namespace=namespace)
+            fields = Response(answer.status, answer.body).json()
+        raise errors.for_status(
+            answer.status, fields, verb=verb, resource=resource, namespace=namespace
+        )
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -509,14 +494,7 @@ class Kube:
                     if error is not None:
                         raise error
         except _Again as last:  # not to retry, or retries spent: its error
-            self._fail(
-                last.status,
-                last.body,
-                status_of,
-                verb="list",
-                resource=spec.rbac_name,
-                namespace=scoped,
-            )
+            self._fail(last, status_of, verb="list", resource=spec.rbac_name, namespace=scoped)
 
     def _stream_once(
         self, path: str, accept: str, expect: str
@@ -627,8 +605,7 @@ class Kube:
         if int(response.status) >= 400:
             body = self._body(response, f"WATCH {path}", ERROR_BODY_BYTES)
             self._fail(
-                int(response.status),
-                body,
+                Response(int(response.status), body),
                 None,
                 verb="watch",
                 resource=spec.rbac_name,
@@ -681,14 +658,7 @@ class Kube:
         if response.status == 404:
             return None
         if response.status >= 400:
-            self._fail(
-                response.status,
-                response.body,
-                None,
-                verb="get",
-                resource=resource,
-                namespace=namespace,
-            )
+            self._fail(response, None, verb="get", resource=resource, namespace=namespace)
         return response.json()
 
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
@@ -724,14 +694,7 @@ class Kube:
             body=body,
         )
         if response.status in (401, 403):
-            self._fail(
-                response.status,
-                response.body,
-                None,
-                verb="create",
-                resource="pods/eviction",
-                namespace=namespace,
-            )
+            self._fail(response, None, verb="create", resource="pods/eviction", namespace=namespace)
         answer = response.json()
         wait = retry_after(response.headers)
         if response.status == 429 and wait is not None:
