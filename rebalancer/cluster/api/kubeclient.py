@@ -317,20 +317,7 @@ class Kube:
         headers: dict[str, str],
     ) -> Response:
         try:
-            _, url, headers, _, _ = self._api.param_serialize(
-                method,
-                path,
-                query_params=list(query) or None,
-                header_params=headers,
-                auth_settings=["BearerToken"],
-            )
-            raw = self._api.call_api(
-                method,
-                url,
-                header_params=headers,
-                body=dict(body) if body is not None else None,
-                _request_timeout=self.timeout,  # the read timeout bounds each recv
-            )
+            raw = self._call(method, path, query, headers, body=body)
             data = self._body(raw.response, f"{method} {path}")
             status = int(raw.status)
             response_headers = {str(k): str(v) for k, v in (raw.getheaders() or {}).items()}
@@ -348,6 +335,32 @@ class Kube:
             )
             raise unreachable(f"cannot reach {self.server} ({method} {path}): {cause}") from exc
         return Response(status, data or b"", response_headers)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        headers: dict[str, str],
+        *,
+        body: Mapping[str, Any] | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """Send one request through the client; its answer, the body not read yet."""
+        _, url, headers, _, _ = self._api.param_serialize(
+            method,
+            path,
+            query_params=list(query) or None,
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        return self._api.call_api(
+            method,
+            url,
+            header_params=headers,
+            body=dict(body) if body is not None else None,
+            _request_timeout=timeout or self.timeout,  # the read timeout bounds each recv
+        )
 
     def _body(self, response: Any, request: str, limit: int | None = None) -> bytes:
         """The whole body of a urllib3 response, read in chunks and refused past ``limit``
@@ -413,33 +426,7 @@ class Kube:
         continue_token: str | None,
     ) -> bytes:
         """One page of a LIST as raw JSON bytes (the reader's transport)."""
-        return self._list_page(resource, namespace, limit, continue_token, accept=JSON).body
-
-    def _list_page(
-        self,
-        resource: str,
-        namespace: str | None,
-        limit: int,
-        continue_token: str | None,
-        *,
-        accept: str,
-        status_of: StatusOf | None = None,
-    ) -> Response:
-        spec = RESOURCES_BY_NAME[resource]
-        query = [("limit", str(limit))]
-        if continue_token:
-            query.append(("continue", continue_token))
-        scoped = namespace if spec.namespaced else None
-        return self._checked(
-            "GET",
-            spec.path(scoped),
-            verb="list",
-            resource=spec.rbac_name,
-            namespace=scoped,
-            query=query,
-            accept=accept,
-            status_of=status_of,
-        )
+        return self.list_page_as(resource, namespace, limit, continue_token, accept=JSON)[1]
 
     def list_page_as(
         self,
@@ -454,8 +441,20 @@ class Kube:
         """One page of a LIST asking for ``accept``: the answer's media type (its
         Content-Type without parameters) and its body, as sent. Deciding what to make of
         them is the reader's (:mod:`rebalancer.cluster.read.encoding`)."""
-        response = self._list_page(
-            resource, namespace, limit, continue_token, accept=accept, status_of=status_of
+        spec = RESOURCES_BY_NAME[resource]
+        query = [("limit", str(limit))]
+        if continue_token:
+            query.append(("continue", continue_token))
+        scoped = namespace if spec.namespaced else None
+        response = self._checked(
+            "GET",
+            spec.path(scoped),
+            verb="list",
+            resource=spec.rbac_name,
+            namespace=scoped,
+            query=query,
+            accept=accept,
+            status_of=status_of,
         )
         return media_type(response.headers), response.body
 
@@ -559,16 +558,7 @@ class Kube:
     ) -> Any:
         """Send a GET of ``path`` asking for ``accept``; the urllib3 response, body not read."""
         try:
-            _, url, headers, _, _ = self._api.param_serialize(
-                "GET",
-                path,
-                query_params=list(query) or None,
-                header_params={"Accept": accept},
-                auth_settings=["BearerToken"],
-            )
-            raw = self._api.call_api(
-                "GET", url, header_params=headers, _request_timeout=timeout or self.timeout
-            )
+            raw = self._call("GET", path, query, {"Accept": accept}, timeout=timeout)
         except ApiException as exc:
             raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
         return raw.response
