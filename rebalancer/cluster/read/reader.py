@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from types import TracebackType
 from typing import Any, Final, Protocol
 
 import orjson
@@ -731,12 +730,7 @@ class PageFetcher:
             self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def stop(self) -> None:
