@@ -440,7 +440,7 @@ def _read_once(
                 if fetched.requested is None:  # no list snapshot yet to read it again from
                     return Declined("the first page of pods does not decode exactly")
                 pages += 1
-                raw = _again_as_json(
+                raw = again_as_json(
                     list_page, fetched, resource, namespace=namespace, size=page_size, token=token
                 )
             else:
@@ -552,7 +552,7 @@ def _add_listed(fast: ProtoBuilder, raw_items: Sequence[Any], resource: Resource
     return len(raw_items)
 
 
-def _again_as_json(
+def again_as_json(
     list_page: ListPage,
     page: ProtoPage,
     resource: Resource,
