@@ -505,26 +505,24 @@ class Executor:
         self, e: Eviction, status: int, answer: Mapping[str, Any], attempts: int
     ) -> EvictionResult:
         message = _message(answer, status)
-        if status in (200, 201):
-            if self.settings.server_dry_run:
-                return EvictionResult(
-                    e, Outcome.WOULD_EVICT, "server dry run: accepted", status, attempts
-                )
-            return EvictionResult(e, Outcome.EVICTED, "evicted", status, attempts)
-        if status == 404:
-            return EvictionResult(e, Outcome.GONE, f"pod-gone: {message}", status, attempts)
-        if status == 409:
-            return EvictionResult(e, Outcome.CONFLICT, f"pod changed: {message}", status, attempts)
-        if status == 429:
-            if _disruption_budget_cause(answer):
-                detail = "; ".join(_causes(answer)) or message
-                return EvictionResult(e, Outcome.BLOCKED_BY_PDB, f"pdb: {detail}", status, attempts)
-            return EvictionResult(e, Outcome.FAILED, f"throttled: {message}", status, attempts)
-        if status >= 500 and _multiple_pdbs(answer):
-            return EvictionResult(
-                e, Outcome.BLOCKED_BY_PDB, f"multiple-pdbs: {message}", status, attempts
-            )
-        return EvictionResult(e, Outcome.FAILED, f"HTTP {status}: {message}", status, attempts)
+        if status in (200, 201) and self.settings.server_dry_run:
+            outcome, detail = Outcome.WOULD_EVICT, "server dry run: accepted"
+        elif status in (200, 201):
+            outcome, detail = Outcome.EVICTED, "evicted"
+        elif status == 404:
+            outcome, detail = Outcome.GONE, f"pod-gone: {message}"
+        elif status == 409:
+            outcome, detail = Outcome.CONFLICT, f"pod changed: {message}"
+        elif status == 429 and _disruption_budget_cause(answer):
+            causes = "; ".join(_causes(answer)) or message
+            outcome, detail = Outcome.BLOCKED_BY_PDB, f"pdb: {causes}"
+        elif status == 429:
+            outcome, detail = Outcome.FAILED, f"throttled: {message}"
+        elif status >= 500 and _multiple_pdbs(answer):
+            outcome, detail = Outcome.BLOCKED_BY_PDB, f"multiple-pdbs: {message}"
+        else:
+            outcome, detail = Outcome.FAILED, f"HTTP {status}: {message}"
+        return EvictionResult(e, outcome, detail, status, attempts)
 
     def _post(self, e: Eviction, body: Mapping[str, Any]) -> _Posted:
         """One eviction, retried on 5xx and connection errors."""
