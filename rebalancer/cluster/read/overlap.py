@@ -86,11 +86,8 @@ class SidePages:
         del raw
         recorder = self._recorder
         recorder.entries = []
-        whole = True
-        for item in items:
-            if not self._fast.add_listed(item, resource.kind):
-                whole = False
-                break
+        # all() stops at the first item that is not an object, as the sequential read does.
+        whole = all(self._fast.add_listed(item, resource.kind) for item in items)
         entries, recorder.entries = recorder.entries, []
         return Prepared(resource, entries, len(items), token, whole)
 
