@@ -129,6 +129,32 @@ def test_no_answer_at_all_is_unknown_not_an_error() -> None:
     assert set(GATES) == set(DEFAULTS[37])
 
 
+@pytest.mark.parametrize("answer", [b"[]", b"null", b"not json", b'"text"'])
+def test_answers_that_are_not_json_objects_are_not_known(answer: bytes) -> None:
+    """Every answer read as JSON: anything but an object is no answer, never an error."""
+    get, asked = _server(
+        {
+            "/version": (200, answer),
+            "/apis/scheduling.k8s.io": (200, answer),
+        }
+    )
+    info = read_server_info(get)
+    assert (info.version, info.minor, info.gates_from, info.workload_api) == (
+        None,
+        None,
+        "unknown",
+        None,
+    )
+    get, asked = _server(
+        {
+            "/apis/scheduling.k8s.io": (200, GROUP),
+            "/apis/scheduling.k8s.io/v1beta1": (200, answer),
+        }
+    )
+    assert read_server_info(get).workload_api is None
+    assert asked[-1] == "/apis/scheduling.k8s.io/v1beta1"
+
+
 def test_plan_json_ends_with_the_server_field_and_keeps_the_other_keys_in_order() -> None:
     from rebalancer.cli.render import plan_data, render_plan  # noqa: PLC0415
     from rebalancer.cluster.act.runner import EMPTY_PLAN  # noqa: PLC0415

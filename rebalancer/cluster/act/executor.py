@@ -133,43 +133,34 @@ def eviction_body(
 # -- reading API objects (dicts) ---------------------------------------------------------------
 
 
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = obj.get("metadata")
-    return value if isinstance(value, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = obj.get("spec")
+def _part(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``obj[key]`` (``metadata``, ``spec``, ``status``) when it is a mapping, else empty."""
+    value = obj.get(key)
     return value if isinstance(value, Mapping) else {}
 
 
 def _own_grace(pod: Mapping[str, Any]) -> int | None:
     """The pod's ``spec.terminationGracePeriodSeconds``; None when unset or not an integer."""
-    value = _spec(pod).get("terminationGracePeriodSeconds")
+    value = _part(pod, "spec").get("terminationGracePeriodSeconds")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = obj.get("status")
-    return value if isinstance(value, Mapping) else {}
-
-
 def _condition(obj: Mapping[str, Any], kind: str) -> str | None:
-    for condition in _status(obj).get("conditions") or ():
+    for condition in _part(obj, "status").get("conditions") or ():
         if isinstance(condition, Mapping) and condition.get("type") == kind:
             return str(condition.get("status"))
     return None
 
 
 def _controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for ref in _metadata(pod).get("ownerReferences") or ():
+    for ref in _part(pod, "metadata").get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller"):
             return ref
     return None
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    labels = _metadata(obj).get("labels")
+    labels = _part(obj, "metadata").get("labels")
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
 
 
@@ -182,7 +173,7 @@ def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None
         return SkipReason(
             SkipCode.NODE_NOT_READY, f"node {name} is NotReady (Ready={ready or 'missing'})"
         )
-    for taint in _spec(node).get("taints") or ():
+    for taint in _part(node, "spec").get("taints") or ():
         if isinstance(taint, Mapping) and taint.get("key") in (UNREACHABLE_TAINT, NOT_READY_TAINT):
             return SkipReason(
                 SkipCode.NODE_NOT_READY, f"node {name} has the {taint.get('key')} taint"
@@ -196,7 +187,7 @@ def pod_problem(
     expected_labels: Mapping[str, str] | None,
 ) -> SkipReason | None:
     """Why the re-read pod no longer matches the plan's premise, or None."""
-    meta = _metadata(pod)
+    meta = _part(pod, "metadata")
     uid = meta.get("uid")
     key = eviction.key
     if uid != eviction.uid:
@@ -205,7 +196,7 @@ def pod_problem(
         )
     if meta.get("deletionTimestamp"):
         return SkipReason(SkipCode.TERMINATING, f"{key} is already terminating")
-    node = _spec(pod).get("nodeName")
+    node = _part(pod, "spec").get("nodeName")
     if node != eviction.node:
         return SkipReason(
             SkipCode.MOVED, f"{key} is on node {node}, the plan saw it on {eviction.node}"
@@ -218,8 +209,8 @@ def pod_problem(
 def _is_ready(pod: Mapping[str, Any]) -> bool:
     """Scheduled, not terminating, and Ready."""
     return (
-        not _metadata(pod).get("deletionTimestamp")
-        and bool(_spec(pod).get("nodeName"))
+        not _part(pod, "metadata").get("deletionTimestamp")
+        and bool(_part(pod, "spec").get("nodeName"))
         and _condition(pod, "Ready") == "True"
     )
 
@@ -236,7 +227,7 @@ def earlier_settled(record: EvictionRecord, pods: Sequence[Mapping[str, Any]]) -
     """
     ready = on_the_way = 0
     for pod in pods:
-        meta = _metadata(pod)
+        meta = _part(pod, "metadata")
         if meta.get("uid") == record.uid:
             return not meta.get("deletionTimestamp")
         ref = _controller(pod)
@@ -254,7 +245,7 @@ def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
     return (
         ref is not None
         and ref.get("uid") == pending.owner_uid
-        and _metadata(pod).get("uid") not in pending.known
+        and _part(pod, "metadata").get("uid") not in pending.known
         and _is_ready(pod)
     )
 
@@ -483,7 +474,7 @@ class Executor:
             for p in siblings
             if (ref := _controller(p)) is not None and ref.get("uid") == owner.get("uid")
         ]
-        known = frozenset(str(_metadata(p).get("uid")) for p in mine)
+        known = frozenset(str(_part(p, "metadata").get("uid")) for p in mine)
         ready = sum(1 for p in mine if _is_ready(p))
         return _Pending(index, e, str(owner["uid"]), selector, known | {e.uid}, ready)
 
@@ -514,26 +505,24 @@ class Executor:
         self, e: Eviction, status: int, answer: Mapping[str, Any], attempts: int
     ) -> EvictionResult:
         message = _message(answer, status)
-        if status in (200, 201):
-            if self.settings.server_dry_run:
-                return EvictionResult(
-                    e, Outcome.WOULD_EVICT, "server dry run: accepted", status, attempts
-                )
-            return EvictionResult(e, Outcome.EVICTED, "evicted", status, attempts)
-        if status == 404:
-            return EvictionResult(e, Outcome.GONE, f"pod-gone: {message}", status, attempts)
-        if status == 409:
-            return EvictionResult(e, Outcome.CONFLICT, f"pod changed: {message}", status, attempts)
-        if status == 429:
-            if _disruption_budget_cause(answer):
-                detail = "; ".join(_causes(answer)) or message
-                return EvictionResult(e, Outcome.BLOCKED_BY_PDB, f"pdb: {detail}", status, attempts)
-            return EvictionResult(e, Outcome.FAILED, f"throttled: {message}", status, attempts)
-        if status >= 500 and _multiple_pdbs(answer):
-            return EvictionResult(
-                e, Outcome.BLOCKED_BY_PDB, f"multiple-pdbs: {message}", status, attempts
-            )
-        return EvictionResult(e, Outcome.FAILED, f"HTTP {status}: {message}", status, attempts)
+        if status in (200, 201) and self.settings.server_dry_run:
+            outcome, detail = Outcome.WOULD_EVICT, "server dry run: accepted"
+        elif status in (200, 201):
+            outcome, detail = Outcome.EVICTED, "evicted"
+        elif status == 404:
+            outcome, detail = Outcome.GONE, f"pod-gone: {message}"
+        elif status == 409:
+            outcome, detail = Outcome.CONFLICT, f"pod changed: {message}"
+        elif status == 429 and _disruption_budget_cause(answer):
+            causes = "; ".join(_causes(answer)) or message
+            outcome, detail = Outcome.BLOCKED_BY_PDB, f"pdb: {causes}"
+        elif status == 429:
+            outcome, detail = Outcome.FAILED, f"throttled: {message}"
+        elif status >= 500 and _multiple_pdbs(answer):
+            outcome, detail = Outcome.BLOCKED_BY_PDB, f"multiple-pdbs: {message}"
+        else:
+            outcome, detail = Outcome.FAILED, f"HTTP {status}: {message}"
+        return EvictionResult(e, outcome, detail, status, attempts)
 
     def _post(self, e: Eviction, body: Mapping[str, Any]) -> _Posted:
         """One eviction, retried on 5xx and connection errors."""
@@ -609,9 +598,6 @@ class Executor:
             stuck[workload] = SkipReason(SkipCode.REPLACEMENT_NOT_READY, why)
             _log().warning("eviction.earlier_not_settled", workload=workload, detail=why)
 
-    def _list_pods(self, wait: _Pending) -> list[dict[str, Any]]:
-        return self._transport.list_pods(wait.eviction.namespace, wait.selector)
-
     def _await(
         self,
         pending: Mapping[str, _Pending],
@@ -625,12 +611,12 @@ class Executor:
         while outstanding:
             for workload, wait in list(outstanding.items()):
                 try:
-                    pods = self._list_pods(wait)
+                    pods = self._transport.list_pods(wait.eviction.namespace, wait.selector)
                 except (errors.Unreachable, errors.ServerError):
                     pods = []
                 ready = next((p for p in pods if _is_ready_replacement(p, wait)), None)
                 if ready is not None:
-                    name = f"{wait.eviction.namespace}/{_metadata(ready).get('name')}"
+                    name = f"{wait.eviction.namespace}/{_part(ready, 'metadata').get('name')}"
                     results[wait.index] = replace(results[wait.index], replacement=name)
                     _log().info(
                         "eviction.replacement_ready", pod=wait.eviction.key, replacement=name

@@ -394,6 +394,11 @@ class Lease:
                 self._on_lost()
         raise errors.LeaseLost(message)
 
+    def _renewed(self, body: dict[str, Any], now: float) -> None:
+        """The change every write makes: renewTime moved to ``now``, the records written."""
+        _spec_of(body)["renewTime"] = micro_time(now)
+        self._set_records(body, now)
+
     def _set_records(self, body: dict[str, Any], now: float) -> None:
         horizon = now - self.settings.cooldown_seconds
         kept = [r for r in self._records if r.at >= horizon and r.uid not in self._not_evicted][
@@ -407,15 +412,10 @@ class Lease:
 
     def record(self, entry: EvictionRecord) -> None:
         """Write ``entry`` into the Lease before its eviction is sent (raises LeaseLost)."""
-
-        def change(body: dict[str, Any], now: float) -> None:
-            _spec_of(body)["renewTime"] = micro_time(now)
-            self._set_records(body, now)
-
         with self._lock:
             self._records.append(entry)
             try:
-                self._write(change, f"recording the eviction of {entry.key}")
+                self._write(self._renewed, f"recording the eviction of {entry.key}")
             except errors.ClusterError:
                 self._records.pop()
                 raise
@@ -427,12 +427,7 @@ class Lease:
 
     def renew(self) -> None:
         """Move renewTime to now (raises LeaseLost, or a ClusterError when unreachable)."""
-
-        def change(body: dict[str, Any], now: float) -> None:
-            _spec_of(body)["renewTime"] = micro_time(now)
-            self._set_records(body, now)
-
-        self._write(change, "renewing")
+        self._write(self._renewed, "renewing")
 
     def release(self) -> None:
         """Give the Lease back (holder cleared, the record kept); never raises."""
@@ -441,10 +436,8 @@ class Lease:
             return
 
         def change(body: dict[str, Any], now: float) -> None:
-            spec = _spec_of(body)
-            spec.pop("holderIdentity", None)
-            spec["renewTime"] = micro_time(now)
-            self._set_records(body, now)
+            _spec_of(body).pop("holderIdentity", None)
+            self._renewed(body, now)
 
         try:
             self._write(change, "releasing")

@@ -261,21 +261,18 @@ def violated_skews(plan: Plan) -> dict[str, int]:
 
 
 def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]:
-    out: list[ViewSkew] = []
-    for v in first.violations:
-        key = _report_key(v)
-        out.append(
-            ViewSkew(
-                v.namespace,
-                v.topology_key,
-                v.selector,
-                v.max_skew,
-                v.when_unsatisfiable,
-                v.skew,
-                None if after is None else after.get(key, 0),
-            )
+    return tuple(
+        ViewSkew(
+            v.namespace,
+            v.topology_key,
+            v.selector,
+            v.max_skew,
+            v.when_unsatisfiable,
+            v.skew,
+            None if after is None else after.get(_report_key(v), 0),
         )
-    return tuple(out)
+        for v in first.violations
+    )
 
 
 EMPTY_PLAN: Final = Plan((), (), (), (), 0)
@@ -358,8 +355,7 @@ class Runner:
         window = window_state(self.policy.schedule, datetime.fromtimestamp(self._wall(), UTC))
         if not window.inside and not self.settings.plan_only:
             self._log.info(logs.OUTSIDE_WINDOW, next_opens_at=window.next_opens_at)
-            empty = Plan((), (), (), (), lower_bound=0)
-            return RunReport(run_id, empty, (), None, OUTSIDE_WINDOW, (), 0.0)
+            return RunReport(run_id, EMPTY_PLAN, (), None, OUTSIDE_WINDOW, (), 0.0)
         self._window_closes = window.closes_at
         started = self._clock()
         self._log.info(

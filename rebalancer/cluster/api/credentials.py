@@ -29,16 +29,11 @@ _SCHEMES: Final = ("Bearer ", "bearer ")
 
 def _trimmed(value: str) -> str:
     """``Bearer <token>`` (or a bare token) with the whitespace around the token removed."""
-    for scheme in _SCHEMES:
-        if value.startswith(scheme):
-            token = value[len(scheme) :].strip()
-            _check(token)
-            redact.remember(token)
-            return scheme + token
-    token = value.strip()
+    scheme = next((s for s in _SCHEMES if value.startswith(s)), "")
+    token = value[len(scheme) :].strip()
     _check(token)
     redact.remember(token)
-    return token
+    return scheme + token
 
 
 def _check(token: str) -> None:

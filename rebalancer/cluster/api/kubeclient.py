@@ -86,17 +86,8 @@ class _WatchedHTTPConnection(HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _WatchedHTTPSConnection(HTTPSConnection):
-    """The TLS form of :class:`_WatchedHTTPConnection`."""
-
-    def connect(self) -> None:
-        _connect_budget(self)
-        super().connect()
-        _attach(self)
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _attach(self)
-        super().request(*args, **kwargs)
+class _WatchedHTTPSConnection(_WatchedHTTPConnection, HTTPSConnection):
+    """The TLS form of :class:`_WatchedHTTPConnection` (its methods come first in the MRO)."""
 
 
 def _connect_budget(conn: HTTPConnection) -> None:
@@ -326,20 +317,7 @@ class Kube:
         headers: dict[str, str],
     ) -> Response:
         try:
-            _, url, headers, _, _ = self._api.param_serialize(
-                method,
-                path,
-                query_params=list(query) or None,
-                header_params=headers,
-                auth_settings=["BearerToken"],
-            )
-            raw = self._api.call_api(
-                method,
-                url,
-                header_params=headers,
-                body=dict(body) if body is not None else None,
-                _request_timeout=self.timeout,  # the read timeout bounds each recv
-            )
+            raw = self._call(method, path, query, headers, body=body)
             data = self._body(raw.response, f"{method} {path}")
             status = int(raw.status)
             response_headers = {str(k): str(v) for k, v in (raw.getheaders() or {}).items()}
@@ -357,6 +335,32 @@ class Kube:
             )
             raise unreachable(f"cannot reach {self.server} ({method} {path}): {cause}") from exc
         return Response(status, data or b"", response_headers)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        headers: dict[str, str],
+        *,
+        body: Mapping[str, Any] | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """Send one request through the client; its answer, the body not read yet."""
+        _, url, headers, _, _ = self._api.param_serialize(
+            method,
+            path,
+            query_params=list(query) or None,
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        return self._api.call_api(
+            method,
+            url,
+            header_params=headers,
+            body=dict(body) if body is not None else None,
+            _request_timeout=timeout or self.timeout,  # the read timeout bounds each recv
+        )
 
     def _body(self, response: Any, request: str, limit: int | None = None) -> bytes:
         """The whole body of a urllib3 response, read in chunks and refused past ``limit``
@@ -391,20 +395,12 @@ class Kube:
     ) -> Response:
         response = self.request(method, path, query=query, body=body, accept=accept)
         if response.status >= 400:
-            self._fail(
-                response.status,
-                response.body,
-                status_of,
-                verb=verb,
-                resource=resource,
-                namespace=namespace,
-            )
+            self._fail(response, status_of, verb=verb, resource=resource, namespace=namespace)
         return response
 
     @staticmethod
     def _fail(
-        status: int,
-        body: bytes,
+        answer: Response | _Again,
         status_of: StatusOf | None,
         *,
         verb: str,
@@ -413,10 +409,12 @@ class Kube:
     ) -> NoReturn:
         """Raise the error of an error answer (:func:`errors.for_status`), its body read as
         JSON, or by ``status_of`` when the caller asked for another encoding."""
-        fields = status_of(body) if status_of is not None else None
+        fields = status_of(answer.body) if status_of is not None else None
         if fields is None:
-            fields = Response(status, body).json()
-        raise errors.for_status(status, fields, verb=verb, resource=resource, namespace=namespace)
+            fields = Response(answer.status, answer.body).json()
+        raise errors.for_status(
+            answer.status, fields, verb=verb, resource=resource, namespace=namespace
+        )
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -428,33 +426,7 @@ class Kube:
         continue_token: str | None,
     ) -> bytes:
         """One page of a LIST as raw JSON bytes (the reader's transport)."""
-        return self._list_page(resource, namespace, limit, continue_token, accept=JSON).body
-
-    def _list_page(
-        self,
-        resource: str,
-        namespace: str | None,
-        limit: int,
-        continue_token: str | None,
-        *,
-        accept: str,
-        status_of: StatusOf | None = None,
-    ) -> Response:
-        spec = RESOURCES_BY_NAME[resource]
-        query = [("limit", str(limit))]
-        if continue_token:
-            query.append(("continue", continue_token))
-        scoped = namespace if spec.namespaced else None
-        return self._checked(
-            "GET",
-            spec.path(scoped),
-            verb="list",
-            resource=spec.rbac_name,
-            namespace=scoped,
-            query=query,
-            accept=accept,
-            status_of=status_of,
-        )
+        return self.list_page_as(resource, namespace, limit, continue_token, accept=JSON)[1]
 
     def list_page_as(
         self,
@@ -469,8 +441,20 @@ class Kube:
         """One page of a LIST asking for ``accept``: the answer's media type (its
         Content-Type without parameters) and its body, as sent. Deciding what to make of
         them is the reader's (:mod:`rebalancer.cluster.read.encoding`)."""
-        response = self._list_page(
-            resource, namespace, limit, continue_token, accept=accept, status_of=status_of
+        spec = RESOURCES_BY_NAME[resource]
+        query = [("limit", str(limit))]
+        if continue_token:
+            query.append(("continue", continue_token))
+        scoped = namespace if spec.namespaced else None
+        response = self._checked(
+            "GET",
+            spec.path(scoped),
+            verb="list",
+            resource=spec.rbac_name,
+            namespace=scoped,
+            query=query,
+            accept=accept,
+            status_of=status_of,
         )
         return media_type(response.headers), response.body
 
@@ -509,14 +493,7 @@ class Kube:
                     if error is not None:
                         raise error
         except _Again as last:  # not to retry, or retries spent: its error
-            self._fail(
-                last.status,
-                last.body,
-                status_of,
-                verb="list",
-                resource=spec.rbac_name,
-                namespace=scoped,
-            )
+            self._fail(last, status_of, verb="list", resource=spec.rbac_name, namespace=scoped)
 
     def _stream_once(
         self, path: str, accept: str, expect: str
@@ -581,16 +558,7 @@ class Kube:
     ) -> Any:
         """Send a GET of ``path`` asking for ``accept``; the urllib3 response, body not read."""
         try:
-            _, url, headers, _, _ = self._api.param_serialize(
-                "GET",
-                path,
-                query_params=list(query) or None,
-                header_params={"Accept": accept},
-                auth_settings=["BearerToken"],
-            )
-            raw = self._api.call_api(
-                "GET", url, header_params=headers, _request_timeout=timeout or self.timeout
-            )
+            raw = self._call("GET", path, query, {"Accept": accept}, timeout=timeout)
         except ApiException as exc:
             raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
         return raw.response
@@ -627,8 +595,7 @@ class Kube:
         if int(response.status) >= 400:
             body = self._body(response, f"WATCH {path}", ERROR_BODY_BYTES)
             self._fail(
-                int(response.status),
-                body,
+                Response(int(response.status), body),
                 None,
                 verb="watch",
                 resource=spec.rbac_name,
@@ -681,14 +648,7 @@ class Kube:
         if response.status == 404:
             return None
         if response.status >= 400:
-            self._fail(
-                response.status,
-                response.body,
-                None,
-                verb="get",
-                resource=resource,
-                namespace=namespace,
-            )
+            self._fail(response, None, verb="get", resource=resource, namespace=namespace)
         return response.json()
 
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
@@ -724,14 +684,7 @@ class Kube:
             body=body,
         )
         if response.status in (401, 403):
-            self._fail(
-                response.status,
-                response.body,
-                None,
-                verb="create",
-                resource="pods/eviction",
-                namespace=namespace,
-            )
+            self._fail(response, None, verb="create", resource="pods/eviction", namespace=namespace)
         answer = response.json()
         wait = retry_after(response.headers)
         if response.status == 429 and wait is not None:

@@ -105,14 +105,7 @@ def read_server_info(get: Get) -> ServerInfo:
         except Exception:  # best effort: the plan does not depend on it
             return 0, b""
 
-    status, body = fetch("/version")
-    version: dict[str, Any] = {}
-    if status == 200:
-        try:
-            loaded = json.loads(body)
-        except ValueError:
-            loaded = {}
-        version = loaded if isinstance(loaded, dict) else {}
+    version = _json_object(fetch, "/version") or {}
     git = version.get("gitVersion")
     minor = minor_of(version)
     gates: dict[str, bool] = default_gates(minor) if minor is not None else {}
@@ -134,24 +127,26 @@ def read_server_info(get: Get) -> ServerInfo:
 
 def _workload_api(fetch: Get) -> str | None:
     """The scheduling.k8s.io version that serves ``podgroups``, newest listed first."""
-    status, body = fetch("/apis/scheduling.k8s.io")
-    if status != 200:
-        return None
-    try:
-        group = json.loads(body)
-    except ValueError:
+    group = _json_object(fetch, "/apis/scheduling.k8s.io")
+    if group is None:
         return None
     versions = [v.get("groupVersion") for v in group.get("versions", []) if isinstance(v, dict)]
     for gv in versions:
         if not isinstance(gv, str) or gv == "scheduling.k8s.io/v1":
             continue
-        status, body = fetch(f"/apis/{gv}")
-        if status != 200:
-            continue
-        try:
-            resources = json.loads(body).get("resources", [])
-        except (ValueError, AttributeError):
-            continue
+        resources = (_json_object(fetch, f"/apis/{gv}") or {}).get("resources", [])
         if any(isinstance(r, dict) and r.get("name") == "podgroups" for r in resources):
             return gv
     return None
+
+
+def _json_object(fetch: Get, path: str) -> dict[str, Any] | None:
+    """The JSON object ``path`` answers with (status 200); None for any other answer."""
+    status, body = fetch(path)
+    if status != 200:
+        return None
+    try:
+        loaded = json.loads(body)
+    except ValueError:
+        return None
+    return loaded if isinstance(loaded, dict) else None

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
 from rebalancer.cluster.api import errors
@@ -87,11 +86,8 @@ class SidePages:
         del raw
         recorder = self._recorder
         recorder.entries = []
-        whole = True
-        for item in items:
-            if not self._fast.add_listed(item, resource.kind):
-                whole = False
-                break
+        # all() stops at the first item that is not an object, as the sequential read does.
+        whole = all(self._fast.add_listed(item, resource.kind) for item in items)
         entries, recorder.entries = recorder.entries, []
         return Prepared(resource, entries, len(items), token, whole)
 
@@ -161,12 +157,7 @@ class Overlapped(Generic[_F]):
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:

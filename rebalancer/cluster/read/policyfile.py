@@ -74,11 +74,8 @@ def load_policy(text: str, source: str) -> Policy:
     return policy_from_document(document, source, loader.duplicates)
 
 
-def load_policy_file(
-    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_POLICY_BYTES
-) -> Policy:
-    """Read and validate the policy at ``path`` (``-`` is standard input); raise
-    :class:`InputError` naming the file."""
+def _read_text(path: str | os.PathLike[str], max_bytes: int) -> tuple[str, str]:
+    """The UTF-8 text at ``path`` (``-`` is standard input) and the name to report it by."""
     source = os.fspath(path)
     data = read_bytes(path, max_bytes)
     if source == "-":
@@ -87,6 +84,15 @@ def load_policy_file(
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(source, [f"not UTF-8 text: {exc.reason} at byte {exc.start}"]) from exc
+    return text, source
+
+
+def load_policy_file(
+    path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_POLICY_BYTES
+) -> Policy:
+    """Read and validate the policy at ``path`` (``-`` is standard input); raise
+    :class:`InputError` naming the file."""
+    text, source = _read_text(path, max_bytes)
     return load_policy(text, source)
 
 
@@ -97,14 +103,7 @@ def read_policy_document(
     policy (YAML 1.2 booleans, duplicate keys refused), and the name to report it by; raise
     :class:`InputError` when it is not one readable document. For other tools' policies
     (``rebalancer policy import``)."""
-    source = os.fspath(path)
-    data = read_bytes(path, max_bytes)
-    if source == "-":
-        source = "standard input"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(source, [f"not UTF-8 text: {exc.reason} at byte {exc.start}"]) from exc
+    text, source = _read_text(path, max_bytes)
     documents, loader = yaml_documents(text, source, _StrictLoader)
     if loader.duplicates:
         raise InputError(source, loader.duplicates)

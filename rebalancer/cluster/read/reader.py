@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from types import TracebackType
 from typing import Any, Final, Protocol
 
 import orjson
@@ -441,7 +440,7 @@ def _read_once(
                 if fetched.requested is None:  # no list snapshot yet to read it again from
                     return Declined("the first page of pods does not decode exactly")
                 pages += 1
-                raw = _again_as_json(
+                raw = again_as_json(
                     list_page, fetched, resource, namespace=namespace, size=page_size, token=token
                 )
             else:
@@ -553,7 +552,7 @@ def _add_listed(fast: ProtoBuilder, raw_items: Sequence[Any], resource: Resource
     return len(raw_items)
 
 
-def _again_as_json(
+def again_as_json(
     list_page: ListPage,
     page: ProtoPage,
     resource: Resource,
@@ -731,12 +730,7 @@ class PageFetcher:
             self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def stop(self) -> None:

@@ -198,16 +198,13 @@ def load_objects(
     return parse_objects(read_bytes(path, max_bytes), str(path))
 
 
-def _stream_lines(
-    first: bytes, lines: Iterable[bytes], source: str, skip_invalid: bool
-) -> Loaded | None:
-    """A Snapshot from the line-per-item layout, converting each item as it is read.
+def _stream_lines(lines: Iterable[bytes], source: str, skip_invalid: bool) -> Loaded | None:
+    """A Snapshot from the line-per-item layout after its first line (already checked),
+    converting each item as it is read.
 
     None when the text strays from that layout (the caller then parses the whole text, which
     also finds the exact line and column of any JSON error).
     """
-    if first.rstrip(b"\r\n") != _LINES_HEAD:
-        return None
     builder = SnapshotBuilder(source)
     ended = False
     with gc_paused():
@@ -293,8 +290,8 @@ def _load(
             return typed.build(skip_invalid=skip_invalid), typed.rejected
         on_route(LoadRoute.LINES, "lines-typed declined: a line the typed decoder does not take")
         fh.seek(0)
-        first = fh.readline(_FIRST_LINE_MAX)
-        streamed = _stream_lines(first.removeprefix(_UTF8_BOM), fh, source, skip_invalid)
+        fh.readline(_FIRST_LINE_MAX)  # the first line again, as checked above
+        streamed = _stream_lines(fh, source, skip_invalid)
         if streamed is not None:
             return streamed
         why = "lines declined: the text strays from the layout"

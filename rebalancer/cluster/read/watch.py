@@ -44,7 +44,7 @@ from rebalancer.cluster.read.reader import (
     ListStream,
     PageFetcher,
     Route,
-    continue_token,
+    again_as_json,
     first_route,
     next_route,
 )
@@ -271,13 +271,14 @@ class _ResourceWatch:
                         continue
                     if fetched.requested is None:  # no list snapshot yet to read it from
                         return Declined("the first page of pods does not decode exactly")
-                    raw = self._list_page(
-                        name, self.namespace, self._settings.page_size, fetched.requested
+                    raw = again_as_json(
+                        self._list_page,
+                        fetched,
+                        self.resource,
+                        namespace=self.namespace,
+                        size=self._settings.page_size,
+                        token=token,
                     )
-                    if continue_token(raw, self.resource) != token:
-                        raise errors.ClusterError(
-                            f"LIST {name}: the page read again as JSON ends elsewhere"
-                        )
                 else:
                     assert isinstance(fetched, bytes)  # no page is prepared for the watch
                     raw = fetched
