@@ -50,6 +50,8 @@ import itertools
 import json
 import math
 import os
+import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -84,6 +86,9 @@ OUT = ROOT / "bench" / "out" / "churn"
 ZONE = "topology.kubernetes.io/zone"
 CONTESTANT_LABEL = "bench.rebalancer/churn"
 CONTESTANTS = ("nothing", "descheduler", "rebalancer", "steer")
+VARIANTS: dict[str, list[str]] = {}
+"""``--variant NAME=FLAGS``: more evict-mode contestants, ``rebalancer run`` with these flags
+added (to measure a setting side by side with the default; never the default's figures)."""
 THRASH_WINDOW = 600.0
 REPLACEMENT_SECONDS = 5.0
 SAMPLE_SECONDS = 1.0
@@ -464,7 +469,7 @@ def tool_argv(
         argv += ["--verify-state-every", "1"]
     if contestant == "steer":
         argv += ["--policy", str(steer_policy(stem))]
-    return argv
+    return argv + VARIANTS.get(contestant, [])
 
 
 def steer_policy(stem: Path) -> Path:
@@ -1163,6 +1168,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--speedup", type=float, default=None, help="default 3 (full), 2 (short)")
     ap.add_argument("--interval", default="5s", help="the tools' interval (real seconds)")
     ap.add_argument("--contestants", default=",".join(CONTESTANTS))
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="one more evict-mode contestant NAME: 'rebalancer run' with FLAGS added "
+        "(e.g. wc0='--workload-cooldown 0s'); list NAME in --contestants",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs of the same trace")
     ap.add_argument(
         "--parallel", action="store_true", help="the contestants at once (own nodes each)"
@@ -1191,7 +1204,12 @@ def main(argv: list[str] | None = None) -> int:
     trace = short_trace() if args.short else full_trace(args.seed, args.duration)
     speedup = args.speedup or (2.0 if args.short else 3.0)
     contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
-    unknown = sorted(set(contestants) - set(CONTESTANTS))
+    for spec in args.variant:
+        name, sep, flags = spec.partition("=")
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9-]{0,11}", name) or name in CONTESTANTS:
+            ap.error(f"--variant: {spec!r}: want NAME=FLAGS, NAME a new short DNS label")
+        VARIANTS[name] = shlex.split(flags)
+    unknown = sorted(set(contestants) - set(CONTESTANTS) - set(VARIANTS))
     if unknown:
         ap.error(f"--contestants: unknown {unknown}; known: {', '.join(CONTESTANTS)}")
     if args.repeat < 1:
