@@ -222,6 +222,55 @@ def test_interval_mode_survives_a_failed_run_and_stops_on_request() -> None:
     assert len(reports) == 1
 
 
+class _StopAfter(threading.Event):
+    """A stop event whose waits are recorded (not slept) and which stops the loop after
+    ``runs`` of them."""
+
+    def __init__(self, runs: int) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.runs = runs
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None
+        self.waits.append(timeout)
+        if len(self.waits) >= self.runs:
+            self.set()
+        return self.is_set()
+
+
+@pytest.mark.parametrize(
+    ("interval", "read_seconds", "expected"),
+    [
+        (5.0, 0.0, 5.0),  # an idle run: the whole interval
+        (5.0, 1.5, 2.0),  # reads of 1.5 s each, two of them (before and after the wave)
+        (10.0, 4.0, 2.0),
+        (5.0, 3.0, 0.0),  # the run took 6 s: the next one starts at once
+    ],
+)
+def test_interval_runs_from_start_to_start(
+    interval: float, read_seconds: float, expected: float
+) -> None:
+    """--interval is a period, start to start (the descheduler's NonSlidingUntil): the wait
+    after a run is the interval less the run's own time, never below zero. Here every run
+    reads twice (one eviction, then the re-read), each read taking ``read_seconds`` of the
+    runner's clock; the run's Ready wait is the fake's, which takes no time."""
+    stop = _StopAfter(runs=2)
+    r = runner(FakeCluster({"a": 2, "b": 0}), plan_fn=None, stop=stop)
+    clock = r._clock
+    assert isinstance(clock, FakeClock)
+    real_read = r.cluster.read
+
+    def slow_read() -> Snapshot:
+        clock.now += read_seconds
+        return real_read()
+
+    r.cluster = replace(r.cluster, read=slow_read)
+    assert r.run_forever(interval) == 0
+    # the first run evicts once (two reads); the second finds it balanced (one read)
+    assert stop.waits == [expected, max(0.0, interval - read_seconds)]
+
+
 # -- the shell around the runner: credentials, pre-flight, flags, output, logs, metrics --------
 
 

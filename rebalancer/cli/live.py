@@ -260,8 +260,8 @@ def add_live_commands(subparsers: Subparsers) -> None:
         "--interval",
         metavar="DURATION",
         default=os.environ.get("REBALANCER_INTERVAL") or None,
-        help="run again every DURATION (e.g. 10m) until SIGTERM (default: once; "
-        "$REBALANCER_INTERVAL)",
+        help="start a run every DURATION (e.g. 10m; start to start, as the descheduler's "
+        "interval) until SIGTERM (default: once; $REBALANCER_INTERVAL)",
     )
     run.add_argument(
         "--relist",

@@ -4,8 +4,8 @@ One run: read the cluster, plan, execute wave 1 only, wait for the replacements,
 re-plan with the evictions done so far (``evicted_before``, so the policy limits hold for the
 whole run), and so on, until the plan is empty, nothing could be evicted, the wave budget is
 spent, or a stop was requested (SIGTERM). A stop lets the eviction in flight finish and starts
-nothing new. ``--interval`` repeats runs, sleeping in between; the sleep ends at once on
-SIGTERM.
+nothing new. ``--interval`` starts a run every interval (start to start), sleeping in between; the
+sleep ends at once on SIGTERM.
 
 Everything with side effects comes in through :class:`Cluster` and the injected clocks, so the
 loop is tested against a fake cluster.
@@ -734,11 +734,16 @@ class Runner:
         on_report: Callable[[RunReport], None] | None = None,
         on_error: Callable[[RebalancerError], None] | None = None,
     ) -> int:
-        """Run every ``interval_seconds`` until stopped; errors of one run are logged, not fatal.
+        """Start a run every ``interval_seconds`` until stopped; errors of one run are logged,
+        not fatal. The interval runs from start to start, as the descheduler's
+        ``--descheduling-interval`` and a CronJob's schedule do: a run that took part of it
+        (waves waiting for replacements) leaves the rest as the sleep, and one that took longer
+        is followed by the next at once.
 
         Returns 0 after a clean stop.
         """
         while not self.stop.is_set():
+            started = self._clock()
             try:
                 report = self.run_once()
             except RebalancerError as exc:
@@ -750,8 +755,9 @@ class Runner:
                     on_report(report)
             if self.stop.is_set():
                 break
-            self._log.info(logs.SLEEP, seconds=interval_seconds)
-            if self.stop.wait(interval_seconds):
+            pause = max(0.0, interval_seconds - (self._clock() - started))
+            self._log.info(logs.SLEEP, seconds=round(pause, 3), interval_seconds=interval_seconds)
+            if self.stop.wait(pause):
                 break
         return EXIT_OK
 
