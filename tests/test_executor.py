@@ -416,7 +416,7 @@ def test_same_workload_waits_for_replacement_before_next() -> None:
     """The second pod of a workload is evicted only once the first's replacement is Ready."""
     clock = FakeClock()
     api = FakeApi([api_pod("web-1"), api_pod("web-2")], replace_after=2)
-    results = executor(api, clock, poll_interval_seconds=2).execute_wave(
+    results = executor(api, clock, poll_interval_seconds=2, first_poll_seconds=2).execute_wave(
         [evict("web-1"), evict("web-2")]
     )
     assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
@@ -426,6 +426,36 @@ def test_same_workload_waits_for_replacement_before_next() -> None:
     assert sum(1 for c in between if c[0] == "LIST pods") >= 3  # polled until Ready
     assert results[0].replacement is not None
     assert clock.sleeps[:2] == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("first", "cap", "expected"),
+    [
+        (0.25, 2.0, [0.25, 0.5, 1.0, 2.0, 2.0, 2.0]),
+        (0.5, 3.0, [0.5, 1.0, 2.0, 3.0, 3.0, 3.0]),
+        (2.0, 2.0, [2.0, 2.0, 2.0, 2.0, 2.0, 2.0]),
+        (5.0, 1.0, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),  # the cap wins over a larger first wait
+    ],
+)
+def test_replacement_polls_start_soon_and_double_to_the_interval(
+    first: float, cap: float, expected: list[float]
+) -> None:
+    """The waits between looks for a replacement (whose Ready comes after 6 looks) double from
+    the first poll up to the poll interval; a table written by hand."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")], replace_after=6)
+    results = executor(
+        api, clock, poll_interval_seconds=cap, first_poll_seconds=first
+    ).execute_wave([evict("web-1"), evict("web-2")])
+    assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
+    first_post = api.calls.index(("POST", "web-1"))
+    second_post = api.calls.index(("POST", "web-2"))
+    # the replacement shows up on the 7th look: six waits before it, seven LISTs (and the
+    # second eviction's own count of Ready pods before it is sent)
+    assert clock.sleeps[:6] == expected
+    assert sum(1 for c in api.calls[first_post:second_post] if c[0] == "LIST pods") == 7 + 1
+    # the second eviction's looks start soon again
+    assert clock.sleeps[6] == min(first, cap)
 
 
 def test_replacement_is_found_by_owner_selector_not_by_the_pods_labels() -> None:

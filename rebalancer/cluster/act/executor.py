@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
@@ -95,7 +95,20 @@ class ExecutorSettings:
     wave_timeout_seconds: float = 600.0
     """How long a wave may wait, in all, for replacements to be scheduled and Ready."""
     poll_interval_seconds: float = 2.0
-    """How often to look for a replacement."""
+    """How often to look for a replacement, at most."""
+    first_poll_seconds: float = 0.25
+    """The first look after an eviction comes this soon, then each wait doubles up to
+    ``poll_interval_seconds``: a replacement Ready in a second does not hold the workload's
+    next eviction (nor the next wave) for a whole poll interval."""
+
+
+def poll_waits(settings: ExecutorSettings) -> Iterator[float]:
+    """The waits between looks for a replacement: doubling from ``first_poll_seconds``, capped
+    at ``poll_interval_seconds``."""
+    wait = min(settings.first_poll_seconds, settings.poll_interval_seconds)
+    while True:
+        yield wait
+        wait = min(2 * wait, settings.poll_interval_seconds)
 
 
 def eviction_body(
@@ -572,6 +585,7 @@ class Executor:
     ) -> None:
         """Wait until the earlier runs' evictions of this wave's workloads have settled."""
         waiting = {w: self._earlier[w] for w in groups if w in self._earlier}
+        waits = poll_waits(self.settings)
         while waiting:
             for workload, records in list(waiting.items()):
                 first = records[0]
@@ -587,7 +601,7 @@ class Executor:
             if not waiting or now >= deadline or self._should_stop():
                 break
             _log().info("eviction.wait_earlier", workloads=sorted(waiting))
-            self._sleep(min(self.settings.poll_interval_seconds, deadline - now))
+            self._sleep(min(next(waits), deadline - now))
         for workload, records in waiting.items():
             last = records[-1]
             why = (
@@ -608,6 +622,7 @@ class Executor:
         outstanding = {
             w: p for w, p in pending.items() if results[p.index].outcome is Outcome.EVICTED
         }
+        waits = poll_waits(self.settings)
         while outstanding:
             for workload, wait in list(outstanding.items()):
                 try:
@@ -625,7 +640,7 @@ class Executor:
             now = self._clock()
             if not outstanding or now >= deadline or self._should_stop():
                 break
-            self._sleep(min(self.settings.poll_interval_seconds, deadline - now))
+            self._sleep(min(next(waits), deadline - now))
         for workload, wait in outstanding.items():
             why = (
                 "stopping: not waiting for replacements (SIGTERM)"
