@@ -573,7 +573,12 @@ def test_without_the_wait_a_lagging_pdb_makes_the_next_plan_skip_its_pods() -> N
     assert report.evicted == 1
     assert report.end == "nothing-to-evict"
     assert report.final_plan is not None
-    assert {s.reason.code for s in report.final_plan.skipped} == {"pdb"}
+    skipped = report.final_plan.skipped
+    in_a = {p["metadata"]["name"] for p in fake.pods.values() if p["spec"]["nodeName"] == "node-a"}
+    assert {s.name for s in skipped if s.reason.code == "pdb"} == in_a
+    # the only other skip is the replacement that just landed (the thrash guard's)
+    landed = report.results[0].replacement
+    assert {f"{s.namespace}/{s.name}" for s in skipped if s.reason.code != "pdb"} <= {landed}
     assert fake.gets == 0
 
 
@@ -586,6 +591,62 @@ def test_a_budget_that_never_comes_back_ends_the_wait_at_pdb_settle_seconds() ->
     assert report.end == "nothing-to-evict"
     assert 30.0 <= clock.now < 31.0
     assert fake.gets == 61  # at 0, 0.5, ..., 30 s
+
+
+class ShrunkCluster(BudgetCluster):
+    """The workload was scaled down during the wave: the disruption controller now expects
+    fewer pods, all of them healthy, and allows ``allowed_now`` (less than before the wave)."""
+
+    def __init__(self, zones: dict[str, int], *, allowed_now: int, healthy_gap: int) -> None:
+        super().__init__(zones, lag=10_000)
+        self.allowed_now = allowed_now
+        self.healthy_gap = healthy_gap  # expected pods not healthy (0: all healthy)
+        self.disrupted: dict[str, str] = {}
+
+    def get_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.gets += 1
+        doc = self.pdb()
+        expected = len(self.pods) - 1
+        doc["status"].update(
+            disruptionsAllowed=self.allowed_now,
+            expectedPods=expected,
+            currentHealthy=expected - self.healthy_gap,
+            desiredHealthy=expected - 1,
+        )
+        if self.disrupted:
+            doc["status"]["disruptedPods"] = self.disrupted
+        return doc
+
+
+@pytest.mark.parametrize(
+    ("allowed_now", "healthy_gap", "disrupted", "waits"),
+    [
+        (0, 0, False, False),  # all it expects healthy: the smaller budget is the new size
+        (0, 1, False, True),  # a pod it expects is not healthy: wait (to the bound)
+        (0, 0, True, True),  # an eviction not yet observed (disruptedPods): wait
+        (1, 1, False, False),  # the budget is back whatever the health
+    ],
+)
+def test_a_pdb_whose_workload_shrank_ends_the_wait_once_all_it_expects_is_healthy(
+    allowed_now: int, healthy_gap: int, disrupted: bool, waits: bool
+) -> None:
+    """Before the wave the PDB allowed 1; after it the workload shrank, so its budget stays
+    below that. The runner waits only while the PDB's status shows a pod it expects unhealthy
+    or an eviction not yet observed."""
+    fake = ShrunkCluster({"a": 3, "b": 0, "c": 0}, allowed_now=allowed_now, healthy_gap=healthy_gap)
+    if disrupted:
+        fake.disrupted = {"web-3": "2026-01-01T00:00:00Z"}
+    cluster = Cluster(read=fake.read, transport=fake, get_pdb=fake.get_pdb)
+    clock = FakeClock()
+    settings = RunSettings(executor=ExecutorSettings(pdb_retries=0), instance="test")
+    run = Runner(
+        cluster, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
+    )
+    run.run_once("r1")
+    if waits:
+        assert fake.gets == 61 and 30.0 <= clock.now < 31.0
+    else:
+        assert fake.gets == 1 and clock.now < 1.0
 
 
 def test_a_pdb_rbac_will_not_let_us_read_ends_the_wait_at_once() -> None:

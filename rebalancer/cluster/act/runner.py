@@ -45,7 +45,8 @@ from rebalancer.core.schedule import window_state
 from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
-"""``plan(snapshot, policy, now, *, evicted_before=()) -> Plan`` (rebalancer.core.planner.plan)."""
+"""``plan(snapshot, policy, now, *, evicted_before=(), held=None) -> Plan``
+(rebalancer.core.planner.plan); ``held`` is passed only when the thrash guard holds pods."""
 
 OUTSIDE_WINDOW: Final = RunEnd.OUTSIDE_WINDOW
 """``end`` of a run started outside the policy's maintenance windows: nothing was read."""
@@ -53,7 +54,6 @@ WINDOW_CLOSED: Final = RunEnd.WINDOW_CLOSED
 """``end`` of a run whose maintenance window closed before its next wave."""
 PDB_POLL_SECONDS: Final = 0.5
 """How often to look at a spent PodDisruptionBudget between waves."""
-_UNLIMITED: Final = 1 << 30
 THRASH_GUARD_SECONDS: Final = 3600.0
 """How long a replacement is not evicted again for the view its predecessor left."""
 
@@ -101,8 +101,9 @@ class RunSettings:
     """After a workload's replacements landed (Ready), later runs evict none of its pods for
     this long (the runner's memory; ``cooldown`` skips in the plan). 0: off."""
     thrash_guard_seconds: float = THRASH_GUARD_SECONDS
-    """A replacement this runner saw land is not evicted again for the same view (namespace,
-    workload, topology key) for this long (``thrash-guard`` skips in the plan). 0: off."""
+    """A replacement this runner saw land is not evicted again for this long, for any view:
+    the planner goes around it (another pod of its domain is as good a victim), and what it
+    still holds shows as ``thrash-guard`` skips in the plan. 0: off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -550,7 +551,9 @@ class Runner:
         return write_costs(patch, steering)
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
-        """Wait until every PDB the wave spent allows again what it allowed before the wave.
+        """Wait until every PDB the wave spent allows again what it allowed before the wave,
+        or has every pod it expects healthy (a workload scaled down since the read: its budget
+        is smaller for good, and waiting for the old one would hold the run to the bound).
 
         The executor has already waited for the replacements to be Ready; the disruption
         controller then writes the PDB's status a moment later. Bounded by
@@ -570,7 +573,7 @@ class Runner:
         deadline = self._clock() + self.settings.pdb_settle_seconds
         while waiting:
             for key, allowed in list(waiting.items()):
-                if _budget_now(get, *key) >= allowed:
+                if _budget_back(get, *key, allowed):
                     del waiting[key]
             now = self._clock()
             if not waiting or now >= deadline or self.stop.is_set():
@@ -594,8 +597,12 @@ class Runner:
 
     def _plan_for(self, snapshot: Snapshot, evicted_before: Sequence[Eviction]) -> Plan:
         now = self._wall()
+        held = self._guarded(snapshot, now)
+        extra: dict[str, Any] = {"held": held} if held else {}
         with gc_paused():
-            plan = self._plan(snapshot, self.policy, now, evicted_before=tuple(evicted_before))
+            plan = self._plan(
+                snapshot, self.policy, now, evicted_before=tuple(evicted_before), **extra
+            )
         plan = self._hold_back(plan)
         self._log.info(
             logs.PLANNED,
@@ -651,6 +658,17 @@ class Runner:
             return plan
         return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
 
+    def _guarded(self, snapshot: Snapshot, now: float) -> dict[str, SkipReason]:
+        """The replacements the thrash guard holds, for the planner to go around: a pod of the
+        same domain that is not one is as good a victim, and evicting it is no thrash."""
+        if not self._guard:
+            return {}
+        return {
+            p.key: _guard_reason(self._guard[p.key], now)
+            for p in snapshot.pods
+            if p.key in self._guard
+        }
+
     def _held(self, e: Eviction, now: float) -> SkipReason | None:
         landed = self._cooling.get(_workload_of(e))
         if landed is not None:
@@ -661,12 +679,8 @@ class Runner:
                 f"{left:.0f}s of cooldown left",
             )
         guard = self._guard.get(e.key)
-        if guard is not None and guard[0] == _guard_view(e):
-            return SkipReason(
-                SkipCode.THRASH_GUARD,
-                f"replaced {guard[1]}, evicted {now - guard[2]:.0f}s ago for the same view "
-                f"({e.topology_key})",
-            )
+        if guard is not None:
+            return _guard_reason(guard, now)
         return None
 
     def _execute(self, wave: Sequence[Eviction], snapshot: Snapshot) -> tuple[EvictionResult, ...]:
@@ -769,21 +783,53 @@ def _in_scope(policy: Policy, namespace: str) -> bool:
     return namespace not in policy.namespaces_exclude
 
 
-def _budget_now(get: Callable[[str, str], Mapping[str, Any] | None], ns: str, name: str) -> int:
-    """The PDB's budget as the API server has it now. A PDB that is gone no longer limits
-    anything, nor does one RBAC will not let us read (no point waiting; the next plan reads
-    it); one that cannot be read now counts as spent (the wait is bounded)."""
+def _budget_back(
+    get: Callable[[str, str], Mapping[str, Any] | None], ns: str, name: str, allowed: int
+) -> bool:
+    """Whether the PDB, as the API server has it now, gave back what the wave spent: it allows
+    ``allowed`` again, or its status (current with its generation) has every pod it expects
+    healthy and none disrupted. A PDB that is gone no longer limits anything, nor does one
+    RBAC will not let us read (no point waiting; the next plan reads it); one that cannot be
+    read now has not (the wait is bounded)."""
     try:
         obj = get(ns, name)
-        return _UNLIMITED if obj is None else budget(pdb_from_api(obj))
+        if obj is None:
+            return True
+        if budget(pdb_from_api(obj)) >= allowed:
+            return True
     except errors.Forbidden:
-        return _UNLIMITED
+        return True
     except RebalancerError:
-        return 0
+        return False
+    return _fully_healthy(obj)
+
+
+def _fully_healthy(obj: Mapping[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    status = obj.get("status")
+    if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
+        return False
+    expected = status.get("expectedPods")
+    healthy = status.get("currentHealthy")
+    if not isinstance(expected, int) or not isinstance(healthy, int) or expected <= 0:
+        return False
+    return (
+        int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+        and healthy >= expected
+        and not status.get("disruptedPods")
+    )
 
 
 def _workload_of(e: Eviction) -> str:
     return f"{e.namespace}/{e.workload or e.name}"
+
+
+def _guard_reason(guard: tuple[str, str, float], now: float) -> SkipReason:
+    view, replaced, when = guard
+    return SkipReason(
+        SkipCode.THRASH_GUARD,
+        f"replaced {replaced}, evicted {now - when:.0f}s ago for {view.partition('|')[2]}",
+    )
 
 
 def _guard_view(e: Eviction) -> str:
