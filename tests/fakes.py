@@ -403,6 +403,7 @@ class ScriptedPlanner:
         now: float,
         *,
         evicted_before: Sequence[Eviction] = (),
+        held: object = None,  # the runner's thrash guard: a script does not go around it
     ) -> Plan:
         self.calls.append(tuple(e.name for e in evicted_before))
         size = self.sizes.pop(0) if self.sizes else 0

@@ -68,7 +68,7 @@ WINDOW_CLOSED: Final = "run.window_closed"
 """The maintenance window closed during a run: no new wave starts."""
 GUARD_HELD: Final = "guard.held"
 """An eviction held back in loop mode: its workload cools down, or the pod replaced one
-evicted for the same view within the hour (thrash guard)."""
+evicted within the hour (thrash guard)."""
 STATE_VERIFIED: Final = "state.verified"
 """``--verify-state-every``: the watch-fed state equals a fresh LIST."""
 STATE_DIFFERS: Final = "state.differs"

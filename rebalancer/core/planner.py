@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.grace import eviction_grace
@@ -121,9 +121,15 @@ class Planner:
     """One planning pass. Holds the simulation state; ``run`` returns the moves."""
 
     def __init__(
-        self, snapshot: Snapshot, policy: Policy, now: float, before: Sequence[Eviction]
+        self,
+        snapshot: Snapshot,
+        policy: Policy,
+        now: float,
+        before: Sequence[Eviction],
+        held: Mapping[str, SkipReason] | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.held = held or {}  # pod key -> why the caller holds it (the loop's thrash guard)
         self.policy = policy
         self.analysis: Analysis = analyze(snapshot, policy)
         self.ctx = EvictionContext.build(snapshot, policy, now)
@@ -171,7 +177,8 @@ class Planner:
         """The rule that forbids evicting pod i at all, or None when it may be evicted."""
         reason = self._skips.get(i, _UNKNOWN)
         if reason is _UNKNOWN:
-            reason = self._skips[i] = skip_reason(self.analysis.pods[i], self.ctx)
+            pod = self.analysis.pods[i]
+            reason = self._skips[i] = self.held.get(pod.key) or skip_reason(pod, self.ctx)
         return reason  # type: ignore[return-value]  # _UNKNOWN was replaced
 
     def evictable(self, i: int) -> bool:
@@ -776,6 +783,7 @@ def plan(
     now: float,
     *,
     evicted_before: Sequence[Eviction] = (),
+    held: Mapping[str, SkipReason] | None = None,
     stats: dict[str, float] | None = None,
 ) -> Plan:
     """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure).
@@ -783,12 +791,14 @@ def plan(
     Planning creates no reference cycles: callers with a large snapshot in memory pause the
     cyclic garbage collector around it (:mod:`rebalancer.cluster.gcpause`), whose full passes
     would cost more than the planning.
+    ``held``: pods (by ``namespace/name``) the caller will not have evicted in this plan, with
+    why (loop mode's thrash guard): the plan goes around them as around any unevictable pod.
     ``stats``, when given, receives how the groups of views sharing pods were planned
     (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
     ``joint-seconds``; with soft views, ``joint-soft-exact`` and ``joint-soft-visits``), for
     the benchmarks.
     """
-    planner = Planner(snapshot, policy, now, evicted_before)
+    planner = Planner(snapshot, policy, now, evicted_before, held)
     try:
         return _plan(planner, snapshot)
     finally:
