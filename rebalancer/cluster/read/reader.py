@@ -67,6 +67,7 @@ class ListPageAt(Protocol):
         namespace: str | None,
         limit: int,
         continue_token: str | None,
+        /,
         *,
         resource_version: str | None = None,
     ) -> bytes: ...
