@@ -352,3 +352,85 @@ def test_kube_pins_only_the_first_page_of_a_list() -> None:
         "/api/v1/namespaces/shop/pods?limit=3&continue=tok",
         "/api/v1/nodes?limit=3",
     ]
+
+
+class KubeOverHistory:
+    """The API adapter's reads (:class:`Kube`'s signatures) over the fake, answering JSON."""
+
+    def __init__(self, api: HistoryApi) -> None:
+        self.api = api
+        self.watch_lines = api.watch_lines
+
+    def list_page(
+        self,
+        resource: str,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+        *,
+        resource_version: str | None = None,
+    ) -> bytes:
+        return self.api.list_page(
+            resource, namespace, limit, continue_token, resource_version=resource_version
+        )
+
+    def list_page_as(
+        self,
+        resource: str,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+        *,
+        accept: str,
+        status_of: Any = None,
+        resource_version: str | None = None,
+    ) -> tuple[str, bytes]:
+        raw = self.list_page(
+            resource, namespace, limit, continue_token, resource_version=resource_version
+        )
+        return "application/json", raw
+
+
+def test_the_loop_logs_each_version_and_each_fallback_with_its_reason(
+    api: HistoryApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--verify-state-every``'s log: ``state.verified`` with every resource's version; after
+    a compaction ``fallback`` with the 410; a lost event ``state.differs`` naming the object,
+    the resource as a ``gap`` (found at an exact version)."""
+    import structlog  # noqa: PLC0415
+
+    from rebalancer.cli.live import Timeouts, _WatchReader  # noqa: PLC0415
+
+    monkeypatch.setattr("rebalancer.cli.live.VERIFY_PAUSE_SECONDS", 0.0)  # no real waits
+    kube: Any = KubeOverHistory(api)
+    reader = _WatchReader(kube, None, Timeouts(5, 5, 60), paged=True, verify=1)
+    try:
+        with structlog.testing.capture_logs() as logged:
+            reader()  # the first read, checked at the LISTs' versions
+            listed_at = str(api.version)
+            api.lose_next.add("pods")
+            api.put("pods", list_pod("web-9", "node-a1"))
+            api.put("pods", list_pod("web-later", "node-b1"))
+            later = str(api.version)
+            eventually(lambda: holds(reader._watch, "pods", "web-later"))
+            reader.verify()
+            with api.lock:
+                api.compacted = api.version
+            reader.verify()
+        events = [e for e in logged if e["event"].startswith("state.")]
+        assert [e["event"] for e in events] == ["state.verified", "state.differs", "state.differs"]
+        first, gap, after = events
+        assert first["exact"] == dict.fromkeys(NAMES, listed_at)
+        assert (first["fallback"], first["attempts"]) == ({}, 1)
+        assert gap["exact"] == {**dict.fromkeys(NAMES, listed_at), "pods": later}
+        assert gap["differences"] == ["pods shop/web-9: only in LIST"]
+        assert (gap["gap"], gap["unsettled"], gap["fallback"]) == (["pods"], [], {})
+        assert after["exact"] == {}
+        assert set(after["fallback"]) == set(NAMES)
+        assert all(why.startswith("410 Gone") for why in after["fallback"].values())
+        assert after["differences"] == ["pods shop/web-9: only in LIST"]
+        assert (after["gap"], after["unsettled"], after["attempts"]) == ([], ["pods"], 3)
+        assert reader.differences == 2
+    finally:
+        api.close()
+        reader.close()
