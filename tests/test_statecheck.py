@@ -43,7 +43,7 @@ class HistoryApi(FakeApi):
         }
         self.lose_next: set[str] = set()  # resources whose next event no watch receives
         self.held_back: dict[str, list[tuple[int, bytes, bool]]] = {}  # delivered on release
-        self.exact: str = "serve"  # "serve", "refuse" (400) or "ignore" (answer as of now)
+        self.exact: str = "serve"  # "serve", "400", "422" (refused) or "ignore" (answer as now)
         self.pinned: list[tuple[str, str]] = []  # (resource, version) of each pinned LIST
 
     def put(self, resource: str, obj: dict[str, Any]) -> None:
@@ -98,8 +98,8 @@ class HistoryApi(FakeApi):
             if token is None:
                 assert resource_version is not None
                 self.pinned.append((resource, resource_version))
-                if self.exact == "refuse":
-                    raise errors.ClientError(400, "resourceVersionMatch: Unsupported value")
+                if self.exact in {"400", "422"}:
+                    raise errors.ClientError(int(self.exact), "resourceVersionMatch: Unsupported")
                 if self.exact == "ignore":
                     return super().list_page(resource, namespace, limit, token)
                 version, start = int(resource_version), 0
@@ -272,7 +272,8 @@ def test_a_lost_event_after_a_compaction_is_still_named_after_retrying(api: Hist
 @pytest.mark.parametrize(
     ("exact", "reason"),
     [
-        ("refuse", "refused (400): resourceVersionMatch: Unsupported value"),
+        ("400", "refused (400): resourceVersionMatch: Unsupported"),
+        ("422", "refused (422): resourceVersionMatch: Unsupported"),
         ("ignore", "answered at resourceVersion {now}, not exactly {then}"),
     ],
 )

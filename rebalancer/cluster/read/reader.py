@@ -402,8 +402,8 @@ def read_cluster(
 
 class VersionUnavailable(errors.ClusterError):
     """A LIST at one exact resourceVersion that the server cannot or will not serve: 410 Gone
-    (etcd compacted it), a 400 refusing ``resourceVersionMatch``, or an answer at another
-    version (a server that ignores the parameter)."""
+    (etcd compacted it), a 400 or 422 refusing ``resourceVersionMatch``, or an answer at
+    another version (a server that ignores the parameter)."""
 
 
 def read_at_version(
@@ -422,8 +422,8 @@ def read_at_version(
     is, objects the converter rejects leaving their namespaces out (``skip_invalid``).
 
     Not logged as a route and never started again: a 410 is etcd's compaction, not an expired
-    token, and the same request would meet it again; it, a refusal (400) and an answer at
-    another version raise :class:`VersionUnavailable`."""
+    token, and the same request would meet it again; it, a refusal (400, 422) and an answer
+    at another version raise :class:`VersionUnavailable`."""
     answered: list[str | None] = []
 
     def pinned(name: str, scope: str | None, limit: int, token: str | None) -> bytes:
@@ -452,9 +452,9 @@ def read_at_version(
     except errors.Gone as exc:
         raise VersionUnavailable(f"410 Gone: {exc.message}") from exc
     except errors.ClientError as exc:
-        if exc.status != 400:
+        if exc.status not in (400, 422):  # the API server's answer to list options it refuses
             raise
-        raise VersionUnavailable(f"refused (400): {exc.message}") from exc
+        raise VersionUnavailable(f"refused ({exc.status}): {exc.message}") from exc
     assert isinstance(outcome, ReadResult)  # json-typed never declines
     wrong = [v for v in answered if v != version]
     if wrong:
