@@ -325,8 +325,9 @@ def add_live_commands(subparsers: Subparsers) -> None:
         default=0,
         metavar="N",
         help="with --interval and the watch (debug): every N runs, compare the watch-fed state "
-        "with a fresh LIST and log any difference (state.verified / state.differs; default 0: "
-        "never)",
+        "with a LIST at exactly the resourceVersion each store reflects, so a difference is a "
+        "gap in the watch, not lag (a fresh LIST, retried, where that version is gone) and log "
+        "it (state.verified / state.differs; default 0: never)",
     )
     run.add_argument(
         "--metrics-bind-address",
@@ -475,28 +476,69 @@ class _WatchReader:
         return snapshot
 
     def verify(self) -> list[str]:
-        """Compare the watch-fed state with a fresh LIST (:func:`statecheck.verify`: looked at
-        again, up to 3 times a second apart, while they differ, since a moving cluster differs
-        for the watch's delivery time); what still differs is logged (``state.differs``) and
-        counted in :attr:`differences`."""
+        """Compare the watch-fed state with the cluster, resource by resource
+        (:func:`statecheck.check`): each store against a LIST at exactly the resourceVersion
+        it reflects, so a difference is a gap in the watch, not its lag; where the server
+        cannot serve that version (410, refused), a fresh LIST of that resource looked at
+        again, up to 3 times a second apart, while they differ (:func:`statecheck.verify`).
+        Logged with the version of each resource or why it fell back (``state.verified`` /
+        ``state.differs``); a check that found a difference is counted in
+        :attr:`differences`."""
+        from rebalancer.cluster.api.resources import RESOURCES_BY_NAME  # noqa: PLC0415
         from rebalancer.cluster.read import statecheck  # noqa: PLC0415  # on use
+        from rebalancer.cluster.read.encoding import protobuf_pages  # noqa: PLC0415
+        from rebalancer.cluster.read.reader import read_at_version, read_cluster  # noqa: PLC0415
 
+        fresh = self._fresh
+        scope = fresh.namespace
+
+        def list_at(name: str, version: str) -> Any:
+            resource = RESOURCES_BY_NAME[name]
+            deadline = _read_deadline(fresh.timeouts)
+            read = read_at_version(
+                fresh.kube.list_page, resource, version, namespace=scope, deadline=deadline
+            )
+            return read.snapshot
+
+        def list_now(name: str) -> Any:
+            return read_cluster(
+                fresh.kube.list_page,
+                namespace=scope,
+                resources=[RESOURCES_BY_NAME[name]],
+                deadline=_read_deadline(fresh.timeouts),
+                skip_invalid=True,
+                list_page_proto=protobuf_pages(fresh.kube),
+            ).snapshot
+
+        def retried(name: str) -> tuple[list[str], int]:
+            return statecheck.verify(
+                lambda: self._watch.held(name)[1],
+                lambda: list_now(name),
+                attempts=VERIFY_ATTEMPTS,
+                pause=VERIFY_PAUSE_SECONDS,
+            )
+
+        names = [r.name for r in self._watch.resources]
+        checks = statecheck.check(names, self._watch.held, list_at, retried)
+        found = [line for c in checks for line in c.differences]
+        fields: dict[str, Any] = {
+            "exact": {c.resource: c.version for c in checks if c.version is not None},
+            "fallback": {c.resource: c.fallback for c in checks if c.version is None},
+            "attempts": max((c.attempts for c in checks), default=1),
+        }
         log = logs.get_logger("rebalancer.cli")
-        found, attempts = statecheck.verify(
-            lambda: self._watch.snapshot(skip_invalid=True),
-            self._fresh,
-            attempts=VERIFY_ATTEMPTS,
-            pause=VERIFY_PAUSE_SECONDS,
-        )
         if not found:
-            log.info(logs.STATE_VERIFIED, attempts=attempts)
+            log.info(logs.STATE_VERIFIED, **fields)
             return found
         self.differences += 1
         log.warning(
             logs.STATE_DIFFERS,
             count=len(found),
             differences=found[: statecheck.MAX_NAMED],
+            gap=[c.resource for c in checks if c.differences and c.version is not None],
+            unsettled=[c.resource for c in checks if c.differences and c.version is None],
             checks_differing=self.differences,
+            **fields,
         )
         return found
 

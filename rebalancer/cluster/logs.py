@@ -70,9 +70,15 @@ GUARD_HELD: Final = "guard.held"
 """An eviction held back in loop mode: its workload cools down, or the pod replaced one
 evicted within the hour (thrash guard)."""
 STATE_VERIFIED: Final = "state.verified"
-"""``--verify-state-every``: the watch-fed state equals a fresh LIST."""
+"""``--verify-state-every``: the watch-fed state equals the cluster. ``exact``: the resources
+compared with a LIST at exactly the resourceVersion their store reflects, and that version;
+``fallback``: the others, and why (410 Gone, refused), compared with a fresh LIST, retried;
+``attempts``: the most looks a fallback took."""
 STATE_DIFFERS: Final = "state.differs"
-"""``--verify-state-every``: the watch-fed state still differs from a fresh LIST (retried)."""
+"""``--verify-state-every``: the watch-fed state differs (``exact``, ``fallback``, ``attempts``
+as in ``state.verified``): ``differences`` names them, ``gap`` the resources that differ at an
+exact version (a real gap in the watch), ``unsettled`` those that still differ after the
+fallback's retries (lag or a gap)."""
 
 
 def new_run_id() -> str:

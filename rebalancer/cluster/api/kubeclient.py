@@ -424,9 +424,19 @@ class Kube:
         namespace: str | None,
         limit: int,
         continue_token: str | None,
+        *,
+        resource_version: str | None = None,
     ) -> bytes:
-        """One page of a LIST as raw JSON bytes (the reader's transport)."""
-        return self.list_page_as(resource, namespace, limit, continue_token, accept=JSON)[1]
+        """One page of a LIST as raw JSON bytes (the reader's transport); ``resource_version``
+        as :meth:`list_page_as` takes it."""
+        return self.list_page_as(
+            resource,
+            namespace,
+            limit,
+            continue_token,
+            accept=JSON,
+            resource_version=resource_version,
+        )[1]
 
     def list_page_as(
         self,
@@ -437,14 +447,22 @@ class Kube:
         *,
         accept: str,
         status_of: StatusOf | None = None,
+        resource_version: str | None = None,
     ) -> tuple[str, bytes]:
         """One page of a LIST asking for ``accept``: the answer's media type (its
         Content-Type without parameters) and its body, as sent. Deciding what to make of
-        them is the reader's (:mod:`rebalancer.cluster.read.encoding`)."""
+        them is the reader's (:mod:`rebalancer.cluster.read.encoding`).
+
+        ``resource_version``: the first page is asked for at exactly that version
+        (``resourceVersionMatch=Exact``: served as the collection was then, or 410 Gone once
+        etcd has compacted it); a continue page is not, its token carries the version (the
+        API refuses both at once)."""
         spec = RESOURCES_BY_NAME[resource]
         query = [("limit", str(limit))]
         if continue_token:
             query.append(("continue", continue_token))
+        elif resource_version:
+            query += [("resourceVersion", resource_version), ("resourceVersionMatch", "Exact")]
         scoped = namespace if spec.namespaced else None
         response = self._checked(
             "GET",

@@ -56,6 +56,23 @@ ListStream = Callable[[str, str | None], Iterable[bytes]]
 """``list_stream(resource, namespace) -> chunks``: one unpaginated LIST in protobuf, its body in
 chunks; raises :class:`StreamDeclined` when the answer is not protobuf."""
 
+
+class ListPageAt(Protocol):
+    """``list_page`` that can pin a LIST to one version: the first page (no continue token) at
+    exactly ``resource_version`` (:meth:`rebalancer.cluster.api.kubeclient.Kube.list_page`)."""
+
+    def __call__(
+        self,
+        resource: str,
+        namespace: str | None,
+        limit: int,
+        continue_token: str | None,
+        /,
+        *,
+        resource_version: str | None = None,
+    ) -> bytes: ...
+
+
 DEFAULT_PAGE_SIZE: Final = 2000
 MAX_RESTARTS: Final = 3  # a read starts again when a continue token expires (410 Gone)
 PREFETCH: Final = 2
@@ -381,6 +398,70 @@ def read_cluster(
                 return outcome
             route, why = next_route(route, list_page_proto), f"{route} declined: {outcome.reason}"
         builder = builder_factory()
+
+
+class VersionUnavailable(errors.ClusterError):
+    """A LIST at one exact resourceVersion that the server cannot or will not serve: 410 Gone
+    (etcd compacted it), a 400 or 422 refusing ``resourceVersionMatch``, or an answer at
+    another version (a server that ignores the parameter)."""
+
+
+def read_at_version(
+    list_page: ListPageAt,
+    resource: Resource,
+    version: str,
+    *,
+    namespace: str | None = None,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    deadline: ReadDeadline | None = None,
+    limits: ReadLimits | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> ReadResult:
+    """One resource as it was at exactly ``version`` (``resourceVersionMatch=Exact``, paged:
+    the continue tokens keep the version), on the ``json-typed`` route, converted as every read
+    is, objects the converter rejects leaving their namespaces out (``skip_invalid``).
+
+    Not logged as a route and never started again: a 410 is etcd's compaction, not an expired
+    token, and the same request would meet it again; it, a refusal (400, 422) and an answer
+    at another version raise :class:`VersionUnavailable`."""
+    answered: list[str | None] = []
+
+    def pinned(name: str, scope: str | None, limit: int, token: str | None) -> bytes:
+        raw = list_page(name, scope, limit, token, resource_version=None if token else version)
+        if token is None:
+            parts = fastdecode.page_parts(raw)
+            answered.append(parts[2] if parts is not None else None)
+        return raw
+
+    budget = _Budget(deadline, limits or ReadLimits(), clock)
+    builder = SnapshotBuilder("cluster")
+    try:
+        with gc_paused():
+            outcome = _read_once(
+                Route.JSON_TYPED,
+                budget.pages(pinned),
+                namespace=namespace,
+                page_size=page_size,
+                trim=False,
+                resources=[resource],
+                builder=builder,
+                prefetch=0,
+                check=budget.check,
+                skip_invalid=True,
+            )
+    except errors.Gone as exc:
+        raise VersionUnavailable(f"410 Gone: {exc.message}") from exc
+    except errors.ClientError as exc:
+        if exc.status not in (400, 422):  # the API server's answer to list options it refuses
+            raise
+        raise VersionUnavailable(f"refused ({exc.status}): {exc.message}") from exc
+    assert isinstance(outcome, ReadResult)  # json-typed never declines
+    wrong = [v for v in answered if v != version]
+    if wrong:
+        raise VersionUnavailable(
+            f"answered at resourceVersion {wrong[0] or '(none)'}, not exactly {version}"
+        )
+    return outcome
 
 
 def _read_once(

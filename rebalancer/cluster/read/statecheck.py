@@ -1,18 +1,26 @@
-"""Loop mode's debug check: the watch-fed state against a fresh LIST (``--verify-state-every``).
+"""Loop mode's debug check: the watch-fed state against a LIST (``--verify-state-every``).
 
 :func:`differences` compares two Snapshots object by object (kind, namespace, name) and names
-what one has that the other has not, or has otherwise. It is pure; the reader that calls it
-takes the fresh LIST and retries, since a cluster that moves between the LIST and the look at
-the watch's stores differs for a moment without anything being wrong.
+what one has that the other has not, or has otherwise. It is pure.
+
+:func:`check` compares each resource exactly: its store, with the resourceVersion it reflects
+(taken together), against a LIST at exactly that version (``resourceVersionMatch=Exact``). The
+two show the same moment of the collection, so a difference is a real gap in the watch (an
+event lost or misapplied), never the watch's delivery lag. A resource whose version the server
+cannot serve (410 Gone once etcd compacted it, a refusal, an answer at another version), or
+whose store has no version (listing again after a 410), falls back to :func:`verify`: a fresh
+LIST, looked at again while the two differ, which tells a gap from lag only by waiting.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
+from rebalancer.cluster.read.reader import VersionUnavailable
 from rebalancer.core.model import Snapshot
 
 MAX_NAMED: Final = 10
@@ -61,3 +69,44 @@ def verify(
         if not found:
             return found, attempt
     return found, attempts
+
+
+@dataclass(frozen=True, slots=True)
+class KindCheck:
+    """One resource's comparison: at exactly ``version``, or (``version`` None) by
+    :func:`verify` after ``fallback`` said why not."""
+
+    resource: str
+    version: str | None
+    fallback: str
+    attempts: int
+    differences: tuple[str, ...]
+
+
+def check(
+    resources: Sequence[str],
+    held: Callable[[str], tuple[str | None, Snapshot]],
+    list_at: Callable[[str, str], Snapshot],
+    retried: Callable[[str], tuple[list[str], int]],
+) -> list[KindCheck]:
+    """Each resource's store (``held(resource) -> (version, snapshot)``, taken atomically)
+    against ``list_at(resource, version)``, a LIST at exactly that version; where there is no
+    version, or ``list_at`` raises :class:`VersionUnavailable`, ``retried(resource)`` instead
+    (:func:`verify` on that resource alone)."""
+    out: list[KindCheck] = []
+    for resource in resources:
+        version, watched = held(resource)
+        if version is None:
+            why = "the store has no resourceVersion (listing again after a 410)"
+        else:
+            try:
+                listed = list_at(resource, version)
+            except VersionUnavailable as exc:
+                why = str(exc)
+            else:
+                found = tuple(differences(watched, listed))
+                out.append(KindCheck(resource, version, "", 1, found))
+                continue
+        lines, attempts = retried(resource)
+        out.append(KindCheck(resource, None, why, attempts, tuple(lines)))
+    return out

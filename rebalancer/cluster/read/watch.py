@@ -358,22 +358,24 @@ class _ResourceWatch:
             meta = _IDENT.decode(event.object).metadata or _NO_META
         except msgspec.DecodeError as exc:
             raise errors.ClusterError(f"WATCH {name}: an event's object is not JSON") from exc
-        if event.type == "BOOKMARK":
-            self.counts["bookmarks"] += 1
-        elif event.type in ("ADDED", "MODIFIED"):
-            with self._lock:
+        # The store and the version it reflects change together, under the lock: a state
+        # check (:meth:`ClusterWatch.held`) never sees one without the other.
+        held = 0
+        with self._lock:
+            if event.type == "BOOKMARK":
+                self.counts["bookmarks"] += 1
+            elif event.type in ("ADDED", "MODIFIED"):
                 self._apply(self.items, self.problems, event.object)
                 held = len(self.items)
-            self.counts["events"] += 1
-            self._check_size(held)
-        elif event.type == "DELETED":
-            key = self._key(meta)
-            with self._lock:
+                self.counts["events"] += 1
+            elif event.type == "DELETED":
+                key = self._key(meta)
                 self.items.pop(key, None)
                 self.problems.pop(key, None)
-            self.counts["events"] += 1
-        if meta.resourceVersion:
-            self.version = meta.resourceVersion
+                self.counts["events"] += 1
+            if meta.resourceVersion:
+                self.version = meta.resourceVersion
+        self._check_size(held)
 
     # --- the thread ----------------------------------------------------------------------
 
@@ -493,6 +495,29 @@ class ClusterWatch:
     def counts(self) -> dict[str, dict[str, int]]:
         """Per resource: lists, list pages, watches, events, bookmarks, 410s, failures."""
         return {w.resource.name: dict(w.counts) for w in self._watches}
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        """The resources watched, in read order."""
+        return tuple(w.resource for w in self._watches)
+
+    def held(self, resource: str) -> tuple[str | None, Snapshot]:
+        """One resource's store and the resourceVersion it reflects (the last event's or
+        bookmark's, or its LIST's; None while it lists again after a 410), taken together
+        under the lock; as a Snapshot with only that kind, the namespaces of objects the
+        converter rejects left out (as ``snapshot(skip_invalid=True)`` and a fresh read do)."""
+        watch = next(w for w in self._watches if w.resource.name == resource)
+        with self._lock:
+            version = watch.version
+            items = list(watch.items.items())
+            rejected = list(watch.problems)
+        skipped = {namespace for namespace, _ in rejected} if watch.resource.namespaced else set()
+        builder = SnapshotBuilder("cluster")
+        with gc_paused():
+            for (namespace, _), item in items:
+                if namespace not in skipped:
+                    builder.add_converted(watch.resource.kind, item)
+            return version, builder.build()
 
     def _wait_synced(self) -> None:
         deadline = self._clock() + self.settings.sync_timeout
