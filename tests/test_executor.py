@@ -612,21 +612,18 @@ def of_kind(kind: str, *pods: dict[str, Any]) -> list[dict[str, Any]]:
     return list(pods)
 
 
-@pytest.mark.parametrize("kind", ["ReplicaSet", "StatefulSet"])
-def test_a_scale_down_during_the_wait_ends_it_and_the_next_pod_goes(kind: str) -> None:
+def test_a_scale_down_during_the_wait_ends_it_and_the_next_pod_goes() -> None:
     """web (3 pods) loses web-1; at the second look the owner has been scaled to 2 and its
     replacement-to-be removed: web-2 and web-3 are Ready, 2 <= 2, nothing to wait for; web-2 is
     evicted at once, and its own replacement is awaited as usual."""
-    api = FakeApi(of_kind(kind, api_pod("web-1"), api_pod("web-2"), api_pod("web-3")),
-                  replace_after=5)  # fmt: skip
-    api.owners["web"]["kind"] = kind
+    api = FakeApi([api_pod("web-1"), api_pod("web-2"), api_pod("web-3")], replace_after=5)
     api.on_list = lambda n: api.scale("web", 2) if n == 2 and api.posts() == ["web-1"] else None
     with structlog.testing.capture_logs() as logged:
         results = executor(api).execute_wave([evict("web-1"), evict("web-2")])
     assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
     assert results[0].replacement is None
     assert results[0].detail == (
-        f"evicted; the owner {kind}/web was scaled to 2 since the eviction (2 Ready): "
+        "evicted; the owner ReplicaSet/web was scaled to 2 since the eviction (2 Ready): "
         "no replacement to wait for"
     )
     assert results[1].replacement == "shop/web-2-r2"  # web-1's replacement never came
@@ -637,8 +634,49 @@ def test_a_scale_down_during_the_wait_ends_it_and_the_next_pod_goes(kind: str) -
     ]  # fmt: skip
     moot = [e for e in logged if e["event"] == MOOT_EVENT]
     assert [(e["pod"], e["owner"], e["replicas"]) for e in moot] == [
-        ("shop/web-1", f"{kind}/web", 2)
+        ("shop/web-1", "ReplicaSet/web", 2)
     ]
+
+
+def stateful_set_api(replace_after: int) -> FakeApi:
+    """StatefulSet db with db-0, db-1, db-2 (ordinals from 0)."""
+    pods = [api_pod(f"db-{i}", app="db", owner_uid="sts-db") for i in range(3)]
+    api = FakeApi(of_kind("StatefulSet", *pods), replace_after=replace_after)
+    api.owners["db"]["kind"] = "StatefulSet"
+    return api
+
+
+def test_a_stateful_set_scaled_below_the_evicted_ordinal_ends_the_wait() -> None:
+    """db-2 evicted, then db scaled to 2: ordinal 2 is no longer wanted, no db-2 comes back;
+    db-0 goes next."""
+    api = stateful_set_api(replace_after=5)
+    api.on_list = lambda n: api.scale("db", 2) if n == 1 and api.posts() == ["db-2"] else None
+    results = executor(api).execute_wave(
+        [evict("db-2", workload="StatefulSet/db"), evict("db-0", workload="StatefulSet/db")]
+    )
+    assert results[0].detail == (
+        "evicted; the owner StatefulSet/db was scaled to 2 since the eviction "
+        "(ordinal 2 is no longer wanted): no replacement to wait for"
+    )
+    assert results[0].replacement is None
+    assert api.posts() == ["db-2", "db-0"]
+
+
+def test_a_stateful_set_scaled_down_above_the_evicted_ordinal_still_makes_it_again() -> None:
+    """db-1 evicted, then db scaled to 2 while db-2 is still Ready (the StatefulSet controller
+    makes db-1 again first, and removes db-2 only once it is Ready): 2 Ready would count as
+    enough, but ordinal 1 is wanted: the wait goes on until db-1's replacement is Ready."""
+    api = stateful_set_api(replace_after=3)
+    api.on_list = lambda n: (
+        api.owners["db"]["spec"].update(replicas=2) if api.posts() == ["db-1"] else None
+    )
+    results = executor(api).execute_wave(
+        [evict("db-1", workload="StatefulSet/db"), evict("db-0", workload="StatefulSet/db")]
+    )
+    assert results[0].detail == "evicted"
+    assert results[0].replacement == "shop/db-1-r1"
+    assert api.posts() == ["db-1", "db-0"]
+    assert [c[0] for c in between_posts(api, "db-1", "db-0")].count("GET owner") == 3
 
 
 def test_a_replacement_not_created_yet_is_waited_for() -> None:

@@ -9,7 +9,7 @@ plan's premise no longer holds (pod gone, replaced, terminating, moved, relabell
 NotReady or unreachable). Within one workload, pods are evicted one at a time: the next one
 waits until the previous one's replacement is scheduled and Ready, bounded by the wave timeout,
 or until no replacement is coming any more: the owning ReplicaSet or StatefulSet is gone, or
-wants no more pods than it has Ready (a scale-down since the eviction, :func:`replacement_moot`).
+was scaled down past it since the eviction (:func:`replacement_moot`).
 Workloads proceed side by side, in rounds: the first pod of every workload, wait, the second...
 
 Status codes (SPEC §5):
@@ -269,16 +269,22 @@ class Moot:
 
     owner: str  # Kind/name of the pod's controller
     replicas: int | None  # its spec.replicas as just read; None: it is gone
-    ready: int  # its pods Ready and not terminating now
+    ready: int  # its pods Ready and not terminating now, the evicted pod left out
     gone_why: str = ""  # how it is gone, when it is
+    ordinal: int | None = None  # a StatefulSet's: the evicted pod's, no longer wanted
 
     @property
     def detail(self) -> str:
         if self.replicas is None:
             return f"the owner {self.owner} {self.gone_why}: no replacement to wait for"
+        why = (
+            f"ordinal {self.ordinal} is no longer wanted"
+            if self.ordinal is not None
+            else f"{self.ready} Ready"
+        )
         return (
-            f"the owner {self.owner} was scaled to {self.replicas} since the eviction "
-            f"({self.ready} Ready): no replacement to wait for"
+            f"the owner {self.owner} was scaled to {self.replicas} since the eviction ({why}): "
+            "no replacement to wait for"
         )
 
 
@@ -286,21 +292,25 @@ def replacement_moot(
     owner: Mapping[str, Any] | None,
     ref: tuple[str, str, str],
     pods: Sequence[Mapping[str, Any]],
-    evicted_uid: str,
+    evicted: tuple[str, str],
 ) -> Moot | None:
     """Whether the replacement of an evicted pod is no longer coming, judged from its owner as
     just read (None: not found) and the pods of its namespace as just listed; None when one
     may still come (or it cannot be told).
 
-    ``ref`` is the evicted pod's controller: (kind, name, uid). Moot when that controller is
-    gone (not found, found with another uid: deleted and made again, or being deleted: its
-    controller creates no pod any more), or when its ``spec.replicas`` is at most the number
-    of its pods that are Ready and not terminating now, the evicted pod left out: a scale-down
-    since the eviction removed the replacement, or will. The evicted pod being gone with no
-    replacement listed yet proves nothing: the controller may not have created it yet; only
-    the owner's desired size decides.
+    ``ref`` is the evicted pod's controller: (kind, name, uid); ``evicted`` the pod's (name,
+    uid). Moot when that controller is gone (not found, found with another uid: deleted and
+    made again, or being deleted: its controller creates no pod any more), or when its
+    ``spec.replicas`` is at most the number of its pods that are Ready and not terminating
+    now, the evicted pod left out: a scale-down since the eviction removed the replacement, or
+    will. A StatefulSet's replacement is the pod of the same name: it is moot only when that
+    ordinal is past the last one wanted (``spec.ordinals.start + spec.replicas``); a scale-down
+    that keeps it makes the pod again, and deletes the highest ordinal only once it is Ready.
+    The evicted pod being gone with no replacement listed yet proves nothing: the controller
+    may not have created it yet; only the owner decides.
     """
     kind, name, uid = ref
+    evicted_name, evicted_uid = evicted
     label = f"{kind}/{name}"
     ready = sum(
         1
@@ -317,10 +327,28 @@ def replacement_moot(
         return Moot(label, None, ready, f"is gone (one of that name has uid {meta.get('uid')})")
     if meta.get("deletionTimestamp"):
         return Moot(label, None, ready, "is being deleted")
-    replicas = _part(owner, "spec").get("replicas")
-    if not isinstance(replicas, int) or isinstance(replicas, bool):
+    spec = _part(owner, "spec")
+    replicas = _integer(spec.get("replicas"))
+    if replicas is None:
         return None  # the API server defaults it: something else answered, wait as before
+    if kind == "StatefulSet":
+        ordinal = _ordinal(evicted_name, name)
+        start = _integer(_part(spec, "ordinals").get("start", 0))
+        if ordinal is None or start is None or start <= ordinal < start + replicas:
+            return None
+        return Moot(label, replicas, ready, ordinal=ordinal)
     return Moot(label, replicas, ready) if replicas <= ready else None
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _ordinal(pod: str, stateful_set: str) -> int | None:
+    """The ordinal of a StatefulSet's pod, from its name ``<set>-<ordinal>``; None if not one."""
+    prefix = f"{stateful_set}-"
+    rest = pod[len(prefix) :] if pod.startswith(prefix) else ""
+    return int(rest) if rest.isascii() and rest.isdigit() else None
 
 
 def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
@@ -758,16 +786,17 @@ class Executor:
         its owner read now (once per look: ``owners`` keeps what this look read). None for an
         owner of another kind than :data:`OWNER_KINDS`, and when the owner cannot be read (403,
         5xx, no answer, after the transport's own retries): the wait goes on as before."""
-        if isinstance(evicted, _Pending):
-            namespace, evicted_uid = evicted.eviction.namespace, evicted.eviction.uid
-        else:
-            namespace, evicted_uid = evicted.namespace, evicted.uid
+        pod: Eviction | EvictionRecord = (
+            evicted.eviction if isinstance(evicted, _Pending) else evicted
+        )
         kind, name, uid = evicted.owner_kind, evicted.owner_name, evicted.owner_uid
         if kind not in OWNER_KINDS or not name or not uid:
             return None
         if (kind, name) not in owners:
             try:
-                owners[kind, name] = _OwnerRead(self._transport.get_owner(namespace, kind, name))
+                owners[kind, name] = _OwnerRead(
+                    self._transport.get_owner(pod.namespace, kind, name)
+                )
             except errors.ClusterError as exc:
                 owners[kind, name] = _OwnerRead(None, str(exc))
         read = owners[kind, name]
@@ -781,7 +810,7 @@ class Executor:
                     detail=f"waiting for a replacement as usual: {read.error}",
                 )
             return None
-        return replacement_moot(read.owner, (kind, name, uid), pods, evicted_uid)
+        return replacement_moot(read.owner, (kind, name, uid), pods, (pod.name, pod.uid))
 
     @staticmethod
     def _log_moot(pod: str, moot: Moot, **extra: str) -> None:
