@@ -85,6 +85,12 @@ class FakeApi:
     ``answers`` scripts the eviction answers per pod (the last one repeats); by default 201.
     After a real (not dry-run) 2xx the pod disappears and, if ``replace_after`` polls is not
     None, a Ready replacement of the same owner shows up after that many pod LISTs.
+
+    Owners: each controller of the given pods is a ReplicaSet wanting as many pods as it has
+    there (``spec.replicas``), served by :meth:`get_owner`; :meth:`scale` and
+    :meth:`remove_owner` change that as a person or an HPA would, ``owner_error`` makes every
+    owner GET raise it, and ``on_list(n)`` runs at each pod LIST, ``n`` counting the LISTs
+    since the last eviction request (1 for the first), to change the cluster mid-wave.
     """
 
     def __init__(
@@ -108,6 +114,14 @@ class FakeApi:
         self.bodies: list[Mapping[str, Any]] = []
         self._waiting: list[tuple[dict[str, Any], int]] = []  # replacement, polls left
         self._ids = itertools.count(1)
+        self.owners: dict[str, dict[str, Any]] = {}  # by name
+        for pod in pods:
+            ref = pod["metadata"]["ownerReferences"][0]
+            owner = self.owners.setdefault(ref["name"], replica_set(ref["name"], ref["uid"], 0))
+            owner["spec"]["replicas"] += 1
+        self.owner_error: Exception | None = None
+        self.on_list: Callable[[int], None] = lambda n: None
+        self._lists_since_post = 0
 
     def __getattr__(self, name: str) -> Any:
         if "delete" in name.lower():
@@ -119,6 +133,7 @@ class FakeApi:
     ) -> tuple[int, dict[str, Any]]:
         self.calls.append(("POST", name))
         self.bodies.append(body)
+        self._lists_since_post = 0
         assert body["apiVersion"] == "policy/v1"
         assert body["kind"] == "Eviction"
         assert body["metadata"] == {"name": name, "namespace": namespace}
@@ -158,6 +173,8 @@ class FakeApi:
 
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         self.calls.append(("LIST pods", label_selector))
+        self._lists_since_post += 1
+        self.on_list(self._lists_since_post)
         still: list[tuple[dict[str, Any], int]] = []
         for pod, polls in self._waiting:
             if polls <= 0:
@@ -172,8 +189,54 @@ class FakeApi:
             if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
         ]
 
+    def get_owner(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("GET owner", f"{kind}/{name}"))
+        assert namespace == NS
+        assert kind in ("ReplicaSet", "StatefulSet"), f"no GET of a {kind} is expected"
+        if self.owner_error is not None:
+            raise self.owner_error
+        owner = self.owners.get(name)
+        return copy.deepcopy(owner) if owner is not None and owner["kind"] == kind else None
+
+    def scale(self, name: str, replicas: int) -> None:
+        """Set the owner's spec.replicas, and remove what the ReplicaSet controller would: its
+        replacements not created yet first (the ones it ranks first), then not-Ready pods,
+        then Ready ones, until it has ``replicas``."""
+        owner = self.owners[name]
+        owner["spec"]["replicas"] = replicas
+        uid = owner["metadata"]["uid"]
+
+        def of_owner(pod: dict[str, Any]) -> bool:
+            return bool(pod["metadata"]["ownerReferences"][0]["uid"] == uid)
+
+        def ready(pod: dict[str, Any]) -> bool:
+            return any(c["status"] == "True" for c in pod["status"]["conditions"])
+
+        coming = [w for w in self._waiting if of_owner(w[0])]
+        ranked = sorted((p for p in self.pods.values() if of_owner(p)), key=ready)
+        excess = max(len(coming) + len(ranked) - replicas, 0)
+        dropped = {id(w) for w in coming[:excess]}
+        self._waiting = [w for w in self._waiting if id(w) not in dropped]
+        for pod in ranked[: max(excess - len(coming), 0)]:
+            del self.pods[pod["metadata"]["name"]]
+
+    def remove_owner(self, name: str) -> None:
+        """The owner is deleted (its pods stay, orphaned, as with --cascade=orphan)."""
+        del self.owners[name]
+        self._waiting = []
+
     def posts(self) -> list[str]:
         return [c[1] for c in self.calls if c[0] == "POST"]
+
+
+def replica_set(name: str, uid: str, replicas: int) -> dict[str, Any]:
+    """An apps/v1 ReplicaSet in namespace ``shop``, as a GET answers it."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": NS, "uid": uid},
+        "spec": {"replicas": replicas},
+    }
 
 
 class BodyStream:
@@ -347,6 +410,13 @@ class FakeCluster:
 
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         return list(self.pods.values())
+
+    def get_owner(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        """The ReplicaSet web-rs, wanting as many pods as it has (each eviction makes its
+        replacement at once: the size never changes here)."""
+        if kind != "ReplicaSet" or name != "web-rs":
+            return None
+        return replica_set(name, "uid-rs", len(self.pods))
 
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         self.events.append(dict(body))

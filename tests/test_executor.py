@@ -6,8 +6,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
+import structlog
 
 from rebalancer.cluster.act.executor import Executor, ExecutorSettings, eviction_body
+from rebalancer.cluster.act.lease import EvictionRecord
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
@@ -587,3 +589,250 @@ def orjson_bytes(value: Any) -> bytes:
     import orjson  # noqa: PLC0415  # only this helper needs it
 
     return orjson.dumps(value)
+
+
+# -- a replacement made moot by a scale-down ----------------------------------------------------
+
+MOOT_EVENT = "eviction.replacement_moot"
+
+
+def owner_gets(api: FakeApi) -> int:
+    return sum(1 for c in api.calls if c[0] == "GET owner")
+
+
+def between_posts(api: FakeApi, first: str, second: str) -> list[tuple[str, ...]]:
+    """The calls made after the eviction of ``first`` and before that of ``second``."""
+    return api.calls[api.calls.index(("POST", first)) + 1 : api.calls.index(("POST", second))]
+
+
+def of_kind(kind: str, *pods: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods with their controller made a ``kind``."""
+    for pod in pods:
+        pod["metadata"]["ownerReferences"][0]["kind"] = kind
+    return list(pods)
+
+
+def test_a_scale_down_during_the_wait_ends_it_and_the_next_pod_goes() -> None:
+    """web (3 pods) loses web-1; at the second look the owner has been scaled to 2 and its
+    replacement-to-be removed: web-2 and web-3 are Ready, 2 <= 2, nothing to wait for; web-2 is
+    evicted at once, and its own replacement is awaited as usual."""
+    api = FakeApi([api_pod("web-1"), api_pod("web-2"), api_pod("web-3")], replace_after=5)
+    api.on_list = lambda n: api.scale("web", 2) if n == 2 and api.posts() == ["web-1"] else None
+    with structlog.testing.capture_logs() as logged:
+        results = executor(api).execute_wave([evict("web-1"), evict("web-2")])
+    assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
+    assert results[0].replacement is None
+    assert results[0].detail == (
+        "evicted; the owner ReplicaSet/web was scaled to 2 since the eviction (2 Ready): "
+        "no replacement to wait for"
+    )
+    assert results[1].replacement == "shop/web-2-r2"  # web-1's replacement never came
+    assert api.posts() == ["web-1", "web-2"]
+    # two looks (the second one settles), one owner GET each, then web-2's count before it goes
+    assert [c[0] for c in between_posts(api, "web-1", "web-2")] == [
+        "LIST pods", "GET owner", "LIST pods", "GET owner", "GET pod", "GET node", "LIST pods",
+    ]  # fmt: skip
+    moot = [e for e in logged if e["event"] == MOOT_EVENT]
+    assert [(e["pod"], e["owner"], e["replicas"]) for e in moot] == [
+        ("shop/web-1", "ReplicaSet/web", 2)
+    ]
+
+
+def stateful_set_api(replace_after: int) -> FakeApi:
+    """StatefulSet db with db-0, db-1, db-2 (ordinals from 0)."""
+    pods = [api_pod(f"db-{i}", app="db", owner_uid="sts-db") for i in range(3)]
+    api = FakeApi(of_kind("StatefulSet", *pods), replace_after=replace_after)
+    api.owners["db"]["kind"] = "StatefulSet"
+    return api
+
+
+def test_a_stateful_set_scaled_below_the_evicted_ordinal_ends_the_wait() -> None:
+    """db-2 evicted, then db scaled to 2: ordinal 2 is no longer wanted, no db-2 comes back;
+    db-0 goes next."""
+    api = stateful_set_api(replace_after=5)
+    api.on_list = lambda n: api.scale("db", 2) if n == 1 and api.posts() == ["db-2"] else None
+    results = executor(api).execute_wave(
+        [evict("db-2", workload="StatefulSet/db"), evict("db-0", workload="StatefulSet/db")]
+    )
+    assert results[0].detail == (
+        "evicted; the owner StatefulSet/db was scaled to 2 since the eviction "
+        "(ordinal 2 is no longer wanted): no replacement to wait for"
+    )
+    assert results[0].replacement is None
+    assert api.posts() == ["db-2", "db-0"]
+
+
+def test_a_stateful_set_scaled_down_above_the_evicted_ordinal_still_makes_it_again() -> None:
+    """db-1 evicted, then db scaled to 2 while db-2 is still Ready (the StatefulSet controller
+    makes db-1 again first, and removes db-2 only once it is Ready): 2 Ready would count as
+    enough, but ordinal 1 is wanted: the wait goes on until db-1's replacement is Ready."""
+    api = stateful_set_api(replace_after=3)
+    api.on_list = lambda n: (
+        api.owners["db"]["spec"].update(replicas=2) if api.posts() == ["db-1"] else None
+    )
+    results = executor(api).execute_wave(
+        [evict("db-1", workload="StatefulSet/db"), evict("db-0", workload="StatefulSet/db")]
+    )
+    assert results[0].detail == "evicted"
+    assert results[0].replacement == "shop/db-1-r1"
+    assert api.posts() == ["db-1", "db-0"]
+    assert [c[0] for c in between_posts(api, "db-1", "db-0")].count("GET owner") == 3
+
+
+def test_a_replacement_not_created_yet_is_waited_for() -> None:
+    """The race right after an eviction: web-1 is gone, its replacement not created yet (3
+    looks), the owner unchanged (2 wanted, 1 Ready): the wait goes on until the replacement is
+    Ready; the owner is read at each look that found none, never more often."""
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")], replace_after=3)
+    results = executor(api).execute_wave([evict("web-1"), evict("web-2")])
+    assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
+    assert results[0].replacement == "shop/web-1-r1"
+    assert results[0].detail == "evicted"
+    calls = [c[0] for c in between_posts(api, "web-1", "web-2")]
+    assert calls.count("LIST pods") == 4 + 1  # 4 looks, the last finds it; web-2's count
+    assert calls.count("GET owner") == 3
+
+
+def set_uid(api: FakeApi) -> None:
+    api.owners["web"]["metadata"]["uid"] = "rs-web-2"
+
+
+def set_deleting(api: FakeApi) -> None:
+    api.owners["web"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("change", "how"),
+    [
+        (lambda api: api.remove_owner("web"), "is gone"),
+        (set_uid, "is gone (one of that name has uid rs-web-2)"),
+        (set_deleting, "is being deleted"),
+    ],
+)
+def test_an_owner_gone_ends_the_wait(change: Callable[[FakeApi], None], how: str) -> None:
+    """The ReplicaSet deleted (or made again under the same name, or being deleted) after the
+    eviction: no replacement of it will come; both pods go, neither waits long."""
+    api = FakeApi([api_pod("web-1"), api_pod("web-2"), api_pod("web-3")], replace_after=5)
+    api.on_list = lambda n: change(api) if n == 1 and api.posts() == ["web-1"] else None
+    results = executor(api).execute_wave([evict("web-1"), evict("web-2")])
+    detail = f"evicted; the owner ReplicaSet/web {how}: no replacement to wait for"
+    assert [(r.outcome, r.detail, r.replacement) for r in results] == [
+        (Outcome.EVICTED, detail, None),
+        (Outcome.EVICTED, detail, None),
+    ]
+    assert api.posts() == ["web-1", "web-2"]
+    assert [c[0] for c in between_posts(api, "web-1", "web-2")].count("LIST pods") == 1 + 1
+
+
+OWNER_ERRORS = [
+    errors.Forbidden(403, "replicasets.apps is forbidden", verb="get", resource="replicasets"),
+    errors.ServerError(500, "etcd timeout", verb="get", resource="replicasets"),
+    errors.Unreachable("connection refused"),
+]
+
+
+@pytest.mark.parametrize("error", OWNER_ERRORS, ids=["403", "500", "unreachable"])
+def test_an_owner_that_cannot_be_read_keeps_the_wait_to_the_timeout(error: Exception) -> None:
+    """Scaled down, but the owner GET fails: it cannot be told, so the wait runs to the wave
+    timeout as before (the owner asked at every look), and web-2 is not evicted; one warning."""
+    clock = FakeClock()
+    api = FakeApi([api_pod("web-1"), api_pod("web-2"), api_pod("web-3")], replace_after=5)
+    api.owner_error = error
+    api.on_list = lambda n: api.scale("web", 2) if n == 1 and api.posts() == ["web-1"] else None
+    with structlog.testing.capture_logs() as logged:
+        results = executor(api, clock, wave_timeout_seconds=20).execute_wave(
+            [evict("web-1"), evict("web-2")]
+        )
+    assert results[0].outcome is Outcome.EVICTED
+    assert results[0].replacement is None
+    assert "not scheduled and Ready in time" in results[0].detail
+    assert "no replacement to wait for" not in results[0].detail
+    assert results[1].outcome is Outcome.SKIPPED
+    assert results[1].detail.startswith("replacement-not-ready")
+    assert api.posts() == ["web-1"]
+    looks = sum(1 for c in api.calls if c[0] == "LIST pods") - 1  # web-1's count before it
+    assert owner_gets(api) == looks
+    # a look at once, then after waits of 0.25, 0.5, 1 (t = 1.75), 9 of 2 (t = 19.75) and the
+    # 0.25 left to the 20 s timeout: 1 + 3 + 9 + 1 looks
+    assert looks == 14
+    assert [e["event"] for e in logged].count("eviction.owner_unreadable") == 1
+
+
+@pytest.mark.parametrize("error", OWNER_ERRORS, ids=["403", "500", "unreachable"])
+def test_an_owner_that_cannot_be_read_still_lets_the_replacement_end_the_wait(
+    error: Exception,
+) -> None:
+    """The owner GET fails, the replacement comes after 2 empty looks: found, as before."""
+    api = FakeApi([api_pod("web-1"), api_pod("web-2")], replace_after=2)
+    api.owner_error = error
+    results = executor(api).execute_wave([evict("web-1"), evict("web-2")])
+    assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
+    assert results[0].replacement == "shop/web-1-r1"
+    assert api.posts() == ["web-1", "web-2"]
+    assert [c[0] for c in between_posts(api, "web-1", "web-2")].count("GET owner") == 2
+
+
+@pytest.mark.parametrize("kind", ["Job", "MyController"])
+def test_other_owners_are_not_read_and_the_wait_stays_as_before(kind: str) -> None:
+    """A pod of a Job or of a custom controller: no owner GET, the wait runs to the timeout."""
+    api = FakeApi(of_kind(kind, api_pod("web-1"), api_pod("web-2")), replace_after=None)
+    results = executor(api, wave_timeout_seconds=10).execute_wave([evict("web-1"), evict("web-2")])
+    assert "not scheduled and Ready in time" in results[0].detail
+    assert results[1].outcome is Outcome.SKIPPED
+    assert owner_gets(api) == 0
+
+
+def earlier_record(ready_before: int) -> EvictionRecord:
+    """web-0, of ReplicaSet web, evicted by an earlier run when web had ``ready_before``."""
+    return EvictionRecord(NS, "web-0", "uid-web-0", "n1", "ReplicaSet/web", "ReplicaSet",
+                          "web", "rs-web", ready_before, 0.0, "old")  # fmt: skip
+
+
+@pytest.mark.parametrize(("replicas", "evicted"), [(2, ["web-1"]), (3, [])])
+def test_an_earlier_eviction_whose_owner_was_scaled_down_does_not_hold_the_workload(
+    replicas: int, evicted: list[str]
+) -> None:
+    """An earlier run evicted web-0 when web had 3 Ready; now web-1 and web-2 are Ready and
+    web-3 is not (the controller has not removed it yet): the owner wanting 2 (<= 2 Ready)
+    lets web-1 go at once; wanting 3, the workload waits out the timeout as before."""
+    clock = FakeClock()
+    pods = [api_pod("web-1"), api_pod("web-2"), api_pod("web-3", ready=False)]
+    api = FakeApi(pods, replace_after=0)
+    api.owners["web"]["spec"]["replicas"] = replicas
+    ex = Executor(api, ExecutorSettings(wave_timeout_seconds=10), clock=clock,
+                  sleep=clock.sleep, earlier=[earlier_record(3)])  # fmt: skip
+    results = ex.execute_wave([evict("web-1")])
+    assert api.posts() == evicted
+    assert owner_gets(api) >= 1
+    if not evicted:
+        assert results[0].detail.startswith("replacement-not-ready")
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        ("ReplicaSet", f"/apis/apps/v1/namespaces/{NS}/replicasets/web-7d4f"),
+        ("StatefulSet", f"/apis/apps/v1/namespaces/{NS}/statefulsets/web-7d4f"),
+    ],
+)
+def test_kube_get_owner_reads_the_apps_v1_object(kind: str, path: str) -> None:
+    """get_owner GETs the ReplicaSet or StatefulSet by name; 404 is None, 403 names the
+    denied request, other kinds are never asked for."""
+    api = RecordingApiClient(200, b'{"kind":"%s","spec":{"replicas":2}}' % kind.encode())
+    assert Kube(api, source="test").get_owner(NS, kind, "web-7d4f") == {
+        "kind": kind,
+        "spec": {"replicas": 2},
+    }
+    assert api.sent == [("GET", f"https://127.0.0.1:6443{path}", None)]
+    assert Kube(RecordingApiClient(404, b"{}"), source="test").get_owner(NS, kind, "x") is None
+    denied = Kube(RecordingApiClient(403, b'{"message":"forbidden"}'), source="test")
+    with pytest.raises(errors.Forbidden, match=r"RBAC: cannot get \w+\.apps"):
+        denied.get_owner(NS, kind, "web-7d4f")
+
+
+def test_kube_get_owner_refuses_other_kinds() -> None:
+    """A Job or a custom controller is never read: nothing is sent."""
+    api = RecordingApiClient(200, b"{}")
+    with pytest.raises(ValueError, match="no owner of kind 'Job'"):
+        Kube(api, source="test").get_owner(NS, "Job", "batch-1")
+    assert api.sent == []

@@ -7,7 +7,9 @@ deletes a pod: a 429 is retried a few times and then reported, never "forced".
 Before each eviction the pod and its node are read again; the eviction is dropped when the
 plan's premise no longer holds (pod gone, replaced, terminating, moved, relabelled, or its node
 NotReady or unreachable). Within one workload, pods are evicted one at a time: the next one
-waits until the previous one's replacement is scheduled and Ready, bounded by the wave timeout.
+waits until the previous one's replacement is scheduled and Ready, bounded by the wave timeout,
+or until no replacement is coming any more: the owning ReplicaSet or StatefulSet is gone, or
+was scaled down past it since the eviction (:func:`replacement_moot`).
 Workloads proceed side by side, in rounds: the first pod of every workload, wait, the second...
 
 Status codes (SPEC §5):
@@ -55,6 +57,9 @@ def _log() -> Any:
 
 UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
+OWNER_KINDS: Final = frozenset({"ReplicaSet", "StatefulSet"})
+"""Controllers (apps/v1) whose ``spec.replicas`` tells whether a replacement is still coming;
+for any other owner (none, a Job, a custom controller) the wait goes on as it is."""
 
 
 class Transport(Protocol):
@@ -70,6 +75,11 @@ class Transport(Protocol):
     def get_node(self, name: str) -> dict[str, Any] | None: ...
 
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]: ...
+
+    def get_owner(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        """The ReplicaSet or StatefulSet (a kind of :data:`OWNER_KINDS`), or None when it does
+        not exist."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +263,94 @@ def earlier_settled(record: EvictionRecord, pods: Sequence[Mapping[str, Any]]) -
     return ready >= record.ready_before or on_the_way == 0
 
 
+@dataclass(frozen=True, slots=True)
+class Moot:
+    """Why no replacement is coming any more for an evicted pod (:func:`replacement_moot`)."""
+
+    owner: str  # Kind/name of the pod's controller
+    replicas: int | None  # its spec.replicas as just read; None: it is gone
+    ready: int  # its pods Ready and not terminating now, the evicted pod left out
+    gone_why: str = ""  # how it is gone, when it is
+    ordinal: int | None = None  # a StatefulSet's: the evicted pod's, no longer wanted
+
+    @property
+    def detail(self) -> str:
+        if self.replicas is None:
+            return f"the owner {self.owner} {self.gone_why}: no replacement to wait for"
+        why = (
+            f"ordinal {self.ordinal} is no longer wanted"
+            if self.ordinal is not None
+            else f"{self.ready} Ready"
+        )
+        return (
+            f"the owner {self.owner} was scaled to {self.replicas} since the eviction ({why}): "
+            "no replacement to wait for"
+        )
+
+
+def replacement_moot(
+    owner: Mapping[str, Any] | None,
+    ref: tuple[str, str, str],
+    pods: Sequence[Mapping[str, Any]],
+    evicted: tuple[str, str],
+) -> Moot | None:
+    """Whether the replacement of an evicted pod is no longer coming, judged from its owner as
+    just read (None: not found) and the pods of its namespace as just listed; None when one
+    may still come (or it cannot be told).
+
+    ``ref`` is the evicted pod's controller: (kind, name, uid); ``evicted`` the pod's (name,
+    uid). Moot when that controller is gone (not found, found with another uid: deleted and
+    made again, or being deleted: its controller creates no pod any more), or when its
+    ``spec.replicas`` is at most the number of its pods that are Ready and not terminating
+    now, the evicted pod left out: a scale-down since the eviction removed the replacement, or
+    will. A StatefulSet's replacement is the pod of the same name: it is moot only when that
+    ordinal is past the last one wanted (``spec.ordinals.start + spec.replicas``); a scale-down
+    that keeps it makes the pod again, and deletes the highest ordinal only once it is Ready.
+    The evicted pod being gone with no replacement listed yet proves nothing: the controller
+    may not have created it yet; only the owner decides.
+    """
+    kind, name, uid = ref
+    evicted_name, evicted_uid = evicted
+    label = f"{kind}/{name}"
+    ready = sum(
+        1
+        for pod in pods
+        if (pod_ref := _controller(pod)) is not None
+        and pod_ref.get("uid") == uid
+        and _part(pod, "metadata").get("uid") != evicted_uid
+        and _is_ready(pod)
+    )
+    if owner is None:
+        return Moot(label, None, ready, "is gone")
+    meta = _part(owner, "metadata")
+    if meta.get("uid") != uid:
+        return Moot(label, None, ready, f"is gone (one of that name has uid {meta.get('uid')})")
+    if meta.get("deletionTimestamp"):
+        return Moot(label, None, ready, "is being deleted")
+    spec = _part(owner, "spec")
+    replicas = _integer(spec.get("replicas"))
+    if replicas is None:
+        return None  # the API server defaults it: something else answered, wait as before
+    if kind == "StatefulSet":
+        ordinal = _ordinal(evicted_name, name)
+        start = _integer(_part(spec, "ordinals").get("start", 0))
+        if ordinal is None or start is None or start <= ordinal < start + replicas:
+            return None
+        return Moot(label, replicas, ready, ordinal=ordinal)
+    return Moot(label, replicas, ready) if replicas <= ready else None
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _ordinal(pod: str, stateful_set: str) -> int | None:
+    """The ordinal of a StatefulSet's pod, from its name ``<set>-<ordinal>``; None if not one."""
+    prefix = f"{stateful_set}-"
+    rest = pod[len(prefix) :] if pod.startswith(prefix) else ""
+    return int(rest) if rest.isascii() and rest.isdigit() else None
+
+
 def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
     ref = _controller(pod)
     return (
@@ -316,6 +414,8 @@ class _Pending:
 
     index: int  # into the results
     eviction: Eviction
+    owner_kind: str
+    owner_name: str
     owner_uid: str
     selector: str
     known: frozenset[str]  # uids of the owner's pods before the eviction
@@ -379,6 +479,7 @@ class Executor:
         self._owner_selectors = owner_selectors or {}
         self._before_evict = before_evict
         self._earlier: dict[str, list[EvictionRecord]] = {}
+        self._owner_unread: set[str] = set()  # workloads whose owner could not be read
         for record in earlier:
             self._earlier.setdefault(record.workload_key, []).append(record)
 
@@ -489,7 +590,16 @@ class Executor:
         ]
         known = frozenset(str(_part(p, "metadata").get("uid")) for p in mine)
         ready = sum(1 for p in mine if _is_ready(p))
-        return _Pending(index, e, str(owner["uid"]), selector, known | {e.uid}, ready)
+        return _Pending(
+            index,
+            e,
+            str(owner.get("kind", "")),
+            str(owner.get("name", "")),
+            str(owner["uid"]),
+            selector,
+            known | {e.uid},
+            ready,
+        )
 
     def _send(self, e: Eviction, body: Mapping[str, Any]) -> EvictionResult:
         s = self.settings
@@ -595,7 +705,13 @@ class Executor:
                     pods = self._transport.list_pods(first.namespace, selector)
                 except (errors.Unreachable, errors.ServerError):
                     continue
-                if all(earlier_settled(r, pods) for r in records):
+                unsettled = [r for r in records if not earlier_settled(r, pods)]
+                owners: dict[tuple[str, str], _OwnerRead] = {}  # one GET per owner and look
+                moots = [self._moot(r, pods, workload, owners) for r in unsettled]
+                known = [m for m in moots if m is not None]
+                if len(known) == len(unsettled):  # each settled, or no replacement is coming
+                    for record, moot in zip(unsettled, known, strict=True):
+                        self._log_moot(record.key, moot, run=record.run)
                     del waiting[workload]
             now = self._clock()
             if not waiting or now >= deadline or self._should_stop():
@@ -628,7 +744,7 @@ class Executor:
                 try:
                     pods = self._transport.list_pods(wait.eviction.namespace, wait.selector)
                 except (errors.Unreachable, errors.ServerError):
-                    pods = []
+                    continue
                 ready = next((p for p in pods if _is_ready_replacement(p, wait)), None)
                 if ready is not None:
                     name = f"{wait.eviction.namespace}/{_part(ready, 'metadata').get('name')}"
@@ -636,6 +752,12 @@ class Executor:
                     _log().info(
                         "eviction.replacement_ready", pod=wait.eviction.key, replacement=name
                     )
+                    del outstanding[workload]
+                elif (moot := self._moot(wait, pods, workload, {})) is not None:
+                    # No replacement is coming: the workload's next eviction goes now.
+                    result = results[wait.index]
+                    results[wait.index] = replace(result, detail=f"{result.detail}; {moot.detail}")
+                    self._log_moot(wait.eviction.key, moot)
                     del outstanding[workload]
             now = self._clock()
             if not outstanding or now >= deadline or self._should_stop():
@@ -652,6 +774,63 @@ class Executor:
             results[wait.index] = replace(
                 results[wait.index], detail=f"{results[wait.index].detail}; {why}"
             )
+
+    def _moot(
+        self,
+        evicted: _Pending | EvictionRecord,
+        pods: Sequence[Mapping[str, Any]],
+        workload: str,
+        owners: dict[tuple[str, str], _OwnerRead],
+    ) -> Moot | None:
+        """Whether the evicted pod's replacement is no longer coming (:func:`replacement_moot`),
+        its owner read now (once per look: ``owners`` keeps what this look read). None for an
+        owner of another kind than :data:`OWNER_KINDS`, and when the owner cannot be read (403,
+        5xx, no answer, after the transport's own retries): the wait goes on as before."""
+        pod: Eviction | EvictionRecord = (
+            evicted.eviction if isinstance(evicted, _Pending) else evicted
+        )
+        kind, name, uid = evicted.owner_kind, evicted.owner_name, evicted.owner_uid
+        if kind not in OWNER_KINDS or not name or not uid:
+            return None
+        if (kind, name) not in owners:
+            try:
+                owners[kind, name] = _OwnerRead(
+                    self._transport.get_owner(pod.namespace, kind, name)
+                )
+            except errors.ClusterError as exc:
+                owners[kind, name] = _OwnerRead(None, str(exc))
+        read = owners[kind, name]
+        if read.error is not None:
+            if workload not in self._owner_unread:  # once, not at every look
+                self._owner_unread.add(workload)
+                _log().warning(
+                    "eviction.owner_unreadable",
+                    workload=workload,
+                    owner=f"{kind}/{name}",
+                    detail=f"waiting for a replacement as usual: {read.error}",
+                )
+            return None
+        return replacement_moot(read.owner, (kind, name, uid), pods, (pod.name, pod.uid))
+
+    @staticmethod
+    def _log_moot(pod: str, moot: Moot, **extra: str) -> None:
+        _log().info(
+            "eviction.replacement_moot",
+            pod=pod,
+            owner=moot.owner,
+            replicas=moot.replicas,
+            ready=moot.ready,
+            detail=moot.detail,
+            **extra,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _OwnerRead:
+    """An owner as one look read it: the object (None: not found), or why it could not be."""
+
+    owner: dict[str, Any] | None
+    error: str | None = None
 
 
 def _skipped(e: Eviction, reason: SkipReason) -> EvictionResult:

@@ -659,6 +659,17 @@ class Kube:
         path = f"/apis/policy/v1/namespaces/{_seg(namespace)}/poddisruptionbudgets/{_seg(name)}"
         return self._get(path, resource="poddisruptionbudgets.policy", namespace=namespace)
 
+    def get_owner(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        """The apps/v1 ReplicaSet or StatefulSet that owns an evicted pod, or None when it does
+        not exist (the executor reads its ``spec.replicas``: is a replacement still coming?).
+        Any other error raises, a 403 as :class:`errors.Forbidden`. Other kinds: ValueError."""
+        spec = _OWNERS.get(kind)
+        if spec is None:
+            # Not an assert: this must hold with python -O too.
+            raise ValueError(f"rebalancer reads no owner of kind {kind!r}")
+        path = f"{spec.path(_seg(namespace))}/{_seg(name)}"
+        return self._get(path, resource=spec.rbac_name, namespace=namespace)
+
     def _get(
         self, path: str, *, resource: str, namespace: str | None = None
     ) -> dict[str, Any] | None:
@@ -806,6 +817,10 @@ class Kube:
 
 
 _LEASES: Final = "leases.coordination.k8s.io"
+_OWNERS: Final = {
+    r.kind: r for r in (RESOURCES_BY_NAME["replicasets"], RESOURCES_BY_NAME["statefulsets"])
+}
+"""The owners :meth:`Kube.get_owner` reads, by kind."""
 
 
 def _cost_patch(body: Mapping[str, Any] | None) -> bool:
