@@ -126,8 +126,9 @@ class Replay:
         worst = 0
         ends = landings(counts, tuple(removed), self.max_skew, self.min_domains)
         for end in sorted(ends):
-            if end == counts:
-                self.stalls[counts] = len(wave)  # the run's no-progress stop
+            if sorted(end) == sorted(counts):
+                # the run's no-progress stop: the same counts, if in other zones
+                self.stalls[counts] = len(wave)
                 continue
             arrived: list[Pod] = []
             for z in range(self.zones):
@@ -429,6 +430,19 @@ def test_pinned_example_of_the_spec() -> None:
     total, r = replay((0, 0, 2), 2, pinned=(3, 0, 0))
     assert total == 1
     assert r.stalls == {(3, 0, 2): 1}
+
+
+def test_a_scheduler_swapping_two_zones_counts_cannot_keep_the_run_going() -> None:
+    """Found by the random shapes below: [0,0,0,3+3 pinned] maxSkew 2. After the first wave the
+    scheduler can leave [0,1,2,3] and then, wave after wave, move a zone's pod to another so
+    that the counts only swap zones ([0,2,1,3], [0,1,2,3], ...): no state repeats until one
+    does, and the run never ends unless a swap counts as no progress. It stops there now,
+    after a lone eviction."""
+    movable, pinned, max_skew = (0, 0, 0, 3), (0, 0, 0, 3), 2
+    assert not can_force_balance(movable, max_skew, pinned)
+    total, r = replay(movable, max_skew, pinned=pinned)
+    assert total < ENDLESS
+    assert r.stalls and set(r.stalls.values()) == {1}
 
 
 @st.composite

@@ -95,6 +95,39 @@ def test_a_wave_whose_replacements_come_back_ends_the_run() -> None:
     assert fake.zone_counts() == {"a": 4, "b": 0}
 
 
+class SwappingCluster(FakeCluster):
+    """A scheduler that puts every replacement on ``land_on``: from [2,1,0], a pod evicted
+    from zone a lands in b, and the counts become [1,2,0]: a and b swapped."""
+
+    land_on = ""
+
+    def _add(self, node: str) -> str:
+        return super()._add(self.land_on or node)
+
+
+def test_a_wave_that_only_swaps_two_domains_counts_ends_the_run() -> None:
+    """The same counts in other domains are no progress either (an unhelpful scheduler could
+    swap them wave after wave): the run stops after the one wave, as when a replacement lands
+    back where it was."""
+    fake = SwappingCluster({"a": 2, "b": 1, "c": 0})
+    fake.land_on = "node-b"
+    planner = ScriptedPlanner(fake, [1, 1, 1, 1])
+    report = runner(fake, plan_fn=planner, max_waves=4).run_once()
+    assert fake.zone_counts() == {"a": 1, "b": 2, "c": 0}
+    assert report.end == "no-progress"
+    assert len(fake.posts) == 1
+
+
+def test_a_wave_that_changes_the_counts_goes_on() -> None:
+    """[2,1,0] -> [1,1,1] is progress (and here balanced by the script's next empty plan)."""
+    fake = SwappingCluster({"a": 2, "b": 1, "c": 0})
+    fake.land_on = "node-c"
+    planner = ScriptedPlanner(fake, [1, 0])
+    report = runner(fake, plan_fn=planner, max_waves=4).run_once()
+    assert fake.zone_counts() == {"a": 1, "b": 1, "c": 1}
+    assert report.end == "balanced"
+
+
 def test_max_waves_bounds_a_run() -> None:
     """A run executes at most max_waves waves, then leaves the rest for the next run."""
     fake = FakeCluster({"a": 6, "b": 0})

@@ -526,7 +526,8 @@ class Runner:
             loop.snapshot = self._read()
             loop.plan = self._plan_for(loop.snapshot, loop.earlier + tuple(evicted))
             if _spread_of(loop.plan) == _spread_of(plan):
-                # The replacements landed back where they were (the scheduler does not score
+                # The replacements landed back where they were, or swapped two domains'
+                # counts: the same spread (the scheduler does not score
                 # hard constraints): re-planning would evict the same way again.
                 loop.final = loop.plan
                 loop.end = RunEnd.NO_PROGRESS
@@ -837,6 +838,11 @@ def _guard_view(e: Eviction) -> str:
     return f"{_workload_of(e)}|{e.topology_key}"
 
 
-def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[tuple[str, int], ...]], ...]:
-    """The violated views' domain counts, without the names of the pods that declare them."""
-    return tuple((v.namespace, v.topology_key, v.selector, v.domains) for v in plan.violations)
+def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[int, ...]], ...]:
+    """The violated views' domain counts, as a multiset (the same counts in other domains are
+    no progress: an unhelpful scheduler may swap two domains' counts wave after wave), without
+    the names of the pods that declare them."""
+    return tuple(
+        (v.namespace, v.topology_key, v.selector, tuple(sorted(n for _, n in v.domains)))
+        for v in plan.violations
+    )
