@@ -304,6 +304,60 @@ def test_interval_runs_from_start_to_start(
     assert stop.waits == [expected, max(0.0, interval - read_seconds)]
 
 
+class _ClockStop(threading.Event):
+    """A stop event whose waits move the runner's fake clock; stops at ``until``."""
+
+    def __init__(self, clock: FakeClock, until: float) -> None:
+        super().__init__()
+        self.clock = clock
+        self.until = until
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None and timeout >= 0
+        self.clock.now = min(self.clock.now + timeout, self.until)
+        if self.clock.now >= self.until:
+            self.set()
+        return self.is_set()
+
+
+@pytest.mark.parametrize(
+    ("interval", "react_after", "change_at", "second_run_at"),
+    [
+        (10.0, 1.0, None, 10.0),  # nothing placed: the interval
+        (10.0, 1.0, 2.0, 3.0),  # placed at 2 s: 1 s later
+        (10.0, 0.0, 2.0, 10.0),  # reacting off
+        (10.0, 3.0, 8.0, 10.0),  # 3 s after 8 s is past the interval: the interval wins
+        (30.0, 1.0, 0.5, 3.0),  # no sooner than a tenth of the interval after the start
+        (10.0, 1.0, -1.0, 10.0),  # a change before the run started was in its read
+    ],
+)
+def test_pods_placed_bring_the_next_run_forward(
+    interval: float, react_after: float, change_at: float | None, second_run_at: float
+) -> None:
+    """--react-after: a placement seen since the run started makes the next run start
+    react_after after it, no sooner than max(react_after, interval / 10) after the start,
+    never later than the interval. Times by hand; the first run starts at 0."""
+    fake = FakeCluster({"a": 1, "b": 1})
+    clock = FakeClock()
+    stop = _ClockStop(clock, until=100.0)
+    r = runner(fake, plan_fn=ScriptedPlanner(fake, []), stop=stop)
+    r._clock = clock
+    starts: list[float] = []
+    real_read = r.cluster.read
+
+    def read() -> Snapshot:
+        starts.append(clock.now)
+        if len(starts) == 2:
+            stop.set()
+        return real_read()
+
+    r.cluster = replace(r.cluster, read=read)
+    change = None if change_at is None else change_at
+
+    assert r.run_forever(interval, placements=lambda: change, react_after=react_after) == 0
+    assert starts == [0.0, second_run_at]
+
+
 # -- the shell around the runner: credentials, pre-flight, flags, output, logs, metrics --------
 
 

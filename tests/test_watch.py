@@ -390,3 +390,41 @@ def test_the_state_check_names_what_the_watch_missed_after_retrying(api: FakeApi
             f"pods {ns}/web-1: only in watch",
         ]
         assert (attempts, pauses) == (3, [1.0, 1.0])
+
+
+class StepClock:
+    """A clock that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_placements_are_what_moves_a_spread(api: FakeApi) -> None:
+    """last_placement moves for a pod bound (new or to another node), deleted, or starting to
+    terminate; not for a label change, another kind's change, or the first LIST."""
+    clock = StepClock()
+    with watching(api, clock=clock) as watch:
+        watch.snapshot()
+        assert watch.last_placement() is None  # the first LIST is not a change
+
+        def after(change: Callable[[], None]) -> float | None:
+            clock.now += 10
+            before = api.version
+            change()
+            eventually(lambda: int(watch.held("pods")[0] or 0) >= before + 1 or settled(watch, api))
+            eventually(lambda: settled(watch, api))
+            return watch.last_placement()
+
+        labelled = _pod("web-1", "node-a1")
+        labelled["metadata"]["labels"]["extra"] = "x"
+        assert after(lambda: api.put("pods", labelled)) is None  # same node: no placement
+        assert after(lambda: api.put("nodes", {"metadata": {"name": "n-x"}})) is None
+        assert after(lambda: api.put("pods", _pod("web-new", "node-c1"))) == clock.now
+        assert after(lambda: api.put("pods", _pod("web-0", "node-c1"))) == clock.now  # moved
+        assert after(lambda: api.delete("pods", "data", "db-0")) == clock.now
+        leaving = _pod("web-2", "node-a1")
+        leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        assert after(lambda: api.put("pods", leaving)) == clock.now

@@ -17,7 +17,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -64,6 +64,7 @@ DEFAULT_REQUEST_TIMEOUT: Final = "60s"
 DEFAULT_READ_DEADLINE: Final = "2m"
 DEFAULT_COOLDOWN: Final = "10m"
 DEFAULT_WORKLOAD_COOLDOWN: Final = "10s"
+DEFAULT_REACT_AFTER: Final = "1s"
 DEFAULT_LEASE_DURATION: Final = "60s"
 LEASE_NAMESPACE_ENV: Final = "REBALANCER_LEASE_NAMESPACE"
 VERIFY_ATTEMPTS: Final = 3
@@ -152,12 +153,13 @@ DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
     "--wave-timeout": (1.0, 86400.0),
     "--cooldown": (0.0, 30 * 86400.0),
     "--workload-cooldown": (0.0, 86400.0),
+    "--react-after": (0.0, 3600.0),
     "--lease-duration": (3.0, 86400.0),
 }
 """The range every duration flag must fall in (a huge or zero value is a typo, and one the API
 server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
 replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
-ZERO_ALLOWED: Final = frozenset({"--cooldown", "--workload-cooldown"})
+ZERO_ALLOWED: Final = frozenset({"--cooldown", "--workload-cooldown", "--react-after"})
 MAX_WAVES: Final = 1000
 
 
@@ -318,6 +320,15 @@ def add_live_commands(subparsers: Subparsers) -> None:
         help="with --interval: once a workload's replacements are Ready, later runs evict none "
         f"of its pods for this long (default {DEFAULT_WORKLOAD_COOLDOWN}; 0s: off; skips "
         "'cooldown' in the plan)",
+    )
+    run.add_argument(
+        "--react-after",
+        metavar="DURATION",
+        default=DEFAULT_REACT_AFTER,
+        help="with --interval and the watch: when pods are bound, deleted or start "
+        "terminating, start the next run this long after the last such change instead of "
+        "waiting for the interval; at most one early run per tenth of the interval "
+        f"(default {DEFAULT_REACT_AFTER}; 0s: off, runs only every interval)",
     )
     run.add_argument(
         "--verify-state-every",
@@ -542,6 +553,10 @@ class _WatchReader:
         )
         return found
 
+    def last_placement(self) -> float | None:
+        """When the watch last saw a pod bound, deleted or terminating (``--react-after``)."""
+        return self._watch.last_placement()
+
     def close(self) -> None:
         self._watch.close()
 
@@ -619,6 +634,7 @@ class RunArgs:
     lease_duration: int
     workload_cooldown: float = 0.0
     verify_every: int = 0
+    react_after: float = 0.0
 
 
 def _validate_run_args(args: argparse.Namespace) -> RunArgs:
@@ -631,6 +647,7 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
     timeouts = _timeouts(args, problems)
     cooldown = parse_duration_flag("--cooldown", args.cooldown, problems, 0.0)
     workload_cooldown = _loop_flags(args, problems)
+    react_after = parse_duration_flag("--react-after", args.react_after, problems, 0.0)
     lease_duration = math.ceil(
         parse_duration_flag("--lease-duration", args.lease_duration, problems, 60.0)
     )
@@ -664,6 +681,7 @@ def _validate_run_args(args: argparse.Namespace) -> RunArgs:
         lease_duration,
         workload_cooldown if interval is not None else 0.0,
         args.verify_state_every,
+        react_after if interval is not None and not args.relist else 0.0,
     )
 
 
@@ -737,6 +755,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "cooldown": format_duration(checked.cooldown),
             "workload_cooldown": format_duration(checked.workload_cooldown),
             "verify_state_every": checked.verify_every or None,
+            "react_after": format_duration(checked.react_after) if checked.react_after else None,
             "connect_timeout": format_duration(checked.timeouts.connect),
             "request_timeout": format_duration(checked.timeouts.request),
             "read_deadline": format_duration(checked.timeouts.read),
@@ -787,7 +806,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             runner = Runner(cluster, policy, settings, stop=stop)
             runner.server = _server_info(kube)  # read once: in every run's summary line
             if checked.interval is not None:
-                return _loop(runner, checked, args, evicting=evicting)
+                placements = reader.last_placement if isinstance(reader, _WatchReader) else None
+                return _loop(runner, checked, args, evicting=evicting, placements=placements)
             report = _run_once(runner, args, evicting=evicting)
         finally:
             undo()
@@ -812,7 +832,14 @@ def _run_once(runner: Any, args: argparse.Namespace, *, evicting: bool) -> RunRe
     return report
 
 
-def _loop(runner: Any, checked: RunArgs, args: argparse.Namespace, *, evicting: bool) -> int:
+def _loop(
+    runner: Any,
+    checked: RunArgs,
+    args: argparse.Namespace,
+    *,
+    evicting: bool,
+    placements: Callable[[], float | None] | None = None,
+) -> int:
     on_report = None
     on_error = None
     if checked.metrics_address or args.pushgateway:
@@ -833,5 +860,11 @@ def _loop(runner: Any, checked: RunArgs, args: argparse.Namespace, *, evicting: 
             if args.pushgateway:
                 push_metrics(args, metrics)
 
-    code: int = runner.run_forever(checked.interval, on_report=on_report, on_error=on_error)
+    code: int = runner.run_forever(
+        checked.interval,
+        on_report=on_report,
+        on_error=on_error,
+        placements=placements,
+        react_after=checked.react_after,
+    )
     return code

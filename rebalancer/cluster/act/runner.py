@@ -54,6 +54,8 @@ WINDOW_CLOSED: Final = RunEnd.WINDOW_CLOSED
 """``end`` of a run whose maintenance window closed before its next wave."""
 PDB_POLL_SECONDS: Final = 0.5
 """How often to look at a spent PodDisruptionBudget between waves."""
+REACT_POLL_SECONDS: Final = 0.25
+"""How often a sleeping loop looks at the watch's last placement change."""
 THRASH_GUARD_SECONDS: Final = 3600.0
 """How long a replacement is not evicted again for the view its predecessor left."""
 
@@ -748,12 +750,21 @@ class Runner:
         interval_seconds: float,
         on_report: Callable[[RunReport], None] | None = None,
         on_error: Callable[[RebalancerError], None] | None = None,
+        *,
+        placements: Callable[[], float | None] | None = None,
+        react_after: float = 0.0,
     ) -> int:
         """Start a run every ``interval_seconds`` until stopped; errors of one run are logged,
         not fatal. The interval runs from start to start, as the descheduler's
         ``--descheduling-interval`` and a CronJob's schedule do: a run that took part of it
         (waves waiting for replacements) leaves the rest as the sleep, and one that took longer
         is followed by the next at once.
+
+        ``placements`` (the watch's :meth:`last_placement`) with ``react_after`` > 0: a pod
+        bound, deleted or terminating since the run started brings the next run forward, to
+        ``react_after`` after the last such change (so that a scale-down in progress is seen
+        whole), but no sooner than ``react_after`` or a tenth of the interval after the run
+        started, whichever is longer (the interval bounds what reacting costs).
 
         Returns 0 after a clean stop.
         """
@@ -772,9 +783,35 @@ class Runner:
                 break
             pause = max(0.0, interval_seconds - (self._clock() - started))
             self._log.info(logs.SLEEP, seconds=round(pause, 3), interval_seconds=interval_seconds)
-            if self.stop.wait(pause):
+            if self._pause(started, interval_seconds, placements, react_after):
                 break
         return EXIT_OK
+
+    def _pause(
+        self,
+        started: float,
+        interval: float,
+        placements: Callable[[], float | None] | None,
+        react_after: float,
+    ) -> bool:
+        """Sleep until the next run is due; True when stopped meanwhile."""
+        deadline = started + interval
+        if placements is None or react_after <= 0:
+            return self.stop.wait(max(0.0, deadline - self._clock()))
+        earliest = started + max(react_after, interval / 10)
+        while True:
+            now = self._clock()
+            if now >= deadline:
+                return False
+            last = placements()
+            wake = deadline
+            if last is not None and last >= started:
+                wake = min(deadline, max(last + react_after, earliest))
+                if now >= wake:
+                    self._log.info(logs.WOKEN, since_last_change_seconds=round(now - last, 3))
+                    return False
+            if self.stop.wait(max(0.0, min(wake, now + REACT_POLL_SECONDS) - now)):
+                return True
 
 
 def _in_scope(policy: Policy, namespace: str) -> bool:

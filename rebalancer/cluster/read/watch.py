@@ -102,6 +102,16 @@ _STATUS: Final = msgspec.json.Decoder(_Status)
 _NO_META: Final = _IdentMeta()
 
 
+def _placed_or_leaving(before: Any, after: Any) -> bool:
+    """Whether a pod's change moves a spread: bound to a node (or to another one), or
+    terminating now. Other kinds (no ``node_name``) never do."""
+    if after is None or not hasattr(after, "node_name"):
+        return False
+    if after.node_name and after.node_name != getattr(before, "node_name", None):
+        return True
+    return bool(after.terminating) and not getattr(before, "terminating", False)
+
+
 class _ResourceWatch:
     """One resource: its store, the thread that keeps it current, and what it did."""
 
@@ -147,6 +157,9 @@ class _ResourceWatch:
             ("lists", "list_pages", "watches", "events", "bookmarks", "gone", "failures"), 0
         )
         self.thread: threading.Thread | None = None
+        self.on_placement: Callable[[], None] | None = None
+        """Called (under the lock) when a watched pod is bound, moved, deleted or starts
+        terminating: the events that can change a spread (loop mode's early run)."""
 
     # --- the sink FastBuilder writes to ------------------------------------------------------
 
@@ -365,14 +378,22 @@ class _ResourceWatch:
             if event.type == "BOOKMARK":
                 self.counts["bookmarks"] += 1
             elif event.type in ("ADDED", "MODIFIED"):
+                key = self._key(meta)
+                before = self.items.get(key)
                 self._apply(self.items, self.problems, event.object)
                 held = len(self.items)
                 self.counts["events"] += 1
+                if self.on_placement is not None and _placed_or_leaving(
+                    before, self.items.get(key)
+                ):
+                    self.on_placement()
             elif event.type == "DELETED":
                 key = self._key(meta)
-                self.items.pop(key, None)
+                gone = self.items.pop(key, None)
                 self.problems.pop(key, None)
                 self.counts["events"] += 1
+                if self.on_placement is not None and getattr(gone, "node_name", None):
+                    self.on_placement()
             if meta.resourceVersion:
                 self.version = meta.resourceVersion
         self._check_size(held)
@@ -466,6 +487,19 @@ class ClusterWatch:
         self._started = False
         self.rejected: tuple[Rejected, ...] = ()
         """The objects the last :meth:`snapshot` left out with their namespaces."""
+        self._last_placement: float | None = None
+        for watch in self._watches:
+            if watch.resource.kind == "Pod":
+                watch.on_placement = self._placement_seen
+
+    def _placement_seen(self) -> None:
+        if self._started and all(w.synced.is_set() for w in self._watches):
+            self._last_placement = self._clock()
+
+    def last_placement(self) -> float | None:
+        """When (on the watch's clock) a watched pod was last bound, deleted or started
+        terminating after every first LIST; None: not since then."""
+        return self._last_placement
 
     def start(self) -> None:
         if self._started:
