@@ -2,7 +2,7 @@
 
     bash bench/descheduler/build.sh          # once, for the descheduler contestant
     python -m bench.churn [--short] [--seed 1] [--duration 900] [--speedup 3]
-        [--contestants nothing,descheduler,rebalancer,steer] [--interval 5s]
+        [--contestants nothing,descheduler,rebalancer,steer] [--variant NAME=FLAGS] [--interval 5s]
         [--repeat N] [--parallel] [--idle-window SECONDS]
         [--out bench/results/churn.json] [--plot docs/churn-skew.png]
     python -m bench.churn --report bench/results/churn.json [--plot docs/churn-skew.png]

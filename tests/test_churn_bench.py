@@ -8,7 +8,10 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bench.churn import (
     eviction_windows,
@@ -160,3 +163,26 @@ def test_spread_of_gives_the_median_and_range() -> None:
     assert spread_of([10, 2, 7]) == "7 [2-10]"
     assert spread_of([1.5, 2.5]) == "2 [1.5-2.5]"
     assert spread_of([236.0, 330.0]) == "283 [236-330]"
+
+
+def test_a_variant_is_rebalancer_with_its_flags_added(tmp_path: Path) -> None:
+    """--variant NAME=FLAGS: an evict-mode contestant whose argv is rebalancer's plus FLAGS;
+    a bad name is refused before anything starts."""
+    from bench import churn  # noqa: PLC0415
+
+    class FakeReplay:
+        ns = "churn-x"
+        tag = "wc0-1-1"
+
+    churn.VARIANTS.clear()
+    try:
+        with pytest.raises(SystemExit):
+            churn.main(["--contestants", "Bad_Name", "--variant", "Bad_Name=--x"])
+        churn.VARIANTS["wc0"] = ["--workload-cooldown", "0s"]
+        kubeconfig = tmp_path / "kc"
+        base = churn.tool_argv("rebalancer", FakeReplay(), kubeconfig, "5s", None)  # type: ignore[arg-type]
+        variant = churn.tool_argv("wc0", FakeReplay(), kubeconfig, "5s", None)  # type: ignore[arg-type]
+        assert base is not None and variant is not None
+        assert variant == [*base, "--workload-cooldown", "0s"]
+    finally:
+        churn.VARIANTS.clear()
