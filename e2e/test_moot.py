@@ -26,9 +26,8 @@ import pytest
 
 from e2e.cluster.controlplane import Cluster
 from e2e.test_live import (
-    POOL,
+    APP,
     ROOT,
-    ZONE,
     add_pool_nodes,
     audit_mark,
     evictions,
@@ -36,51 +35,22 @@ from e2e.test_live import (
     need_own_control_plane,
     rebalancer_requests,
     wait_audit,
+    workload,
     zone_counts,
 )
 
 pytestmark = pytest.mark.e2e
 
-APP = "web"
 HOLD = "e2e-moot/hold"  # a node label no node has: a pod that must match it stays Pending
 WAVE_TIMEOUT = 180  # seconds: what the run would wait without the owner check
 RUN_TIMEOUT = WAVE_TIMEOUT + 120  # the subprocess guard: far above a run that ends by the check
 
 
 def replica_set(ns: str, replicas: int) -> dict[str, Any]:
-    """A bare ReplicaSet of pause pods on the test's pool, hard zone constraint maxSkew 1."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": APP, "namespace": ns},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": APP}},
-            "template": {
-                "metadata": {"labels": {"app": APP}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 2,
-                    "nodeSelector": {POOL: ns},
-                    "tolerations": [{"key": POOL, "operator": "Exists"}],
-                    "topologySpreadConstraints": [
-                        {
-                            "maxSkew": 1,
-                            "topologyKey": ZONE,
-                            "whenUnsatisfiable": "DoNotSchedule",
-                            "labelSelector": {"matchLabels": {"app": APP}},
-                        }
-                    ],
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    """A bare ReplicaSet with test_live's workload spec (the test's pool, hard zone constraint
+    maxSkew 1): its Deployment, as a ReplicaSet."""
+    deployment: dict[str, Any] = workload(ns, replicas, grace=2, pdb_min_available=None)[0]
+    return {**deployment, "kind": "ReplicaSet"}
 
 
 @pytest.fixture

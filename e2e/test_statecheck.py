@@ -10,10 +10,6 @@ retried LIST) and no ``state.differs``, the pods at more than one version (they 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +17,8 @@ from typing import Any
 import pytest
 
 from e2e.cluster.controlplane import Cluster
-from e2e.test_live import APP, POOL, ROOT, add_pool_nodes, need_own_control_plane, workload
+from e2e.test_faults import start
+from e2e.test_live import APP, POOL, add_pool_nodes, need_own_control_plane, workload
 from rebalancer.cluster.api.resources import RESOURCES
 
 pytestmark = pytest.mark.e2e
@@ -29,6 +26,7 @@ pytestmark = pytest.mark.e2e
 CHURN_SECONDS = 30.0
 SCALES = (5, 2, 7, 3, 6, 1, 4)  # the Deployment's replicas, in turn
 LAST_CHECKS = 3  # checks waited for after the churn, so that the last ones see it settled
+CHECK_EVENTS = frozenset({"state.verified", "state.differs"})
 
 
 @pytest.fixture
@@ -85,57 +83,34 @@ def test_every_state_check_under_churn_is_exact_and_equal(
     cluster.assert_own_cluster(cluster.kubeconfig)
     cluster.apply(workload(namespace, 3, 1, pdb_min_available=2))
     cluster.wait_pods_running(namespace, f"app={APP}", 3, timeout=120)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rebalancer", "run", "--interval", "1s",
-         "--verify-state-every", "1", "-n", namespace, "--kubeconfig", str(cluster.kubeconfig)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    checks: list[dict[str, Any]] = []
-    lines: list[str] = []
+    bg = start(cluster, "run", "--interval", "1s", "--verify-state-every", "1", "-n", namespace)
 
-    def follow() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("event") in {
-                "state.verified",
-                "state.differs",
-            }:
-                checks.append(event)
+    def checks() -> list[dict[str, Any]]:
+        return [e for e in list(bg.lines) if e.get("event") in CHECK_EVENTS]
 
-    reader = threading.Thread(target=follow, daemon=True)
-    reader.start()
     try:
-        cluster.wait_for("the first state check", lambda: len(checks) >= 1, timeout=120)
+        cluster.wait_for("the first state check", lambda: len(checks()) >= 1, timeout=120)
         steps = churn(cluster, namespace, pool)
-        seen = len(checks)
+        seen = len(checks())
         cluster.wait_for(
-            "state checks after the churn", lambda: len(checks) >= seen + LAST_CHECKS, timeout=60
+            "state checks after the churn", lambda: len(checks()) >= seen + LAST_CHECKS, timeout=60
         )
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        finally:
-            reader.join(5)
-            if proc.stderr is not None:
-                proc.stderr.close()
-    tail = "".join(lines[-40:])
-    assert proc.returncode == 0, tail
+        bg.proc.terminate()
+        code, _ = bg.finish(timeout=60)
+    tail = bg.stderr[-6000:]
+    assert code == 0, tail
     assert steps >= 10, steps
-    assert len(checks) >= 10, tail  # a check per run, runs 1 s apart through the churn
-    differing = [c for c in checks if c["event"] != "state.verified"]
+    found = checks()
+    assert len(found) >= 10, tail  # a check per run, runs 1 s apart through the churn
+    differing = [c for c in found if c["event"] != "state.verified"]
     assert differing == [], differing
     names = {r.name for r in RESOURCES}
-    for c in checks:
+    for c in found:
         assert c["fallback"] == {}, c
         assert set(c["exact"]) == names, c
         assert all(str(v).isdigit() for v in c["exact"].values()), c
-    pod_versions = {c["exact"]["pods"] for c in checks}
+    pod_versions = {c["exact"]["pods"] for c in found}
     assert len(pod_versions) >= 5, pod_versions  # compared at the moving pods' versions
     versions = len(pod_versions)
-    print(f"{len(checks)} checks, all exact; {steps} churn steps; pods at {versions} versions")
+    print(f"{len(found)} checks, all exact; {steps} churn steps; pods at {versions} versions")
