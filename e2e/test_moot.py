@@ -123,8 +123,8 @@ def test_a_scale_down_during_the_wait_ends_it_and_the_next_eviction_goes(
     rows = [r for r in report["results"] if r["outcome"] == "evicted"]
     first, *later = rows
     moot = (
-        "evicted; the owner ReplicaSet/web was scaled to 3 since the eviction (3 Ready): "
-        "no replacement to wait for"
+        "evicted; the owner ReplicaSet/web wants 3 pods and has 3 Ready besides the "
+        "evicted one: no replacement to wait for"
     )
     assert first["detail"] == moot, report["results"]
     assert first["replacement"] is None

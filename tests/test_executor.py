@@ -623,8 +623,8 @@ def test_a_scale_down_during_the_wait_ends_it_and_the_next_pod_goes() -> None:
     assert [r.outcome for r in results] == [Outcome.EVICTED, Outcome.EVICTED]
     assert results[0].replacement is None
     assert results[0].detail == (
-        "evicted; the owner ReplicaSet/web was scaled to 2 since the eviction (2 Ready): "
-        "no replacement to wait for"
+        "evicted; the owner ReplicaSet/web wants 2 pods and has 2 Ready besides the "
+        "evicted one: no replacement to wait for"
     )
     assert results[1].replacement == "shop/web-2-r2"  # web-1's replacement never came
     assert api.posts() == ["web-1", "web-2"]
@@ -655,8 +655,8 @@ def test_a_stateful_set_scaled_below_the_evicted_ordinal_ends_the_wait() -> None
         [evict("db-2", workload="StatefulSet/db"), evict("db-0", workload="StatefulSet/db")]
     )
     assert results[0].detail == (
-        "evicted; the owner StatefulSet/db was scaled to 2 since the eviction "
-        "(ordinal 2 is no longer wanted): no replacement to wait for"
+        "evicted; the owner StatefulSet/db wants 2 pods: ordinal 2 is no longer wanted: "
+        "no replacement to wait for"
     )
     assert results[0].replacement is None
     assert api.posts() == ["db-2", "db-0"]

@@ -277,14 +277,13 @@ class Moot:
     def detail(self) -> str:
         if self.replicas is None:
             return f"the owner {self.owner} {self.gone_why}: no replacement to wait for"
-        why = (
-            f"ordinal {self.ordinal} is no longer wanted"
+        have = (
+            f": ordinal {self.ordinal} is no longer wanted"
             if self.ordinal is not None
-            else f"{self.ready} Ready"
+            else f" and has {self.ready} Ready besides the evicted one"
         )
         return (
-            f"the owner {self.owner} was scaled to {self.replicas} since the eviction ({why}): "
-            "no replacement to wait for"
+            f"the owner {self.owner} wants {self.replicas} pods{have}: no replacement to wait for"
         )
 
 
