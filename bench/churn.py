@@ -59,7 +59,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -120,6 +120,10 @@ class Result:
     skew: list[tuple[float, int]] = field(default_factory=list)
     exit_code: int | None = None
     verify_differences: int | None = None
+    # the sampler's scale-downs (two pods or more gone between samples, none new): how many,
+    # how many took only pods of the workload's most crowded nodes (the ReplicaSet's
+    # "doubled-up" rank), how many moved a view from within maxSkew to beyond it
+    scale_downs: dict[str, int] = field(default_factory=dict)
 
     @property
     def beyond_pdb(self) -> bool:
@@ -172,6 +176,8 @@ class Replay:
             for n in range(trace.nodes_per_zone)
         }
         self.samples: list[tuple[float, int]] = []
+        # per sample: seconds since t0, workload -> (pod, node) of its bound, non-terminating pods
+        self.layouts: list[tuple[float, dict[str, list[tuple[str, str]]]]] = []
         self.first_seen: dict[str, tuple[str, float]] = {}  # pod -> (workload, wall time)
         self.ready_at: dict[str, float] = {}  # pod -> when it first became Ready
         self.last_seen: dict[str, float] = {}  # pod -> the last sample that listed it
@@ -374,6 +380,7 @@ class Replay:
                 pods = None
             if pods is not None:
                 counts: dict[str, Counter[str]] = {w: Counter() for w in by_name}
+                placed: dict[str, list[tuple[str, str]]] = {w: [] for w in by_name}
                 lost: Counter[str] = Counter()
                 for p in pods:
                     meta, spec, status = p["metadata"], p["spec"], p.get("status") or {}
@@ -402,11 +409,13 @@ class Replay:
                     node = spec.get("nodeName")
                     if node in self.nodes and not meta.get("deletionTimestamp"):
                         counts[app][self.nodes[node]] += 1
+                        placed[app].append((name, node))
                 excess = 0
                 for app, c in counts.items():
                     skew = max(c[z] for z in zones) - min(c[z] for z in zones)
                     excess += max(0, skew - by_name[app].max_skew)
                 self.samples.append((now - t0, excess))
+                self.layouts.append((now - t0, placed))
                 self.lost.append((now, lost))
             rss = rss_bytes(self.pid) if self.pid is not None else 0
             if rss:
@@ -579,6 +588,40 @@ def thrash(
         and repl in evicted_at
         and evicted_at[repl] - at <= THRASH_WINDOW
     )
+
+
+def scale_downs(
+    layouts: Sequence[tuple[float, Mapping[str, Sequence[tuple[str, str]]]]],
+    zone_of: Mapping[str, str],
+    max_skew: Mapping[str, int],
+) -> dict[str, int]:
+    """What the ReplicaSet controller's scale-downs did to the spread, from the sampler's
+    layouts: between two samples, two pods or more of a workload gone and none new. ``seen``:
+    how many; ``most_crowded``: how many took only pods that were on the workload's most
+    crowded nodes (most of its pods on one node: the ReplicaSet removes those first);
+    ``made_skew``: how many left the workload's zone view beyond ``max_skew`` when it was
+    within before. A zone with no pod counts as 0; only the zones of ``zone_of`` count."""
+    zones = sorted(set(zone_of.values()))
+    out = {"seen": 0, "most_crowded": 0, "made_skew": 0}
+
+    def skew(pods: Sequence[tuple[str, str]]) -> int:
+        c = Counter(zone_of[node] for _, node in pods)
+        return max(c[z] for z in zones) - min(c[z] for z in zones)
+
+    for (_, before), (_, after) in itertools.pairwise(layouts):
+        for app, was in before.items():
+            now = after.get(app, ())
+            names = {pod for pod, _ in now}
+            gone = [(pod, node) for pod, node in was if pod not in names]
+            if len(gone) < 2 or len(names - {pod for pod, _ in was}) > 0:
+                continue
+            out["seen"] += 1
+            per_node = Counter(node for _, node in was)
+            top = max(per_node.values())
+            out["most_crowded"] += all(per_node[node] == top for _, node in gone)
+            limit = max_skew[app]
+            out["made_skew"] += skew(was) <= limit < skew(now)
+    return out
 
 
 def ready_time(condition: dict[str, Any], seen: float) -> float:
@@ -944,6 +987,9 @@ def score(cp: Any, result: Result, replay: Replay, since: float, until: float) -
         if w.pdb_max_unavailable is not None
     }
     result.skew = replay.samples
+    result.scale_downs = scale_downs(
+        replay.layouts, replay.nodes, {w.name: w.max_skew for w in replay.trace.workloads}
+    )
     result.skew_seconds = round(sum(e for _, e in replay.samples) * SAMPLE_SECONDS, 1)
     result.rss_mib = [(round(t, 1), round(m, 1)) for t, m in replay.rss]
 
@@ -992,7 +1038,40 @@ def summary_line(r: Result) -> str:
         f" thrash {r.thrash}, 429 {r.http_429}, DELETE {r.deletes}, unavailable tool/PDB (any"
         f" cause) {unavailable_text(r, workloads) or '-'}, apiserver CPU-s over the replay "
         f"{replay}, per idle interval {idle} ms, RSS first/max/last {rss_text(r)} MiB"
+        f"{scale_downs_text(r)}"
     )
+
+
+def scale_downs_text(r: Result) -> str:
+    sd = r.scale_downs
+    if not sd:
+        return ""
+    return (
+        f"; scale-downs {sd['seen']} ({sd['most_crowded']} only from the most crowded nodes, "
+        f"{sd['made_skew']} made skew)"
+    )
+
+
+def scale_downs_summary(runs: Sequence[Sequence[Result]]) -> str:
+    """Per contestant, median [min-max] over the runs of the sampler's scale-downs (see
+    :func:`scale_downs`); empty when no result has them."""
+    by: dict[str, list[dict[str, int]]] = defaultdict(list)
+    for rows in runs:
+        for r in rows:
+            if not r.skipped and r.scale_downs:
+                by[r.contestant].append(r.scale_downs)
+    if not by:
+        return ""
+    head = (
+        f"{'scale-downs':<12} {'seen':>10} {'only from most crowded nodes':>30} {'made skew':>12}"
+    )
+    lines = [head, "-" * len(head)]
+    for name, sds in by.items():
+        seen = spread_of([sd["seen"] for sd in sds])
+        crowded = spread_of([sd["most_crowded"] for sd in sds])
+        made = spread_of([sd["made_skew"] for sd in sds])
+        lines.append(f"{name:<12} {seen:>10} {crowded:>30} {made:>12}")
+    return "\n".join(lines)
 
 
 def table(rows: Sequence[Result], run: int | None = None) -> str:
@@ -1155,6 +1234,9 @@ def report(doc: dict[str, Any], png: Path | None) -> None:
     if len(runs) > 1:
         print("\nmedian [min-max] over the runs")
         print(summary(runs))
+    downs = scale_downs_summary(runs)
+    if downs:
+        print(downs)
     print(f"machine: {doc['machine']}, shared: timings are noisy")
     if png is not None and plot(runs, png, title):
         print(f"wrote {png}", file=sys.stderr)

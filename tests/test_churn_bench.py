@@ -1,7 +1,7 @@
 """bench.churn's own arithmetic and its trace (figures derived by hand): the trace is the same
 for a seed, replacements are matched within 5 s, thrash and unavailability are counted as
 documented (the tool's unavailability apart from the trace's), the median and range are
-right, and a 429 loop is three 429s in a row for one object."""
+right, a 429 loop is three 429s in a row for one object, and scale-downs are told apart."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from bench.churn import (
     most_unavailable_overall,
     ready_time,
     replacements,
+    scale_downs,
     spread_of,
     thrash,
 )
@@ -186,3 +187,46 @@ def test_a_variant_is_rebalancer_with_its_flags_added(tmp_path: Path) -> None:
         assert variant == [*base, "--workload-cooldown", "0s"]
     finally:
         churn.VARIANTS.clear()
+
+
+def _layout(**by_node: str) -> list[tuple[str, str]]:
+    """pods as ``node="pod pod ..."`` -> [(pod, node)]."""
+    return [(pod, node.replace("_", "-")) for node, pods in by_node.items() for pod in pods.split()]
+
+
+ZONE_OF = {f"z{z}-{n}": f"z{z}" for z in range(3) for n in "ab"}
+
+
+def test_scale_downs_counted_by_hand() -> None:
+    """web: [3 on z0-a | 1, 1 | 1, 1] loses the three pods of z0-a: a scale-down, only from the
+    most crowded node, and it made skew ([0, 2, 2], maxSkew 1). Then one pod goes (not counted:
+    fewer than two), then two go while one comes (not a scale-down). api: [1, 1 | 2 on z1-a |
+    1, 1] loses a pod of z0-a and one of z2-a: counted, not from its most crowded node (z1-a
+    has 2), and [1, 2, 1] is within maxSkew. Then api, already beyond ([0, 4, 1]: skew 4),
+    loses two more: counted, not "made" skew (it was beyond before)."""
+    web0 = _layout(z0_a="w1 w2 w3", z1_a="w4", z1_b="w5", z2_a="w6", z2_b="w7")
+    web1 = _layout(z1_a="w4", z1_b="w5", z2_a="w6", z2_b="w7")
+    web2 = _layout(z1_b="w5", z2_a="w6", z2_b="w7")
+    web3 = _layout(z2_b="w7 w8")
+    api0 = _layout(z0_a="a1", z0_b="a2", z1_a="a3 a4", z2_a="a5", z2_b="a6")
+    api1 = _layout(z0_b="a2", z1_a="a3 a4", z2_b="a6")
+    api2 = _layout(z1_a="a3 a4 a7 a8", z2_b="a6")  # a2 went and two came: not counted
+    api3 = _layout(z1_a="a3 a4", z2_b="a6")
+    layouts = [
+        (0.0, {"web": web0, "api": api0}),
+        (1.0, {"web": web1, "api": api1}),
+        (2.0, {"web": web2, "api": api2}),
+        (3.0, {"web": web3, "api": api3}),
+    ]
+    limits = {"web": 1, "api": 1}
+    assert scale_downs(layouts, ZONE_OF, limits) == {"seen": 3, "most_crowded": 2, "made_skew": 1}
+    # renaming zones and nodes changes nothing
+    rename = {node: f"n{i}" for i, node in enumerate(sorted(ZONE_OF, reverse=True))}
+    zones = {rename[node]: "zone-" + zone[::-1] for node, zone in ZONE_OF.items()}
+    renamed = [
+        (t, {app: [(pod, rename[node]) for pod, node in pods] for app, pods in lay.items()})
+        for t, lay in layouts
+    ]
+    assert scale_downs(renamed, zones, limits) == {"seen": 3, "most_crowded": 2, "made_skew": 1}
+    # a larger maxSkew: none of them made skew
+    assert scale_downs(layouts, ZONE_OF, {"web": 2, "api": 3})["made_skew"] == 0
