@@ -379,7 +379,6 @@ class Replay:
             except Exception:  # a slow moment: skip this sample
                 pods = None
             if pods is not None:
-                counts: dict[str, Counter[str]] = {w: Counter() for w in by_name}
                 placed: dict[str, list[tuple[str, str]]] = {w: [] for w in by_name}
                 lost: Counter[str] = Counter()
                 for p in pods:
@@ -408,12 +407,11 @@ class Replay:
                         lost[app] += 1  # Ready once, not now, not going: a NotReady node
                     node = spec.get("nodeName")
                     if node in self.nodes and not meta.get("deletionTimestamp"):
-                        counts[app][self.nodes[node]] += 1
                         placed[app].append((name, node))
-                excess = 0
-                for app, c in counts.items():
-                    skew = max(c[z] for z in zones) - min(c[z] for z in zones)
-                    excess += max(0, skew - by_name[app].max_skew)
+                excess = sum(
+                    max(0, zone_skew(on, self.nodes, zones) - by_name[app].max_skew)
+                    for app, on in placed.items()
+                )
                 self.samples.append((now - t0, excess))
                 self.layouts.append((now - t0, placed))
                 self.lost.append((now, lost))
@@ -590,6 +588,15 @@ def thrash(
     )
 
 
+def zone_skew(
+    pods: Sequence[tuple[str, str]], zone_of: Mapping[str, str], zones: Sequence[str]
+) -> int:
+    """Most minus fewest of ``pods`` ((pod, node) pairs) in any of ``zones``; a zone with
+    none counts 0."""
+    c = Counter(zone_of[node] for _, node in pods)
+    return max(c[z] for z in zones) - min(c[z] for z in zones)
+
+
 def scale_downs(
     layouts: Sequence[tuple[float, Mapping[str, Sequence[tuple[str, str]]]]],
     zone_of: Mapping[str, str],
@@ -603,11 +610,6 @@ def scale_downs(
     within before. A zone with no pod counts as 0; only the zones of ``zone_of`` count."""
     zones = sorted(set(zone_of.values()))
     out = {"seen": 0, "most_crowded": 0, "made_skew": 0}
-
-    def skew(pods: Sequence[tuple[str, str]]) -> int:
-        c = Counter(zone_of[node] for _, node in pods)
-        return max(c[z] for z in zones) - min(c[z] for z in zones)
-
     for (_, before), (_, after) in itertools.pairwise(layouts):
         for app, was in before.items():
             now = after.get(app, ())
@@ -620,7 +622,9 @@ def scale_downs(
             top = max(per_node.values())
             out["most_crowded"] += all(per_node[node] == top for _, node in gone)
             limit = max_skew[app]
-            out["made_skew"] += skew(was) <= limit < skew(now)
+            out["made_skew"] += (
+                zone_skew(was, zone_of, zones) <= limit < zone_skew(now, zone_of, zones)
+            )
     return out
 
 
