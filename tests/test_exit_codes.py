@@ -1,6 +1,7 @@
-"""One table of exit codes (rebalancer/cli/exitcodes.py), the same wherever it is shown: ``rebalancer
---help``, ``kubectl rebalance --help``, the chart's NOTES.txt, README.md, docs/reference.md. And
-what the table says of PodDisruptionBudgets holds for a run: a refusal exits 0, a failure 1."""
+"""One table of exit codes (rebalancer/cli/exitcodes.py), the same wherever it is shown:
+``rebalancer --help``, ``kubectl rebalance --help``, the chart's NOTES.txt, README.md,
+docs/reference.md. And what the table says of PodDisruptionBudgets holds for a run: a refusal
+exits 0, a failure 1."""
 
 from __future__ import annotations
 
@@ -95,7 +96,9 @@ def test_kubectl_plugin_help_shows_the_table() -> None:
 
 def test_chart_notes_show_the_table() -> None:
     notes = (ROOT / "charts" / "rebalancer" / "templates" / "NOTES.txt").read_text()
-    shown = text_table(notes, "The exit code says how the run went (a Job fails on any code but 0):")
+    shown = text_table(
+        notes, "The exit code says how the run went (a Job fails on any code but 0):"
+    )
     assert shown == EXPECTED
 
 
@@ -121,7 +124,7 @@ def test_the_parser_notices_a_changed_row() -> None:
 def _run(answers: dict[str, tuple[int, object]]) -> tuple[FakeCluster, int, int, int]:
     """A run of one wave of 2 evictions (zones a: 4, b: 0 -> web-1, web-2) whose answers are
     scripted; (cluster, exit code, blocked, failed)."""
-    fake = FakeCluster({"a": 4, "b": 0}, answers=answers)  # type: ignore[arg-type]
+    fake = FakeCluster({"a": 4, "b": 0}, answers=answers)
     clock = FakeClock()
     runner = Runner(
         fake.as_cluster(),
@@ -134,7 +137,6 @@ def _run(answers: dict[str, tuple[int, object]]) -> tuple[FakeCluster, int, int,
     )
     report = runner.run_once()
     return fake, report.exit_code, report.blocked_by_pdb, report.failed
-
 
 
 def test_a_run_whose_evictions_a_pdb_refuses_exits_0() -> None:
