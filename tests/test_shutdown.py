@@ -409,14 +409,24 @@ def test_a_stop_during_a_retry_pause_ends_the_retries() -> None:
         sleep=pause,
         clock=time.monotonic,
     )
+
+    def attempt() -> int:
+        tries.append(1)
+        return 503
+
     with pytest.raises(deadline.Stopped, match="try 2 not sent"):
-        controller(lambda: tries.append(1) or 503)
+        controller(attempt)
     assert tries == [1] and pauses == [1]
 
 
 def test_a_pause_ends_when_woken() -> None:
     """:func:`deadline.pause` is a wait that the stop's wake ends, however long it was."""
-    woke = threading.Timer(0.1, lambda: (deadline.stop_requests(), deadline.wake()))
+
+    def stop() -> None:
+        deadline.stop_requests()
+        deadline.wake()
+
+    woke = threading.Timer(0.1, stop)
     began = time.monotonic()
     woke.start()
     deadline.pause(30)
