@@ -332,8 +332,9 @@ def cluster_api(
     hold: Callable[[Request], Scenario | None] = lambda request: None,
 ) -> Scenario:
     """An API server holding ``objects`` (the items of a snapshot): LISTs and GETs of them,
-    every access review allowed, a Lease kept, Events accepted, and each eviction answered by
-    ``evict``. ``hold(request)`` may take any request over first (a scenario, or None)."""
+    WATCHes that stay open and quiet, every access review allowed, a Lease kept, Events
+    accepted, and each eviction answered by ``evict``. ``hold(request)`` may take any request
+    over first (a scenario, or None)."""
     index: dict[tuple[str, str | None, str], dict[str, Any]] = {}
     for obj in objects:
         meta = obj.get("metadata") or {}
@@ -348,7 +349,10 @@ def cluster_api(
             taken(request)
             return
         namespace, resource, name, sub = _route(request.path)
-        if request.path == "/version":
+        if request.query.get("watch") == "true":  # a watch with nothing to tell
+            request.head(200, "application/json")
+            request.stop.wait(HANG_SECONDS)
+        elif request.path == "/version":
             version = {"major": "1", "minor": "31", "gitVersion": "v1.31.0"}
             request.send(200, json.dumps(version).encode())
         elif resource == "selfsubjectaccessreviews":

@@ -262,6 +262,20 @@ def test_a_loop_stops_in_its_sleep_without_a_request(tmp_path: Path) -> None:
     assert len(result.events("shutdown.requested")) == 1
 
 
+def test_a_loop_with_open_watches_stops_at_once(tmp_path: Path) -> None:
+    """run --interval with the watch (one open WATCH per resource, blocked in its read): on
+    SIGTERM the watch threads are not waited for (they used to be, up to 2 s), exit 0, no
+    request after the signal."""
+    result = signalled(
+        tmp_path,
+        hostile.cluster_api(EXAMPLE),
+        ["run", "--dry-run", "--interval", "10m"],
+        lambda a: sum(1 for r in a.requests if r.query.get("watch") == "true") >= 3,
+    )
+    nothing_sent_after(result)
+    assert result.code == 0, result.err
+
+
 def test_plan_against_a_trickling_server_exits_3_with_one_line(tmp_path: Path) -> None:
     """A server sending one byte at a time: plan gives up at --request-timeout, exit 3."""
     with server(trickle) as port:

@@ -325,6 +325,7 @@ class _ResourceWatch:
         assert self.version is not None
         minimum = self._settings.min_timeout_seconds
         timeout = minimum + self._rng.randrange(max(1, minimum))
+        deadline.check(f"WATCH {self.resource.name}")  # a WATCH has no deadline watch of its own
         lines = self._watch_lines(self.resource.name, self.namespace, self.version, timeout)
         self.counts["watches"] += 1
         self.error = None
@@ -333,7 +334,7 @@ class _ResourceWatch:
         seen = False
         try:
             for line in lines:
-                if self._stop.is_set():
+                if self._stop.is_set() or deadline.stopping():
                     return True
                 seen = True
                 self._event(line)
