@@ -128,8 +128,8 @@ def signalled(
                 time.sleep(0.01)
             time.sleep(SETTLE)
             assert proc.poll() is None, proc.communicate()
-            sent = time.monotonic()
             proc.send_signal(signum)
+            sent = time.monotonic()  # after: a pause of this process before it moves nothing
             out, err = proc.communicate(timeout=HANG_GUARD)
             seconds = time.monotonic() - sent
         finally:
@@ -298,8 +298,8 @@ def test_sigterm_during_the_rbac_preflight_exits_0_with_a_log_line(tmp_path: Pat
         proc = start("run", "--kubeconfig", str(kubeconfig(tmp_path, port)))
         time.sleep(2.5)  # connected and waiting for the pre-flight's answer
         assert proc.poll() is None
-        sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
         out, err = proc.communicate(timeout=HANG_GUARD)
         seconds = time.monotonic() - sent
     assert proc.returncode == 0, err
