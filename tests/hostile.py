@@ -17,7 +17,8 @@ import contextlib
 import http.server
 import json
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -41,6 +42,9 @@ class Request:
     headers: dict[str, str]
     handler: http.server.BaseHTTPRequestHandler
     stop: threading.Event
+    at: float = field(default_factory=time.monotonic)
+    """When it arrived (``time.monotonic``: the same clock in every process of the machine)."""
+    body: bytes = b""
 
     def send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         """A whole answer at once."""
@@ -122,16 +126,17 @@ def hostile_server(scenario: Scenario) -> Iterator[Server]:
         def _answer(self) -> None:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            arrived = time.monotonic()
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(min(length, 1 << 20))
-            request = Request(self.command, url.path, query, dict(self.headers.items()), self, stop)
+            body = self.rfile.read(min(length, 1 << 20)) if length else b""
+            headers = dict(self.headers.items())
+            request = Request(self.command, url.path, query, headers, self, stop, arrived, body)
             state["server"].requests.append(request)
             with contextlib.suppress(OSError):
                 scenario(request)
             self.close_connection = True
 
-        do_GET = do_POST = do_PUT = _answer  # the names http.server calls
+        do_GET = do_POST = do_PUT = do_PATCH = _answer  # the names http.server calls
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
@@ -274,3 +279,127 @@ def control_characters(status: int = 403) -> Scenario:
         request.send(status, status_body(status, message))
 
     return answer
+
+
+# --- a cluster to run against ----------------------------------------------------------------
+
+HANG_SECONDS: Final = 120.0
+"""The longest a scenario keeps a request waiting (the test has failed long before)."""
+
+
+def hang(request: Request) -> None:
+    """Never answer: the request stays in flight until the client goes or the server stops."""
+    request.stop.wait(HANG_SECONDS)
+
+
+def stall(request: Request) -> None:
+    """Headers and the start of a list at once, then nothing more: a read stalled mid-body."""
+    request.head(200, "application/json")
+    if request.write(b'{"kind":"List","apiVersion":"v1","metadata":{},"items":['):
+        request.stop.wait(HANG_SECONDS)
+
+
+def internal_error(request: Request) -> None:
+    """A 500 with a Status, as an API server whose etcd is failing answers."""
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500}
+    body = {**status, "message": "etcdserver: request timed out", "reason": "InternalError"}
+    request.send(500, json.dumps(body).encode())
+
+
+_PLURALS: Final = {kind: plural for plural, kind in _KINDS.items()}
+
+
+def _route(path: str) -> tuple[str | None, str, str | None, str | None]:
+    """(namespace, resource, name, subresource) of an API path; resource "" when not one."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        rest = parts[2:]
+    elif parts[0] == "apis":
+        rest = parts[3:]
+    else:
+        return None, "", None, None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    padded = [*rest, None, None, None]
+    return namespace, padded[0] or "", padded[1], padded[2]
+
+
+def cluster_api(
+    objects: Sequence[dict[str, Any]],
+    *,
+    evict: Scenario = internal_error,
+    hold: Callable[[Request], Scenario | None] = lambda request: None,
+) -> Scenario:
+    """An API server holding ``objects`` (the items of a snapshot): LISTs and GETs of them,
+    WATCHes that stay open and quiet, every access review allowed, a Lease kept, Events
+    accepted, and each eviction answered by ``evict``. ``hold(request)`` may take any request
+    over first (a scenario, or None)."""
+    index: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        plural = _PLURALS.get(str(obj.get("kind")), "")
+        index[plural, meta.get("namespace"), str(meta.get("name"))] = obj
+    leases: dict[tuple[str | None, str], dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def answer(request: Request) -> None:
+        taken = hold(request)
+        if taken is not None:
+            taken(request)
+            return
+        namespace, resource, name, sub = _route(request.path)
+        if request.query.get("watch") == "true":  # a watch with nothing to tell
+            request.head(200, "application/json")
+            request.stop.wait(HANG_SECONDS)
+        elif request.path == "/version":
+            version = {"major": "1", "minor": "31", "gitVersion": "v1.31.0"}
+            request.send(200, json.dumps(version).encode())
+        elif resource == "selfsubjectaccessreviews":
+            request.send(201, json.dumps({"status": {"allowed": True}}).encode())
+        elif sub == "eviction" and request.method == "POST":
+            evict(request)
+        elif resource == "events":
+            request.send(201, request.body or b"{}")
+        elif resource == "leases":
+            _lease(request, leases, lock, namespace, name)
+        elif request.method == "GET" and name is not None and resource in _KINDS:
+            found = index.get((resource, namespace, name))
+            if found is None:
+                request.send(404, status_body(404, f"{resource} {name} not found"))
+            else:
+                request.send(200, json.dumps(found).encode())
+        elif request.method == "GET" and resource in _KINDS:
+            items = [
+                obj
+                for (plural, ns, _), obj in index.items()
+                if plural == resource and (namespace is None or ns == namespace)
+            ]
+            request.send(200, list_body(resource, items))
+        else:
+            request.send(404, status_body(404, "not served here"))
+
+    return answer
+
+
+def _lease(
+    request: Request,
+    leases: dict[tuple[str | None, str], dict[str, Any]],
+    lock: threading.Lock,
+    namespace: str | None,
+    name: str | None,
+) -> None:
+    """A Lease as the API server keeps it: 404 until created, then what was last written."""
+    with lock:
+        if request.method == "GET":
+            found = leases.get((namespace, name or ""))
+            if found is None:
+                request.send(404, status_body(404, "lease not found"))
+                return
+            request.send(200, json.dumps(found).encode())
+            return
+        lease = json.loads(request.body or b"{}")
+        meta = lease.setdefault("metadata", {})
+        meta["resourceVersion"] = str(len(leases) + int(time.monotonic() * 1000))
+        leases[namespace, str(meta.get("name") or name)] = lease
+        request.send(201 if request.method == "POST" else 200, json.dumps(lease).encode())

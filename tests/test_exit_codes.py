@@ -21,8 +21,8 @@ from rebalancer.core.policy import Policy
 from tests.fakes import NOW, PDB_429, FakeClock, FakeCluster, ScriptedPlanner
 from tests.packaging_tools import ROOT
 
-TEXT_ROW = re.compile(r"^ +(\d) {2}(\S.*)$")
-MARKDOWN_ROW = re.compile(r"^\| (\d) \| (.+) \|$")
+TEXT_ROW = re.compile(r"^ +(\d+) {2}(\S.*)$")
+MARKDOWN_ROW = re.compile(r"^\| (\d+) \| (.+) \|$")
 
 
 def _words(text: str) -> str:
@@ -66,8 +66,9 @@ EXPECTED = [(code, _words(meaning)) for code, meaning in EXIT_CODES]
 
 
 def test_the_table_covers_every_code_once() -> None:
-    """0 to 4, each once, in order, each with a meaning (hand-written list of codes)."""
-    assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3, 4]
+    """0 to 4, then 130 and 143 (128 + SIGINT, SIGTERM), each once, in order, each with a
+    meaning (hand-written list of codes)."""
+    assert [code for code, _ in EXIT_CODES] == [0, 1, 2, 3, 4, 130, 143]
     assert all(meaning.strip() for _, meaning in EXIT_CODES)
     ok, failed = EXIT_CODES[0][1], EXIT_CODES[1][1]
     assert "PodDisruptionBudget" in ok  # a refusal is ok

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import signal
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -20,7 +18,6 @@ from rebalancer.cli.logconfig import configure as configure_logging
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics, parse_bind_address
 from rebalancer.cli.render import render_run
-from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act import runner as runner_mod
 from rebalancer.cluster.act.events import BLOCKED, REBALANCED
@@ -165,18 +162,6 @@ def test_stop_during_a_wave_finishes_it_and_starts_no_new_one() -> None:
     assert len(fake.posts) == 1
     assert len(planner.calls) == planner_calls_before + 1
     assert report.exit_code == 0
-
-
-def test_sigterm_handler_sets_the_stop_event() -> None:
-    """A real SIGTERM sets the stop event instead of killing the process."""
-    stop = threading.Event()
-    undo = install_stop_handlers(stop)
-    try:
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.wait(5)
-    finally:
-        undo()
-    assert signal.getsignal(signal.SIGTERM) is not None
 
 
 def test_dry_run_sends_nothing() -> None:

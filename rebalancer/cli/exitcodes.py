@@ -21,17 +21,21 @@ from rebalancer.core.errors import (
     EXIT_OK,
 )
 
+EXIT_SIGINT: Final = 130  # 128 + SIGINT, as a shell reports it
+EXIT_SIGTERM: Final = 143  # 128 + SIGTERM
+
 EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (
         EXIT_OK,
         "ok: the run or command finished. Evictions refused by a PodDisruptionBudget, another "
-        "rebalancer holding the Lease and a clean stop on SIGTERM are ok too (the summary, "
-        "metrics and Events report them)",
+        "rebalancer holding the Lease and a run stopped by SIGTERM or SIGINT with nothing "
+        "failed are ok too (the summary, metrics and Events report them)",
     ),
     (
         EXIT_EVICTIONS_FAILED,
-        "some evictions failed for another reason than a PodDisruptionBudget, or an object "
-        "could not be read and its namespace was left out",
+        "some evictions failed for another reason than a PodDisruptionBudget (one abandoned "
+        "in flight by a signal included), or an object could not be read and its namespace "
+        "was left out",
     ),
     (
         EXIT_BAD_INPUT,
@@ -45,6 +49,15 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (
         EXIT_INTERNAL,
         "unexpected error (a bug): one line on stderr naming it; --debug prints the traceback",
+    ),
+    (
+        EXIT_SIGINT,
+        "a command other than run interrupted by SIGINT (Ctrl-C): one line on stderr, its "
+        "output incomplete or empty",
+    ),
+    (
+        EXIT_SIGTERM,
+        "a command other than run interrupted by SIGTERM: the same",
     ),
 )
 """(code, meaning), in the order shown everywhere."""

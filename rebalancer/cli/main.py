@@ -42,6 +42,7 @@ from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, render_explanation
+from rebalancer.cluster.api.deadline import Stopped
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
@@ -269,14 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code instead of exiting.
 
     A SIGTERM or SIGINT before a run's eviction loop takes signals over ends the command at
-    once with a log line and exit 0 (:mod:`rebalancer.cli.shutdown`).
+    once with one line on stderr and exit 130 (SIGINT) or 143 (SIGTERM); ``run``, which has
+    evicted nothing then, logs it and exits 0 (:mod:`rebalancer.cli.shutdown`).
     """
     undo = shutdown.install()
+    command: list[str] = []
     try:
-        return _main(argv)
+        return _main(argv, command)
     except shutdown.Terminated as exc:
-        shutdown.report(exc)
-        return EXIT_OK
+        return shutdown.stopped(exc.signum, run=command == ["run"])
     finally:
         undo()
 
@@ -288,16 +290,20 @@ def run() -> NoReturn:
     oneshot.finish(main())
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, command: list[str]) -> int:
+    """:func:`main` without the signal handlers; the command's name goes into ``command``."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or EXIT_OK
         return EXIT_BAD_INPUT
+    command.append(args.command)
     handler: Handler = args.handler
     try:
         return handler(args)
+    except Stopped:  # a stop that ended the command outside a run's eviction loop
+        return shutdown.stopped(shutdown.received(), run=args.command == "run")
     except InputError as exc:
         say(exc)
         return exc.exit_code

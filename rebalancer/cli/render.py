@@ -678,6 +678,11 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
             f"{h.acquired or '?'}, renewed {h.renewed or '?'}, expires in {h.expires_in:.0f}s); "
             "nothing evicted.\n"
         )
+    if report.end is RunEnd.STOPPED and not report.first_plan.evictions:
+        # A plan with evictions ends a run otherwise: this one was stopped before planning.
+        return (
+            f"Run {report.run_id}: stopped (SIGTERM or SIGINT) before it planned; nothing sent.\n"
+        )
     lines = _plan_lines(report.first_plan, style)
     if report.end is RunEnd.DRY_RUN:
         return _text(lines, style)

@@ -28,6 +28,13 @@ Status codes (SPEC §5):
 =====  ==================================================================================
 
 Time and sleep are injected, so tests run without waiting.
+
+Stopping (SIGTERM, SIGINT: ``should_stop``, and the process-wide
+:func:`~rebalancer.cluster.api.deadline.stop_requests`): no eviction, retry or re-read is sent
+after it, and no wait goes on. An eviction whose request was in flight is abandoned at once
+and reported ``failed`` (it may have reached the API server); one answered 5xx or 429 is not
+retried and is reported with its last answer; the rest of the wave is ``skipped``
+(``stopping``).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from tenacity import Retrying
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.lease import EvictionRecord
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
-from rebalancer.cluster.api import errors
+from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
@@ -397,6 +404,9 @@ class _Transient(Exception):
         self.detail = detail
 
 
+STOPPING: Final = SkipReason(SkipCode.STOPPING, "not sent (SIGTERM)")
+
+
 @dataclass(frozen=True, slots=True)
 class _Posted:
     """What one (retried) eviction request came to."""
@@ -405,6 +415,7 @@ class _Posted:
     body: dict[str, Any]
     sent: int  # requests sent
     gave_up: str | None  # why retrying stopped without an answer worth classifying
+    stopped: bool = False  # a stop ended it (nothing sent at all when ``sent`` is 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +458,7 @@ class Executor:
         settings: ExecutorSettings | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = deadline.pause,
         should_stop: Callable[[], bool] = lambda: False,
         on_result: Callable[[EvictionResult], None] | None = None,
         expected_labels: Mapping[str, Mapping[str, str]] | None = None,
@@ -493,22 +504,22 @@ class Executor:
         dry_run = self.settings.server_dry_run
         for e in evictions:
             eviction_body(e, dry_run=dry_run)  # validates; the body sent is built per pod
-        deadline = self._clock() + self.settings.wave_timeout_seconds
+        until = self._clock() + self.settings.wave_timeout_seconds
         groups: OrderedDict[str, deque[Eviction]] = OrderedDict()
         for e in evictions:
             groups.setdefault(_workload_key(e), deque()).append(e)
         results: list[EvictionResult] = []
         stuck: dict[str, SkipReason] = {}  # workload -> why its next pods are not evicted
         if not dry_run:
-            self._await_earlier(groups, stuck, deadline)
+            self._await_earlier(groups, stuck, until)
         while any(groups.values()):
             pending: dict[str, _Pending] = {}
             for workload, queue in groups.items():
                 if not queue:
                     continue
                 e = queue.popleft()
-                if self._should_stop():
-                    result = _skipped(e, SkipReason(SkipCode.STOPPING, "not sent (SIGTERM)"))
+                if self._stopped():
+                    result = _skipped(e, STOPPING)
                 elif workload in stuck:
                     result = _skipped(e, stuck[workload])
                 else:
@@ -517,8 +528,12 @@ class Executor:
                         pending[workload] = wait
                 self._emit(results, result)
             if pending and not dry_run:
-                self._await(pending, results, stuck, deadline)
+                self._await(pending, results, stuck, until)
         return tuple(results)
+
+    def _stopped(self) -> bool:
+        """Stopping: the caller's stop, or the process's (:func:`.deadline.stopping`)."""
+        return self._should_stop() or deadline.stopping()
 
     # -- one eviction ----------------------------------------------------------------------
 
@@ -537,6 +552,12 @@ class Executor:
             self._on_result(result)
 
     def _evict_one(self, e: Eviction, index: int) -> tuple[EvictionResult, _Pending | None]:
+        try:
+            return self._evict_checked(e, index)
+        except deadline.Stopped:  # a re-read, or the Lease's record, cut short: nothing sent
+            return _skipped(e, STOPPING), None
+
+    def _evict_checked(self, e: Eviction, index: int) -> tuple[EvictionResult, _Pending | None]:
         # Re-read the pod and its node: the plan may be stale by now.
         try:
             pod = self._transport.get_pod(e.namespace, e.name)
@@ -562,6 +583,8 @@ class Executor:
             )
             try:
                 self._before_evict(intent)
+            except deadline.Stopped:
+                raise
             except errors.ClusterError as exc:
                 code = (
                     SkipCode.LEASE_LOST
@@ -608,12 +631,16 @@ class Executor:
         for try_number in range(s.pdb_retries + 1):
             outcome = self._post(e, body)
             attempts += outcome.sent
+            if outcome.stopped and not outcome.sent:  # stopped before anything went out
+                if not attempts:
+                    return _skipped(e, STOPPING)
+                break  # the last 429's answer stands
             if outcome.gave_up is not None:
                 return EvictionResult(
                     e, Outcome.FAILED, f"gave up: {outcome.gave_up}", outcome.status, attempts
                 )
             status, answer = outcome.status or 0, outcome.body
-            if status != 429 or try_number == s.pdb_retries or self._should_stop():
+            if status != 429 or try_number == s.pdb_retries or self._stopped():
                 break
             delay = _retry_after(answer) or s.pdb_backoff_seconds * 2**try_number
             delay = min(delay, s.pdb_backoff_max_seconds)
@@ -647,24 +674,41 @@ class Executor:
         return EvictionResult(e, outcome, detail, status, attempts)
 
     def _post(self, e: Eviction, body: Mapping[str, Any]) -> _Posted:
-        """One eviction, retried on 5xx and connection errors."""
+        """One eviction, retried on 5xx and connection errors, never once stopping: then a
+        request in flight is abandoned (``failed``: it may have reached the server), and the
+        last answer stands, not retried."""
         sent = 0
+        last: _Transient | None = None
 
         def once() -> tuple[int, dict[str, Any]]:
-            nonlocal sent
+            nonlocal sent, last
             sent += 1
             try:
                 status, answer = self._transport.post_eviction(e.namespace, e.name, body)
+            except deadline.Stopped as exc:
+                if not exc.abandoned:  # refused before it was sent
+                    sent -= 1
+                raise
             except errors.Unreachable as exc:
-                raise _Transient(None, {}, str(exc)) from exc
+                last = _Transient(None, {}, str(exc))
+                raise last from exc
             if status >= 500 and not _multiple_pdbs(answer):
-                raise _Transient(status, answer, f"HTTP {status}: {_message(answer, status)}")
+                last = _Transient(status, answer, f"HTTP {status}: {_message(answer, status)}")
+                raise last
             return status, answer
 
         try:
             status, answer = self._retrying()(once)
         except _Transient as exc:
             return _Posted(exc.status, dict(exc.body), sent, exc.detail)
+        except deadline.Stopped as exc:
+            if exc.abandoned:
+                why = "abandoned in flight (stopping): it may have been evicted"
+                return _Posted(None, {}, sent, why, stopped=True)
+            if last is None:
+                return _Posted(None, {}, sent, None, stopped=True)
+            why = f"{last.detail}; not retried (stopping)"
+            return _Posted(last.status, dict(last.body), sent, why, stopped=True)
         return _Posted(status, answer, sent, None)
 
     def _retrying(self) -> Retrying:
@@ -682,6 +726,7 @@ class Executor:
             lambda answer: isinstance(answer, _Transient),
             sleep=self._sleep,
             clock=self._clock,
+            stopping=self._should_stop,
         )
 
     # -- waiting for replacements ----------------------------------------------------------
@@ -690,82 +735,75 @@ class Executor:
         self,
         groups: Mapping[str, deque[Eviction]],
         stuck: dict[str, SkipReason],
-        deadline: float,
+        until: float,
     ) -> None:
         """Wait until the earlier runs' evictions of this wave's workloads have settled."""
         waiting = {w: self._earlier[w] for w in groups if w in self._earlier}
         waits = poll_waits(self.settings)
-        while waiting:
-            for workload, records in list(waiting.items()):
-                first = records[0]
-                key = (first.owner_kind, first.namespace, first.owner_name)
-                selector = self._owner_selectors.get(key, "")
-                try:
-                    pods = self._transport.list_pods(first.namespace, selector)
-                except (errors.Unreachable, errors.ServerError):
-                    continue
-                unsettled = [r for r in records if not earlier_settled(r, pods)]
-                owners: dict[tuple[str, str], _OwnerRead] = {}  # one GET per owner and look
-                moots = [self._moot(r, pods, workload, owners) for r in unsettled]
-                known = [m for m in moots if m is not None]
-                if len(known) == len(unsettled):  # each settled, or no replacement is coming
-                    for record, moot in zip(unsettled, known, strict=True):
-                        self._log_moot(record.key, moot, run=record.run)
-                    del waiting[workload]
-            now = self._clock()
-            if not waiting or now >= deadline or self._should_stop():
-                break
-            _log().info("eviction.wait_earlier", workloads=sorted(waiting))
-            self._sleep(min(next(waits), deadline - now))
+        try:
+            while waiting:
+                self._look_earlier(waiting)
+                now = self._clock()
+                if not waiting or now >= until or self._stopped():
+                    break
+                _log().info("eviction.wait_earlier", workloads=sorted(waiting))
+                self._sleep(min(next(waits), until - now))
+        except deadline.Stopped:
+            pass  # no look is sent any more: the workloads still waiting are stuck
         for workload, records in waiting.items():
             last = records[-1]
             why = (
                 "stopping: not waiting for earlier replacements (SIGTERM)"
-                if self._should_stop()
+                if self._stopped()
                 else f"the replacement of {last.key}, evicted by run {last.run}, is not Ready yet"
             )
             stuck[workload] = SkipReason(SkipCode.REPLACEMENT_NOT_READY, why)
             _log().warning("eviction.earlier_not_settled", workload=workload, detail=why)
+
+    def _look_earlier(self, waiting: dict[str, list[EvictionRecord]]) -> None:
+        """One look at the workloads whose earlier evictions are still settling: those that
+        have settled (or whose replacements are moot) leave ``waiting``."""
+        for workload, records in list(waiting.items()):
+            first = records[0]
+            key = (first.owner_kind, first.namespace, first.owner_name)
+            selector = self._owner_selectors.get(key, "")
+            try:
+                pods = self._transport.list_pods(first.namespace, selector)
+            except (errors.Unreachable, errors.ServerError):
+                continue
+            unsettled = [r for r in records if not earlier_settled(r, pods)]
+            owners: dict[tuple[str, str], _OwnerRead] = {}  # one GET per owner and look
+            moots = [self._moot(r, pods, workload, owners) for r in unsettled]
+            known = [m for m in moots if m is not None]
+            if len(known) == len(unsettled):  # each settled, or no replacement is coming
+                for record, moot in zip(unsettled, known, strict=True):
+                    self._log_moot(record.key, moot, run=record.run)
+                del waiting[workload]
 
     def _await(
         self,
         pending: Mapping[str, _Pending],
         results: list[EvictionResult],
         stuck: dict[str, SkipReason],
-        deadline: float,
+        until: float,
     ) -> None:
         outstanding = {
             w: p for w, p in pending.items() if results[p.index].outcome is Outcome.EVICTED
         }
         waits = poll_waits(self.settings)
-        while outstanding:
-            for workload, wait in list(outstanding.items()):
-                try:
-                    pods = self._transport.list_pods(wait.eviction.namespace, wait.selector)
-                except (errors.Unreachable, errors.ServerError):
-                    continue
-                ready = next((p for p in pods if _is_ready_replacement(p, wait)), None)
-                if ready is not None:
-                    name = f"{wait.eviction.namespace}/{_part(ready, 'metadata').get('name')}"
-                    results[wait.index] = replace(results[wait.index], replacement=name)
-                    _log().info(
-                        "eviction.replacement_ready", pod=wait.eviction.key, replacement=name
-                    )
-                    del outstanding[workload]
-                elif (moot := self._moot(wait, pods, workload, {})) is not None:
-                    # No replacement is coming: the workload's next eviction goes now.
-                    result = results[wait.index]
-                    results[wait.index] = replace(result, detail=f"{result.detail}; {moot.detail}")
-                    self._log_moot(wait.eviction.key, moot)
-                    del outstanding[workload]
-            now = self._clock()
-            if not outstanding or now >= deadline or self._should_stop():
-                break
-            self._sleep(min(next(waits), deadline - now))
+        try:
+            while outstanding:
+                self._look(outstanding, results)
+                now = self._clock()
+                if not outstanding or now >= until or self._stopped():
+                    break
+                self._sleep(min(next(waits), until - now))
+        except deadline.Stopped:
+            pass  # no look is sent any more: the replacements still awaited are not waited for
         for workload, wait in outstanding.items():
             why = (
                 "stopping: not waiting for replacements (SIGTERM)"
-                if self._should_stop()
+                if self._stopped()
                 else f"replacement of {wait.eviction.key} not scheduled and Ready in time"
             )
             stuck[workload] = SkipReason(SkipCode.REPLACEMENT_NOT_READY, why)
@@ -773,6 +811,27 @@ class Executor:
             results[wait.index] = replace(
                 results[wait.index], detail=f"{results[wait.index].detail}; {why}"
             )
+
+    def _look(self, outstanding: dict[str, _Pending], results: list[EvictionResult]) -> None:
+        """One look for the replacements still awaited: those Ready (or moot) leave
+        ``outstanding``, noted in their results."""
+        for workload, wait in list(outstanding.items()):
+            try:
+                pods = self._transport.list_pods(wait.eviction.namespace, wait.selector)
+            except (errors.Unreachable, errors.ServerError):
+                continue
+            ready = next((p for p in pods if _is_ready_replacement(p, wait)), None)
+            if ready is not None:
+                name = f"{wait.eviction.namespace}/{_part(ready, 'metadata').get('name')}"
+                results[wait.index] = replace(results[wait.index], replacement=name)
+                _log().info("eviction.replacement_ready", pod=wait.eviction.key, replacement=name)
+                del outstanding[workload]
+            elif (moot := self._moot(wait, pods, workload, {})) is not None:
+                # No replacement is coming: the workload's next eviction goes now.
+                result = results[wait.index]
+                results[wait.index] = replace(result, detail=f"{result.detail}; {moot.detail}")
+                self._log_moot(wait.eviction.key, moot)
+                del outstanding[workload]
 
     def _moot(
         self,
@@ -796,6 +855,8 @@ class Executor:
                 owners[kind, name] = _OwnerRead(
                     self._transport.get_owner(pod.namespace, kind, name)
                 )
+            except deadline.Stopped:
+                raise
             except errors.ClusterError as exc:
                 owners[kind, name] = _OwnerRead(None, str(exc))
         read = owners[kind, name]

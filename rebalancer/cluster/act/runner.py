@@ -3,9 +3,15 @@
 One run: read the cluster, plan, execute wave 1 only, wait for the replacements, read again,
 re-plan with the evictions done so far (``evicted_before``, so the policy limits hold for the
 whole run), and so on, until the plan is empty, nothing could be evicted, the wave budget is
-spent, or a stop was requested (SIGTERM). A stop lets the eviction in flight finish and starts
-nothing new. ``--interval`` starts a run every interval (start to start), sleeping in between; the
-sleep ends at once on SIGTERM.
+spent, or a stop was requested (SIGTERM). ``--interval`` starts a run every interval (start to
+start), sleeping in between; the sleep ends at once on SIGTERM.
+
+A stop (the ``stop`` event, or the process-wide
+:func:`~rebalancer.cluster.api.deadline.stop_requests` of a signal) sends nothing more: the
+executor abandons the eviction in flight and sends no other, a read or a plan under way is
+dropped (:func:`~rebalancer.cluster.api.deadline.interruptible`), no Event is created, and the
+Lease is not given back (that would be a request: it expires after its duration; the next run
+reads the evictions recorded in it). The run's report says what was sent before the stop.
 
 Everything with side effects comes in through :class:`Cluster` and the injected clocks, so the
 loop is tested against a fake cluster.
@@ -28,7 +34,7 @@ from rebalancer.cluster.act.executor import EvictionIntent, Executor, ExecutorSe
 from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
 from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
 from rebalancer.cluster.act.steering import CostOutcome, CostResult, PatchFn, write_costs
-from rebalancer.cluster.api import errors
+from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
@@ -323,8 +329,10 @@ class Runner:
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
+        """``sleep`` (the waits between looks, retries and waves): by default a wait on
+        ``stop``, which a stop ends."""
         self.cluster = cluster
         self.policy = policy
         self.settings = settings or RunSettings()
@@ -332,7 +340,7 @@ class Runner:
         self.stop = stop or threading.Event()
         self._clock = clock
         self._wall = wall_clock
-        self._sleep = sleep
+        self._sleep = sleep or self._wait
         self._log = logs.get_logger("rebalancer.runner")
         self._window_closes: datetime | None = None
         self._lease: Lease | None = None
@@ -369,18 +377,43 @@ class Runner:
             max_waves=self.settings.max_waves,
         )
         lease = self._new_lease(run_id)
-        if lease is not None:
-            holder = lease.acquire()
-            if holder is not None:
-                return self._lease_held(run_id, lease, holder, started)
-            lease.start_renewing()
-        self._lease = lease
         try:
+            if lease is not None:
+                holder = lease.acquire()
+                if holder is not None:
+                    return self._lease_held(run_id, lease, holder, started)
+                lease.start_renewing()
+            self._lease = lease
             return self._run(run_id, started)
+        except deadline.Stopped:  # before the first wave (the waves stop on their own)
+            return self._stopped(run_id, started)
         finally:
             self._lease = None
             if lease is not None:
-                lease.release()
+                if deadline.stopping():
+                    lease.stop_renewing()  # nothing more is sent: it expires on its own
+                else:
+                    lease.release()
+
+    def _wait(self, seconds: float) -> None:
+        """The default ``sleep``: a stop ends it."""
+        if seconds > 0:
+            self.stop.wait(seconds)
+
+    def _stopped(self, run_id: str, started: float) -> RunReport:
+        """The report of a run stopped before its first wave: nothing was sent."""
+        report = RunReport(
+            run_id=run_id,
+            first_plan=EMPTY_PLAN,
+            waves=(),
+            final_plan=None,
+            end=RunEnd.STOPPED,
+            skews=(),
+            duration_seconds=self._clock() - started,
+            server_dry_run=self.settings.executor.server_dry_run,
+        )
+        self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
+        return report
 
     def _new_lease(self, run_id: str) -> Lease | None:
         s = self.settings
@@ -416,7 +449,9 @@ class Runner:
 
     def _stopping(self) -> bool:
         lease = self._lease
-        return self.stop.is_set() or (lease is not None and lease.lost.is_set())
+        return (
+            self.stop.is_set() or deadline.stopping() or (lease is not None and lease.lost.is_set())
+        )
 
     def _stop_end(self) -> RunEnd:
         lease = self._lease
@@ -526,8 +561,12 @@ class Runner:
                 loop.end = RunEnd.NOTHING_EVICTED
                 return
             self._await_budgets(loop.snapshot, results)
-            loop.snapshot = self._read()
-            loop.plan = self._plan_for(loop.snapshot, loop.earlier + tuple(evicted))
+            try:
+                loop.snapshot = self._read()
+                loop.plan = self._plan_for(loop.snapshot, loop.earlier + tuple(evicted))
+            except deadline.Stopped:
+                loop.end = self._stop_end()
+                return
             if _spread_of(loop.plan) == _spread_of(plan):
                 # The replacements landed back where they were, or swapped two domains'
                 # counts: the same spread (the scheduler does not score
@@ -589,8 +628,10 @@ class Runner:
             )
 
     def _read(self) -> Snapshot:
+        """Read the cluster; a stop drops the read at once (:class:`.deadline.Stopped`)."""
         started = self._clock()
-        snapshot = self.cluster.read()
+        with deadline.interruptible():
+            snapshot = self.cluster.read()
         self._log.info(
             logs.READ,
             nodes=len(snapshot.nodes),
@@ -603,7 +644,7 @@ class Runner:
         now = self._wall()
         held = self._guarded(snapshot, now)
         extra: dict[str, Any] = {"held": held} if held else {}
-        with gc_paused():
+        with deadline.interruptible(), gc_paused():  # a stop drops the plan under way
             plan = self._plan(
                 snapshot, self.policy, now, evicted_before=tuple(evicted_before), **extra
             )
@@ -733,8 +774,8 @@ class Runner:
         if lease is not None and result.outcome is not Outcome.EVICTED:
             lease.not_evicted(result.eviction.uid)
         create = self.cluster.create_event
-        if create is None or self.settings.executor.server_dry_run:
-            return
+        if create is None or self.settings.executor.server_dry_run or deadline.stopping():
+            return  # stopping: nothing more is sent, Events included
         now = datetime.fromtimestamp(self._wall(), UTC)
         body = event_body(result, now=now, instance=self.settings.instance)
         if body is None:
@@ -769,7 +810,7 @@ class Runner:
 
         Returns 0 after a clean stop.
         """
-        while not self.stop.is_set():
+        while not self._stopping():
             started = self._clock()
             try:
                 report = self.run_once()
@@ -780,7 +821,7 @@ class Runner:
             else:
                 if on_report is not None and report.end != OUTSIDE_WINDOW:
                     on_report(report)
-            if self.stop.is_set():
+            if self._stopping():
                 break
             pause = max(0.0, interval_seconds - (self._clock() - started))
             self._log.info(logs.SLEEP, seconds=round(pause, 3), interval_seconds=interval_seconds)

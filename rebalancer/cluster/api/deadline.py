@@ -16,6 +16,14 @@ deadline then bounds the wait for the next chunk, not the whole answer (a stream
 making progress is never cut; one that stalls is).
 
 No HTTP library is imported here: tests drive it with plain sockets.
+
+Stopping (SIGTERM, SIGINT): :func:`stop_requests` is the process's one switch, thrown from
+the signal handler (:mod:`rebalancer.cli.shutdown`). From then on no request starts
+(:meth:`Watchdog.watch` raises :class:`Stopped` before anything is sent, and the retries of
+:mod:`.retry` end), the sockets of every request in flight, in any thread, are cut, and
+:func:`pause` returns at once. It takes no lock: a signal handler may interrupt the main thread
+while it holds any of them. The handler also abandons the main thread's own work at once when
+:func:`may_interrupt` says it is waiting on a request or inside :func:`interruptible`.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from rebalancer.cluster.api import errors
+
 SlowCallback = Callable[[str, float, float], None]
 """``on_slow(what, waited_seconds, deadline_seconds)``."""
 
@@ -37,12 +47,87 @@ DEFAULT_WARN_AFTER: Final = 5.0
 _local = threading.local()
 
 
+class Stopped(errors.ClusterError):
+    """The process is stopping (SIGTERM or SIGINT): a request was not sent, or, when
+    ``abandoned``, was in flight and its answer is not awaited (it may have reached the
+    server)."""
+
+    def __init__(self, message: str, *, abandoned: bool = False) -> None:
+        super().__init__(message)
+        self.abandoned = abandoned
+
+
+_stopping = [False]  # a plain flag: read and thrown without a lock
+_wake = threading.Event()  # set by :func:`wake` (never from a signal handler)
+_in_flight: set[Watch] = set()  # every watched request of every Watchdog
+_sections = [0]  # how deep the main thread is in :func:`interruptible` sections
+
+
+def stop_requests() -> None:
+    """No request starts from now on, and every request in flight is cut (its socket shut
+    down, whichever thread waits on it). Safe in a signal handler: it takes no lock.
+    :func:`pause` wakes only once :func:`wake` runs, outside the handler."""
+    _stopping[0] = True
+    for watch in list(_in_flight):  # copied in one step: no other thread runs meanwhile
+        watch.abort()
+
+
+def wake() -> None:
+    """End every :func:`pause` now and from now on (after :func:`stop_requests`; it takes a
+    lock, so not in a signal handler)."""
+    _wake.set()
+
+
+def stopping() -> bool:
+    """Whether :func:`stop_requests` was called."""
+    return _stopping[0]
+
+
+def resume_requests() -> None:
+    """Undo :func:`stop_requests` (tests that stop in-process, then go on)."""
+    _stopping[0] = False
+    _wake.clear()
+
+
+def check(what: str) -> None:
+    """Raise :class:`Stopped` if stopping: ``what`` is not sent."""
+    if _stopping[0]:
+        raise Stopped(f"stopping: {what} not sent")
+
+
+def pause(seconds: float) -> None:
+    """Sleep ``seconds``, or less: a stop ends it (:func:`wake`). A retry's pause."""
+    if not _stopping[0] and seconds > 0:
+        _wake.wait(seconds)
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Work whose result a stop throws away (a read, a plan): in the main thread, a stop
+    signal raises :class:`Stopped` wherever it is in it (see :func:`may_interrupt`)."""
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _sections[0] += 1
+    try:
+        yield
+    finally:
+        if main:
+            _sections[0] -= 1
+
+
+def may_interrupt() -> bool:
+    """Whether the main thread (the caller: a signal handler runs there) may be interrupted
+    now: it is waiting on a request of its own, or inside :func:`interruptible`."""
+    return _sections[0] > 0 or current() is not None
+
+
 class Watch:
     """One request under watch: its deadline, and the sockets it uses."""
 
     __slots__ = (
         "_lock",
         "_sockets",
+        "aborted",
         "connect_by",
         "deadline",
         "fired",
@@ -59,6 +144,8 @@ class Watch:
         self.connect_by: float | None = None
         """When connecting (every attempt together) must be done (``time.monotonic``)."""
         self.fired = False
+        self.aborted = False
+        """Cut because the process is stopping (:func:`stop_requests`), not by its deadline."""
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
 
@@ -70,7 +157,7 @@ class Watch:
             if sock not in self._sockets:
                 self._sockets.append(sock)
             fired = self.fired
-        if fired:
+        if fired or self.aborted:  # read after the append: :meth:`abort` takes no lock
             _cut(sock)
 
     def fire(self) -> None:
@@ -79,6 +166,13 @@ class Watch:
             self.fired = True
             sockets = list(self._sockets)
         for sock in sockets:
+            _cut(sock)
+
+    def abort(self) -> None:
+        """The process is stopping: cut every attached socket (no lock: a signal handler calls
+        it; a socket attached meanwhile sees ``aborted`` and is cut by :meth:`attach`)."""
+        self.aborted = True
+        for sock in list(self._sockets):
             _cut(sock)
 
     def detach_all(self) -> None:
@@ -123,7 +217,9 @@ class Watchdog:
 
     @contextlib.contextmanager
     def watch(self, what: str, seconds: float) -> Iterator[Watch]:
-        """Watch one request for ``seconds``; the calling thread's sockets attach to it."""
+        """Watch one request for ``seconds``; the calling thread's sockets attach to it.
+        Raises :class:`Stopped` (nothing sent) once the process is stopping."""
+        check(what)
         w = Watch(what, self._clock(), seconds)
         with self._cond:
             self._active.add(w)
@@ -134,11 +230,15 @@ class Watchdog:
             self._ensure_thread()
             self._cond.notify()
         previous = current()
+        _in_flight.add(w)
         _local.watch = w
         try:
+            if _stopping[0]:  # stopped since the check: cut whatever it attaches
+                w.abort()
             yield w
         finally:
             _local.watch = previous
+            _in_flight.discard(w)
             with self._cond:
                 self._active.discard(w)
             w.detach_all()

@@ -156,7 +156,7 @@ class Kube:
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         warn_after: float = deadline.DEFAULT_WARN_AFTER,
         retry: RetryPolicy = GET_RETRY,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = deadline.pause,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx,
@@ -295,9 +295,13 @@ class Kube:
             try:
                 response = self._send(method, path, query, body, headers)
             except errors.ClusterError:
+                if watch.aborted:  # cut by a stop (SIGTERM), not by the deadline
+                    raise _abandoned(method, path) from None
                 if watch.fired:
                     raise self._deadline(method, path) from None
                 raise
+            if watch.aborted:
+                raise _abandoned(method, path)
             if watch.fired:  # the socket was cut: what came back may be cut short
                 raise self._deadline(method, path)
             return response
@@ -855,6 +859,10 @@ class _Again(Exception):
         self.status = status
         self.body = body
         self.headers = headers
+
+
+def _abandoned(method: str, path: str) -> deadline.Stopped:
+    return deadline.Stopped(f"stopping: {method} {path} abandoned in flight", abandoned=True)
 
 
 def _is_again(answer: object) -> bool:

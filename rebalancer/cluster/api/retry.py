@@ -8,7 +8,11 @@ re-sends nothing, and nothing above retries a GET again.
 The pause before a retry is the answer's Retry-After when it gives one (at most
 :data:`MAX_RETRY_AFTER` seconds), else an exponential backoff (jittered when the policy says
 so); the retries end after ``attempts`` tries or once ``max_seconds`` have passed since the
-first, whichever comes first.
+first, whichever comes first, or as soon as the process is stopping
+(:func:`~rebalancer.cluster.api.deadline.stop_requests`): then no try starts, whatever the
+policy, and :class:`~rebalancer.cluster.api.deadline.Stopped` is raised instead of the last
+answer. A pause is a wait that a stop ends (the caller's ``sleep`` should be one too:
+:func:`~rebalancer.cluster.api.deadline.pause`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Final
 
 from tenacity import RetryCallState, Retrying, stop_after_attempt
 from tenacity.stop import stop_base
+
+from rebalancer.cluster.api import deadline
 
 MAX_RETRY_AFTER: Final = 10.0
 """The longest pause a Retry-After may ask for."""
@@ -66,6 +72,16 @@ class _stop_after_clock(stop_base):
         return self._clock() - self._start >= self._seconds
 
 
+class _stop_when(stop_base):
+    """Stop as soon as ``stopping()`` says so."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        self._stopping = stopping
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self._stopping()
+
+
 def retrying(
     policy: RetryPolicy,
     retry: Callable[[object], bool],
@@ -74,11 +90,30 @@ def retrying(
     clock: Callable[[], float],
     retry_after: Callable[[object], float | None] = lambda answer: None,
     on_pause: Callable[[object, int, float], None] | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Retrying:
     """A tenacity controller for ``policy``. Each takes the try's answer (its result, or the
     exception it raised): ``retry`` says whether to try again, ``retry_after`` reads a
     Retry-After from it, ``on_pause(answer, attempt, seconds)`` is told of each pause. When the
-    retries end, the last result is returned, or its exception raised."""
+    retries end, the last result is returned, or its exception raised.
+
+    Once the process is stopping (:func:`.deadline.stopping`), or ``stopping()`` (the caller's
+    own stop) says so, no further try starts: :class:`.deadline.Stopped` is raised in place of
+    the last answer, before a pause and again after one (a stop that came during it)."""
+
+    def stopped() -> bool:
+        return deadline.stopping() or stopping()
+
+    def before(state: RetryCallState) -> None:
+        if stopped():
+            raise deadline.Stopped(f"stopping: try {state.attempt_number} not sent")
+
+    def at_end(state: RetryCallState) -> object:
+        outcome = state.outcome
+        if stopped():
+            error = outcome.exception() if outcome is not None and outcome.failed else None
+            raise deadline.Stopped(f"stopping: try {state.attempt_number + 1} not sent") from error
+        return outcome.result() if outcome else None
 
     def answer(state: RetryCallState) -> object:
         outcome = state.outcome
@@ -91,11 +126,13 @@ def retrying(
 
     return Retrying(
         stop=stop_after_attempt(policy.attempts)
-        | _stop_after_clock(clock, clock(), policy.max_seconds),
+        | _stop_after_clock(clock, clock(), policy.max_seconds)
+        | _stop_when(stopped),
         wait=lambda state: policy.pause(state.attempt_number, retry_after(answer(state))),
         retry=lambda state: retry(answer(state)),
         sleep=sleep,
+        before=before,
         before_sleep=told,
         reraise=True,
-        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+        retry_error_callback=at_end,
     )

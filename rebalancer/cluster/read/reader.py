@@ -37,7 +37,7 @@ from typing import Any, Final, Protocol
 import orjson
 
 from rebalancer.cluster import logs
-from rebalancer.cluster.api import errors
+from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.api.resources import RESOURCES, Resource
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.read import fastdecode, protodecode
@@ -765,6 +765,8 @@ Prepare = Callable[[bytes, Resource], "bytes | Prepared"]
 """``prepare(raw, resource)``: a JSON page made ready in the fetch thread (or left as it is)."""
 
 _DONE: Final = object()
+STOPPING_JOIN_SECONDS: Final = 0.2
+"""How long a fetch thread is waited for once the process is stopping."""
 
 
 class PageFetcher:
@@ -824,11 +826,14 @@ class PageFetcher:
                 break
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread: it ends at its next page boundary (a request in flight finishes)."""
+        """Stop the thread: it ends at its next page boundary (a request in flight finishes).
+        Once the process is stopping (SIGTERM), its request is cut and sends nothing more, and
+        it is waited for :data:`STOPPING_JOIN_SECONDS` at most: a daemon, it ends with the
+        process."""
         self.stop()
         thread, self._thread = self._thread, None
         if thread is not None:
-            thread.join(timeout)
+            thread.join(min(timeout, STOPPING_JOIN_SECONDS) if deadline.stopping() else timeout)
 
     @property
     def alive(self) -> bool:

@@ -28,7 +28,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from rebalancer.cluster import logs
-from rebalancer.cluster.api import errors
+from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.api.resources import RESOURCES, Resource
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.read.fastdecode import page_parts
@@ -40,6 +40,7 @@ from rebalancer.cluster.read.reader import (
     DEFAULT_PAGE_SIZE,
     MAX_RESTARTS,
     PROTOBUF_RESOURCES,
+    STOPPING_JOIN_SECONDS,
     Declined,
     ListStream,
     PageFetcher,
@@ -324,6 +325,7 @@ class _ResourceWatch:
         assert self.version is not None
         minimum = self._settings.min_timeout_seconds
         timeout = minimum + self._rng.randrange(max(1, minimum))
+        deadline.check(f"WATCH {self.resource.name}")  # a WATCH has no deadline watch of its own
         lines = self._watch_lines(self.resource.name, self.namespace, self.version, timeout)
         self.counts["watches"] += 1
         self.error = None
@@ -332,7 +334,7 @@ class _ResourceWatch:
         seen = False
         try:
             for line in lines:
-                if self._stop.is_set():
+                if self._stop.is_set() or deadline.stopping():
                     return True
                 seen = True
                 self._event(line)
@@ -403,7 +405,7 @@ class _ResourceWatch:
     def run(self) -> None:
         delay = self._settings.backoff_initial
         gone_before = False
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not deadline.stopping():
             try:
                 if self.version is None:
                     self._relist()
@@ -512,12 +514,16 @@ class ClusterWatch:
             watch.thread.start()
 
     def close(self, timeout: float = 2.0) -> None:
-        """Stop the threads (a watch blocked in a read ends with its connection)."""
+        """Stop the threads (a watch blocked in a read ends with its connection). Once the
+        process is stopping (SIGTERM), they are waited for :data:`STOPPING_JOIN_SECONDS` in
+        all at most: daemons, they end with the process, and send nothing more."""
         self._stop.set()
-        deadline = time.monotonic() + timeout
+        if deadline.stopping():
+            timeout = min(timeout, STOPPING_JOIN_SECONDS)
+        until = time.monotonic() + timeout
         for watch in self._watches:
             if watch.thread is not None:
-                watch.thread.join(max(0.0, deadline - time.monotonic()))
+                watch.thread.join(max(0.0, until - time.monotonic()))
 
     def __enter__(self) -> ClusterWatch:
         return self
