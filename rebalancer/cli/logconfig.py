@@ -93,7 +93,7 @@ def _route_stdlib_logging(out: TextIO) -> None:
         root.removeHandler(old)
     handler = _ToStructlog(logging.WARNING)
     root.addHandler(handler)
-    logging.captureWarnings(True)  # the standard library's signature
+    logging.captureWarnings(True)
     last = logging.StreamHandler(out)
     last.setLevel(logging.WARNING)
     last.setFormatter(_ScrubbingFormatter("%(message)s"))

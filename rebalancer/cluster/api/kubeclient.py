@@ -327,9 +327,16 @@ class Kube:
             if exc.status:
                 text = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
                 return Response(int(exc.status), text, {})
-            raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
+            raise self._tls_failed(method, path, exc.reason) from exc
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real one
+            if isinstance(cause, urllib3.exceptions.SSLError | ssl.SSLError):
+                raise self._tls_failed(method, path, cause) from exc
+            if isinstance(cause, urllib3.exceptions.ResponseError):  # a redirect: not followed
+                raise errors.ClusterError(
+                    f"{self.server} answered {method} {path} with a redirect, which rebalancer "
+                    "does not follow: check the server URL in the kubeconfig (not retried)"
+                ) from exc
             unreachable = (
                 errors.NotConnected
                 if isinstance(cause, urllib3.exceptions.ConnectTimeoutError)  # refused too
@@ -337,6 +344,16 @@ class Kube:
             )
             raise unreachable(f"cannot reach {self.server} ({method} {path}): {cause}") from exc
         return Response(status, data or b"", response_headers)
+
+    def _tls_failed(self, method: str, path: str, reason: object) -> errors.ClusterError:
+        """A TLS failure (an untrusted or mismatched certificate, a client certificate the
+        server refuses): not transient, so a cluster error that is not retried."""
+        text = " ".join(str(reason).replace("SSLError\n", "").split())
+        return errors.ClusterError(
+            f"cannot reach {self.server} ({method} {path}): TLS failed: {text}; check the "
+            "kubeconfig's certificate-authority(-data), tls-server-name and client "
+            "certificate (not retried)"
+        )
 
     def _call(
         self,
