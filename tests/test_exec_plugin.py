@@ -491,6 +491,19 @@ def test_client_key_or_certificate_data_that_is_not_pem_is_exit_3_naming_the_use
     assert "request.retry" not in err
 
 
+def test_certificate_authority_data_that_is_not_pem_is_exit_3_naming_the_cluster(
+    tmp_path: Path,
+) -> None:
+    ca = {"certificate-authority-data": b64("not a certificate")}
+    path = write_kubeconfig(tmp_path, "https://127.0.0.1:9", {"token": "abcdefgh-123"}, ca)
+    code, err, _ = cli(path)
+    assert code == EXIT_CLUSTER, err
+    assert error_line(err).startswith(
+        f"rebalancer: cluster error: cannot load cluster credentials from kubeconfig {path}: "
+        "clusters[c].cluster.certificate-authority(-data) is not a PEM certificate ("
+    )
+
+
 def test_insecure_skip_tls_verify_says_so_once_as_a_log_line(tmp_path: Path) -> None:
     cert, key = make_certificate(tmp_path)
     with tls_server(cert, key) as url:

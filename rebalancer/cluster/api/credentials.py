@@ -108,6 +108,7 @@ class ActiveUser:
     entry: dict[str, Any]
     path: str | None
     cluster: Mapping[str, Any] | None
+    cluster_name: str
 
 
 def _items(config: Mapping[str, Any], key: str) -> list[tuple[dict[str, Any], str | None]]:
@@ -139,7 +140,11 @@ def active_user(config: Mapping[str, Any], context: str | None) -> ActiveUser | 
         return None
     cluster = _named(config, "clusters", settings.get("cluster"))[0].get("cluster")
     return ActiveUser(
-        str(item.get("name")), user, path, cluster if isinstance(cluster, dict) else None
+        str(item.get("name")),
+        user,
+        path,
+        cluster if isinstance(cluster, dict) else None,
+        str(settings.get("cluster")),
     )
 
 

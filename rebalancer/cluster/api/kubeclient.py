@@ -905,11 +905,11 @@ def _seg(value: str) -> str:
 
 def _load_kubeconfig(
     files: str, context: str | None, configuration: Any, plugin_timeout: float
-) -> str:
+) -> tuple[str, str]:
     """Load the kubeconfig(s) into ``configuration`` as the client does, except that an exec
     credential plugin is run here (:mod:`.execplugin`: under ``plugin_timeout``, bounded,
     redacted) and what it gives is handed to the client as a static credential. Returns the
-    user entry in use, as error messages name it."""
+    user and cluster entries in use, as error messages name them."""
     merged = kube_config.KubeConfigMerger(files)  # type: ignore[no-untyped-call]  # untyped client
     if merged.config is None:
         raise ConfigException("no configuration found")
@@ -927,12 +927,15 @@ def _load_kubeconfig(
     loader.load_and_set(configuration)  # type: ignore[no-untyped-call]  # untyped client
     if plugin is not None and credential is not None:
         credentials.refreshing(configuration, plugin, credential, plugin_timeout)
-    return f"users[{user.name}]" if user is not None else "the user"
+    if user is None:
+        return "the user", "the cluster"
+    return f"users[{user.name}]", f"clusters[{user.cluster_name}]"
 
 
-def _check_tls_files(configuration: Any, source: str, user: str) -> None:
+def _check_tls_files(configuration: Any, source: str, entries: tuple[str, str]) -> None:
     """A client certificate and key, or a CA bundle, that TLS cannot load: a cluster error
     (exit 3) naming the kubeconfig fields, now, rather than on every request."""
+    user, cluster = entries
     context = ssl.create_default_context()
     cert, key, ca = configuration.cert_file, configuration.key_file, configuration.ssl_ca_cert
     try:
@@ -948,7 +951,7 @@ def _check_tls_files(configuration: Any, source: str, user: str) -> None:
             context.load_verify_locations(ca)
     except (ssl.SSLError, OSError) as exc:
         raise errors.ClusterError(
-            f"cannot load cluster credentials from {source}: the cluster's "
+            f"cannot load cluster credentials from {source}: {cluster}.cluster."
             f"certificate-authority(-data) is not a PEM certificate ({exc})"
         ) from exc
 
@@ -967,7 +970,7 @@ def connect(
     """
     env = os.environ if env is None else env
     configuration = client.Configuration()
-    user = "the service account"
+    entries = ("the service account", "the cluster")
     if kubeconfig:
         files, source = kubeconfig, f"kubeconfig {kubeconfig}"
     elif env.get("KUBECONFIG"):
@@ -980,7 +983,7 @@ def connect(
     try:
         if files:
             check_kubeconfig(files)  # too large, too deep or not YAML: exit 2, named
-            user = _load_kubeconfig(files, context, configuration, timeout[0])
+            entries = _load_kubeconfig(files, context, configuration, timeout[0])
         else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]  # untyped client
                 client_configuration=configuration
@@ -989,7 +992,7 @@ def connect(
         if files and not isinstance(exc, OSError):  # what the file says is wrong: bad input
             raise InputError(source, [f"cannot load cluster credentials: {exc}"]) from exc
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
-    _check_tls_files(configuration, source, user)
+    _check_tls_files(configuration, source, entries)
     if not configuration.verify_ssl:
         # Said once here; urllib3 would warn on every request, outside the log.
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
