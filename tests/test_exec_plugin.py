@@ -307,14 +307,18 @@ def test_output_that_is_no_credential_is_exit_3_saying_why(
     )
 
 
-def test_a_plugin_that_cannot_start_is_exit_3_naming_it(tmp_path: Path) -> None:
-    user = {"exec": {"apiVersion": V1, "command": str(tmp_path / "missing-plugin")}}
+def test_a_plugin_that_cannot_start_is_exit_3_naming_it_with_its_install_hint(
+    tmp_path: Path,
+) -> None:
+    command = str(tmp_path / "missing-plugin")
+    hint = "install it with\n  brew install missing-plugin"
+    user = {"exec": {"apiVersion": V1, "command": command, "installHint": hint}}
     code, err, _ = cli(write_kubeconfig(tmp_path, "http://127.0.0.1:9", user))
     assert code == EXIT_CLUSTER, err
-    line = error_line(err)
-    assert line.startswith(
-        f"rebalancer: cluster error: exec credential plugin failed: {tmp_path}/missing-plugin: "
-        "cannot start it: "
+    assert error_line(err) == (
+        f"rebalancer: cluster error: exec credential plugin failed: {command}: "
+        "cannot start it: No such file or directory "
+        "(install it with brew install missing-plugin)"
     )
 
 
@@ -346,6 +350,36 @@ def test_a_working_plugin_is_run_once_with_its_args_env_and_exec_info(tmp_path: 
     }
     (chatter,) = [e for e in log_lines(err) if e["event"] == "exec.stderr"]
     assert chatter["level"] == "info" and chatter["line"] == "fetching a token"
+
+
+def test_a_plugin_that_asks_for_cluster_info_gets_the_fields_kubectl_passes(
+    tmp_path: Path,
+) -> None:
+    seen = tmp_path / "seen.json"
+    script = (
+        f"#!{sys.executable}\nimport os, pathlib\n"
+        f"pathlib.Path({str(seen)!r}).write_text(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        f"print({credential('tok-abcdef-42')!r})\n"
+    )
+    user = plugin(tmp_path, "info.py", script)
+    user["exec"]["provideClusterInfo"] = True
+    cluster = {
+        "tls-server-name": "api.example",
+        "certificate-authority": "/nowhere/ca.crt",  # a file: not passed, as kubectl
+        "extensions": [
+            {"name": "other", "extension": {"a": 1}},
+            {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "x"}},
+        ],
+    }
+    connect(str(write_kubeconfig(tmp_path, "http://127.0.0.1:9", user, cluster))).close()
+    assert json.loads(seen.read_text())["spec"] == {
+        "interactive": False,
+        "cluster": {
+            "server": "http://127.0.0.1:9",
+            "tls-server-name": "api.example",
+            "config": {"audience": "x"},
+        },
+    }
 
 
 def test_an_expiring_token_is_renewed_by_running_the_plugin_again(tmp_path: Path) -> None:

@@ -83,6 +83,7 @@ class ExecPlugin:
     cwd: str | None
     cluster: Mapping[str, Any] | None
     user: str
+    install_hint: str = ""
 
     @classmethod
     def from_config(
@@ -128,14 +129,16 @@ class ExecPlugin:
         if base_dir and os.sep in command and not os.path.isabs(command):
             command = os.path.join(base_dir, command)
         provide = entry.get("provideClusterInfo") is True
+        hint = entry.get("installHint")
         return cls(
             command=command,
             args=tuple(args),
             env=tuple(env),
             api_version=api_version,
             cwd=base_dir or None,
-            cluster=cluster if provide else None,
+            cluster=_cluster_info(cluster) if provide and cluster is not None else None,
             user=user,
+            install_hint=hint if isinstance(hint, str) else "",
         )
 
     def exec_info(self) -> str:
@@ -166,7 +169,9 @@ class ExecPlugin:
                 start_new_session=True,  # its own process group, killed whole
             )
         except OSError as exc:
-            raise self._failed(f"cannot start it: {exc.strerror or exc}") from exc
+            hint = " ".join(self.install_hint.split())[:MAX_REASON_CHARS]
+            said = f" ({hint})" if hint else ""
+            raise self._failed(f"cannot start it: {exc.strerror or exc}{said}") from exc
         try:
             out, err, problem = _collect(process, clock() + timeout, timeout, max_output)
         finally:
@@ -231,6 +236,29 @@ class ExecPlugin:
                 "status.clientCertificateData and status.clientKeyData must come together"
             )
         raise self._failed("its ExecCredential holds neither status.token nor a client certificate")
+
+
+_CLUSTER_KEYS: Final = (
+    "server",
+    "tls-server-name",
+    "insecure-skip-tls-verify",
+    "certificate-authority-data",
+    "proxy-url",
+    "disable-compression",
+)
+_EXEC_EXTENSION: Final = "client.authentication.k8s.io/exec"
+
+
+def _cluster_info(cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec.cluster`` for a plugin that asks for it (``provideClusterInfo``): the cluster's
+    fields as kubectl passes them, and ``config`` from the cluster's extension named
+    ``client.authentication.k8s.io/exec``."""
+    info = {key: cluster[key] for key in _CLUSTER_KEYS if key in cluster}
+    for extension in cluster.get("extensions") or []:
+        if isinstance(extension, Mapping) and extension.get("name") == _EXEC_EXTENSION:
+            info["config"] = extension.get("extension")
+            break
+    return info
 
 
 def _collect(
