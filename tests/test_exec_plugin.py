@@ -352,6 +352,26 @@ def test_a_working_plugin_is_run_once_with_its_args_env_and_exec_info(tmp_path: 
     assert chatter["level"] == "info" and chatter["line"] == "fetching a token"
 
 
+def test_a_relative_command_is_found_beside_the_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``command: ./bin/plugin.sh`` is the kubeconfig directory's bin/plugin.sh, wherever
+    rebalancer runs (as kubectl finds it)."""
+    (tmp_path / "bin").mkdir()
+    plugin(tmp_path / "bin", "plugin.sh", f"#!/bin/sh\necho '{credential('tok-relative-1')}'\n")
+    user = {"exec": {"apiVersion": V1, "command": "./bin/plugin.sh"}}
+    path = write_kubeconfig(tmp_path, "http://127.0.0.1:9", user)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    kube = connect(str(path))
+    try:
+        token = kube._api.configuration.get_api_key_with_prefix("BearerToken")
+    finally:
+        kube.close()
+    assert token == "Bearer tok-relative-1"
+
+
 def test_a_plugin_that_asks_for_cluster_info_gets_the_fields_kubectl_passes(
     tmp_path: Path,
 ) -> None:

@@ -7,10 +7,12 @@ that hangs hangs the run, one that floods fills memory) and logs a failing plugi
 on the root logger. Here:
 
 - the plugin runs in a process group of its own (a new session), with no stdin and
-  ``spec.interactive: false``; when it does not finish within the deadline (the connect
-  timeout, ``--connect-timeout``), or when rebalancer is stopped while it runs (SIGTERM or
-  SIGINT raise through the wait), the whole group is killed and waited for: nothing it started
-  is left behind;
+  ``spec.interactive: false`` (a relative command with a slash in it is found beside the
+  kubeconfig, as kubectl finds it); SIGTERM and SIGINT wait while it starts, so that a stop
+  never falls between its start and rebalancer knowing its pid; when it does not finish
+  within the deadline (the connect timeout, ``--connect-timeout``), or when rebalancer is
+  stopped while it runs (SIGTERM or SIGINT raise through the wait), the whole group is killed
+  and waited for: nothing it started is left behind;
 - its stdout is read up to :data:`MAX_OUTPUT_BYTES` (an ExecCredential is a few KB, a client
   certificate included); more kills it;
 - its stderr is kept up to :data:`MAX_STDERR_BYTES` (the rest is read and dropped), logged line
@@ -29,9 +31,8 @@ import json
 import os
 import selectors
 import signal
-import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -80,7 +81,7 @@ class ExecPlugin:
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     api_version: str
-    cwd: str | None
+    base_dir: str | None
     cluster: Mapping[str, Any] | None
     user: str
     install_hint: str = ""
@@ -126,8 +127,6 @@ class ExecPlugin:
                 f"exec credential plugin failed: {command}: it needs a terminal "
                 f"({where}.interactiveMode: Always), and rebalancer never has one"
             )
-        if base_dir and os.sep in command and not os.path.isabs(command):
-            command = os.path.join(base_dir, command)
         provide = entry.get("provideClusterInfo") is True
         hint = entry.get("installHint")
         return cls(
@@ -135,7 +134,7 @@ class ExecPlugin:
             args=tuple(args),
             env=tuple(env),
             api_version=api_version,
-            cwd=base_dir or None,
+            base_dir=base_dir or None,
             cluster=_cluster_info(cluster) if provide and cluster is not None else None,
             user=user,
             install_hint=hint if isinstance(hint, str) else "",
@@ -149,45 +148,38 @@ class ExecPlugin:
         info = {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}
         return json.dumps(info)
 
-    def run(
-        self,
-        timeout: float,
-        *,
-        max_output: int = MAX_OUTPUT_BYTES,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> ExecCredential:
+    def run(self, timeout: float, *, max_output: int = MAX_OUTPUT_BYTES) -> ExecCredential:
         """Run the plugin once; its credential, or :class:`ExecPluginError`."""
         env = {**os.environ, **dict(self.env), "KUBERNETES_EXEC_INFO": self.exec_info()}
+        # SIGTERM and SIGINT wait while the plugin starts: the signal handler raises, and
+        # raised between the spawn and the pid being kept, it would leave the plugin running.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
-            process = subprocess.Popen(  # the kubeconfig's own command, as kubectl runs it
-                [self.command, *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.cwd,
-                env=env,
-                start_new_session=True,  # its own process group, killed whole
-            )
-        except OSError as exc:
-            hint = " ".join(self.install_hint.split())[:MAX_REASON_CHARS]
-            said = f" ({hint})" if hint else ""
-            raise self._failed(f"cannot start it: {exc.strerror or exc}{said}") from exc
-        try:
-            out, err, problem = _collect(process, clock() + timeout, timeout, max_output)
+            try:
+                child = _Child.spawn([self.command, *self.args], env, self.base_dir, previous)
+            except OSError as exc:
+                hint = " ".join(self.install_hint.split())[:MAX_REASON_CHARS]
+                said = f" ({hint})" if hint else ""
+                raise self._failed(f"cannot start it: {exc.strerror or exc}{said}") from exc
+            try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a stop raises from here
+                out, err = child.collect(timeout, max_output)
+            except _Cut as cut:
+                self._log_stderr(_stderr_text(cut.stderr), failed=True)
+                raise self._failed(cut.reason) from None
+            finally:
+                if child.returncode is None:  # stopped while it ran (SIGTERM, SIGINT)
+                    child.kill_group()
+                child.close()
         finally:
-            if process.returncode is None:  # stopped while it ran (SIGTERM, SIGINT)
-                _kill_group(process)
-            _close_pipes(process)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         stderr = _stderr_text(err)
-        code = process.returncode
-        if problem is None and code != 0:
-            _kill_group(process)  # whatever a failed plugin left in its group goes with it
-        self._log_stderr(stderr, failed=problem is not None or code != 0)
-        if problem is not None:
-            raise self._failed(problem)
+        code = child.returncode
+        self._log_stderr(stderr, failed=code != 0)
         if code != 0:
+            child.kill_group()  # whatever a failed plugin left in its group goes with it
             said = f": {_quoted(stderr)}" if stderr.strip() else " and printed nothing on stderr"
-            raise self._failed(f"exit {_exit_name(code)}{said}")
+            raise self._failed(f"exit {_exit_name(code or 0)}{said}")
         return self._credential(out)
 
     def _failed(self, reason: str) -> ExecPluginError:
@@ -261,82 +253,121 @@ def _cluster_info(cluster: Mapping[str, Any]) -> dict[str, Any]:
     return info
 
 
-def _collect(
-    process: subprocess.Popen[bytes], deadline: float, timeout: float, max_output: int
-) -> tuple[bytes, bytes, str | None]:
-    """stdout and stderr of ``process`` until both end and it exits, or a problem: the
-    deadline passed or stdout grew past ``max_output`` (the process group is then killed)."""
-    assert process.stdout is not None and process.stderr is not None  # PIPE given
-    out: list[bytes] = []
-    err: list[bytes] = []
-    sizes = {"out": 0, "err": 0}
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ, "out")
-        selector.register(process.stderr, selectors.EVENT_READ, "err")
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                _kill_group(process)
-                return (
-                    b"",
-                    b"".join(err),
-                    (
-                        f"did not finish within {timeout:g}s (--connect-timeout); "
-                        "killed with every process it started"
-                    ),
-                )
-            for key, _ in selector.select(left):
-                chunk = os.read(key.fd, _READ)
-                if not chunk:
-                    selector.unregister(key.fileobj)
-                    continue
-                which = key.data
-                sizes[which] += len(chunk)
-                if which == "out":
-                    if sizes["out"] > max_output:
-                        _kill_group(process)
-                        return (
-                            b"",
-                            b"".join(err),
-                            (
-                                f"its output exceeds {max_output} bytes; "
-                                "killed with every process it started"
-                            ),
-                        )
-                    out.append(chunk)
-                elif sizes["err"] - len(chunk) < MAX_STDERR_BYTES:
-                    err.append(chunk)
-        left = deadline - time.monotonic()
+_STOP_SIGNALS: Final = frozenset({signal.SIGTERM, signal.SIGINT})
+
+
+class _Cut(Exception):
+    """The plugin was killed (its process group): why, and what it had printed on stderr."""
+
+    def __init__(self, reason: str, stderr: list[bytes]) -> None:
+        super().__init__(reason)
+        self.reason = f"{reason}; killed with every process it started"
+        self.stderr = b"".join(stderr)
+
+
+@dataclass
+class _Child:
+    """A running plugin: its pid (also its process group's id), the read ends of its stdout
+    and stderr, and its exit status once reaped (negative: the signal that ended it)."""
+
+    pid: int
+    stdout: int
+    stderr: int
+    returncode: int | None = None
+
+    @classmethod
+    def spawn(
+        cls, argv: list[str], env: Mapping[str, str], base_dir: str | None, sigmask: Any
+    ) -> _Child:
+        """Start ``argv`` in a new session (its own process group) with stdin from /dev/null,
+        stdout and stderr piped, and ``sigmask`` as its signal mask (the parent's, unblocked).
+        A relative command with a slash is taken from ``base_dir`` (the kubeconfig's directory);
+        the plugin runs in rebalancer's directory, as under kubectl."""
+        command = argv[0]
+        if base_dir and os.sep in command and not os.path.isabs(command):
+            command = os.path.join(base_dir, command)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
         try:
-            process.wait(max(left, 0.0))
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            return (
-                b"",
-                b"".join(err),
-                (
-                    f"did not exit within {timeout:g}s (--connect-timeout); "
-                    "killed with every process it started"
-                ),
+            pid = os.posix_spawnp(
+                command,
+                [command, *argv[1:]],
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, null, 0),
+                    (os.POSIX_SPAWN_DUP2, out_write, 1),
+                    (os.POSIX_SPAWN_DUP2, err_write, 2),
+                ],
+                setsid=True,
+                setsigmask=sigmask,
             )
-    return b"".join(out), b"".join(err), None
+        except BaseException:
+            os.close(out_read)
+            os.close(err_read)
+            raise
+        finally:
+            for fd in (out_write, err_write, null):
+                os.close(fd)
+        return cls(pid, out_read, err_read)
 
+    def reap(self, *, block: bool) -> bool:
+        """Whether the plugin has exited (its status kept); ``block``: wait for it."""
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode is not None
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the plugin's process group (itself and all it started but did not move to a
-    group of their own), and reap the plugin."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        process.kill()
-    process.wait()
-    _close_pipes(process)
+    def kill_group(self) -> None:
+        """SIGKILL the plugin's process group (itself and all it started but did not move to a
+        group of their own), and reap the plugin."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.reap(block=True)
 
+    def close(self) -> None:
+        for fd in (self.stdout, self.stderr):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
-def _close_pipes(process: subprocess.Popen[bytes]) -> None:
-    for pipe in (process.stdout, process.stderr):
-        if pipe is not None:
-            pipe.close()
+    def collect(self, timeout: float, max_output: int) -> tuple[bytes, bytes]:
+        """stdout and stderr once both have ended and the plugin has exited. Raises
+        :class:`_Cut` (the group killed) when ``timeout`` seconds pass first or stdout grows
+        past ``max_output``."""
+        deadline = time.monotonic() + timeout
+        late = f"did not finish within {timeout:g}s (--connect-timeout)"
+        out: list[bytes] = []
+        err: list[bytes] = []
+        sizes = {"out": 0, "err": 0}
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.stdout, selectors.EVENT_READ, "out")
+            selector.register(self.stderr, selectors.EVENT_READ, "err")
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill_group()
+                    raise _Cut(late, err)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, _READ)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        continue
+                    sizes[key.data] += len(chunk)
+                    if key.data == "out":
+                        if sizes["out"] > max_output:
+                            self.kill_group()
+                            raise _Cut(f"its output exceeds {max_output} bytes", err)
+                        out.append(chunk)
+                    elif sizes["err"] - len(chunk) < MAX_STDERR_BYTES:
+                        err.append(chunk)
+        while not self.reap(block=False):  # both pipes closed: it has exited, or is about to
+            if time.monotonic() >= deadline:
+                self.kill_group()
+                raise _Cut(late, err)
+            time.sleep(0.01)
+        return b"".join(out), b"".join(err)
 
 
 def _stderr_text(data: bytes) -> str:
