@@ -43,8 +43,10 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     ),
     (
         EXIT_CLUSTER,
-        "cluster error: unreachable, credentials refused, RBAC denied a request (the message "
-        "names the verb and resource), a deadline passed, or the Lease was lost mid-run",
+        "cluster error: unreachable, credentials refused or not loadable (an exec credential "
+        "plugin that fails or hangs, a client certificate that is not PEM, a TLS failure), "
+        "RBAC denied a request (the message names the verb and resource), a deadline passed, "
+        "or the Lease was lost mid-run",
     ),
     (
         EXIT_INTERNAL,

@@ -6,9 +6,15 @@ when it is. The event names are in :mod:`rebalancer.cluster.logs`.
 
 Every line, once formatted, is scrubbed (:func:`rebalancer.cli.errorline.scrub`): credentials
 redacted, control characters escaped (JSON escapes C0 itself but leaves DEL and C1 raw; the
-console renderer escapes nothing). The standard library's last-resort ``logging`` handler (the
-Kubernetes client logs an exec plugin's failure there) writes to the same stream through the
-same scrub.
+console renderer escapes nothing).
+
+Libraries log through the standard ``logging`` module, and one of them (the Kubernetes client)
+calls ``logging.error`` on the root logger, which installs a handler of its own
+(``logging.basicConfig``: ``ERROR:root:...``, raw) when the root logger has none. So the root
+logger gets one here: every record of WARNING and above becomes a ``library.log`` line of the
+same format (JSON or console), through the same scrub; Python's warnings (``warnings.warn``)
+go the same way. The last-resort handler, for a logger that does not propagate, writes to the
+same stream, scrubbed.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import orjson
 import structlog
 
 from rebalancer.cli.errorline import scrub
+from rebalancer.cluster import logs
 
 
 def _dumps(value: Any, **_: Any) -> str:
@@ -64,13 +71,33 @@ def configure(*, json_output: bool | None = None, stream: TextIO | None = None) 
     )
 
 
+class _ToStructlog(logging.Handler):
+    """The root logger's handler: a library's record as a ``library.log`` line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the format
+            message = str(record.msg)
+        structlog.get_logger("rebalancer.library").log(
+            record.levelno, logs.LIBRARY_LOG, logger=record.name, message=message
+        )
+
+
 def _route_stdlib_logging(out: TextIO) -> None:
-    """What the standard library's last-resort handler prints (a library's warning no handler
-    takes) goes to ``out``, scrubbed, as it would have unscrubbed."""
-    handler = logging.StreamHandler(out)
-    handler.setLevel(logging.WARNING)
-    handler.setFormatter(_ScrubbingFormatter("%(message)s"))
-    logging.lastResort = handler
+    """Records of the standard ``logging`` module (a library's) and Python's warnings go to
+    ``out`` as log lines, scrubbed; the root logger has a handler, so no library's
+    ``logging.error`` installs one of its own."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _ToStructlog)]:
+        root.removeHandler(old)
+    handler = _ToStructlog(logging.WARNING)
+    root.addHandler(handler)
+    logging.captureWarnings(True)
+    last = logging.StreamHandler(out)
+    last.setLevel(logging.WARNING)
+    last.setFormatter(_ScrubbingFormatter("%(message)s"))
+    logging.lastResort = last
 
 
 def _isatty(stream: TextIO) -> bool:

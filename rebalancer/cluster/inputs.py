@@ -293,6 +293,22 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 MAX_KUBECONFIG_BYTES: Final = 16 * 1024**2
 """A kubeconfig larger than this is refused (embedded certificates make a few hundred KB)."""
 _KUBECONFIG_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_KUBECONFIG_DEPTH: Final = 64
+"""Deeper nesting is refused: the client's loader recurses per level (a kubeconfig is about 6
+deep, its extensions a few more)."""
+
+
+def _depth(value: object) -> int:
+    """How deep lists and mappings nest in ``value`` (walked without recursion)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            if depth < MAX_KUBECONFIG_DEPTH:  # past it, the answer is known
+                children = item.values() if isinstance(item, dict) else item
+                stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def check_kubeconfig(paths: str, limit: int = MAX_KUBECONFIG_BYTES) -> None:
@@ -309,3 +325,6 @@ def check_kubeconfig(paths: str, limit: int = MAX_KUBECONFIG_BYTES) -> None:
         if len(documents) != 1 or not isinstance(documents[0], dict):
             found = "nothing" if not documents or documents[0] is None else "not one mapping"
             raise InputError(path, [f"is not a kubeconfig: a YAML mapping expected, {found} found"])
+        if _depth(documents[0]) > MAX_KUBECONFIG_DEPTH:
+            problem = f"is not a kubeconfig: nested more than {MAX_KUBECONFIG_DEPTH} levels deep"
+            raise InputError(path, [problem])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import ssl
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ import orjson
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -329,9 +331,16 @@ class Kube:
             if exc.status:
                 text = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
                 return Response(int(exc.status), text, {})
-            raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
+            raise self._tls_failed(method, path, exc.reason) from exc
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real one
+            if isinstance(cause, urllib3.exceptions.SSLError | ssl.SSLError):
+                raise self._tls_failed(method, path, cause) from exc
+            if isinstance(cause, urllib3.exceptions.ResponseError):  # a redirect: not followed
+                raise errors.ClusterError(
+                    f"{self.server} answered {method} {path} with a redirect, which rebalancer "
+                    "does not follow: check the server URL in the kubeconfig (not retried)"
+                ) from exc
             unreachable = (
                 errors.NotConnected
                 if isinstance(cause, urllib3.exceptions.ConnectTimeoutError)  # refused too
@@ -339,6 +348,16 @@ class Kube:
             )
             raise unreachable(f"cannot reach {self.server} ({method} {path}): {cause}") from exc
         return Response(status, data or b"", response_headers)
+
+    def _tls_failed(self, method: str, path: str, reason: object) -> errors.ClusterError:
+        """A TLS failure (an untrusted or mismatched certificate, a client certificate the
+        server refuses): not transient, so a cluster error that is not retried."""
+        text = " ".join(str(reason).replace("SSLError\n", "").split())
+        return errors.ClusterError(
+            f"cannot reach {self.server} ({method} {path}): TLS failed: {text}; check the "
+            "kubeconfig's certificate-authority(-data), tls-server-name and client "
+            "certificate (not retried)"
+        )
 
     def _call(
         self,
@@ -892,6 +911,59 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
+def _load_kubeconfig(
+    files: str, context: str | None, configuration: Any, plugin_timeout: float
+) -> tuple[str, str]:
+    """Load the kubeconfig(s) into ``configuration`` as the client does, except that an exec
+    credential plugin is run here (:mod:`.execplugin`: under ``plugin_timeout``, bounded,
+    redacted) and what it gives is handed to the client as a static credential. Returns the
+    user and cluster entries in use, as error messages name them."""
+    merged = kube_config.KubeConfigMerger(files)  # type: ignore[no-untyped-call]  # untyped client
+    if merged.config is None:
+        raise ConfigException("no configuration found")
+    user = credentials.active_user(merged.config.value, context)
+    plugin = credentials.exec_plugin(user) if user is not None else None
+    credential = None
+    if user is not None and plugin is not None:
+        credential = plugin.run(plugin_timeout)
+        replaced = credentials.with_credential(user.entry, credential)
+        user.entry.clear()  # the very mapping the client's loader reads
+        user.entry.update(replaced)
+    loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]  # untyped client
+        config_dict=merged.config, active_context=context, config_base_path=None
+    )
+    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]  # untyped client
+    if plugin is not None and credential is not None:
+        credentials.refreshing(configuration, plugin, credential, plugin_timeout)
+    if user is None:
+        return "the user", "the cluster"
+    return f"users[{user.name}]", f"clusters[{user.cluster_name}]"
+
+
+def _check_tls_files(configuration: Any, source: str, entries: tuple[str, str]) -> None:
+    """A client certificate and key, or a CA bundle, that TLS cannot load: a cluster error
+    (exit 3) naming the kubeconfig fields, now, rather than on every request."""
+    user, cluster = entries
+    context = ssl.create_default_context()
+    cert, key, ca = configuration.cert_file, configuration.key_file, configuration.ssl_ca_cert
+    try:
+        if cert:
+            context.load_cert_chain(cert, key or None)
+    except (ssl.SSLError, OSError) as exc:
+        raise errors.ClusterError(
+            f"cannot load cluster credentials from {source}: {user}.user.client-certificate"
+            f"(-data) and client-key(-data) are not a PEM certificate and its key ({exc})"
+        ) from exc
+    try:
+        if ca:
+            context.load_verify_locations(ca)
+    except (ssl.SSLError, OSError) as exc:
+        raise errors.ClusterError(
+            f"cannot load cluster credentials from {source}: {cluster}.cluster."
+            f"certificate-authority(-data) is not a PEM certificate ({exc})"
+        ) from exc
+
+
 def connect(
     kubeconfig: str | None = None,
     context: str | None = None,
@@ -906,6 +978,7 @@ def connect(
     """
     env = os.environ if env is None else env
     configuration = client.Configuration()
+    entries = ("the service account", "the cluster")
     if kubeconfig:
         files, source = kubeconfig, f"kubeconfig {kubeconfig}"
     elif env.get("KUBECONFIG"):
@@ -917,13 +990,8 @@ def connect(
         source = f"kubeconfig {files}"
     try:
         if files:
-            check_kubeconfig(files)  # too large or not YAML: exit 2, named
-            config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped client
-                config_file=files,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
+            check_kubeconfig(files)  # too large, too deep or not YAML: exit 2, named
+            entries = _load_kubeconfig(files, context, configuration, timeout[0])
         else:
             config.load_incluster_config(  # type: ignore[no-untyped-call]  # untyped client
                 client_configuration=configuration
@@ -932,6 +1000,15 @@ def connect(
         if files and not isinstance(exc, OSError):  # what the file says is wrong: bad input
             raise InputError(source, [f"cannot load cluster credentials: {exc}"]) from exc
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
+    _check_tls_files(configuration, source, entries)
+    if not configuration.verify_ssl:
+        # Said once here; urllib3 would warn on every request, outside the log.
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        logs.get_logger("rebalancer.kube").warning(
+            logs.TLS_INSECURE,
+            server=str(configuration.host),
+            detail="insecure-skip-tls-verify: the server's certificate is not checked",
+        )
     credentials.tidy(configuration)
     api = client.ApiClient(configuration)
     api.user_agent = f"rebalancer/{__version__}"
