@@ -307,11 +307,19 @@ def test_input_size_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
             "defaultConstraints: [{maxSkew: 2147483648, topologyKey: zone}]\n",
             "defaultConstraints[0].maxSkew: must be at most 2147483647",
         ),
-        ("minPodAge: " + "9" * 100 + "h\n", None),
+        ("minPodAge: " + "9" * 100 + "h\n", "minPodAge: must be at most 8760h (365 days), got"),
+        ("minPodAge: " + "9" * 400 + "h\n", "minPodAge: must be at most 8760h (365 days), got"),
+        ("minPodAge: 8760h\n", None),
+        ("minPodAge: 525601m\n", 'minPodAge: must be at most 8760h (365 days), got "525601m"'),
+        (
+            "schedule: {windows: [{cron: '0 2 * * *', duration: 8760h0m0.001s}]}\n",
+            'schedule.windows[0].duration: must be at most 8760h (365 days), got "8760h0m0.001s"',
+        ),
     ],
 )
 def test_integer_policy_fields_have_ranges(body: str, problem: str | None) -> None:
-    """Integers must fit the API type they end up in (int64 grace period, int32 counts)."""
+    """Integers must fit the API type they end up in (int64 grace period, int32 counts);
+    durations are at most a year (365 x 24 h = 8760h = 525600m)."""
     if problem is None:
         load_policy(HEADER + body, "p.yaml")
         return

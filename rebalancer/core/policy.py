@@ -484,15 +484,26 @@ def _boolean(check: _Checker, value: object, path: str) -> bool:
     return check.boolean(value, path, default=False)
 
 
+MAX_DURATION_SECONDS: Final = 365 * 24 * 3600
+"""The longest duration a policy may give (``minPodAge``, a window's ``duration``): 8760h, a
+year. Longer ones mean nothing to a planner whose pods and windows come and go within one,
+and the largest numbers a duration can spell do not even fit a float."""
+
+
 def _duration(check: _Checker, value: object, path: str) -> float:
     if not isinstance(value, str):
         check.add(path, f"must be a duration string like 90s, 5m or 1h30m, got {_show(value)}")
         return 0.0
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError as exc:
         check.add(path, str(exc))
         return 0.0
+    if not seconds <= MAX_DURATION_SECONDS:
+        longest = format_duration(MAX_DURATION_SECONDS)
+        check.add(path, f"must be at most {longest} (365 days), got {_show(value)}")
+        return 0.0
+    return seconds
 
 
 def _limits(check: _Checker, value: object, path: str) -> Limits:
