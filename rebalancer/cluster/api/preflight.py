@@ -7,13 +7,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 
-if TYPE_CHECKING:
-    from rebalancer.cluster.api.kubeclient import Kube
+
+class Access(Protocol):
+    """What the pre-flight asks of the API (:meth:`rebalancer.cluster.api.kubeclient.Kube.can_i`,
+    which reads the answer with :func:`review_answer`)."""
+
+    def can_i(
+        self,
+        verb: str,
+        resource: str,
+        *,
+        group: str = "",
+        subresource: str = "",
+        namespace: str | None = None,
+        name: str = "",
+    ) -> tuple[bool, str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +128,7 @@ def run_checks(*, evicting: bool, watching: bool, steering: bool) -> tuple[Check
 
 
 def preflight(
-    kube: Kube,
+    kube: Access,
     namespace: str | None,
     checks: Sequence[Check] = RUN_CHECKS,
     *,
