@@ -21,6 +21,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,9 @@ def measure(sizes: list[int]) -> list[dict[str, Any]]:
             base: float | None = None
             for n in sizes:
                 document = make(n, twice)
-                seconds = _timed(lambda d=document: policy_from_document(d, "bench"))
+                seconds = _timed(partial(policy_from_document, document, "bench"))
                 text = yaml.safe_dump(document)
-                loaded = _timed(lambda t=text: load_policy(t, "bench"))
+                loaded = _timed(partial(load_policy, text, "bench"))
                 per_item = seconds / n * 1e6
                 base = per_item if base is None else base
                 row = {
