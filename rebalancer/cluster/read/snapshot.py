@@ -61,6 +61,10 @@ _LINES_TAIL: Final = b'],"kind":"List","metadata":{"resourceVersion":""}}'
 _FIRST_LINE_MAX: Final = len(_UTF8_BOM) + len(_LINES_HEAD) + 2  # + "\r\n"
 _HEAD_BYTES: Final = 1 << 16
 """A regular file's first bytes, looked at for binary data before it is read."""
+MAX_PROBLEMS: Final = 1000
+"""Reading the documents stops after this many problems: a file of millions of bad items
+(``[{},{},...]``) would otherwise hold, format and print a problem for each, many times the
+file's size."""
 MAX_LIST_DEPTH: Final = 32
 """Lists inside Lists (kubectl never writes any) deeper than this are refused."""
 
@@ -149,7 +153,7 @@ def _flatten(doc: Any, where: str, problems: list[str]) -> Iterator[Any]:
     :data:`MAX_LIST_DEPTH` deep; a List that contains itself is a problem, not a hang)."""
     # A stack of (value, where, item kind of the enclosing typed list, Lists enclosing it).
     stack: list[tuple[Any, str, str | None, tuple[int, ...]]] = [(doc, where, None, ())]
-    while stack:
+    while stack and len(problems) < MAX_PROBLEMS:
         value, at, item_kind, enclosing = stack.pop()
         if not isinstance(value, dict):
             problems.append(
@@ -192,9 +196,13 @@ def parse_objects(data: bytes, source: str) -> list[dict[str, Any]]:
     problems: list[str] = []
     objects: list[dict[str, Any]] = []
     for number, document in enumerate(documents, start=1):
+        if len(problems) >= MAX_PROBLEMS:
+            break
         if document is None:  # an empty YAML document, e.g. after a trailing ---
             continue
         objects.extend(_flatten(document, f"document {number}", problems))
+    if len(problems) >= MAX_PROBLEMS:
+        problems.append(f"more problems after these {MAX_PROBLEMS}: the rest is not read")
     if problems and not_json is not None:
         problems.append(f"read as YAML since it is not JSON: {not_json}")
     if problems:
