@@ -290,3 +290,23 @@ def test_json_output_of_a_hostile_snapshot_reads_back_the_names_exactly(
     strings(json.loads(out))
     evil = "\x1b]0;PWNED\x07\r\x9b31m\u202e\u2066\u200b\ufeff\u061c"  # as hostile_snapshot
     assert any(text.endswith(evil) for text in found)
+
+
+def test_policy_import_notes_quote_the_file_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``policy import`` writes a note per setting it does not carry, quoting the file's
+    plugin name: a name holding an OSC title change and a right-to-left override comes out
+    escaped on stderr, like every other line there."""
+    path = tmp_path / "descheduler.yaml"
+    path.write_text(
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n"
+        '  - name: p\n    pluginConfig:\n      - name: "Evil\\u202eName\\e]0;PWN\\a"\n'
+        "        args: {}\n    plugins:\n      balance:\n"
+        "        enabled: [RemovePodsViolatingTopologySpreadConstraint]\n"
+    )
+    assert main(["policy", "import", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert_clean(out)
+    assert_clean(err)
+    assert "Evil\\u202eName\\u001b]0;PWN\\u0007's args are not carried" in err
