@@ -307,14 +307,40 @@ def test_input_size_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
             "defaultConstraints: [{maxSkew: 2147483648, topologyKey: zone}]\n",
             "defaultConstraints[0].maxSkew: must be at most 2147483647",
         ),
-        ("minPodAge: " + "9" * 100 + "h\n", None),
+        ("minPodAge: " + "9" * 100 + "h\n", "minPodAge: must be at most 8760h (365 days), got"),
+        ("minPodAge: " + "9" * 400 + "h\n", "minPodAge: must be at most 8760h (365 days), got"),
+        ("minPodAge: 8760h\n", None),
+        ("minPodAge: 525601m\n", 'minPodAge: must be at most 8760h (365 days), got "525601m"'),
+        (
+            "schedule: {windows: [{cron: '0 2 * * *', duration: 8760h0m0.001s}]}\n",
+            'schedule.windows[0].duration: must be at most 8760h (365 days), got "8760h0m0.001s"',
+        ),
     ],
 )
 def test_integer_policy_fields_have_ranges(body: str, problem: str | None) -> None:
-    """Integers must fit the API type they end up in (int64 grace period, int32 counts)."""
+    """Integers must fit the API type they end up in (int64 grace period, int32 counts);
+    durations are at most a year (365 x 24 h = 8760h = 525600m)."""
     if problem is None:
         load_policy(HEADER + body, "p.yaml")
         return
     with pytest.raises(InputError) as info:
         load_policy(HEADER + body, "p.yaml")
     assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
+
+
+@pytest.mark.parametrize("shape", ["array", "list"])
+def test_millions_of_bad_items_stop_at_the_problem_cap(
+    tmp_path: Path, shape: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """300,000 items that are no API object (``{}``: 3 bytes each), as a top-level array or
+    a List's items: the first 1,000 problems are reported and reading stops there, instead of
+    a problem held, formatted and printed for each (3.6 GB for 3 million of them)."""
+    items = ",".join(["{}"] * 300_000)
+    body = f"[{items}]" if shape == "array" else f'{{"kind":"List","items":[{items}]}}'
+    path = tmp_path / "bad.json"
+    path.write_text(body)
+    code, _, err = _run(["plan", "--snapshot", str(path)], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert f"{path}: 1001 problem(s):" in err
+    assert err.count("kind must be a non-empty string, got null") == 1000
+    assert "more problems after these 1000: the rest is not read" in err

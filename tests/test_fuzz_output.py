@@ -1,7 +1,8 @@
 """Hostile strings from the cluster or a file never reach the terminal raw (fuzzed).
 
 Pod, node and namespace names, label values, zone names, admission webhook messages, Lease
-holders and policy problems holding ESC, OSC, BEL, CR, DEL, C1 characters or lone surrogates go
+holders and policy problems holding ESC, OSC, BEL, CR, DEL, C1 characters, bidirectional
+overrides, zero-width and other format characters or lone surrogates go
 through every renderer (table, wide, cut to a width, explain, views, run, JSON, YAML, HTML) and
 out through the command's writers (stdout and the error line): no control character other than
 a newline comes out, the output still encodes as UTF-8, and the names are still there, escaped.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import sys
+import unicodedata
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -49,8 +52,11 @@ CONTROL = frozenset(
     + [chr(c) for c in range(0x7F, 0xA0)]
     + [chr(c) for c in range(0xD800, 0xE000)]
     + ["\u2028", "\u2029"]
+    + [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
 )
-"""What must never come out raw: C0 but newline, DEL, C1, line separators, surrogates."""
+"""What must never come out raw: C0 but newline, DEL, C1, line separators, surrogates, and
+Unicode's format characters (category Cf: U+202E RIGHT-TO-LEFT OVERRIDE, U+2066-U+2069
+isolates, U+200B ZERO WIDTH SPACE, U+FEFF, U+061C ARABIC LETTER MARK, tags, ...)."""
 
 HOSTILE_CHARS = [
     "\x1b",
@@ -73,6 +79,13 @@ HOSTILE_CHARS = [
     ".",
     "é",
     "\u2028",
+    "\u202e",
+    "\u2066",
+    "\u2069",
+    "\u200b",
+    "\ufeff",
+    "\u061c",
+    "\U000e0041",
 ]
 hostile = st.lists(st.sampled_from(HOSTILE_CHARS), min_size=1, max_size=6).map("".join)
 STYLES = (TableStyle(), TableStyle(wide=True), TableStyle(width=60), TableStyle(unicode=False))
@@ -207,7 +220,7 @@ def test_policy_problems_are_printable(key: str, value: str) -> None:
 def hostile_snapshot(tmp_path: Path) -> tuple[Path, str]:
     """examples/skewed-cluster.yaml with escapes in a zone, a label value and every pod name."""
     doc = yaml.safe_load(Path("examples/skewed-cluster.yaml").read_text())
-    evil = "\x1b]0;PWNED\x07\r\x9b31m"
+    evil = "\x1b]0;PWNED\x07\r\x9b31m\u202e\u2066\u200b\ufeff\u061c"
     first = ""
     for item in doc["items"]:
         meta = item["metadata"]
@@ -248,4 +261,52 @@ def test_the_cli_prints_a_hostile_snapshot_escaped(
     assert_clean(err)
     assert "PWNED" in out
     if "-o" not in args:
-        assert "\\u001b]0;PWNED\\u0007\\r\\u009b31m" in out
+        assert "\\u001b]0;PWNED\\u0007\\r\\u009b31m\\u202e\\u2066\\u200b\\ufeff\\u061c" in out
+
+
+def test_json_output_of_a_hostile_snapshot_reads_back_the_names_exactly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``plan -o json``: the escapes are JSON's own, so a program reading the output gets the
+    pod's name exactly as the snapshot has it, format characters included."""
+    path, first = hostile_snapshot(tmp_path)
+    code = main(["plan", "--snapshot", str(path), "-o", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert_clean(out)
+    assert "\u202e" in first
+    found: list[str] = []
+
+    def strings(value: object) -> None:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            for inner in value.values():
+                strings(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                strings(inner)
+
+    strings(json.loads(out))
+    evil = "\x1b]0;PWNED\x07\r\x9b31m\u202e\u2066\u200b\ufeff\u061c"  # as hostile_snapshot
+    assert any(text.endswith(evil) for text in found)
+
+
+def test_policy_import_notes_quote_the_file_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``policy import`` writes a note per setting it does not carry, quoting the file's
+    plugin name: a name holding an OSC title change and a right-to-left override comes out
+    escaped on stderr, like every other line there."""
+    path = tmp_path / "descheduler.yaml"
+    path.write_text(
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n"
+        '  - name: p\n    pluginConfig:\n      - name: "Evil\\u202eName\\e]0;PWN\\a"\n'
+        "        args: {}\n    plugins:\n      balance:\n"
+        "        enabled: [RemovePodsViolatingTopologySpreadConstraint]\n"
+    )
+    assert main(["policy", "import", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert_clean(out)
+    assert_clean(err)
+    assert "Evil\\u202eName\\u001b]0;PWN\\u0007's args are not carried" in err

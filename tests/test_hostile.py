@@ -4,6 +4,7 @@ bound holds whatever the server does, and each ends in exit 3 with one line nami
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -261,3 +262,51 @@ def test_a_watch_list_that_pages_forever_ends_at_the_object_cap() -> None:
         watch.snapshot()
     # The page past the cap, and the few the fetch thread had asked for before it stopped.
     assert 11 <= served[0] <= 11 + 8
+
+
+def test_a_cluster_with_no_nodes_is_exit_3_not_balanced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every LIST answered empty: a snapshot file without nodes is exit 2, and the live read
+    must not report a balanced cluster either: exit 3, saying no node was listed."""
+    with hostile_server(hostile.empty_lists) as server:
+        code = main(plan(server.kubeconfig(tmp_path)))
+    out, err = capsys.readouterr()
+    assert code == EXIT_CLUSTER, err
+    (line,) = error_lines(err)
+    assert "LIST nodes answered no node: nothing to plan on" in line
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("status", "problem"),
+    [
+        ({"allowed": "yes"}, 'status.allowed must be true or false, got "yes"'),
+        ({"allowed": 1}, "status.allowed must be true or false, got 1"),
+        ({}, "status.allowed must be true or false, got nothing"),
+        ({"allowed": True, "reason": ["x"]}, 'status.reason must be a string, got ["x"]'),
+        (None, "status must be an object, got null"),
+    ],
+)
+def test_an_access_review_is_read_strictly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], status: object, problem: str
+) -> None:
+    """A SelfSubjectAccessReview answered with anything but a boolean ``allowed`` (``"yes"``
+    used to count as allowed) ends the run before it reads or evicts: exit 3 naming the field.
+    Nothing but the reviews is sent."""
+
+    def answer(request: hostile.Request) -> None:
+        if request.resource == "selfsubjectaccessreviews":
+            body = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1"}
+            request.send(201, json.dumps({**body, "status": status}).encode())
+        else:
+            hostile.empty_lists(request)
+
+    with hostile_server(answer) as server:
+        code = main(["run", "--kubeconfig", str(server.kubeconfig(tmp_path))])
+        sent = [(r.method, r.resource) for r in server.requests]
+    err = capsys.readouterr().err
+    assert code == EXIT_CLUSTER, err
+    (line,) = error_lines(err)
+    assert f"answer to a SelfSubjectAccessReview is malformed: {problem}" in line
+    assert sent and all(resource == "selfsubjectaccessreviews" for _, resource in sent), sent

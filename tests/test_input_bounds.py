@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from hypothesis import strategies as st
 
 from rebalancer.cli.main import main
 from rebalancer.cluster.api import kubeclient
+from rebalancer.cluster.inputs import MAX_YAML_BYTES
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, json_depth, too_deep
 from rebalancer.cluster.read.snapshot import dump_objects, load_snapshot
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
@@ -259,7 +264,10 @@ def test_binary_input_is_refused_before_it_is_read(
         path = str(sparse)
     code, err = _run(["plan", "--snapshot", path], capsys)
     assert code == EXIT_BAD_INPUT
-    assert path in err and "not text: a NUL byte at offset 0" in err
+    if source == "/dev/zero":  # refused for what it is, before a byte is read
+        assert "/dev/zero: 1 problem(s):\n  - is a character device, not a file" in err
+    else:
+        assert path in err and "not text: a NUL byte at offset 0" in err
 
 
 def test_utf16_text_is_not_taken_for_binary(
@@ -303,7 +311,7 @@ def test_a_binary_kubeconfig_exits_2(capsys: pytest.CaptureFixture[str]) -> None
     """/dev/zero as the kubeconfig is refused at its first chunk."""
     code, err = _run(["plan", "--kubeconfig", "/dev/zero"], capsys)
     assert code == EXIT_BAD_INPUT
-    assert "/dev/zero" in err and "not text" in err
+    assert "/dev/zero" in err and "is a character device, not a file" in err
 
 
 # --- flags -----------------------------------------------------------------------------------
@@ -355,3 +363,133 @@ def test_a_zero_cooldown_is_allowed(no_cluster: None, capsys: pytest.CaptureFixt
     """--cooldown 0s (count no earlier evictions) is in range: the run goes on to connect."""
     with pytest.raises(pytest.fail.Exception, match="connected"):
         main(["run", "--cooldown", "0s"])
+
+
+# --- what is not a file ----------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAPSHOT = ROOT / "tests" / "data" / "cli_snapshot.yaml"
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The real command in its own process: a hang ends the test at the timeout, not never."""
+    return subprocess.run(
+        [sys.executable, "-m", "rebalancer", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--snapshot", "{fifo}"],
+        ["plan", "--snapshot", str(SNAPSHOT), "--policy", "{fifo}"],
+        ["policy", "check", "{fifo}"],
+    ],
+)
+def test_a_fifo_nobody_writes_is_refused_without_waiting(tmp_path: Path, argv: list[str]) -> None:
+    """A FIFO as snapshot or policy, with no writer: opening it used to wait for one for ever.
+    Now the open does not wait, nothing is read, and the command exits 2 naming it."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done = _cli(*(a.format(fifo=fifo) for a in argv))
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert f"{fifo}: 1 problem(s):\n  - is a pipe and nothing was written to it" in done.stderr
+
+
+def test_a_pipe_with_a_writer_is_read_as_standard_input_is(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pipe a writer holds open, named by path (``--snapshot <(kubectl get ... -o json)``
+    gives ``/dev/fd/63``), is read like standard input: the plan is the one the file gives."""
+    data = SNAPSHOT.read_bytes()
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(write_end, "wb") as out:
+            out.write(data)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        code = main(["plan", "--snapshot", f"/dev/fd/{read_end}", "-o", "json"])
+        piped, err = capsys.readouterr()
+    finally:
+        thread.join(10)
+        os.close(read_end)
+    assert code == EXIT_OK, err
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "-o", "json"]) == EXIT_OK
+    assert capsys.readouterr().out == piped
+
+
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [("{tmp}", "a directory"), ("/dev/zero", "a character device"), ("/dev/null", None)],
+)
+@pytest.mark.parametrize("flag", ["--snapshot", "--policy"])
+def test_what_is_not_a_file_is_refused_for_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str, what: str | None, flag: str
+) -> None:
+    """A directory or a device as snapshot or policy: exit 2 naming it and what it is."""
+    path = path.format(tmp=tmp_path)
+    extra = [] if flag == "--snapshot" else ["--snapshot", str(SNAPSHOT)]
+    code, err = _run(["plan", flag, path, *extra], capsys)
+    assert code == EXIT_BAD_INPUT
+    what = what or "a character device"
+    assert f"{path}: 1 problem(s):\n  - is {what}, not a file; give a file, or - to read" in err
+
+
+# --- YAML costs its size many times over: refused above MAX_YAML_BYTES ------------------------
+
+
+def test_yaml_above_its_cap_is_refused_with_the_command_that_converts_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A YAML snapshot one byte over MAX_YAML_BYTES (16 MiB; a comment pads it) exits 2 with
+    the command that converts it to JSON; the same objects as JSON plan."""
+    text = SNAPSHOT.read_text()
+    big = tmp_path / "big.yaml"
+    big.write_text(text + "#" * (MAX_YAML_BYTES + 1 - len(text.encode()) - 1) + "\n")
+    assert big.stat().st_size == MAX_YAML_BYTES + 1
+    code, err = _run(["plan", "--snapshot", str(big)], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert f"YAML larger than {MAX_YAML_BYTES} bytes ({MAX_YAML_BYTES + 1})" in err
+    assert (
+        f"convert it to JSON, which costs about twice its size: yq . {big} > snapshot.json" in err
+    )
+    converted = tmp_path / "big.json"
+    converted.write_text(json.dumps(yaml_load(text)))
+    code, err = _run(["plan", "--snapshot", str(converted)], capsys)
+    assert code == EXIT_OK, err
+
+
+def test_yaml_at_its_cap_still_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exactly MAX_YAML_BYTES of YAML is read as ever."""
+    text = SNAPSHOT.read_text()
+    at_cap = tmp_path / "at-cap.yaml"
+    at_cap.write_text(text + "#" * (MAX_YAML_BYTES - len(text.encode()) - 1) + "\n")
+    assert at_cap.stat().st_size == MAX_YAML_BYTES
+    code, err = _run(["plan", "--snapshot", str(at_cap)], capsys)
+    assert code == EXIT_OK, err
+
+
+def test_a_policy_above_the_yaml_cap_is_refused_whatever_the_input_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-input-bytes raises the policy's cap too, but never above the YAML cap."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("#" * (MAX_YAML_BYTES + 10) + "\n")
+    flags = ["--max-input-bytes", str(2 * MAX_YAML_BYTES)]
+    code, err = _run([*flags, "policy", "check", str(policy)], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert f"{policy}: 1 problem(s):\n  - YAML larger than {MAX_YAML_BYTES} bytes" in err
+
+
+def yaml_load(text: str) -> Any:
+    import yaml  # noqa: PLC0415  # only here
+
+    return yaml.safe_load(text)

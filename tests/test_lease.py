@@ -429,7 +429,7 @@ def test_the_preflight_asks_for_the_lease_in_its_namespace_and_by_name() -> None
             asked.append((verb, resource, namespace, name))
             return True, ""
 
-    preflight(Access(), "shop", (*RUN_CHECKS, *LEASE_CHECKS),  # type: ignore[arg-type]
+    preflight(Access(), "shop", (*RUN_CHECKS, *LEASE_CHECKS),
               lease_namespace="ops", lease_name="spread-lock")  # fmt: skip
     leases = [a for a in asked if a[1] == "leases"]
     assert leases == [

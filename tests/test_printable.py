@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import unicodedata
 
 import pytest
 
@@ -21,6 +23,12 @@ CASES = [
     ("zone\u2028b\u2029", "zone\\u2028b\\u2029"),
     ("lone \ud800", "lone \\ud800"),
     ("é ü 中 \u00a0", "é ü 中 \u00a0"),
+    # A right-to-left override makes "web-1\u202etxt.exe" read as "web-1exe.txt".
+    ("web-1\u202etxt.exe", "web-1\\u202etxt.exe"),
+    ("\u2066a\u2067b\u2068c\u2069", "\\u2066a\\u2067b\\u2068c\\u2069"),
+    ("we\u200bb \ufeff \u061c \u200d \u00ad", "we\\u200bb \\ufeff \\u061c \\u200d \\u00ad"),
+    # Above U+FFFF (a tag character) JSON writes the UTF-16 surrogate pair.
+    ("\U000e0041", "\\udb40\\udc41"),
 ]
 
 
@@ -36,6 +44,18 @@ def test_printable_keeps_json_valid(raw: str) -> None:
     """Escaping what orjson leaves raw (DEL, C1, separators) keeps a JSON document valid."""
     document = json.dumps({"k": raw}, ensure_ascii=False)
     assert json.loads(printable(document, newlines=True)) == {"k": raw}
+
+
+def test_every_format_character_is_escaped() -> None:
+    """Every character of Unicode's category Cf (format characters: bidirectional controls,
+    zero-width characters, tags) comes out as a JSON escape, and JSON reads it back."""
+    formats = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert "\u202e" in formats and "\ufeff" in formats  # the oracle is the one meant
+    for char in formats:
+        shown = printable(f"a{char}b")
+        assert shown.startswith("a\\u") and shown.endswith("b"), (hex(ord(char)), shown)
+        assert shown.isascii()
+        assert json.loads(f'"{shown}"') == f"a{char}b"
 
 
 def test_newlines_kept_only_when_asked() -> None:

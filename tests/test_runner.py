@@ -410,7 +410,7 @@ class FakeAccess:
 def test_preflight_names_the_denied_verb_and_resource() -> None:
     """Missing create on pods/eviction fails the pre-flight with exit 3, naming it."""
     with pytest.raises(errors.Forbidden) as caught:
-        preflight(FakeAccess({"create pods/eviction"}), None)  # type: ignore[arg-type]
+        preflight(FakeAccess({"create pods/eviction"}), None)
     assert str(caught.value).startswith("RBAC: cannot create pods/eviction (cluster-wide)")
     assert caught.value.exit_code == EXIT_CLUSTER
 
@@ -418,7 +418,7 @@ def test_preflight_names_the_denied_verb_and_resource() -> None:
 def test_preflight_scopes_to_the_namespace_and_only_warns_about_events() -> None:
     """With -n the checks are namespaced (nodes stay cluster-wide); events are optional."""
     access = FakeAccess({"create events"})
-    preflight(access, "shop")  # type: ignore[arg-type]
+    preflight(access, "shop")
     assert ("create", "pods/eviction", "shop") in access.asked
     assert ("list", "nodes", None) in access.asked
 

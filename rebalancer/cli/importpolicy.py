@@ -8,11 +8,11 @@ stderr. The mapping itself is pure: :mod:`rebalancer.core.fromdescheduler`.
 from __future__ import annotations
 
 import argparse
-import sys
 
 import yaml
 
 from rebalancer.cli.common import max_input_bytes, write
+from rebalancer.cli.errorline import say
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES
 from rebalancer.cluster.read.policyfile import read_policy_document
 from rebalancer.core.errors import EXIT_OK
@@ -29,8 +29,7 @@ def _cmd_policy_import(args: argparse.Namespace) -> int:
     header = f"# Imported by rebalancer policy import from {source}, profile {imported.profile}.\n"
     write(header + yaml.safe_dump(imported.document, sort_keys=False))
     for note in imported.notes:
-        sys.stderr.write(f"{note}\n")
-    sys.stderr.flush()
+        say(note)  # a note quotes the file: escaped as every stderr line is
     return EXIT_OK
 
 

@@ -394,7 +394,10 @@ class _Reader:
             protobuf_pages,
             protobuf_stream,
         )
-        from rebalancer.cluster.read.reader import read_cluster  # noqa: PLC0415  # on use
+        from rebalancer.cluster.read.reader import (  # noqa: PLC0415  # on use
+            read_cluster,
+            require_nodes,
+        )
 
         result = read_cluster(
             self.kube.list_page,
@@ -408,7 +411,7 @@ class _Reader:
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
-        return result.snapshot
+        return require_nodes(result.snapshot)
 
 
 def _server_info(kube: Kube) -> dict[str, Any]:
@@ -478,7 +481,9 @@ class _WatchReader:
         self.rejected: tuple[Any, ...] = ()
 
     def __call__(self) -> Any:
-        snapshot = self._watch.snapshot(skip_invalid=True)
+        from rebalancer.cluster.read.reader import require_nodes  # noqa: PLC0415  # on use
+
+        snapshot = require_nodes(self._watch.snapshot(skip_invalid=True))
         self.rejected = self._watch.rejected
         _warn_rejected(self.rejected, "its namespace is left out of this run")
         self._reads += 1

@@ -1,12 +1,17 @@
 """Text from the cluster or a file made safe for a terminal: control characters shown escaped.
 
 A pod name, a label value, a zone or an admission webhook's message may hold ESC, OSC, BEL or
-CR; written raw they would retitle, recolour or rewrite the operator's terminal. Every C0
-character (newline kept where a layout needs it), DEL, every C1 character, the Unicode line and
-paragraph separators and every lone surrogate is written as the escape a JSON string would use
-(``\\u001b``, ``\\t``, ``\\r``), as ``jq`` shows it. The result is still valid JSON where the
-input was (orjson leaves DEL and C1 raw inside strings; this escapes them the JSON way) and
-plain text everywhere else.
+CR; written raw they would retitle, recolour or rewrite the operator's terminal. It may also
+hold Unicode format characters, which print nothing themselves but change what is around them:
+a right-to-left override (U+202E) or isolate (U+2066-U+2069) makes a table row read as
+something else, a zero-width space (U+200B) or byte-order mark (U+FEFF) makes two names that
+differ look alike. Every C0 character (newline kept where a layout needs it), DEL, every C1
+character, every format character (Unicode category Cf), the Unicode line and paragraph
+separators and every lone surrogate is written as the escape a JSON string would use
+(``\\u001b``, ``\\t``, ``\\u202e``; a surrogate pair above U+FFFF), as ``jq`` shows it. The
+result is still valid JSON where the input was, meaning the same string (orjson leaves DEL, C1
+and format characters raw inside strings; this escapes them the JSON way), and plain text
+everywhere else.
 
 Two uses: :func:`printable_fields` escapes every string of a plan or run report before a table
 lays it out (so columns line up and no name adds a line), and the command's writers pass
@@ -24,18 +29,37 @@ T = TypeVar("T")
 
 _SHORT: Final = {"\t": "\\t", "\r": "\\r", "\n": "\\n", "\b": "\\b", "\f": "\\f"}
 
-_UNPRINTABLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-"""C0, DEL, C1, the Unicode line and paragraph separators, and lone surrogates (which cannot
-even be encoded for output)."""
+FORMAT_CHARACTERS: Final = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+)
+"""Unicode's format characters (category Cf, as of Unicode 15), as a regular expression's
+character ranges: bidirectional overrides, embeddings, isolates and marks, zero-width spaces
+and joiners, the byte-order mark, invisible operators, tags."""
+
+_UNPRINTABLE: Final = re.compile(
+    f"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{FORMAT_CHARACTERS}]"
+)
+"""C0, DEL, C1, format characters, the Unicode line and paragraph separators, and lone
+surrogates (which cannot even be encoded for output)."""
 
 _UNPRINTABLE_KEEP_NEWLINE: Final = re.compile(
-    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
+    f"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{FORMAT_CHARACTERS}]"
 )
 
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
-    return _SHORT.get(char) or f"\\u{ord(char):04x}"
+    short = _SHORT.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # JSON spells a character above U+FFFF as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def printable(text: str, *, newlines: bool = False) -> str:

@@ -293,7 +293,7 @@ class _Checker(Checker):
     def string_list(
         self, value: object, path: str, pattern: re.Pattern[str], what: str
     ) -> tuple[str, ...]:
-        result: list[str] = []
+        result: dict[str, None] = {}  # insertion-ordered; membership in constant time
         for index, item in enumerate(self.items(value, path)):
             text = self.string(item, _join(path, index), pattern, what)
             if text is None:
@@ -301,7 +301,7 @@ class _Checker(Checker):
             if text in result:
                 self.add(_join(path, index), f"{_show(text)} is listed twice")
             else:
-                result.append(text)
+                result[text] = None
         return tuple(result)
 
 
@@ -415,18 +415,20 @@ def _default_constraints(
     check: _Checker, value: object, path: str
 ) -> tuple[DefaultConstraint, ...]:
     result: list[DefaultConstraint] = []
+    pairs: set[tuple[str, str]] = set()
     for index, item in enumerate(check.items(value, path)):
         constraint = _default_constraint(check, item, _join(path, index))
         if constraint is None:
             continue
         pair = (constraint.topology_key, constraint.when_unsatisfiable)
-        if any((c.topology_key, c.when_unsatisfiable) == pair for c in result):
+        if pair in pairs:
             check.add(
                 _join(path, index),
                 f"a second {pair[1]} constraint on {pair[0]}; "
                 "topologyKey and whenUnsatisfiable pairs must be unique",
             )
         else:
+            pairs.add(pair)
             result.append(constraint)
     return tuple(result)
 
@@ -482,15 +484,26 @@ def _boolean(check: _Checker, value: object, path: str) -> bool:
     return check.boolean(value, path, default=False)
 
 
+MAX_DURATION_SECONDS: Final = 365 * 24 * 3600
+"""The longest duration a policy may give (``minPodAge``, a window's ``duration``): 8760h, a
+year. Longer ones mean nothing to a planner whose pods and windows come and go within one,
+and the largest numbers a duration can spell do not even fit a float."""
+
+
 def _duration(check: _Checker, value: object, path: str) -> float:
     if not isinstance(value, str):
         check.add(path, f"must be a duration string like 90s, 5m or 1h30m, got {_show(value)}")
         return 0.0
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError as exc:
         check.add(path, str(exc))
         return 0.0
+    if not seconds <= MAX_DURATION_SECONDS:
+        longest = format_duration(MAX_DURATION_SECONDS)
+        check.add(path, f"must be at most {longest} (365 days), got {_show(value)}")
+        return 0.0
+    return seconds
 
 
 def _limits(check: _Checker, value: object, path: str) -> Limits:

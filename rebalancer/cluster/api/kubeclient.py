@@ -40,6 +40,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from rebalancer import __version__
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import credentials, deadline, errors
+from rebalancer.cluster.api.preflight import review_answer
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.cluster.api.retry import GET as GET_RETRY
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
@@ -824,19 +825,14 @@ class Kube:
             "kind": "SelfSubjectAccessReview",
             "spec": {"resourceAttributes": attributes},
         }
-        status = (
-            self._checked(
-                "POST",
-                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-                verb="create",
-                resource="selfsubjectaccessreviews.authorization.k8s.io",
-                body=review,
-            )
-            .json()
-            .get("status", {})
-        )
-        why = str(status.get("reason") or status.get("evaluationError") or "")
-        return bool(status.get("allowed")), why
+        answer = self._checked(
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            verb="create",
+            resource="selfsubjectaccessreviews.authorization.k8s.io",
+            body=review,
+        ).json()
+        return review_answer(answer)  # strictly: only true allows
 
 
 _LEASES: Final = "leases.coordination.k8s.io"

@@ -4,15 +4,29 @@ denied (exit 3, naming the verb, the resource and the namespace); an optional on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 
-if TYPE_CHECKING:
-    from rebalancer.cluster.api.kubeclient import Kube
+
+class Access(Protocol):
+    """What the pre-flight asks of the API (:meth:`rebalancer.cluster.api.kubeclient.Kube.can_i`,
+    which reads the answer with :func:`review_answer`)."""
+
+    def can_i(
+        self,
+        verb: str,
+        resource: str,
+        *,
+        group: str = "",
+        subresource: str = "",
+        namespace: str | None = None,
+        name: str = "",
+    ) -> tuple[bool, str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +82,39 @@ policy beside it lets the ServiceAccount change nothing but the deletion cost)."
 
 CLUSTER_SCOPED: Final = frozenset({"nodes"})
 
+_REVIEW: Final = "SelfSubjectAccessReview"
+
+
+_ABSENT: Final = object()
+
+
+def _malformed(field: str, want: str, value: object) -> errors.ClusterError:
+    shown = "nothing" if value is _ABSENT else json.dumps(value, default=str)[:80]
+    return errors.ClusterError(
+        f"the API server's answer to a {_REVIEW} is malformed: {field} must be {want}, got {shown}"
+    )
+
+
+def review_answer(body: object) -> tuple[bool, str]:
+    """(allowed, why) from the API server's answer to a SelfSubjectAccessReview, read strictly:
+    only the JSON boolean ``true`` allows (``"yes"``, ``1`` or a missing field do not), and an
+    answer of another shape raises :class:`errors.ClusterError` (exit 3) naming the field."""
+    if not isinstance(body, Mapping):
+        raise _malformed("the answer", "an object", body)
+    status = body.get("status", _ABSENT)
+    if not isinstance(status, Mapping):
+        raise _malformed("status", "an object", status)
+    allowed = status.get("allowed", _ABSENT)
+    if not isinstance(allowed, bool):
+        raise _malformed("status.allowed", "true or false", allowed)
+    reasons = []
+    for key in ("reason", "evaluationError"):
+        value = status.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _malformed(f"status.{key}", "a string", value)
+        reasons.append(value or "")
+    return allowed, reasons[0] or reasons[1]
+
 
 def run_checks(*, evicting: bool, watching: bool, steering: bool) -> tuple[Check, ...]:
     """What a run asks before it reads: :data:`RUN_CHECKS`; when it evicts, its Lease's; with
@@ -81,7 +128,7 @@ def run_checks(*, evicting: bool, watching: bool, steering: bool) -> tuple[Check
 
 
 def preflight(
-    kube: Kube,
+    kube: Access,
     namespace: str | None,
     checks: Sequence[Check] = RUN_CHECKS,
     *,

@@ -290,6 +290,18 @@ def _default_builder() -> Builder:
     return builder
 
 
+def require_nodes(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` when it holds a node; else :class:`errors.ClusterError` (exit 3). A cluster
+    read with no node cannot run a pod: planning on it would report a balanced cluster (a
+    snapshot file without nodes is refused the same way, exit 2)."""
+    if not snapshot.nodes:
+        raise errors.ClusterError(
+            "LIST nodes answered no node: nothing to plan on (a cluster with no nodes, or an "
+            "API server that is not the cluster's)"
+        )
+    return snapshot
+
+
 def read_cluster(
     list_page: ListPage,
     *,

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import StrEnum
-from pathlib import Path
 from typing import IO, Any, Final, Literal
 
 import orjson
@@ -32,8 +32,11 @@ import yaml
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
+    MAX_YAML_BYTES,
     binary_problem,
+    open_input,
     read_bytes,
+    read_pipe,
     yaml_documents,
 )
 from rebalancer.cluster.read import fastdecode
@@ -58,6 +61,10 @@ _LINES_TAIL: Final = b'],"kind":"List","metadata":{"resourceVersion":""}}'
 _FIRST_LINE_MAX: Final = len(_UTF8_BOM) + len(_LINES_HEAD) + 2  # + "\r\n"
 _HEAD_BYTES: Final = 1 << 16
 """A regular file's first bytes, looked at for binary data before it is read."""
+MAX_PROBLEMS: Final = 1000
+"""Reading the documents stops after this many problems: a file of millions of bad items
+(``[{},{},...]``) would otherwise hold, format and print a problem for each, many times the
+file's size."""
 MAX_LIST_DEPTH: Final = 32
 """Lists inside Lists (kubectl never writes any) deeper than this are refused."""
 
@@ -86,13 +93,21 @@ def _json_documents(data: bytes, source: str) -> list[Any]:
     return document if isinstance(document, list) else [document]
 
 
+_TO_JSON: Final = (
+    "; convert it to JSON, which costs about twice its size: "
+    "yq . {source} > snapshot.json (python yq; with the Go yq: yq -o=json {source}), or read "
+    "the cluster with kubectl get ... -o json or rebalancer snapshot -o json"
+)
+
+
 def _yaml_documents(data: bytes, source: str) -> list[Any]:
+    hint = _TO_JSON.format(source="FILE" if source == "-" else shlex.quote(source))
     with gc_paused():
-        documents, _ = yaml_documents(data, source, _Loader)
+        documents, _ = yaml_documents(data, source, _Loader, too_big_hint=hint)
         return documents
 
 
-_YAML_FALLBACK_BYTES: Final = 16 * 1024**2
+_YAML_FALLBACK_BYTES: Final = MAX_YAML_BYTES
 """Text that starts like JSON but is not is tried as YAML up to this size (flow-style YAML is
 written by hand; a large broken JSON file is reported at once)."""
 
@@ -138,7 +153,7 @@ def _flatten(doc: Any, where: str, problems: list[str]) -> Iterator[Any]:
     :data:`MAX_LIST_DEPTH` deep; a List that contains itself is a problem, not a hang)."""
     # A stack of (value, where, item kind of the enclosing typed list, Lists enclosing it).
     stack: list[tuple[Any, str, str | None, tuple[int, ...]]] = [(doc, where, None, ())]
-    while stack:
+    while stack and len(problems) < MAX_PROBLEMS:
         value, at, item_kind, enclosing = stack.pop()
         if not isinstance(value, dict):
             problems.append(
@@ -181,9 +196,13 @@ def parse_objects(data: bytes, source: str) -> list[dict[str, Any]]:
     problems: list[str] = []
     objects: list[dict[str, Any]] = []
     for number, document in enumerate(documents, start=1):
+        if len(problems) >= MAX_PROBLEMS:
+            break
         if document is None:  # an empty YAML document, e.g. after a trailing ---
             continue
         objects.extend(_flatten(document, f"document {number}", problems))
+    if len(problems) >= MAX_PROBLEMS:
+        problems.append(f"more problems after these {MAX_PROBLEMS}: the rest is not read")
     if problems and not_json is not None:
         problems.append(f"read as YAML since it is not JSON: {not_json}")
     if problems:
@@ -335,10 +354,10 @@ def load_snapshot_skipping(
     if source == "-":
         return _load(io.BytesIO(read_bytes(path, max_bytes)), source, skip_invalid, on_route)
     try:
-        with Path(path).open("rb") as fh:
+        with open_input(source) as fh:
             info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode):  # a device or a pipe: read it capped
-                data = read_bytes(path, max_bytes)
+            if not stat.S_ISREG(info.st_mode):  # a pipe: read it capped
+                data = read_pipe(fh, source, max_bytes, "--max-input-bytes")
                 return _load(io.BytesIO(data), source, skip_invalid, on_route)
             if info.st_size > max_bytes:
                 raise InputError(

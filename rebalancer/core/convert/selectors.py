@@ -59,11 +59,13 @@ def _check_requirement(chk: Checker, key: str, values: tuple[str, ...], path: st
     """Strict mode: the key and values of one expression, and no value listed twice."""
     if key and not is_label_key(key):
         chk.bad(f"{path}.key", f"must be {LABEL_KEY_WHAT}", key)
+    seen: set[str] = set()
     for j, value in enumerate(values):
         if not LABEL_VALUE.match(value):
             chk.bad(f"{path}.values[{j}]", "must be a label value", value)
-        elif value in values[:j]:
+        elif value in seen:
             chk.bad(f"{path}.values[{j}]", "is listed twice", value)
+        seen.add(value)
 
 
 def _requirement_values(
