@@ -71,7 +71,9 @@ class NamespaceScope:
             return f"namespace {namespace} is excluded"
         if self.selector is not None and namespace not in self.selected:
             if namespace not in self.known:
-                return f"namespace {namespace} has no Namespace object to match namespaceLabelSelector"
+                return (
+                    f"namespace {namespace} has no Namespace object to match namespaceLabelSelector"
+                )
             return f"namespace {namespace} does not match the policy's namespaceLabelSelector"
         return None
 

@@ -41,8 +41,8 @@ from rebalancer.core.errors import (
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
-from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.schedule import window_state
+from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
