@@ -508,7 +508,7 @@ class _Fields:
     constraints: tuple[str, ...] = (HARD,)
     node_fit: bool = True
     namespaces_include: tuple[str, ...] = ()
-    namespaces_exclude: tuple[str, ...] = ("kube-system",)
+    namespaces_exclude: tuple[str, ...] = ()  # the descheduler's: every namespace
     namespace_label_selector: LabelSelector | None = None
     label_selector: LabelSelector | None = None
     node_selector: LabelSelector | None = None
@@ -565,11 +565,10 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> 
         walk.set_keys.add("namespaces")
         walk.note(
             _at(path, "namespaces"),
-            "not set: the descheduler processes every namespace, kube-system included; "
-            "rebalancer's default namespaces.exclude [kube-system] is kept, so pods there are "
-            "never evicted (set namespaces.exclude: [] for every namespace)",
+            "not set: the descheduler processes every namespace, kube-system included, so "
+            "namespaces.exclude: [] (rebalancer's own default excludes kube-system; "
+            "system-critical pods stay protected by priorityThreshold in both)",
             "namespaces",
-            NARROWER,
         )
     out.label_selector = and_selectors(
         out.label_selector, walk.selector(args, "labelSelector", path)
@@ -752,7 +751,7 @@ def _protections(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) 
         walk.note(
             source["evictSystemCriticalPods"],
             f"carried as priorityThreshold.value {INT32_MAX}: system-critical pods may be "
-            "evicted (kube-system stays out while namespaces.exclude lists it)",
+            "evicted, as in the descheduler (kube-system too, unless namespaces.exclude lists it)",
             "priorityThreshold",
         )
     config = walk.mapping(raw.get("config"), _at(where, "config"), ("PodsWithPVC",))
@@ -991,7 +990,7 @@ def unwrap(document: object, source: str) -> Holder:
         if not isinstance(text, str):
             raise InputError(source, [f"data.{key}: must be the policy's text, got {show(text)}"])
         return Holder(None, text, f"ConfigMap {name or '<unnamed>'}, data {key}")
-    if "kind" not in document and CHART_VALUES_KEY in document:
+    if CHART_VALUES_KEY in document and "apiVersion" not in document:  # its kind: CronJob
         policy = document[CHART_VALUES_KEY]
         if not isinstance(policy, dict) or not policy:
             raise InputError(
