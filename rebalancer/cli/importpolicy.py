@@ -70,7 +70,18 @@ def render(imported: Imported, header: Sequence[str], output: str = POLICY) -> s
         key: value for key, value in imported.document.items() if not (helm and key in _HEADER_KEYS)
     }
     indent = "  " if helm else ""
-    lines = [f"# {line}" for line in header]
+    lines = [
+        wrapped
+        for line in header
+        for wrapped in textwrap.wrap(
+            line,
+            width=_WIDTH,
+            initial_indent="# ",
+            subsequent_indent="#   ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    ]
     beside: dict[str, list[Note]] = {}
     for note in imported.notes:
         if note.field is not None and note.field in document:

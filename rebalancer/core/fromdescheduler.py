@@ -2,26 +2,36 @@
 
 What carries over comes from the profile that enables the
 ``RemovePodsViolatingTopologySpreadConstraint`` balance plugin: that plugin's arguments, the
-profile's ``DefaultEvictor`` arguments and the policy's top level. Everything else (other
-plugins, other profiles, metrics settings) is named in a note saying why it does not carry
-over, and so is every setting that carries over with a different meaning. Bad input (not a
-``DeschedulerPolicy``, a value of the wrong type, no profile to import) raises
-:class:`~rebalancer.core.errors.InputError` naming each field and value.
+profile's ``DefaultEvictor`` arguments and the policy's top level. Every setting that does not
+carry over, or carries over with another meaning, is a :class:`Note` naming the rebalancer key
+it concerns and whether it changes which pods may be evicted (:data:`NARROWER`, :data:`WIDER`);
+a wider one is an error unless accepted, so an import never lets more pods be evicted than the
+descheduler would consider without saying so. Several profiles that enable the plugin are
+refused without a choice (each named with its scope), since one policy has one scope.
 
-The descheduler's defaults are not rebalancer's, so the result states them: the descheduler
-evicts pods with PersistentVolumeClaims unless ``ignorePvcPods`` (rebalancer: only with
-``evictPodsWithPVC: true``), and pods with DRA resourceClaims unless protected. Worked example::
+Keys are read as the descheduler's decoder reads them: the policy around the plugin args is
+decoded non-strictly (keys match only when spelled exactly, others are skipped: here with a
+note), the plugin args strictly (an unknown key fails its start: here an
+:class:`~rebalancer.core.errors.InputError`). :func:`unwrap` finds the policy in a ConfigMap or
+in the descheduler chart's values.
+
+The descheduler's defaults are not rebalancer's, so the result states them: every namespace
+(rebalancer's default excludes kube-system), pods with PersistentVolumeClaims evicted unless
+``ignorePvcPods`` (rebalancer: only with ``evictPodsWithPVC: true``), and pods with DRA
+resourceClaims unless protected. Worked example::
 
     profiles:
     - name: spread
       pluginConfig:
-      - {name: DefaultEvictor, args: {minReplicas: 2, ignorePvcPods: true}}
+      - {name: DefaultEvictor, args: {minReplicas: 2, ignorePvcPods: true,
+                                      namespaceLabelSelector: {matchLabels: {team: shop}}}}
       - {name: RemovePodsViolatingTopologySpreadConstraint, args: {constraints: [DoNotSchedule]}}
       plugins: {balance: {enabled: [RemovePodsViolatingTopologySpreadConstraint]}}
 
 gives ``constraints: [DoNotSchedule]``, ``nodeFit: true`` (``topologyBalanceNodeFit``
-defaults to true), ``evictPodsWithPVC: false``, ``evictPodsWithResourceClaims: true``,
-``minReplicas: 2``, and no note.
+defaults to true), ``namespaces.exclude: []``, ``namespaceLabelSelector`` ``team=shop``,
+``evictPodsWithPVC: false``, ``evictPodsWithResourceClaims: true``, ``minReplicas: 2``, and
+notes (no SCOPE one) on the namespaces, the selector and the resourceClaims.
 """
 
 from __future__ import annotations
