@@ -22,6 +22,8 @@ namespaces, its profiles run one after another), or the import must exit non-zer
 
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +142,13 @@ def _import(
     code = main(["policy", "import", *flags, str(source)])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def _header(out: str) -> str:
+    """The output's first comment, its wrapped lines joined."""
+    lines = out.splitlines()
+    first = [lines[0], *[line for line in lines[1:3] if line.startswith("#   ")]]
+    return " ".join(line.lstrip("#").strip() for line in first)
 
 
 def _policy_of(out: str) -> Policy:
@@ -321,10 +330,14 @@ def test_a_configmap_holding_the_policy(
     the only key) is imported as the file itself would be."""
     code, out, _ = _import(tmp_path, capsys, _configmap(LABELLED))
     assert code == EXIT_OK
-    assert "(ConfigMap descheduler, data policy.yaml)" in out.splitlines()[0]
+    assert "(ConfigMap descheduler, data policy.yaml)" in _header(out)
     expected = _pods("shop") | _pods("blog") | _pods("kube-system")
     assert candidates(snapshot, _policy_of(out)) == expected
     code, out, _ = _import(tmp_path, capsys, _configmap(LABELLED, "config"))
+    assert code == EXIT_OK
+    assert candidates(snapshot, _policy_of(out)) == expected
+    listed = {"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(_configmap(LABELLED))]}
+    code, out, _ = _import(tmp_path, capsys, yaml.safe_dump(listed))
     assert code == EXIT_OK
     assert candidates(snapshot, _policy_of(out)) == expected
     two = yaml.safe_load(_configmap(LABELLED))
@@ -334,6 +347,19 @@ def test_a_configmap_holding_the_policy(
     code, out, err = _import(tmp_path, capsys, yaml.safe_dump(two))
     assert (code, out) == (EXIT_BAD_INPUT, "")
     assert "needs the key policy.yaml or a single key, found more, other" in err
+
+
+def test_kubectl_piped_into_the_import(
+    snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kubectl get cm descheduler -o yaml | rebalancer policy import -`."""
+    piped = io.TextIOWrapper(io.BytesIO(_configmap(LABELLED).encode()))
+    monkeypatch.setattr(sys, "stdin", piped)
+    assert main(["policy", "import", "-"]) == EXIT_OK
+    out, _ = capsys.readouterr()
+    assert "from standard input (ConfigMap descheduler, data policy.yaml)" in _header(out)
+    expected = _pods("shop") | _pods("blog") | _pods("kube-system")
+    assert candidates(snapshot, _policy_of(out)) == expected
 
 
 VALUES = """\

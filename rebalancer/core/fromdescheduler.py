@@ -975,12 +975,24 @@ class Holder:
 
 def unwrap(document: object, source: str) -> Holder:
     """The policy inside what users have: a ``DeschedulerPolicy`` as it is, a ConfigMap
-    holding it (data key ``policy.yaml``, or its only key), or the descheduler chart's values
+    holding it (data key ``policy.yaml``, or its only key; alone or the one ConfigMap of a
+    ``kind: List``), or the descheduler chart's values
     (``deschedulerPolicy:`` at the top, rendered as the chart renders it: with
     ``deschedulerPolicyAPIVersion`` and ``kind: DeschedulerPolicy`` added). Raises
     :class:`InputError` when a ConfigMap holds no single policy, or values hold none."""
     if not isinstance(document, dict):
         return Holder(document, None, "")
+    if document.get("kind") == "List" and isinstance(document.get("items"), list):
+        # kubectl get cm -o yaml without a name: a List; one ConfigMap in it is the one.
+        maps = [
+            i for i in document["items"] if isinstance(i, dict) and i.get("kind") == "ConfigMap"
+        ]
+        if len(maps) != 1:
+            raise InputError(
+                source,
+                [f"items: a List must hold exactly one ConfigMap to import, found {len(maps)}"],
+            )
+        document = maps[0]
     if document.get("kind") == "ConfigMap":
         meta = document.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
