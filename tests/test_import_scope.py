@@ -144,13 +144,6 @@ def _import(
     return code, out, err
 
 
-def _header(out: str) -> str:
-    """The output's first comment, its wrapped lines joined."""
-    lines = out.splitlines()
-    first = [lines[0], *[line for line in lines[1:3] if line.startswith("#   ")]]
-    return " ".join(line.lstrip("#").strip() for line in first)
-
-
 def _policy_of(out: str) -> Policy:
     return load_policy(out, "imported")
 
@@ -330,7 +323,7 @@ def test_a_configmap_holding_the_policy(
     the only key) is imported as the file itself would be."""
     code, out, _ = _import(tmp_path, capsys, _configmap(LABELLED))
     assert code == EXIT_OK
-    assert "(ConfigMap descheduler, data policy.yaml)" in _header(out)
+    assert "(ConfigMap descheduler, data policy.yaml)" in out.splitlines()[0]
     expected = _pods("shop") | _pods("blog") | _pods("kube-system")
     assert candidates(snapshot, _policy_of(out)) == expected
     code, out, _ = _import(tmp_path, capsys, _configmap(LABELLED, "config"))
@@ -357,7 +350,7 @@ def test_kubectl_piped_into_the_import(
     monkeypatch.setattr(sys, "stdin", piped)
     assert main(["policy", "import", "-"]) == EXIT_OK
     out, _ = capsys.readouterr()
-    assert "from standard input (ConfigMap descheduler, data policy.yaml)" in _header(out)
+    assert "from standard input (ConfigMap descheduler, data policy.yaml)" in out.splitlines()[0]
     expected = _pods("shop") | _pods("blog") | _pods("kube-system")
     assert candidates(snapshot, _policy_of(out)) == expected
 

@@ -70,9 +70,10 @@ def render(imported: Imported, header: Sequence[str], output: str = POLICY) -> s
         key: value for key, value in imported.document.items() if not (helm and key in _HEADER_KEYS)
     }
     indent = "  " if helm else ""
-    lines = [
+    lines = [f"# {header[0]}"] if header else []  # the source's path stays on one line
+    lines += [
         wrapped
-        for line in header
+        for line in header[1:]
         for wrapped in textwrap.wrap(
             line,
             width=_WIDTH,

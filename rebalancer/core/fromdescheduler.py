@@ -407,7 +407,7 @@ def _choose(walk: _Walk, raw: Mapping[str, Any], wanted: str | None) -> _Profile
             return None
         chosen = named[0]
     elif not enabling:
-        before = len(walk.notes)
+        before = 0  # every key ignored so far may be the typo: name them all
         for index, profile, _ in profiles:  # a typo in plugins is the likely cause: name it
             path = _at(_at("profiles", index), "plugins")
             plugins = walk.loose(profile.get("plugins"), path, _EXTENSION_POINTS)
