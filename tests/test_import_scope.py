@@ -246,6 +246,8 @@ def test_two_scoped_profiles_keep_their_own_scope_and_limits(
     blog = load_policy_file(folder / "blog.yaml")
     assert candidates(snapshot, by_team) == _pods("shop") | _pods("ops")
     assert candidates(snapshot, blog) == _pods("blog")
+    assert evicted_namespaces(snapshot, by_team) == {"shop", "ops"}
+    assert evicted_namespaces(snapshot, blog) == {"blog"}
     assert by_team.limits.total == blog.limits.total == 4
     code, out, err = _import(tmp_path, capsys, TWO_PROFILES, "--profile", "blog")
     assert code == EXIT_OK
@@ -288,6 +290,7 @@ def test_keys_as_users_write_them(
     assert code == EXIT_OK
     policy = _policy_of(out)
     assert candidates(snapshot, policy) == _pods("shop")
+    assert evicted_namespaces(snapshot, policy) == {"shop"}
     assert policy.limits.total is None
     assert "note: profiles[0].plugins.preEvictionFilter: ignored, as the descheduler" in err
     assert "(it reads preevictionfilter)" in err
@@ -326,6 +329,7 @@ def test_a_configmap_holding_the_policy(
     assert "(ConfigMap descheduler, data policy.yaml)" in out.splitlines()[0]
     expected = _pods("shop") | _pods("blog") | _pods("kube-system")
     assert candidates(snapshot, _policy_of(out)) == expected
+    assert evicted_namespaces(snapshot, _policy_of(out)) == {"shop", "blog", "kube-system"}
     code, out, _ = _import(tmp_path, capsys, _configmap(LABELLED, "config"))
     assert code == EXIT_OK
     assert candidates(snapshot, _policy_of(out)) == expected
@@ -392,6 +396,7 @@ def test_the_descheduler_charts_values(
     assert code == EXIT_OK
     policy = _policy_of(out)
     assert candidates(snapshot, policy) == _pods("shop") | _pods("blog")
+    assert evicted_namespaces(snapshot, policy) == {"shop", "blog"}
     assert policy.limits.per_namespace == 1
     assert policy.evict_local_storage_pods and not policy.evict_pods_with_pvc
     templated = VALUES.replace("values: [shop, ops]", "").replace(
