@@ -253,6 +253,7 @@ def test_installed_chart_grants_exactly_what_each_mode_uses(
         read = {"get", "list", "watch"} if mode == "deployment" else {"get", "list"}
         expected = {
             **{resource: set(read) for resource in READ},
+            "namespaces": read - {"get"},  # listed only, for namespaceLabelSelector
             "pods/eviction": {"create"},
             "events": {"create"},
             **AUTHENTICATED,

@@ -364,6 +364,7 @@ class FakeCluster:
         self.events: list[dict[str, Any]] = []
         self.on_post: Callable[[], None] = lambda: None
         self.stubborn = False  # True: every replacement lands back on the evicted pod's node
+        self.namespaces: list[dict[str, Any]] = []  # Namespace objects, read with the rest
 
     def _add(self, node: str) -> str:
         n = next(self._ids)
@@ -380,7 +381,7 @@ class FakeCluster:
     # Cluster.read
     def read(self) -> Snapshot:
         self.reads += 1
-        return snapshot_from_objects([*self.nodes.values(), *self.pods.values()])
+        return snapshot_from_objects([*self.namespaces, *self.nodes.values(), *self.pods.values()])
 
     # Transport
     def __getattr__(self, name: str) -> Any:

@@ -26,6 +26,7 @@ from rebalancer.cluster.act.outcome import Outcome, RunEnd
 from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
 from rebalancer.cluster.api import errors
 from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
+from rebalancer.core.model import LabelSelector
 from rebalancer.core.policy import Limits, Policy
 from tests.builders import NS, web_pod
 from tests.fakes import NOW, FakeClock, FakeCluster
@@ -413,6 +414,29 @@ def test_earlier_evictions_outside_the_policys_namespaces_do_not_count() -> None
     api.obj["metadata"]["annotations"] = {RECORD_ANNOTATION: _dump(elsewhere)}
     report = lease_runner(fake, api, policy).run_once()
     assert report.earlier_evictions == 0
+    assert report.evicted == 2
+
+
+def test_earlier_evictions_outside_the_namespace_label_selector_do_not_count() -> None:
+    """With namespaceLabelSelector, evictions recorded in a namespace whose labels do not
+    match are another policy's; those in a matching one count against this run's limits."""
+    policy = Policy(
+        limits=Limits(total=3),
+        namespace_label_selector=LabelSelector((("rebalance", "enabled"),)),
+    )
+    fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
+    fake.namespaces = [
+        {"kind": "Namespace", "metadata": {"name": NS, "labels": {"rebalance": "enabled"}}},
+        {"kind": "Namespace", "metadata": {"name": "other", "labels": {}}},
+    ]
+    api.force("crashed/run0", renewed=NOW - 120)
+    assert api.obj is not None
+    records = [
+        dataclasses.replace(record(f"x{i}", NOW - 30), namespace="other") for i in range(2)
+    ] + [record("y0", NOW - 30)]
+    api.obj["metadata"]["annotations"] = {RECORD_ANNOTATION: _dump(records)}
+    report = lease_runner(fake, api, policy).run_once()
+    assert report.earlier_evictions == 1
     assert report.evicted == 2
 
 

@@ -213,7 +213,7 @@ def test_a_410_mid_read_restarts_the_whole_read(prefetch: int) -> None:
     assert len(result.snapshot.pods) == 8
     names = [c[0] for c in lister.calls]
     assert names.count("nodes") == 2
-    assert names[-1] == "replicationcontrollers"
+    assert names[-1] == "namespaces"
     assert threading.active_count() == 1 or all(
         t.name != "rebalancer-list-pages" for t in threading.enumerate()
     )

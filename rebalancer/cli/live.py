@@ -211,9 +211,9 @@ def add_live_commands(subparsers: Subparsers) -> None:
         "snapshot",
         help="write what rebalancer reads from the cluster, as a kind: List",
         description="Read the cluster (nodes, pods, PDBs, PriorityClasses, PVCs, PVs, "
-        "Services, ReplicaSets, StatefulSets, ReplicationControllers) and write it as one "
-        "kind: List to stdout. 'plan --snapshot FILE' on it gives the same plan as the live "
-        "'plan'. Sends only GET requests.",
+        "Services, ReplicaSets, StatefulSets, Deployments, ReplicationControllers, "
+        "Namespaces) and write it as one kind: List to stdout. 'plan --snapshot FILE' on it "
+        "gives the same plan as the live 'plan'. Sends only GET requests.",
     )
     snapshot.add_argument(
         "-o",

@@ -29,6 +29,7 @@ from rebalancer.core.model import Node, Pod, PriorityClass, Snapshot
 from rebalancer.core.plan import SkipCode, SkipReason
 from rebalancer.core.policy import MANDATORY, Policy
 from rebalancer.core.rollout import Rollouts
+from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.selectors import node_unreachable, selector_matches
 
 SYSTEM_PRIORITY_CLASSES = {
@@ -65,9 +66,13 @@ class EvictionContext:
     rollouts: Rollouts
     replicas: Mapping[tuple[str, str, str], int]
     """Live pods per workload (namespace, owner kind, owner name); filled for minReplicas."""
+    scope: NamespaceScope
+    """The namespaces the policy rebalances."""
 
     @classmethod
-    def build(cls, snapshot: Snapshot, policy: Policy, now: float) -> EvictionContext:
+    def build(
+        cls, snapshot: Snapshot, policy: Policy, now: float, scope: NamespaceScope | None = None
+    ) -> EvictionContext:
         classes = {pc.name: pc for pc in snapshot.priority_classes}
         defaults = sorted(pc.value for pc in snapshot.priority_classes if pc.global_default)
         threshold_spec = policy.priority_threshold
@@ -95,6 +100,7 @@ class EvictionContext:
             budgets=DisruptionBudgets(snapshot.pdbs),
             rollouts=Rollouts(snapshot),
             replicas=workload_sizes(snapshot.pods) if policy.min_replicas > 1 else {},
+            scope=NamespaceScope.of(policy, snapshot) if scope is None else scope,
         )
 
     def priority(self, pod: Pod) -> int:
@@ -144,10 +150,9 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
         return SkipReason(
             SkipCode.PRIORITY_THRESHOLD, f"priority {priority} >= threshold {ctx.threshold}"
         )
-    if policy.namespaces_include and pod.namespace not in policy.namespaces_include:
-        return SkipReason(SkipCode.NAMESPACE_EXCLUDED, f"namespace {pod.namespace} is not included")
-    if pod.namespace in policy.namespaces_exclude:
-        return SkipReason(SkipCode.NAMESPACE_EXCLUDED, f"namespace {pod.namespace} is excluded")
+    out_of_scope = ctx.scope.why_not(pod.namespace)
+    if out_of_scope is not None:
+        return SkipReason(SkipCode.NAMESPACE_EXCLUDED, out_of_scope)
     if policy.label_selector is not None and not selector_matches(
         policy.label_selector, pod.labels
     ):

@@ -129,7 +129,7 @@ def _status(plan: Plan, analysis: Analysis, policy: Policy, index: int) -> PlanS
     violated = [
         v
         for v, view in enumerate(analysis.views)
-        if view.violated and considered(view, policy) and index in view.members
+        if view.violated and considered(view, policy, analysis.scope) and index in view.members
     ]
     if not violated:
         return PlanStatus(NOT_VIOLATED, "no view counting it is above its maxSkew")

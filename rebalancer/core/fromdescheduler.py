@@ -2,26 +2,36 @@
 
 What carries over comes from the profile that enables the
 ``RemovePodsViolatingTopologySpreadConstraint`` balance plugin: that plugin's arguments, the
-profile's ``DefaultEvictor`` arguments and the policy's top level. Everything else (other
-plugins, other profiles, metrics settings) is named in a note saying why it does not carry
-over, and so is every setting that carries over with a different meaning. Bad input (not a
-``DeschedulerPolicy``, a value of the wrong type, no profile to import) raises
-:class:`~rebalancer.core.errors.InputError` naming each field and value.
+profile's ``DefaultEvictor`` arguments and the policy's top level. Every setting that does not
+carry over, or carries over with another meaning, is a :class:`Note` naming the rebalancer key
+it concerns and whether it changes which pods may be evicted (:data:`NARROWER`, :data:`WIDER`);
+a wider one is an error unless accepted, so an import never lets more pods be evicted than the
+descheduler would consider without saying so. Several profiles that enable the plugin are
+refused without a choice (each named with its scope), since one policy has one scope.
 
-The descheduler's defaults are not rebalancer's, so the result states them: the descheduler
-evicts pods with PersistentVolumeClaims unless ``ignorePvcPods`` (rebalancer: only with
-``evictPodsWithPVC: true``), and pods with DRA resourceClaims unless protected. Worked example::
+Keys are read as the descheduler's decoder reads them: the policy around the plugin args is
+decoded non-strictly (keys match only when spelled exactly, others are skipped: here with a
+note), the plugin args strictly (an unknown key fails its start: here an
+:class:`~rebalancer.core.errors.InputError`). :func:`unwrap` finds the policy in a ConfigMap or
+in the descheduler chart's values.
+
+The descheduler's defaults are not rebalancer's, so the result states them: every namespace
+(rebalancer's default excludes kube-system), pods with PersistentVolumeClaims evicted unless
+``ignorePvcPods`` (rebalancer: only with ``evictPodsWithPVC: true``), and pods with DRA
+resourceClaims unless protected. Worked example::
 
     profiles:
     - name: spread
       pluginConfig:
-      - {name: DefaultEvictor, args: {minReplicas: 2, ignorePvcPods: true}}
+      - {name: DefaultEvictor, args: {minReplicas: 2, ignorePvcPods: true,
+                                      namespaceLabelSelector: {matchLabels: {team: shop}}}}
       - {name: RemovePodsViolatingTopologySpreadConstraint, args: {constraints: [DoNotSchedule]}}
       plugins: {balance: {enabled: [RemovePodsViolatingTopologySpreadConstraint]}}
 
 gives ``constraints: [DoNotSchedule]``, ``nodeFit: true`` (``topologyBalanceNodeFit``
-defaults to true), ``evictPodsWithPVC: false``, ``evictPodsWithResourceClaims: true``,
-``minReplicas: 2``, and no note.
+defaults to true), ``namespaces.exclude: []``, ``namespaceLabelSelector`` ``team=shop``,
+``evictPodsWithPVC: false``, ``evictPodsWithResourceClaims: true``, ``minReplicas: 2``, and
+notes (no SCOPE one) on the namespaces, the selector and the resourceClaims.
 """
 
 from __future__ import annotations
@@ -48,13 +58,21 @@ from rebalancer.core.policy import (
     policy_from_document,
     policy_to_dict,
 )
+from rebalancer.core.selectors import selector_string
 
 __all__ = [
     "API_VERSION",
     "KIND",
+    "NARROWER",
     "TOPOLOGY_PLUGIN",
+    "WIDER",
+    "Holder",
     "Imported",
+    "Note",
+    "describe_scope",
+    "enabling_profiles",
     "from_descheduler",
+    "unwrap",
 ]
 
 API_VERSION: Final = "descheduler/v1alpha2"
@@ -78,6 +96,11 @@ _TOP_KEYS: Final = (
     "metricsProviders",
     "prometheus",
     "gracePeriodSeconds",
+)
+_LIMIT_KEYS: Final = (
+    "maxNoOfPodsToEvictTotal",
+    "maxNoOfPodsToEvictPerNode",
+    "maxNoOfPodsToEvictPerNamespace",
 )
 _NOT_CARRIED_TOP: Final = {
     "evictionFailureEventNotification": "rebalancer reports every eviction it could not make "
@@ -143,6 +166,35 @@ _WHY_BARE: Final = (
 )
 
 
+NARROWER: Final = "narrower"
+"""A note whose setting leaves pods out that the descheduler would consider."""
+WIDER: Final = "wider"
+"""A note whose setting lets pods in that the descheduler would not consider: refused unless
+accepted (``accept_wider``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One setting that does not carry over, or carries over with another meaning."""
+
+    path: str
+    """Where it is in the descheduler's policy."""
+    message: str
+    field: str | None = None
+    """The rebalancer policy key it concerns (None: the policy as a whole)."""
+    scope: str | None = None
+    """:data:`NARROWER` or :data:`WIDER` when it changes which pods may be evicted; None when
+    it is information."""
+
+    @property
+    def tag(self) -> str:
+        """``SCOPE`` for a change of which pods may be evicted, else ``note``."""
+        return "SCOPE" if self.scope else "note"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
 @dataclass(frozen=True, slots=True)
 class Imported:
     """The imported policy and the notes about what did not carry over (or changed meaning)."""
@@ -152,7 +204,7 @@ class Imported:
     """The policy as a rebalancer policy file: the keys the import decided, in the canonical
     order (loads back to ``policy``)."""
     profile: str
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
 
 
 @dataclass(slots=True)
@@ -160,17 +212,20 @@ class _Walk:
     """The problems (bad input) and notes (settings left behind) found so far."""
 
     problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     set_keys: set[str] = field(default_factory=set)  # our keys the source decided
 
     def bad(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}" if path else message)
 
-    def note(self, path: str, message: str) -> None:
-        self.notes.append(f"{path}: {message}")
+    def note(
+        self, path: str, message: str, key: str | None = None, scope: str | None = None
+    ) -> None:
+        self.notes.append(Note(path, message, key, scope))
 
     def mapping(self, value: object, path: str, allowed: Sequence[str]) -> dict[str, Any]:
-        """``value`` as a mapping (null is empty); unknown keys are reported."""
+        """``value`` as a mapping decoded strictly, as the descheduler decodes plugin args
+        (null is empty): an unknown key is a problem, as it fails the descheduler's start."""
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -182,9 +237,39 @@ class _Walk:
             if not isinstance(key, str):
                 self.bad(where, "keys must be strings")
             elif key not in allowed:
-                self.bad(where, f"unknown key{suggest(key, allowed)}")
+                self.bad(
+                    where,
+                    f"unknown key{suggest(key, allowed)} (the descheduler refuses it too: it "
+                    "decodes plugin args strictly, keys spelled exactly)",
+                )
             else:
                 out[key] = item
+        return out
+
+    def loose(self, value: object, path: str, allowed: Sequence[str]) -> dict[str, Any]:
+        """``value`` as a mapping decoded as the descheduler decodes the policy around the
+        plugin args: keys match only when spelled exactly, and any other key is ignored
+        (a note says so)."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.bad(path, f"must be a mapping, got {show(value)}")
+            return {}
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            where = _at(path, str(key))
+            if isinstance(key, str) and key in allowed:
+                out[key] = item
+                continue
+            hint = suggest(str(key), allowed)
+            spelled = (
+                f" (it reads {hint.removeprefix('; did you mean ').rstrip('?')})" if hint else ""
+            )
+            self.note(
+                where,
+                f"ignored, as the descheduler ignores it: its decoder skips keys it does not "
+                f"know and matches keys exactly{spelled}",
+            )
         return out
 
     def items(self, value: object, path: str) -> list[Any]:
@@ -248,18 +333,22 @@ def _at(path: str, key: str | int) -> str:
 
 def _enables_topology(profile: Mapping[str, Any]) -> bool:
     """Whether ``plugins.balance.enabled`` lists the topology plugin (read without reporting:
-    the chosen profile's plugins are checked by :func:`_plugin_args`)."""
+    the chosen profile's plugins are checked by :func:`_plugin_args`). Keys are matched as the
+    descheduler matches them: exactly."""
     plugins = profile.get("plugins")
     balance = plugins.get("balance") if isinstance(plugins, dict) else None
     enabled = balance.get("enabled") if isinstance(balance, dict) else None
     return isinstance(enabled, list) and TOPOLOGY_PLUGIN in enabled
 
 
-def _profiles(walk: _Walk, raw: Mapping[str, Any]) -> list[tuple[int, dict[str, Any], str]]:
+_Profile = tuple[int, dict[str, Any], str]
+
+
+def _profiles(walk: _Walk, raw: Mapping[str, Any]) -> list[_Profile]:
     found = []
     for index, item in enumerate(walk.items(raw.get("profiles"), "profiles")):
         path = _at("profiles", index)
-        profile = walk.mapping(item, path, _PROFILE_KEYS)
+        profile = walk.loose(item, path, _PROFILE_KEYS)
         name = profile.get("name")
         if not isinstance(name, str) or not name:
             walk.bad(_at(path, "name"), f"must be a non-empty string, got {show(name)}")
@@ -268,9 +357,40 @@ def _profiles(walk: _Walk, raw: Mapping[str, Any]) -> list[tuple[int, dict[str, 
     return found
 
 
-def _choose(
-    walk: _Walk, profiles: list[tuple[int, dict[str, Any], str]], wanted: str | None
-) -> tuple[int, dict[str, Any], str] | None:
+def _scope_of(raw: Mapping[str, Any], profile: _Profile) -> str:
+    """What the profile's topology plugin considers, in words (for the notes and problems)."""
+    walk = _Walk()
+    out = _import_profile(walk, raw, profile)
+    if walk.problems:
+        return f"see --profile {profile[2]}"
+    return describe_scope(
+        out.namespaces_include, out.namespaces_exclude, out.namespace_label_selector, out
+    )
+
+
+def describe_scope(
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    namespace_selector: LabelSelector | None,
+    out: _Fields | None = None,
+) -> str:
+    """A scope in words: ``namespaces in [shop], namespaceLabelSelector rebalance=enabled``."""
+    parts = []
+    if include:
+        parts.append(f"namespaces in [{', '.join(include)}]")
+    elif exclude:
+        parts.append(f"namespaces but [{', '.join(exclude)}]")
+    else:
+        parts.append("every namespace")
+    if namespace_selector is not None:
+        parts.append(f"namespaceLabelSelector {selector_string(namespace_selector)}")
+    if out is not None and out.label_selector is not None:
+        parts.append(f"labelSelector {selector_string(out.label_selector)}")
+    return ", ".join(parts)
+
+
+def _choose(walk: _Walk, raw: Mapping[str, Any], wanted: str | None) -> _Profile | None:
+    profiles = _profiles(walk, raw)
     enabling = [p for p in profiles if _enables_topology(p[1])]
     if wanted is not None:
         named = [p for p in profiles if p[2] == wanted]
@@ -285,27 +405,53 @@ def _choose(
                 "(plugins.balance.enabled)",
             )
             return None
-        return named[0]
-    if not enabling:
+        chosen = named[0]
+    elif not enabling:
+        before = 0  # every key ignored so far may be the typo: name them all
         for index, profile, _ in profiles:  # a typo in plugins is the likely cause: name it
             path = _at(_at("profiles", index), "plugins")
-            plugins = walk.mapping(profile.get("plugins"), path, _EXTENSION_POINTS)
-            walk.mapping(plugins.get("balance"), _at(path, "balance"), ("enabled", "disabled"))
+            plugins = walk.loose(profile.get("plugins"), path, _EXTENSION_POINTS)
+            walk.loose(plugins.get("balance"), _at(path, "balance"), ("enabled", "disabled"))
+        for note in walk.notes[before:]:
+            walk.bad(note.path, note.message)
         walk.bad(
             "profiles",
             f"no profile enables {TOPOLOGY_PLUGIN} (plugins.balance.enabled): nothing "
             "rebalancer does is configured here",
         )
         return None
-    if len(enabling) > 1:
-        names = ", ".join(show(p[2]) for p in enabling)
+    elif len(enabling) > 1:
+        scopes = "; ".join(f"{show(p[2])}: {_scope_of(raw, p)}" for p in enabling)
         walk.bad(
             "profiles",
-            f"{len(enabling)} profiles enable {TOPOLOGY_PLUGIN} ({names}); choose one with "
-            "--profile NAME",
+            f"{len(enabling)} profiles enable {TOPOLOGY_PLUGIN}, each with its own scope "
+            f"({scopes}); the descheduler runs them all, one policy cannot keep them apart: "
+            "import each with --profile NAME (or all with --all-profiles DIR) and run one "
+            "rebalancer per policy (docs/descheduler.md, several profiles)",
         )
         return None
-    return enabling[0]
+    else:
+        chosen = enabling[0]
+    for index, _, name in profiles:
+        if index == chosen[0]:
+            continue
+        other = next(p for p in profiles if p[0] == index)
+        if other in enabling:
+            walk.note(
+                _at("profiles", index),
+                f"profile {show(name)} also enables {TOPOLOGY_PLUGIN} ({_scope_of(raw, other)}): "
+                f"its pods are not rebalanced by this policy; import it with --profile {name} "
+                "into a policy of its own and run one rebalancer per policy (docs/descheduler.md, "
+                "several profiles)",
+                scope=NARROWER,
+            )
+        else:
+            walk.note(
+                _at("profiles", index),
+                f"profile {show(name)} is not carried: it does not enable {TOPOLOGY_PLUGIN}; "
+                "keep it in the descheduler",
+            )
+    return chosen
 
 
 def _plugin_args(
@@ -320,7 +466,7 @@ def _plugin_args(
         walk.items(profile.get("pluginConfig"), _at(path, "pluginConfig"))
     ):
         where = _at(_at(path, "pluginConfig"), index)
-        config = walk.mapping(item, where, ("name", "args"))
+        config = walk.loose(item, where, ("name", "args"))
         name = config.get("name")
         args_path = _at(where, "args")
         if name == TOPOLOGY_PLUGIN:
@@ -333,9 +479,9 @@ def _plugin_args(
             walk.note(where, f"{name}'s args are not carried: {_why_plugin(name)}")
         else:
             walk.bad(_at(where, "name"), f"must be a plugin name, got {show(name)}")
-    plugins = walk.mapping(profile.get("plugins"), _at(path, "plugins"), _EXTENSION_POINTS)
+    plugins = walk.loose(profile.get("plugins"), _at(path, "plugins"), _EXTENSION_POINTS)
     for point in _EXTENSION_POINTS:
-        sets = walk.mapping(
+        sets = walk.loose(
             plugins.get(point), _at(path, f"plugins.{point}"), ("enabled", "disabled")
         )
         enabled_path = _at(path, f"plugins.{point}.enabled")
@@ -372,7 +518,8 @@ class _Fields:
     constraints: tuple[str, ...] = (HARD,)
     node_fit: bool = True
     namespaces_include: tuple[str, ...] = ()
-    namespaces_exclude: tuple[str, ...] = ("kube-system",)
+    namespaces_exclude: tuple[str, ...] = ()  # the descheduler's: every namespace
+    namespace_label_selector: LabelSelector | None = None
     label_selector: LabelSelector | None = None
     node_selector: LabelSelector | None = None
     priority_threshold: PriorityThreshold = field(default_factory=PriorityThreshold)
@@ -405,6 +552,7 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> 
                 _at(path, "includeSoftConstraints"),
                 "not carried: the older spelling; constraints is set and wins, as in the "
                 "descheduler since v0.28",
+                "constraints",
             )
         out.constraints = tuple(kinds)
     elif soft:
@@ -424,10 +572,13 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> 
         out.namespaces_exclude = exclude
         walk.set_keys.add("namespaces")
     else:
+        walk.set_keys.add("namespaces")
         walk.note(
             _at(path, "namespaces"),
-            "not set: the descheduler processes every namespace; rebalancer's default "
-            "namespaces.exclude [kube-system] is kept (set namespaces.exclude: [] for all)",
+            "not set: the descheduler processes every namespace, kube-system included, so "
+            "namespaces.exclude: [] (rebalancer's own default excludes kube-system; "
+            "system-critical pods stay protected by priorityThreshold in both)",
+            "namespaces",
         )
     out.label_selector = and_selectors(
         out.label_selector, walk.selector(args, "labelSelector", path)
@@ -465,17 +616,22 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> b
         out.node_selector = and_selectors(out.node_selector, selector)
         walk.note(
             _at(path, "nodeSelector"),
-            "carried as nodeSelector (only pods on matching nodes are evicted); the "
-            "descheduler itself uses it only to choose nodeFit's candidate nodes",
+            "carried as nodeSelector: only pods on matching nodes are evicted, where the "
+            "descheduler uses it only to choose nodeFit's candidate nodes",
+            "nodeSelector",
+            NARROWER,
         )
     out.label_selector = and_selectors(
         out.label_selector, walk.selector(args, "labelSelector", path)
     )
-    if args.get("namespaceLabelSelector") is not None:
+    out.namespace_label_selector = walk.selector(args, "namespaceLabelSelector", path)
+    if out.namespace_label_selector is not None:
+        walk.set_keys.add("namespaceLabelSelector")
         walk.note(
             _at(path, "namespaceLabelSelector"),
-            "not carried: rebalancer does not read namespaces' labels; pods in every "
-            "namespace the policy allows are candidates (list them in namespaces.include)",
+            "carried: rebalancer reads the namespaces' labels (list on namespaces, granted by "
+            "deploy/ and the chart); a snapshot file must hold the Namespace objects",
+            "namespaceLabelSelector",
         )
     minimum = walk.count(args, "minReplicas", path)
     if minimum is not None:
@@ -488,8 +644,11 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> b
             walk.set_keys.add("minPodAge")
             walk.note(
                 _at(path, "minPodAge"),
-                "carried; rebalancer measures a pod's age from its creationTimestamp, the "
-                "descheduler from status.startTime",
+                "carried, but rebalancer measures a pod's age from its creationTimestamp, the "
+                "descheduler from status.startTime (later, by the time the pod waited to be "
+                "scheduled and started): a pod that waited is old enough here sooner",
+                "minPodAge",
+                WIDER,
             )
         except ValueError as exc:
             walk.bad(_at(path, "minPodAge"), str(exc))
@@ -576,30 +735,34 @@ def _protections(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) 
             source["ignorePvcPods"],
             f"{pvc_off}: the descheduler evicts pods with PersistentVolumeClaims, so "
             "evictPodsWithPVC: true (rebalancer's own default is false)",
+            "evictPodsWithPVC",
         )
     if out.evict_pods_with_resource_claims:
         walk.note(
             _at(where, "extraEnabled"),
             "no PodsWithResourceClaims: the descheduler evicts pods with DRA resourceClaims, "
             "so evictPodsWithResourceClaims: true (rebalancer's own default is false)",
+            "evictPodsWithResourceClaims",
         )
     out.ignore_pods_without_pdb = flags["ignorePodsWithoutPDB"]
     if flags["evictDaemonSetPods"]:
-        walk.note(source["evictDaemonSetPods"], f"not carried: {_WHY_DAEMONSET}")
+        walk.note(source["evictDaemonSetPods"], f"not carried: {_WHY_DAEMONSET}", None, NARROWER)
     if flags["evictFailedBarePods"]:
-        walk.note(source["evictFailedBarePods"], f"not carried: {_WHY_BARE}")
+        walk.note(source["evictFailedBarePods"], f"not carried: {_WHY_BARE}", None, NARROWER)
     if flags["evictSystemCriticalPods"]:
         if "priorityThreshold" in walk.set_keys:
             walk.note(
                 _at(path, "priorityThreshold"),
                 "not carried: evictSystemCriticalPods turns priority filtering off",
+                "priorityThreshold",
             )
         out.priority_threshold = PriorityThreshold(value=INT32_MAX)
         walk.set_keys.add("priorityThreshold")
         walk.note(
             source["evictSystemCriticalPods"],
             f"carried as priorityThreshold.value {INT32_MAX}: system-critical pods may be "
-            "evicted (kube-system stays out while namespaces.exclude lists it)",
+            "evicted, as in the descheduler (kube-system too, unless namespaces.exclude lists it)",
+            "priorityThreshold",
         )
     config = walk.mapping(raw.get("config"), _at(where, "config"), ("PodsWithPVC",))
     pvc = walk.mapping(
@@ -613,6 +776,8 @@ def _protections(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) 
             _at(where, "config.PodsWithPVC.protectedStorageClasses"),
             "not carried: rebalancer cannot protect PVC pods by storage class; every pod "
             "with a PersistentVolumeClaim is protected (evictPodsWithPVC: false)",
+            "evictPodsWithPVC",
+            NARROWER,
         )
     for key in ("evictLocalStoragePods", "evictPodsWithPVC", "evictPodsWithResourceClaims"):
         walk.set_keys.add(key)
@@ -645,6 +810,7 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
             "nodeSelector",
             "carried; pods on other nodes still count in the spread (as the scheduler "
             "counts them) but are never evicted, where the descheduler ignores them entirely",
+            "nodeSelector",
         )
     limits = {
         "total": walk.count(raw, "maxNoOfPodsToEvictTotal", ""),
@@ -654,6 +820,15 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
     if any(v is not None for v in limits.values()):
         out.limits = Limits(**limits)
         walk.set_keys.add("limits")
+        named = [key for key in _LIMIT_KEYS if raw.get(key) is not None]
+        walk.note(
+            named[0],
+            f"carried as limits ({', '.join(named)}): the descheduler counts them per "
+            "descheduling cycle; rebalancer counts each run's evictions together with those "
+            "of earlier runs within run --cooldown (10m by default), so runs closer together "
+            "than that share one budget (docs/policy.md, limits)",
+            "limits",
+        )
     grace = raw.get("gracePeriodSeconds")
     if grace is not None:
         if isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace < 2**63:
@@ -672,50 +847,19 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
                 f"{grace} is carried as a floor: an eviction carries it only when it is longer "
                 "than the pod's own terminationGracePeriodSeconds (the descheduler replaces the "
                 "pod's own)",
+                "gracePeriodSeconds",
             )
     for key, why in _NOT_CARRIED_TOP.items():
         if raw.get(key) not in (None, False, [], {}):
             walk.note(key, f"not carried: {why}")
 
 
-def from_descheduler(document: object, source: str, profile: str | None = None) -> Imported:
-    """Import a decoded ``DeschedulerPolicy``; raise :class:`InputError` listing every problem.
-
-    ``profile`` names the profile to import; by default the one profile that enables the
-    topology-spread balance plugin (none, or several: an error).
-    """
-    walk = _Walk()
-    if not isinstance(document, dict):
-        raise InputError(source, [f"must be a DeschedulerPolicy mapping, got {show(document)}"])
-    raw = walk.mapping(document, "", _TOP_KEYS)
-    for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
-        if key not in document:
-            walk.bad(key, f"required; set {expected}")
-        elif document[key] != expected:
-            hint = (
-                "; descheduler/v1alpha1 (strategies) is not read: convert it with the "
-                "descheduler's own v1alpha2 migration first"
-                if key == "apiVersion" and document[key] == "descheduler/v1alpha1"
-                else ""
-            )
-            walk.bad(key, f"must be {expected}, got {show(document[key])}{hint}")
-    if walk.problems:
-        raise InputError(source, walk.problems)
-    profiles = _profiles(walk, raw)
-    chosen = _choose(walk, profiles, profile)
-    if chosen is None:
-        raise InputError(source, walk.problems)
-    index, chosen_profile, name = chosen
-    for other_index, _, other_name in profiles:
-        if other_index != index:
-            walk.note(
-                _at("profiles", other_index),
-                f"profile {show(other_name)} is not carried: only profile {show(name)} enables "
-                f"{TOPOLOGY_PLUGIN}; keep the others in the descheduler",
-            )
+def _import_profile(walk: _Walk, raw: Mapping[str, Any], chosen: _Profile) -> _Fields:
+    """The rebalancer fields of one profile with the policy's top level."""
+    index, profile, _ = chosen
     out = _Fields()
     path = _at("profiles", index)
-    topology, topology_path, evictor, evictor_path = _plugin_args(walk, chosen_profile, path)
+    topology, topology_path, evictor, evictor_path = _plugin_args(walk, profile, path)
     # A plugin with no pluginConfig entry has its defaults; notes name it by its name.
     unset = _at(path, "pluginConfig")
     balance_fit = _topology(
@@ -725,12 +869,75 @@ def from_descheduler(document: object, source: str, profile: str | None = None) 
     out.node_fit = balance_fit or evictor_fit
     walk.set_keys.add("nodeFit")
     _top_level(walk, raw, out)
+    return out
+
+
+def _header(walk: _Walk, document: object) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        walk.bad("", f"must be a DeschedulerPolicy mapping, got {show(document)}")
+        return {}
+    for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if key not in document:
+            walk.bad(key, f"required; set {expected}")
+        elif document[key] != expected:
+            hint = (
+                "; descheduler/v1alpha1 (strategies) is not read: rewrite it as v1alpha2 "
+                "profiles first (the descheduler's docs show both)"
+                if key == "apiVersion" and document[key] == "descheduler/v1alpha1"
+                else ""
+            )
+            walk.bad(key, f"must be {expected}, got {show(document[key])}{hint}")
+    return document
+
+
+def enabling_profiles(document: object) -> tuple[str, ...]:
+    """The names of the profiles that enable the topology plugin (for ``--all-profiles``)."""
+    walk = _Walk()
+    raw = walk.loose(_header(walk, document), "", _TOP_KEYS)
+    return tuple(p[2] for p in _profiles(walk, raw) if _enables_topology(p[1]))
+
+
+def from_descheduler(
+    document: object,
+    source: str,
+    profile: str | None = None,
+    *,
+    accept_wider: bool = False,
+) -> Imported:
+    """Import a decoded ``DeschedulerPolicy``; raise :class:`InputError` listing every problem.
+
+    ``profile`` names the profile to import; by default the one profile that enables the
+    topology-spread balance plugin (none, or several: an error naming each with its scope).
+    A setting that would let pods in that the descheduler would not consider (a note of scope
+    :data:`WIDER`) is an error too, unless ``accept_wider``.
+    """
+    walk = _Walk()
+    checked = _header(walk, document)
     if walk.problems:
         raise InputError(source, walk.problems)
-    if out.node_selector is not None:
-        walk.set_keys.add("nodeSelector")
-    if out.label_selector is not None:
-        walk.set_keys.add("labelSelector")
+    raw = walk.loose(checked, "", _TOP_KEYS)
+    chosen = _choose(walk, raw, profile)
+    if chosen is None:
+        raise InputError(source, walk.problems)
+    out = _import_profile(walk, raw, chosen)
+    if walk.problems:
+        raise InputError(source, walk.problems)
+    wider = [n for n in walk.notes if n.scope == WIDER]
+    if wider and not accept_wider:
+        raise InputError(
+            source,
+            [f"{n.path}: would widen what may be evicted: {n.message}" for n in wider]
+            + [
+                "the policy is not written; --accept-wider-scope writes it with each of these "
+                "marked '# SCOPE: wider' beside its field"
+            ],
+        )
+    for key, value in (
+        ("nodeSelector", out.node_selector),
+        ("labelSelector", out.label_selector),
+    ):
+        if value is not None:
+            walk.set_keys.add(key)
     # _Fields names the policy's fields it fills, so they pass across by name.
     policy = Policy(**{f.name: getattr(out, f.name) for f in fields(out)})
     keep = {"apiVersion", "kind", *walk.set_keys}
@@ -740,6 +947,104 @@ def from_descheduler(document: object, source: str, profile: str | None = None) 
     return Imported(
         policy_from_document(document_out, "the imported policy"),
         document_out,
-        name,
+        chosen[2],
         tuple(walk.notes),
     )
+
+
+# --- what holds the policy ------------------------------------------------------------------
+
+CHART_VALUES_KEY: Final = "deschedulerPolicy"
+"""The descheduler chart's value holding the policy (the chart adds apiVersion and kind)."""
+_CHART_VERSION_KEY: Final = "deschedulerPolicyAPIVersion"
+POLICY_DATA_KEY: Final = "policy.yaml"
+"""The key of the descheduler chart's ConfigMap (and of its docs' examples)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Where the policy was found: ``document`` (decoded) or ``text`` (YAML to decode, from a
+    ConfigMap's data), and what held it."""
+
+    document: object
+    text: str | None
+    held_by: str
+    """``""`` for a DeschedulerPolicy itself, else e.g. ``ConfigMap descheduler, data
+    policy.yaml``."""
+
+
+def unwrap(document: object, source: str) -> Holder:
+    """The policy inside what users have: a ``DeschedulerPolicy`` as it is, a ConfigMap
+    holding it (data key ``policy.yaml``, or its only key; alone or the one ConfigMap of a
+    ``kind: List``), or the descheduler chart's values
+    (``deschedulerPolicy:`` at the top, rendered as the chart renders it: with
+    ``deschedulerPolicyAPIVersion`` and ``kind: DeschedulerPolicy`` added). Raises
+    :class:`InputError` when a ConfigMap holds no single policy, or values hold none."""
+    if not isinstance(document, dict):
+        return Holder(document, None, "")
+    if document.get("kind") == "List" and isinstance(document.get("items"), list):
+        # kubectl get cm -o yaml without a name: a List; one ConfigMap in it is the one.
+        maps = [
+            i for i in document["items"] if isinstance(i, dict) and i.get("kind") == "ConfigMap"
+        ]
+        if len(maps) != 1:
+            raise InputError(
+                source,
+                [f"items: a List must hold exactly one ConfigMap to import, found {len(maps)}"],
+            )
+        document = maps[0]
+    if document.get("kind") == "ConfigMap":
+        meta = document.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        data = document.get("data")
+        keys = sorted(k for k in data if isinstance(k, str)) if isinstance(data, dict) else []
+        key = POLICY_DATA_KEY if POLICY_DATA_KEY in keys else keys[0] if len(keys) == 1 else None
+        if key is None or not isinstance(data, dict):
+            found = ", ".join(keys) or "none"
+            raise InputError(
+                source,
+                [
+                    f"data: a ConfigMap holding a descheduler policy needs the key "
+                    f"{POLICY_DATA_KEY} or a single key, found {found}"
+                ],
+            )
+        text = data[key]
+        if not isinstance(text, str):
+            raise InputError(source, [f"data.{key}: must be the policy's text, got {show(text)}"])
+        return Holder(None, text, f"ConfigMap {name or '<unnamed>'}, data {key}")
+    if CHART_VALUES_KEY in document and "apiVersion" not in document:  # its kind: CronJob
+        policy = document[CHART_VALUES_KEY]
+        if not isinstance(policy, dict) or not policy:
+            raise InputError(
+                source,
+                [
+                    f"{CHART_VALUES_KEY}: the descheduler chart renders no policy from "
+                    f"{show(policy)}; nothing to import"
+                ],
+            )
+        templated = _templated(policy, CHART_VALUES_KEY)
+        if templated:
+            raise InputError(
+                source,
+                [
+                    f"{path}: a Helm template ({show(value)}); the chart renders it with tpl at "
+                    "install time: import the rendered policy (helm get manifest, or the "
+                    "ConfigMap)"
+                    for path, value in templated
+                ],
+            )
+        version = document.get(_CHART_VERSION_KEY, API_VERSION)
+        rendered = {"apiVersion": version, "kind": KIND, **policy}
+        return Holder(rendered, None, f"the descheduler chart's values, {CHART_VALUES_KEY}")
+    return Holder(document, None, "")
+
+
+def _templated(value: object, path: str) -> list[tuple[str, str]]:
+    """The strings holding ``{{`` (rendered by the chart's tpl), with their paths."""
+    if isinstance(value, str):
+        return [(path, value)] if "{{" in value else []
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in _templated(v, _at(path, str(k)))]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in _templated(v, _at(path, i))]
+    return []

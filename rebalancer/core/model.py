@@ -297,6 +297,14 @@ class Deployment:
 
 
 @dataclass(frozen=True, slots=True)
+class Namespace:
+    """A namespace's labels, for the policy's ``namespaceLabelSelector``."""
+
+    name: str
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the planner reads, as one immutable value."""
 
@@ -309,3 +317,5 @@ class Snapshot:
     services: tuple[Service, ...] = ()
     controllers: tuple[Controller, ...] = ()
     deployments: tuple[Deployment, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+    """The Namespace objects read (their labels); empty when the source had none."""

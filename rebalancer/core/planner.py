@@ -132,9 +132,11 @@ class Planner:
         self.held = held or {}  # pod key -> why the caller holds it (the loop's thrash guard)
         self.policy = policy
         self.analysis: Analysis = analyze(snapshot, policy)
-        self.ctx = EvictionContext.build(snapshot, policy, now)
+        self.ctx = EvictionContext.build(snapshot, policy, now, self.analysis.scope)
         self.considered = [
-            v for v, view in enumerate(self.analysis.views) if considered(view, policy)
+            v
+            for v, view in enumerate(self.analysis.views)
+            if considered(view, policy, self.analysis.scope)
         ]
         self.violated = [v for v in self.considered if self.analysis.views[v].violated]
         # Soft views opted in come second (SPEC §3): they never block a hard view's move.

@@ -87,6 +87,9 @@ class Policy:
     """These namespaces are never rebalanced."""
     label_selector: LabelSelector | None = None
     """Only pods matching it are candidates for eviction; None means all pods."""
+    namespace_label_selector: LabelSelector | None = None
+    """Only pods in namespaces whose labels match it are rebalanced (within namespaces_include
+    / namespaces_exclude); None means every namespace those allow."""
     priority_threshold: PriorityThreshold = field(default_factory=PriorityThreshold)
     """Pods at or above it are never evicted."""
     evict_local_storage_pods: bool = False
@@ -315,6 +318,7 @@ _TOP_KEYS: Final = (
     "nodeFit",
     "defaultConstraints",
     "namespaces",
+    "namespaceLabelSelector",
     "labelSelector",
     "priorityThreshold",
     "evictLocalStoragePods",
@@ -653,6 +657,9 @@ def _policy(check: _Checker, document: object) -> Policy:
         default_constraints=default_constraints,
         namespaces_include=include,
         namespaces_exclude=exclude,
+        namespace_label_selector=read(
+            "namespaceLabelSelector", _label_selector, defaults.namespace_label_selector
+        ),
         label_selector=read("labelSelector", _label_selector, defaults.label_selector),
         priority_threshold=read(
             "priorityThreshold", _priority_threshold, defaults.priority_threshold
@@ -734,6 +741,11 @@ def policy_to_dict(policy: Policy) -> dict[str, object]:
             "include": list(policy.namespaces_include),
             "exclude": list(policy.namespaces_exclude),
         },
+        "namespaceLabelSelector": (
+            None
+            if policy.namespace_label_selector is None
+            else label_selector_to_dict(policy.namespace_label_selector)
+        ),
         "labelSelector": (
             None if policy.label_selector is None else label_selector_to_dict(policy.label_selector)
         ),

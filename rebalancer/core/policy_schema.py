@@ -228,6 +228,7 @@ def _known() -> dict[str, Schema]:
         "defaultConstraints": {"type": ["array", "null"], "items": _default_constraint()},
         "namespaces": _namespaces(),
         "labelSelector": _nullable(label_selector_schema()),
+        "namespaceLabelSelector": _nullable(label_selector_schema()),
         "priorityThreshold": _priority_threshold(),
         "evictLocalStoragePods": boolean,
         "evictPodsWithPVC": boolean,

@@ -29,6 +29,7 @@ from rebalancer.core.model import (
     shared_key,
 )
 from rebalancer.core.policy import Policy
+from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     and_selectors,
@@ -270,6 +271,7 @@ class Analysis:
     terminating: dict[int, str]  # terminating pod index -> the node it still uses
     constraints: dict[int, tuple[SpreadConstraint, ...]]  # pod index -> effective constraints
     own_views: dict[int, list[int]]  # pod index -> its own views, in constraint order (shared)
+    scope: NamespaceScope  # the namespaces the policy rebalances
 
 
 def default_constraints_for(
@@ -414,7 +416,16 @@ def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
         positions = [position[number] for number in mine]
         own_views.update(dict.fromkeys(pods_alike, positions))  # one shared list, at C speed
     nodes = {n.name: n for n in snapshot.nodes}
-    return Analysis(pods, nodes, views, index.placement, index.terminating, constraints, own_views)
+    return Analysis(
+        pods,
+        nodes,
+        views,
+        index.placement,
+        index.terminating,
+        constraints,
+        own_views,
+        NamespaceScope.of(policy, snapshot),
+    )
 
 
 class DomainMaps:
@@ -453,11 +464,13 @@ def _count(spec: ViewSpec, declarers: list[int], index: PodIndex, domains: Domai
     return View(spec, node_domain, all_domains, members, declarers, counts)
 
 
-def considered(view: View, policy: Policy) -> bool:
-    """Whether the policy asks to rebalance this view."""
+def considered(view: View, policy: Policy, scope: NamespaceScope | None = None) -> bool:
+    """Whether the policy asks to rebalance this view: its kind of constraint, in a namespace
+    of the policy's scope (``scope``: the analysis's; None builds it from the policy alone,
+    which raises when the policy selects namespaces by label)."""
     spec = view.spec
     if spec.constraint.when_unsatisfiable not in policy.constraints:
         return False
-    if policy.namespaces_include:
-        return spec.namespace in policy.namespaces_include
-    return spec.namespace not in policy.namespaces_exclude
+    if scope is None:
+        scope = NamespaceScope.of(policy, Snapshot())
+    return spec.namespace in scope

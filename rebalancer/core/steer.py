@@ -311,7 +311,7 @@ def steer(snapshot: Snapshot, policy: Policy, analysis: Analysis) -> Steering:
         if owner is not None and owner.kind == "ReplicaSet" and pod.node_name and not _gone(pod):
             group = related.get((pod.namespace, owner.name), owner.name)
             on_node[(pod.namespace, group, pod.node_name)] += 1
-    hard = [v.spec.hard and considered(v, policy) for v in analysis.views]
+    hard = [v.spec.hard and considered(v, policy, analysis.scope) for v in analysis.views]
     counted: dict[int, frozenset[int]] = {}  # view -> the pods it counts (built on first use)
     steered: set[int] = set()
     changes: list[CostChange] = []

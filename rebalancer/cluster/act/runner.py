@@ -48,6 +48,7 @@ from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
+from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
@@ -464,9 +465,10 @@ class Runner:
         if lease is None or not lease.earlier:
             return ()
         alive = {p.uid for p in snapshot.pods if not p.terminating}
+        scope = NamespaceScope.of(self.policy, snapshot)
         kept: list[EvictionRecord] = []
         for record in lease.earlier:
-            if not _in_scope(self.policy, record.namespace):
+            if record.namespace not in scope:
                 continue  # another policy's (or -n's) evictions: not this run's limits
             if record.uid in alive:
                 lease.not_evicted(record.uid)  # its run died before sending it, or was refused
@@ -854,13 +856,6 @@ class Runner:
                     return False
             if self.stop.wait(max(0.0, min(wake, now + REACT_POLL_SECONDS) - now)):
                 return True
-
-
-def _in_scope(policy: Policy, namespace: str) -> bool:
-    """Whether the policy rebalances ``namespace`` (its namespaces.include / exclude)."""
-    if policy.namespaces_include:
-        return namespace in policy.namespaces_include
-    return namespace not in policy.namespaces_exclude
 
 
 def _budget_back(

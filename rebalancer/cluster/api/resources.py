@@ -45,6 +45,7 @@ RESOURCES: Final = (
     Resource("statefulsets", "StatefulSet", "apps/v1", namespaced=True),
     Resource("deployments", "Deployment", "apps/v1", namespaced=True),
     Resource("replicationcontrollers", "ReplicationController", "v1", namespaced=True),
+    Resource("namespaces", "Namespace", "v1", namespaced=False),
 )
 """What rebalancer reads, in read order (the order of a written snapshot)."""
 

@@ -19,7 +19,12 @@ from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, read_bytes, yaml
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import Policy, policy_from_document
 
-__all__ = ["load_policy", "load_policy_file", "read_policy_document"]
+__all__ = [
+    "load_policy",
+    "load_policy_file",
+    "policy_document_from_text",
+    "read_policy_document",
+]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -104,10 +109,16 @@ def read_policy_document(
     :class:`InputError` when it is not one readable document. For other tools' policies
     (``rebalancer policy import``)."""
     text, source = _read_text(path, max_bytes)
+    return policy_document_from_text(text, source), source
+
+
+def policy_document_from_text(text: str, source: str) -> object:
+    """The one YAML document in ``text``, read as :func:`read_policy_document` reads a file
+    (a policy held in a ConfigMap's data, for instance)."""
     documents, loader = yaml_documents(text, source, _StrictLoader)
     if loader.duplicates:
         raise InputError(source, loader.duplicates)
     if len(documents) != 1:
         found = "several" if documents else "none"
         raise InputError(source, [f"the file must hold one YAML document, found {found}"])
-    return documents[0], source
+    return documents[0]

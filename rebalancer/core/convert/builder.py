@@ -19,7 +19,14 @@ from rebalancer.core.convert.disruption import deployment
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.nodes import node
 from rebalancer.core.convert.pods import pod
-from rebalancer.core.convert.workloads import CONTROLLER_KINDS, controller, pv, pvc, service
+from rebalancer.core.convert.workloads import (
+    CONTROLLER_KINDS,
+    controller,
+    namespace,
+    pv,
+    pvc,
+    service,
+)
 from rebalancer.core.model import Pod, Snapshot
 
 _T = TypeVar("_T")
@@ -38,6 +45,7 @@ _CONVERTERS: Final[Mapping[str, _Converter]] = MappingProxyType(
         "StatefulSet": controller,
         "ReplicationController": controller,
         "Deployment": deployment,
+        "Namespace": namespace,
     }
 )
 KINDS: Final = frozenset(_CONVERTERS)
@@ -76,7 +84,7 @@ deployment_from_api: Final = partial(_one, deployment)
 # --- snapshots ------------------------------------------------------------------------------
 
 
-_CLUSTER_SCOPED: Final = frozenset({"Node", "PriorityClass", "PersistentVolume"})
+_CLUSTER_SCOPED: Final = frozenset({"Node", "PriorityClass", "PersistentVolume", "Namespace"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +100,7 @@ class Rejected:
 def _sort_key(kind: str, item: Any) -> tuple[str, ...]:
     """Cluster-scoped objects sort by name, namespaced ones by namespace/name (controllers
     by kind first)."""
-    if kind in ("Node", "PriorityClass", "PersistentVolume"):
+    if kind in _CLUSTER_SCOPED:
         return (item.name,)
     if kind in CONTROLLER_KINDS:
         return (kind, item.namespace, item.name)
@@ -256,6 +264,7 @@ class SnapshotBuilder:
             services=ordered("Service"),
             controllers=ordered("controllers"),
             deployments=ordered("Deployment"),
+            namespaces=ordered("Namespace"),
         )
 
 

@@ -12,12 +12,13 @@ from rebalancer.core.convert.selectors import label_selector, node_selector
 from rebalancer.core.model import (
     Controller,
     LabelSelector,
+    Namespace,
     PersistentVolume,
     PersistentVolumeClaim,
     Service,
 )
 
-__all__ = ["CONTROLLER_KINDS", "controller", "pv", "pvc", "service"]
+__all__ = ["CONTROLLER_KINDS", "controller", "namespace", "pv", "pvc", "service"]
 
 CONTROLLER_KINDS: Final = ("ReplicaSet", "StatefulSet", "ReplicationController")
 
@@ -46,6 +47,12 @@ def service(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Serv
     return Service(
         namespace=namespace, name=name, selector=chk.string_map(spec, "selector", "spec")
     )
+
+
+def namespace(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Namespace:
+    """A Namespace (its labels); problems are appended to ``problems``."""
+    chk, meta, _, name = identify(obj, "Namespace", problems, namespaced=False)
+    return Namespace(name=name, labels=chk.string_map(meta, "labels", "metadata"))
 
 
 def controller(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Controller:
