@@ -187,19 +187,15 @@ def fewest_returning(
         return _fullest_first(sizes, removals, structural, max_skew, band_forced_zero)
 
 
-def _step(
-    counts: list[int], d: int, removals: Sequence[int], max_skew: int, forced_zero: bool
-) -> tuple[bool, list[int]]:
-    """Evict from domain d: whether the victim could return, and the receiving domains its
-    replacement may go to (the least populated that take it)."""
-    counts[d] -= 1
-    gmin = 0 if forced_zero else min(counts)
-    back = counts[d] + 1 - gmin <= max_skew
-    legal = [t for t, c in enumerate(counts) if removals[t] == 0 and c + 1 - gmin <= max_skew]
-    if not legal:
-        return back, []
-    low = min(counts[t] for t in legal)
-    return back, [t for t in legal if counts[t] == low]
+def _receiving(counts: Sequence[int], free: Sequence[int], gmin: int, max_skew: int) -> int | None:
+    """Where a replacement may go once its victim is out of ``counts``: the count of the least
+    populated domains among ``free`` (those that give no victim), when they take it
+    (``count + 1 - globalMin <= maxSkew``), else None. The least populated take it when any
+    does, so the receiving domains are exactly the free domains at that count."""
+    if not free:
+        return None
+    low = min(map(counts.__getitem__, free))
+    return low if low + 1 - gmin <= max_skew else None
 
 
 def _balanced(counts: Sequence[int], max_skew: int, forced_zero: bool) -> bool:
@@ -254,7 +250,7 @@ class _OrderSearch:
     """Depth first over the orders in which a split's victims can be evicted, memoised by
     state (the counts and the victims each domain still gives). From each state the domains
     are tried fullest first, and the replacement's receiving domains (the least populated
-    domains that give no victim and take it, as :func:`_step` finds them) in index order; a
+    domains that give no victim and take it, :func:`_receiving`) in index order; a
     state's search stops once an order reaches its floor (the victims left that could return
     whatever the order). :class:`_TooMany` is raised when a new state is entered with
     ``limit`` states done.
@@ -347,8 +343,7 @@ class _OrderSearch:
         self.remaining -= 1
         gmin = 0 if self.forced_zero else min(counts)
         back = counts[d] + 1 - gmin <= self.max_skew
-        low = min(map(counts.__getitem__, self.free)) if self.free else None
-        frame.low = low if low is not None and low + 1 - gmin <= self.max_skew else None
+        frame.low = _receiving(counts, self.free, gmin, self.max_skew)
         frame.cost = int(back or self.structural[d][j])
         frame.d = d
         frame.tpos = 0
@@ -399,17 +394,26 @@ def _fullest_first(
     max_skew: int,
     forced_zero: bool,
 ) -> tuple[int, list[int]] | None:
+    """Each victim from the domain then holding the most pods (the lowest index among equals),
+    its replacement in the first least populated domain that takes it: the fewest victims
+    that could return in that order, and the order; None when it does not end balanced or a
+    replacement has nowhere to go."""
     counts = list(sizes)
     left = list(removals)
+    active = [d for d, r in enumerate(removals) if r]
+    free = [t for t, r in enumerate(removals) if r == 0]
     order: list[int] = []
     total = 0
-    while any(left):
-        d = max((d for d, n in enumerate(left) if n), key=lambda d: (counts[d], -d))
-        back, targets = _step(counts, d, removals, max_skew, forced_zero)
-        if not targets:
+    for _ in range(sum(removals)):
+        d = max((d for d in active if left[d]), key=lambda d: (counts[d], -d))
+        counts[d] -= 1
+        gmin = 0 if forced_zero else min(counts)
+        back = counts[d] + 1 - gmin <= max_skew
+        low = _receiving(counts, free, gmin, max_skew)
+        if low is None:
             return None
         total += int(back or structural[d][removals[d] - left[d]])
-        counts[targets[0]] += 1
+        counts[free[list(map(counts.__getitem__, free)).index(low)]] += 1
         left[d] -= 1
         order.append(d)
     return (total, order) if _balanced(counts, max_skew, forced_zero) else None
