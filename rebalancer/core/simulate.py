@@ -413,12 +413,19 @@ class SimState:
         legal: Callable[[str], bool],
     ) -> str | None:
         """The first legal node of the first level holding one, each level ranked in turn by
-        ``views[depth:]``."""
-        for candidates in levels:
-            if depth == len(views):
-                found = next((n for n in candidates if legal(n)), None)
-            else:
-                found = self._pick(self._levels(candidates, views[depth]), views, depth + 1, legal)
+        ``views[depth:]``: depth first, on a stack of level iterators (a pod may be ranked by
+        as many views as the snapshot holds constraints)."""
+        stack: list[Iterator[Iterable[str]]] = [iter(levels)]
+        while stack:
+            candidates = next(stack[-1], None)
+            if candidates is None:
+                stack.pop()
+                continue
+            at = depth + len(stack) - 1
+            if at < len(views):
+                stack.append(iter(self._levels(candidates, views[at])))
+                continue
+            found = next((n for n in candidates if legal(n)), None)
             if found is not None:
                 return found
         return None

@@ -36,6 +36,8 @@ a domain or node name; the last one is the victims' own namespace, name and uid.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import accumulate, islice
+from math import isqrt
 from typing import NamedTuple, NewType
 
 PodId = NewType("PodId", int)  # index into the snapshot's pods (Analysis.pods)
@@ -120,29 +122,36 @@ def _levels(n: int, d: int, max_skew: int, band_forced_zero: bool) -> list[int]:
 
 def _splits(caps: Sequence[int], extra: int, limit: int) -> list[list[int]] | None:
     """Every way to take ``extra`` more victims with at most ``caps[d]`` from domain d; None
-    when there are more than ``limit``."""
+    when there are more than ``limit``. Depth first, most from the first domain first, with
+    an explicit stack (one frame per domain: it may hold thousands)."""
     out: list[list[int]] = []
     suffix = [0] * (len(caps) + 1)
     for d in range(len(caps) - 1, -1, -1):
         suffix[d] = suffix[d + 1] + caps[d]
     current = [0] * len(caps)
+    frames: list[list[int]] = []  # [domain, victims still to take from it on, next take]
 
-    def walk(d: int, left: int) -> bool:
+    def enter(d: int, left: int) -> bool:
+        """Start on domain d with ``left`` victims to place; False past the limit."""
         if left == 0:
             out.append(list(current))
             return len(out) <= limit
-        if d == len(caps) or suffix[d] < left:
-            return True
-        for take in range(min(caps[d], left), -1, -1):
-            current[d] = take
-            if not walk(d + 1, left - take):  # noqa: F821  # bound until the del below
-                return False
-        current[d] = 0
+        if d < len(caps) and suffix[d] >= left:
+            frames.append([d, left, min(caps[d], left)])
         return True
 
-    complete = walk(0, extra)
-    del walk  # it refers to itself: a cycle that only the collector would free (it is off)
-    return out if complete else None
+    ok = enter(0, extra)
+    while ok and frames:
+        frame = frames[-1]
+        d, left, take = frame
+        if take < 0:
+            current[d] = 0
+            frames.pop()
+            continue
+        frame[2] = take - 1
+        current[d] = take
+        ok = enter(d + 1, left - take)
+    return out if ok else None
 
 
 class _TooMany(Exception):
@@ -178,24 +187,41 @@ def fewest_returning(
         return _fullest_first(sizes, removals, structural, max_skew, band_forced_zero)
 
 
-def _step(
-    counts: list[int], d: int, removals: Sequence[int], max_skew: int, forced_zero: bool
-) -> tuple[bool, list[int]]:
-    """Evict from domain d: whether the victim could return, and the receiving domains its
-    replacement may go to (the least populated that take it)."""
-    counts[d] -= 1
-    gmin = 0 if forced_zero else min(counts)
-    back = counts[d] + 1 - gmin <= max_skew
-    legal = [t for t, c in enumerate(counts) if removals[t] == 0 and c + 1 - gmin <= max_skew]
-    if not legal:
-        return back, []
-    low = min(counts[t] for t in legal)
-    return back, [t for t in legal if counts[t] == low]
+def _receiving(counts: Sequence[int], free: Sequence[int], gmin: int, max_skew: int) -> int | None:
+    """Where a replacement may go once its victim is out of ``counts``: the count of the least
+    populated domains among ``free`` (those that give no victim), when they take it
+    (``count + 1 - globalMin <= maxSkew``), else None. The least populated take it when any
+    does, so the receiving domains are exactly the free domains at that count."""
+    if not free:
+        return None
+    low = min(map(counts.__getitem__, free))
+    return low if low + 1 - gmin <= max_skew else None
 
 
 def _balanced(counts: Sequence[int], max_skew: int, forced_zero: bool) -> bool:
     gmin = 0 if forced_zero else min(counts)
     return all(c == 0 or c - gmin <= max_skew for c in counts)
+
+
+_Order = tuple[int, "_Order"] | None  # domains of an order, first first, as nested pairs
+
+
+class _Frame:
+    """One state of the order search on its explicit stack, and where its loops stand."""
+
+    __slots__ = ("best", "cost", "d", "i", "key", "least", "low", "order", "t", "tpos")
+
+    def __init__(self, key: tuple[int, ...], least: int, order: list[int]) -> None:
+        self.key = key
+        self.least = least  # no order from here does better
+        self.order = order  # the domains still giving victims, fullest first
+        self.best: tuple[int, _Order] | None = None
+        self.i = 0  # next domain of ``order`` to try
+        self.d = -1  # the domain tried now (its victim taken out of the counts), or -1
+        self.cost = 0  # whether that victim could return
+        self.low: int | None = None  # count of the receiving domains, None when there are none
+        self.tpos = 0  # next receiving domain to try, an index into the free domains
+        self.t = -1  # the receiving domain holding the replacement while a child runs, or -1
 
 
 def _order_search(
@@ -207,50 +233,158 @@ def _order_search(
     *,
     limit: int,
 ) -> tuple[int, list[int]] | None:
-    memo: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, list[int]] | None] = {}
+    """The fewest victims that could return over the orders of one split, and an order
+    reaching it (see :class:`_OrderSearch`); raises :class:`_TooMany` past ``limit``."""
+    found = _OrderSearch(sizes, removals, structural, max_skew, forced_zero, limit=limit).run()
+    if found is None:
+        return None
+    order: list[int] = []
+    rest = found[1]
+    while rest is not None:
+        order.append(rest[0])
+        rest = rest[1]
+    return found[0], order
 
-    def floor(left: Sequence[int]) -> int:
-        """Victims left that could return whatever the order (no own hard constraint)."""
-        return sum(sum(structural[d][removals[d] - n :]) for d, n in enumerate(left) if n)
 
-    def go(counts: tuple[int, ...], left: tuple[int, ...]) -> tuple[int, list[int]] | None:
-        if not any(left):
-            return (0, []) if _balanced(counts, max_skew, forced_zero) else None
-        key = (counts, left)
-        if key in memo:
-            return memo[key]
-        if len(memo) >= limit:
+class _OrderSearch:
+    """Depth first over the orders in which a split's victims can be evicted, memoised by
+    state (the counts and the victims each domain still gives). From each state the domains
+    are tried fullest first, and the replacement's receiving domains (the least populated
+    domains that give no victim and take it, :func:`_receiving`) in index order; a
+    state's search stops once an order reaches its floor (the victims left that could return
+    whatever the order). :class:`_TooMany` is raised when a new state is entered with
+    ``limit`` states done.
+
+    Each eviction is one step deeper, and a plan may hold thousands: the search runs on an
+    explicit stack of :class:`_Frame`, over one array of counts and one of victims left,
+    changed in place and restored on the way back. A state's memo key is the interned blocks
+    of both arrays: exact, and its memory grows with the blocks that differ between states,
+    not with the domains times the depth."""
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        removals: Sequence[int],
+        structural: Sequence[Sequence[bool]],
+        max_skew: int,
+        forced_zero: bool,
+        *,
+        limit: int,
+    ) -> None:
+        self.removals = removals
+        self.structural = structural
+        self.max_skew = max_skew
+        self.forced_zero = forced_zero
+        self.limit = limit
+        self.counts = list(sizes)
+        self.left = list(removals)
+        self.remaining = sum(removals)
+        self.active = [d for d, r in enumerate(removals) if r]
+        self.free = [t for t, r in enumerate(removals) if r == 0]
+        # Victims from domain d's j-th on (j < removals[d]) that could return whatever the
+        # order: tail[d] - head[d][j], the whole of structural[d] from j on.
+        self.tail = {d: sum(structural[d]) for d in self.active}
+        self.head = {}
+        for d in self.active:
+            sums = list(accumulate(structural[d][: removals[d]], initial=0))
+            self.head[d] = sums + [self.tail[d]] * (removals[d] + 1 - len(sums))
+        self.memo: dict[tuple[int, ...], tuple[int, _Order] | None] = {}
+        self.blocks: dict[tuple[int, ...], int] = {}
+        self.width = max(64, isqrt(len(sizes)))
+        self.frames: list[_Frame] = []
+
+    def key(self) -> tuple[int, ...]:
+        """The state now in the arrays, as the ids of its interned blocks."""
+        ids = []
+        for values in (self.counts, self.left):
+            for start in range(0, len(values), self.width):
+                block = tuple(values[start : start + self.width])
+                found = self.blocks.get(block)
+                if found is None:
+                    found = self.blocks[block] = len(self.blocks)
+                ids.append(found)
+        return tuple(ids)
+
+    def enter(self) -> tuple[int, _Order] | None:
+        """The result of the state now in the arrays when known at once, else None with its
+        frame pushed (check ``self.frames``)."""
+        if self.remaining == 0:
+            balanced = _balanced(self.counts, self.max_skew, self.forced_zero)
+            return (0, None) if balanced else None
+        k = self.key()
+        if k in self.memo:
+            return self.memo[k]
+        if len(self.memo) >= self.limit:
             raise _TooMany
-        best: tuple[int, list[int]] | None = None
-        least = floor(left)
-        # Fullest domain first: among equally good orders, the first found is the natural one.
-        for d in sorted(range(len(left)), key=lambda d: (-counts[d], d)):
-            n = left[d]
-            if n == 0:
-                continue
-            if best is not None and best[0] == least:
-                break  # no order does better
-            after = list(counts)
-            back, targets = _step(after, d, removals, max_skew, forced_zero)
-            j = removals[d] - n  # this is domain d's j-th victim
-            cost = int(back or structural[d][j])
-            rest = list(left)
-            rest[d] -= 1
-            for t in targets:
-                moved = list(after)
-                moved[t] += 1
-                found = go(tuple(moved), tuple(rest))  # noqa: F821  # bound until the del below
-                if found is not None and (best is None or found[0] + cost < best[0]):
-                    best = (found[0] + cost, [d, *found[1]])
-                    if best[0] == least:
-                        break
-        memo[key] = best
-        return best
+        left, counts, head = self.left, self.counts, self.head
+        least = sum(
+            self.tail[d] - head[d][self.removals[d] - left[d]] for d in self.active if left[d]
+        )
+        order = sorted((d for d in self.active if left[d]), key=lambda d: (-counts[d], d))
+        self.frames.append(_Frame(k, least, order))
+        return None
 
-    try:
-        return go(tuple(sizes), tuple(removals))
-    finally:
-        del go  # as in _splits: it refers to itself
+    def next_target(self, frame: _Frame) -> int:
+        """The index in ``free`` of the frame's next receiving domain, or -1."""
+        if frame.low is None or frame.tpos >= len(self.free):
+            return -1
+        rest = list(map(self.counts.__getitem__, islice(self.free, frame.tpos, None)))
+        try:
+            return rest.index(frame.low) + frame.tpos
+        except ValueError:
+            return -1
+
+    def evict(self, frame: _Frame, d: int) -> None:
+        """Take the frame's next victim from domain d; find where its replacement may go."""
+        counts = self.counts
+        j = self.removals[d] - self.left[d]  # this is domain d's j-th victim
+        counts[d] -= 1
+        self.left[d] -= 1
+        self.remaining -= 1
+        gmin = 0 if self.forced_zero else min(counts)
+        back = counts[d] + 1 - gmin <= self.max_skew
+        frame.low = _receiving(counts, self.free, gmin, self.max_skew)
+        frame.cost = int(back or self.structural[d][j])
+        frame.d = d
+        frame.tpos = 0
+
+    def undo(self, frame: _Frame) -> None:
+        """Put the frame's victim back."""
+        self.counts[frame.d] += 1
+        self.left[frame.d] += 1
+        self.remaining += 1
+        frame.d = -1
+
+    def run(self) -> tuple[int, _Order] | None:
+        result = self.enter()
+        frames = self.frames
+        while frames:
+            frame = frames[-1]
+            if frame.t >= 0:  # back from the state with the replacement in domain frame.t
+                self.counts[frame.t] -= 1
+                frame.t = -1
+                best = frame.best
+                if result is not None and (best is None or result[0] + frame.cost < best[0]):
+                    frame.best = (result[0] + frame.cost, (frame.d, result[1]))
+                    if frame.best[0] == frame.least:
+                        frame.tpos = len(self.free)  # no order does better
+            if frame.d >= 0:
+                k = self.next_target(frame)
+                if k >= 0:
+                    frame.tpos = k + 1
+                    frame.t = self.free[k]
+                    self.counts[frame.t] += 1
+                    result = self.enter()
+                    continue
+                self.undo(frame)
+            done = frame.best is not None and frame.best[0] == frame.least
+            if frame.i < len(frame.order) and not done:
+                frame.i += 1
+                self.evict(frame, frame.order[frame.i - 1])
+                continue
+            frames.pop()
+            self.memo[frame.key] = result = frame.best
+        return result
 
 
 def _fullest_first(
@@ -260,17 +394,26 @@ def _fullest_first(
     max_skew: int,
     forced_zero: bool,
 ) -> tuple[int, list[int]] | None:
+    """Each victim from the domain then holding the most pods (the lowest index among equals),
+    its replacement in the first least populated domain that takes it: the fewest victims
+    that could return in that order, and the order; None when it does not end balanced or a
+    replacement has nowhere to go."""
     counts = list(sizes)
     left = list(removals)
+    active = [d for d, r in enumerate(removals) if r]
+    free = [t for t, r in enumerate(removals) if r == 0]
     order: list[int] = []
     total = 0
-    while any(left):
-        d = max((d for d, n in enumerate(left) if n), key=lambda d: (counts[d], -d))
-        back, targets = _step(counts, d, removals, max_skew, forced_zero)
-        if not targets:
+    for _ in range(sum(removals)):
+        d = max((d for d in active if left[d]), key=lambda d: (counts[d], -d))
+        counts[d] -= 1
+        gmin = 0 if forced_zero else min(counts)
+        back = counts[d] + 1 - gmin <= max_skew
+        low = _receiving(counts, free, gmin, max_skew)
+        if low is None:
             return None
         total += int(back or structural[d][removals[d] - left[d]])
-        counts[targets[0]] += 1
+        counts[free[list(map(counts.__getitem__, free)).index(low)]] += 1
         left[d] -= 1
         order.append(d)
     return (total, order) if _balanced(counts, max_skew, forced_zero) else None
