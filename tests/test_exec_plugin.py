@@ -50,13 +50,14 @@ def _forget() -> Iterator[None]:
 
 
 def authorised_only(request: Request) -> None:
-    """An API server that refuses anonymous requests (403, as RBAC would) and serves an empty
-    cluster to any request that carries credentials."""
+    """An API server that refuses anonymous requests (403, as RBAC would) and serves a cluster
+    of one node and nothing else to any request that carries credentials."""
     if "authorization" not in {k.lower() for k in request.headers}:
         message = 'nodes is forbidden: User "system:anonymous" cannot list resource "nodes"'
         request.send(403, hostile.status_body(403, message))
     else:
-        request.send(200, hostile.list_body(request.resource, []))
+        items = [hostile.node("node-1")] if request.resource == "nodes" else []
+        request.send(200, hostile.list_body(request.resource, items))
 
 
 def authorization(request: Request) -> str | None:
@@ -494,7 +495,9 @@ def tls_server(cert: Path, key: Path) -> Iterator[str]:
 
         def do_GET(self) -> None:  # the name http.server calls
             resource = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-            body = hostile.list_body(resource, [])
+            body = hostile.list_body(
+                resource, [hostile.node("node-1")] if resource == "nodes" else []
+            )
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
