@@ -207,7 +207,7 @@ def test_plan_table_from_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--snapshot", str(SNAPSHOT)]) == 0
     out = capsys.readouterr().out
     assert "eu-west-1a:3->2 eu-west-1b:1->2" in out
-    assert out.splitlines()[0].startswith("1 eviction, proven minimal, in 1 wave: one run of")
+    assert out.splitlines()[0].startswith("1 eviction, proven minimal, in 1 wave (a run re-plans")
 
 
 def test_plan_namespace_without_pods(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
+    MAX_WAVES,
     add_output_argument,
     add_policy_arguments,
+    add_run_shape_arguments,
     count_type,
     resolve_policy,
     table_style,
@@ -43,7 +45,6 @@ from rebalancer.cli.pushgateway import (
 from rebalancer.cli.render import REPORT_FORMATS, render_run
 from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
-from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
 from rebalancer.cluster.api.preflight import preflight, run_checks
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 SNAPSHOT_FORMATS: Final = ("yaml", "json")
-DEFAULT_WAVE_TIMEOUT: Final = "10m"
 DEFAULT_CONNECT_TIMEOUT: Final = "5s"
 DEFAULT_REQUEST_TIMEOUT: Final = "60s"
 DEFAULT_READ_DEADLINE: Final = "2m"
@@ -160,7 +160,6 @@ DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
 server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
 replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
 ZERO_ALLOWED: Final = frozenset({"--cooldown", "--workload-cooldown", "--react-after"})
-MAX_WAVES: Final = 1000
 
 
 def parse_duration_flag(flag: str, text: str, problems: list[str], fallback: float) -> float:
@@ -271,20 +270,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
         help="with --interval: LIST the whole cluster every run instead of keeping it "
         "current with WATCH between runs (the default; needs the watch verb)",
     )
-    run.add_argument(
-        "--max-waves",
-        type=int,
-        default=DEFAULT_MAX_WAVES,
-        metavar="N",
-        help=f"waves per run at most (default {DEFAULT_MAX_WAVES})",
-    )
-    run.add_argument(
-        "--wave-timeout",
-        metavar="DURATION",
-        default=DEFAULT_WAVE_TIMEOUT,
-        help="how long one wave waits for replacements to be scheduled and Ready "
-        f"(default {DEFAULT_WAVE_TIMEOUT})",
-    )
+    add_run_shape_arguments(run)
     run.add_argument(
         "--lease-namespace",
         metavar="NAMESPACE",

@@ -29,6 +29,7 @@ from rebalancer.cli.common import (
     LivePlanHandler,
     add_output_argument,
     add_policy_arguments,
+    add_run_shape_arguments,
     count_type,
     max_input_bytes,
     resolve_policy,
@@ -174,6 +175,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     )
     add_policy_arguments(parser)
     add_output_argument(parser, REPORT_FORMATS)
+    add_run_shape_arguments(parser)
     add_pushgateway_arguments(parser)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
 
