@@ -121,6 +121,84 @@ def table_style(args: argparse.Namespace) -> TableStyle:
     return dataclasses.replace(style, rows=None) if getattr(args, "all_rows", False) else style
 
 
+class _LogAction(argparse.Action):
+    """``--log-level`` / ``--log-format``: recorded for the logging set up later (structlog
+    is loaded only when one is given)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from rebalancer.cli import logconfig  # noqa: PLC0415  # structlog on use
+
+        if self.dest == "log_level":
+            logconfig.choose(level=values)
+        else:
+            logconfig.choose(log_format=values)
+        setattr(namespace, self.dest, values)
+
+
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--log-level debug|info|warning|error`` and ``--log-format json|text`` (default: JSON
+    lines when stderr is not a terminal, text when it is). Accepted at every level."""
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        action=_LogAction,
+        default=argparse.SUPPRESS,
+        help="lowest level of the log lines written to stderr (default info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        action=_LogAction,
+        default=argparse.SUPPRESS,
+        help="log lines as JSON or text (default: json when stderr is not a terminal, text "
+        "when it is)",
+    )
+
+
+class _DryRunAction(argparse.Action):
+    """``--dry-run[=none|client|server]`` as kubectl spells it: bare or ``client`` is today's
+    ``--dry-run`` (plan only), ``server`` is ``--server-dry-run``, ``none`` evicts."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        namespace.dry_run = values == "client"
+        if values == "server":
+            namespace.server_dry_run = True
+
+
+def add_dry_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dry-run[=none|client|server]`` and ``--server-dry-run`` (one of them)."""
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        choices=("none", "client", "server"),
+        default=False,
+        action=_DryRunAction,
+        metavar="none|client|server",
+        help="client (or bare --dry-run): only plan, the same as 'plan', sends no write "
+        "request at all; server: the same as --server-dry-run; none: evict (the default)",
+    )
+    mode.add_argument(
+        "--server-dry-run",
+        action="store_true",
+        help="send each eviction of the plan with dryRun=All: the API server gives its "
+        "PodDisruptionBudget verdicts, nothing is evicted",
+    )
+
+
 def count_type(high: int, unit: str = "") -> Callable[[str], int]:
     """An argparse ``type``: a whole number from 1 to ``high``; ``unit`` (e.g. ``"of bytes "``)
     is named in the error."""

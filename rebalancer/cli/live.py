@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
     MAX_WAVES,
+    add_dry_run_arguments,
     add_output_argument,
     add_policy_arguments,
     add_run_shape_arguments,
@@ -245,18 +246,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
     add_policy_arguments(run)
     add_output_argument(run, REPORT_FORMATS)
     _add_cluster_arguments(run)
-    mode = run.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="only plan: the same as 'plan', sends no write request at all",
-    )
-    mode.add_argument(
-        "--server-dry-run",
-        action="store_true",
-        help="send each eviction of the plan with dryRun=All: the API server gives its "
-        "PodDisruptionBudget verdicts, nothing is evicted",
-    )
+    add_dry_run_arguments(run)
     run.add_argument(
         "--interval",
         metavar="DURATION",

@@ -27,6 +27,7 @@ from rebalancer.cli.common import (
     POLICY_ENV,
     Handler,
     LivePlanHandler,
+    add_log_arguments,
     add_output_argument,
     add_policy_arguments,
     add_run_shape_arguments,
@@ -138,11 +139,40 @@ def _load_snapshot(args: argparse.Namespace) -> Loaded:
 
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
-    policy = load_policy_file(args.file, max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES))
-    effective = yaml.safe_dump(policy_to_dict(policy), sort_keys=False)
+    """``FILE: ok`` on stderr; the effective policy on stdout with ``-o yaml`` (so that it can
+    be written to a file and checked again)."""
+    limit = max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES)
+    try:
+        policy = load_policy_file(args.file, limit)
+    except InputError:
+        if args.file != STDIN and _is_descheduler_policy(args.file, limit):
+            raise InputError(
+                args.file,
+                [
+                    "this is a descheduler policy: convert it with "
+                    f"`rebalancer policy import {args.file}`"
+                ],
+            ) from None
+        raise
     shown = "standard input" if args.file == STDIN else args.file
-    write(f"{shown}: ok\n# effective policy:\n{effective}")
+    say(f"{shown}: ok")
+    if args.output == "yaml":
+        write(yaml.safe_dump(policy_to_dict(policy), sort_keys=False))
     return EXIT_OK
+
+
+def _is_descheduler_policy(path: str, limit: int) -> bool:
+    """Whether ``path`` holds a DeschedulerPolicy (its kind, or a descheduler/ apiVersion)."""
+    from rebalancer.cluster.read.policyfile import read_policy_document  # noqa: PLC0415
+
+    try:
+        document, _ = read_policy_document(path, limit)
+    except InputError:
+        return False
+    if not isinstance(document, dict):
+        return False
+    api = str(document.get("apiVersion", ""))
+    return document.get("kind") == "DeschedulerPolicy" or api.startswith("descheduler/")
 
 
 def _pod_ref(text: str) -> tuple[str, str]:
@@ -205,11 +235,20 @@ def _add_policy(subparsers: Subparsers) -> None:
     commands = parser.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
     check = commands.add_parser(
         "check",
-        help="validate a policy file and print the effective policy",
-        description="Validate FILE (- reads standard input). Prints 'FILE: ok' and the "
-        "effective policy (every key, defaults filled in), or every problem found (exit 2).",
+        help="validate a policy file; -o yaml prints the effective policy",
+        description="Validate FILE (- reads standard input). Prints 'FILE: ok' on stderr, or "
+        "every problem found (exit 2); with -o yaml, the effective policy (every key, defaults "
+        "filled in) on stdout.",
     )
     check.add_argument("file", metavar="FILE")
+    check.add_argument(
+        "-o",
+        "--output",
+        choices=("none", "yaml"),
+        default="none",
+        help="yaml: print the effective policy on stdout (default: none, only the verdict on "
+        "stderr)",
+    )
     check.set_defaults(handler=_cmd_policy_check)
     add_import_command(commands)
 
@@ -250,6 +289,7 @@ def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="print the traceback of an unexpected error (exit 4)",
     )
+    add_log_arguments(parser)
     parser.add_argument(
         "--max-input-bytes",
         metavar="N",
