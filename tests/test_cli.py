@@ -96,8 +96,7 @@ def test_policy_check_points_a_descheduler_policy_at_import(
     assert main(["policy", "check", str(policy)]) == 2
     assert capsys.readouterr().err.splitlines() == [
         f"{policy}: 1 problem(s):",
-        "  - this is a descheduler policy: convert it with "
-        f"`rebalancer policy import {policy}`",
+        f"  - this is a descheduler policy: convert it with `rebalancer policy import {policy}`",
     ]
 
 

@@ -264,6 +264,8 @@ def write_plan(
     ``server``: the API server's version and feature gates (JSON/YAML only; a plan from a
     snapshot has none)."""
     fmt: Format = args.output
+    if snapshot is not None:
+        say_what_matches_nothing(args, policy, snapshot)
     steering = steering_of(snapshot, policy) if snapshot is not None else None
     run = next_run(planned, run_shape(args, policy))
     text = render_plan(planned, fmt, table_style(args), steering, server=server, run=run)
@@ -321,6 +323,27 @@ def run_shape(args: argparse.Namespace, policy: Policy) -> RunShape:
         limits=", ".join(set_limits) or "no limits",
         window=window_status(policy),
     )
+
+
+def say_what_matches_nothing(args: argparse.Namespace, policy: Policy, snapshot: Snapshot) -> None:
+    """On stderr: ``-n NAMESPACE`` that holds no pod, or a policy labelSelector that matches
+    none, so that an empty plan is not read as a balanced one."""
+    from rebalancer.cli.errorline import say  # noqa: PLC0415  # only to warn
+    from rebalancer.core.selectors import selector_matches, selector_string  # noqa: PLC0415
+
+    namespace: str | None = getattr(args, "namespace", None)
+    pods = snapshot.pods
+    if namespace:
+        pods = tuple(p for p in pods if p.namespace == namespace)
+        if not pods:
+            say(f"rebalancer: no pods in namespace {namespace!r}")
+            return
+    selector = policy.label_selector
+    if selector is not None and not any(selector_matches(selector, p.labels) for p in pods):
+        where = f" in namespace {namespace!r}" if namespace else ""
+        say(
+            f"rebalancer: the policy's labelSelector {selector_string(selector)} matches no pod{where}"
+        )
 
 
 def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:

@@ -43,7 +43,7 @@ from rebalancer.cli.pushgateway import (
     push_metrics,
     push_report,
 )
-from rebalancer.cli.render import REPORT_FORMATS, render_run
+from rebalancer.cli.render import REPORT_FORMATS, render_explanation, render_run
 from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
@@ -206,6 +206,9 @@ def add_live_commands(subparsers: Subparsers) -> None:
     plan = subparsers.choices["plan"]
     _add_cluster_arguments(plan)
     plan.set_defaults(live_handler=plan_live)
+    explain = subparsers.choices["explain"]
+    _add_cluster_arguments(explain)
+    explain.set_defaults(live_handler=explain_live)
 
     snapshot = subparsers.add_parser(
         "snapshot",
@@ -567,6 +570,28 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     write_plan(planned, policy, args, snapshot, server=server)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
+
+
+def explain_live(args: argparse.Namespace, policy: Policy, namespace: str, name: str) -> int:
+    """``explain`` without --snapshot: read the cluster as ``plan`` does (GETs only), plan,
+    and explain the pod, as ``explain --snapshot`` does on a snapshot of it."""
+    from rebalancer.core.explain import explain  # noqa: PLC0415  # the core, loaded on use
+    from rebalancer.core.planner import plan  # noqa: PLC0415
+
+    configure_logging()
+    timeouts = _checked_timeouts(args)
+    kube = _connect(args, timeouts)
+    reader = _Reader(kube, None, timeouts, limits=_read_limits(args))
+    oneshot.loading()
+    try:
+        snapshot = reader()
+    finally:
+        kube.close()
+    oneshot.keep(snapshot)
+    with gc_paused():
+        expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
+    write(render_explanation(expl, args.output, table_style(args)))
+    return EXIT_OK
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

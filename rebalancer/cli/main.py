@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
@@ -55,7 +56,7 @@ from rebalancer.core.errors import (
     InputError,
     RebalancerError,
 )
-from rebalancer.core.policy import policy_to_dict
+from rebalancer.core.policy import Policy, policy_to_dict
 
 if TYPE_CHECKING:
     from rebalancer.cluster.read.snapshot import Loaded
@@ -110,9 +111,17 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
     from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
+    namespace, name = pod_of(args)
     policy = resolve_policy(args)
+    if args.snapshot is None:
+        live: Callable[[argparse.Namespace, Policy, str, str], int] | None = args.live_handler
+        if live is None:
+            raise InputError(
+                "explain",
+                ["--snapshot FILE is required: live-cluster support is not available"],
+            )
+        return live(args, policy, namespace, name)
     snapshot, _ = _load_snapshot(args)
-    namespace, name = args.pod
     with gc_paused():
         expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, args.output, table_style(args)))
@@ -182,6 +191,33 @@ def _pod_ref(text: str) -> tuple[str, str]:
     return namespace, name
 
 
+def pod_of(args: argparse.Namespace) -> tuple[str, str]:
+    """The pod ``explain`` is about: ``NAMESPACE/POD``, ``-n NAMESPACE POD`` or ``--pod
+    NAMESPACE/NAME``; exactly one of them."""
+    given: str | None = args.target
+    ref: tuple[str, str] | None = args.pod
+    namespace: str | None = args.namespace
+    if (given is None) == (ref is None):
+        raise InputError("explain", ["give the pod once: NAMESPACE/POD, -n NAMESPACE POD or --pod"])
+    if ref is not None:
+        if namespace and namespace != ref[0]:
+            raise InputError("--pod", [f"{ref[0]}/{ref[1]} is not in -n {namespace}"])
+        return ref
+    assert given is not None
+    if "/" in given:
+        found = _pod_ref(given) if given.count("/") == 1 and given[0] != "/" else None
+        if found is None or not found[1]:
+            raise InputError("POD", [f"must be NAME or NAMESPACE/NAME, got {given!r}"])
+        if namespace and namespace != found[0]:
+            raise InputError("POD", [f"{given} is not in -n {namespace}"])
+        return found
+    if not namespace:
+        raise InputError(
+            "POD", [f"{given!r} needs its namespace: -n NAMESPACE {given}, or NAMESPACE/{given}"]
+        )
+    return namespace, given
+
+
 # --------------------------------------------------------------------------------------------
 # Parser
 
@@ -221,13 +257,25 @@ def _add_explain(subparsers: Subparsers) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--snapshot", metavar="FILE", required=True, help="snapshot file")
     parser.add_argument(
-        "--pod", metavar="NAMESPACE/NAME", required=True, type=_pod_ref, help="the pod"
+        "target",
+        nargs="?",
+        metavar="POD",
+        help="the pod: NAMESPACE/NAME, or NAME with -n NAMESPACE",
     )
+    parser.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="explain offline from this snapshot (default: the live cluster, read as plan "
+        "reads it)",
+    )
+    parser.add_argument(
+        "--pod", metavar="NAMESPACE/NAME", type=_pod_ref, help="the pod (the older spelling)"
+    )
+    parser.add_argument("-n", "--namespace", metavar="NAMESPACE", help="the pod's namespace")
     add_policy_arguments(parser, namespace=False)
     add_output_argument(parser)
-    parser.set_defaults(handler=_cmd_explain)
+    parser.set_defaults(handler=_cmd_explain, live_handler=None)
 
 
 def _add_policy(subparsers: Subparsers) -> None:
