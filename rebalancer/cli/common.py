@@ -341,9 +341,8 @@ def say_what_matches_nothing(args: argparse.Namespace, policy: Policy, snapshot:
     selector = policy.label_selector
     if selector is not None and not any(selector_matches(selector, p.labels) for p in pods):
         where = f" in namespace {namespace!r}" if namespace else ""
-        say(
-            f"rebalancer: the policy's labelSelector {selector_string(selector)} matches no pod{where}"
-        )
+        shown = selector_string(selector)
+        say(f"rebalancer: the policy's labelSelector {shown} matches no pod{where}")
 
 
 def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:
