@@ -301,6 +301,25 @@ def _add_policy(subparsers: Subparsers) -> None:
     add_import_command(commands)
 
 
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from rebalancer.cli.completion import script  # noqa: PLC0415  # on use
+
+    write(script(build_parser(), args.shell))
+    return EXIT_OK
+
+
+def _add_completion(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print the completion script for SHELL, generated from the command line "
+        "itself. bash: source <(rebalancer completion bash); zsh: source <(rebalancer "
+        "completion zsh); fish: rebalancer completion fish | source.",
+    )
+    parser.add_argument("shell", metavar="SHELL", choices=("bash", "zsh", "fish"))
+    parser.set_defaults(handler=_cmd_completion)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rebalancer",
@@ -316,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(subparsers)
     _add_policy(subparsers)
     add_live_commands(subparsers)
+    _add_completion(subparsers)
     for sub in _all_subparsers(parser):
         _add_global_arguments(sub)
     return parser
