@@ -70,3 +70,32 @@ def test_pages_speak_to_users(page: Path) -> None:
 def test_readme_fits_on_a_few_screens() -> None:
     """The README stays an overview; details go to docs/."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 400
+
+
+BAD_POLICY = """\
+apiVersion: rebalancer/v1alpha1
+kind: RebalancerPolicy
+gracePeriodSeconds: 0
+nodefit: true
+"""
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "policy.md"])
+def test_quoted_policy_check_output_is_current(
+    page: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The quoted `policy check bad.yaml` block is what the command prints (on stderr) for a
+    policy with those two mistakes."""
+    command = "$ rebalancer policy check bad.yaml\n"
+    text = page.read_text()
+    start = text.index(command) + len(command)
+    quoted = text[start : text.index("```", start)]
+    (tmp_path / "bad.yaml").write_text(BAD_POLICY)
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "check", "bad.yaml"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == quoted
