@@ -99,3 +99,18 @@ def test_quoted_policy_check_output_is_current(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == quoted
+
+
+def test_reading_a_plan_quotes_the_next_run_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/reading-a-plan.md quotes the README example's next-run sentence as the command
+    prints it."""
+    monkeypatch.delenv("REBALANCER_POLICY", raising=False)
+    page = " ".join((ROOT / "docs" / "reading-a-plan.md").read_text().split())
+    start = page.index("`Next run (") + 1
+    quoted = page[start : page.index("`", start)]
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", "--snapshot", os.path.join("examples", "skewed-cluster.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert quoted in " ".join(out[: out.index("\n\n")].split())
