@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,15 @@ def _out(argv: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> 
 @pytest.fixture(autouse=True)
 def _no_policy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REBALANCER_POLICY", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """The logging a test configures (a level, a captured stream) is undone after it."""
+    saved, last_resort = structlog.get_config(), logging.lastResort
+    yield
+    structlog.configure(**saved)
+    logging.lastResort = last_resort
 
 
 # --------------------------------------------------------------------------------------------
