@@ -3,8 +3,11 @@ docs/ link to files and sections that exist, and speak to users."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,40 @@ def test_reading_a_plan_quotes_the_next_run_line(
     assert main(["plan", "--snapshot", os.path.join("examples", "skewed-cluster.yaml")]) == 0
     out = capsys.readouterr().out
     assert quoted in " ".join(out[: out.index("\n\n")].split())
+
+
+def test_reading_a_plan_figures_of_the_generated_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The figures docs/reading-a-plan.md gives for bench.gen's 30,000-pod cluster are what
+    `plan` prints for it (its screenshot shows the same run)."""
+    monkeypatch.delenv("REBALANCER_POLICY", raising=False)
+    page = " ".join((ROOT / "docs" / "reading-a-plan.md").read_text().split())
+    found = re.search(
+        r"all (\d+) lines of it: ([\d,]+) evictions in (\d+) waves, the next run's waves 1-(\d+)"
+        r" \(([\d,]+) evictions, at most (\d+) minutes of waiting, (\d+) runs for the whole plan\)",
+        page,
+    )
+    assert found is not None
+    lines, evictions, waves, next_waves, next_evictions, minutes, runs = (
+        int(g.replace(",", "")) for g in found.groups()
+    )
+    snapshot = tmp_path / "medium.json"
+    subprocess.run(
+        [sys.executable, "-m", "bench.gen", "--size", "medium", "-o", str(snapshot)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    assert main(["plan", "--snapshot", str(snapshot), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    run = data["nextRun"]
+    assert (len(data["evictions"]), len(data["waves"])) == (evictions, waves)
+    assert (run["waves"], run["evictions"], run["maxSeconds"], run["runs"]) == (
+        next_waves,
+        next_evictions,
+        minutes * 60,
+        runs,
+    )
+    assert main(["plan", "--snapshot", str(snapshot)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == lines
