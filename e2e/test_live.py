@@ -313,6 +313,41 @@ def test_j_snapshot_round_trip_gives_the_live_plan(
         assert len(live_doc["evictions"]) == 2
 
 
+# -- l: the summary's next run, and explain, against the cluster ------------------------------
+
+
+def test_l_run_evicts_what_the_summary_said_and_explain_reads_the_cluster(
+    cluster: Cluster, imbalance: Callable[..., Imbalance], tmp_path: Path
+) -> None:
+    """`explain -n NS POD` on the live cluster says what `explain --snapshot` says on a
+    snapshot of it; `run` then evicts the pods the plan's nextRun counted."""
+    setup: Imbalance = imbalance()
+    planned = rebalancer(cluster, "plan", "-n", setup.ns, "-o", "json")
+    assert planned.returncode == 0, explain(planned)
+    plan = json.loads(planned.stdout)
+    first = plan["evictions"][0]
+    snap = rebalancer(cluster, "snapshot", "-o", "json")
+    assert snap.returncode == 0, explain(snap)
+    path = tmp_path / "snapshot.json"
+    path.write_text(snap.stdout)
+    live = rebalancer(cluster, "explain", "-n", setup.ns, first["name"], "-o", "json")
+    offline = subprocess.run(
+        [sys.executable, "-m", "rebalancer", "explain", "--snapshot", str(path),
+         f"{setup.ns}/{first['name']}", "-o", "json"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert live.returncode == 0, explain(live)
+    assert offline.returncode == 0, explain(offline)
+    assert json.loads(live.stdout) == json.loads(offline.stdout)
+    assert json.loads(live.stdout)["plan"]["state"] == "planned"
+    expected = plan["nextRun"]["evictions"]
+    assert expected == len(plan["evictions"]) == 2, plan["nextRun"]
+    ran = rebalancer(cluster, "run", "-n", setup.ns, "-o", "json")
+    assert ran.returncode == 0, explain(ran)
+    evicted = [r for r in json.loads(ran.stdout)["results"] if r["outcome"] == "evicted"]
+    assert len(evicted) == expected, ran.stdout
+
+
 # -- b: a PodDisruptionBudget blocks, then allows ----------------------------------------------
 
 

@@ -336,7 +336,7 @@ def test_kubectl_rebalance_plan_and_explain(cluster: Cluster, namespace: str) ->
 
         table = kubectl_rebalance(cluster, "plan", "--namespace", namespace)
         assert table.returncode == 0, out(table)
-        assert "Plan (2 evictions)" in table.stdout, out(table)
+        assert "Plan (2 evictions, by wave)" in table.stdout, out(table)
 
         sent = cluster_.wait_for(
             "the plugin's requests in the audit log",

@@ -67,13 +67,37 @@ def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     assert "usage: rebalancer" in capsys.readouterr().err
 
 
-def test_policy_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
-    """policy check on a valid file prints 'FILE: ok' and the effective policy, exit 0."""
+def test_policy_check_ok(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """policy check on a valid file says 'FILE: ok' on stderr and prints nothing on stdout;
+    -o yaml prints the effective policy on stdout, a file policy check accepts again."""
     assert main(["policy", "check", str(DEFAULT_POLICY)]) == 0
-    out = capsys.readouterr().out
-    first, _, rest = out.partition("\n")
-    assert first == f"{DEFAULT_POLICY}: ok"
-    assert yaml.safe_load(rest) == policy_to_dict(Policy())
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"{DEFAULT_POLICY}: ok\n")
+    assert main(["policy", "check", str(DEFAULT_POLICY), "-o", "yaml"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"{DEFAULT_POLICY}: ok\n"
+    assert yaml.safe_load(captured.out) == policy_to_dict(Policy())
+    effective = tmp_path / "eff.yaml"
+    effective.write_text(captured.out)
+    assert main(["policy", "check", str(effective)]) == 0
+    assert capsys.readouterr().err == f"{effective}: ok\n"
+
+
+def test_policy_check_points_a_descheduler_policy_at_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DeschedulerPolicy given to policy check gets one problem: convert it with policy
+    import (not a list of unknown keys); exit 2."""
+    policy = tmp_path / "descheduler.yaml"
+    policy.write_text(
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n"
+        "- name: p\n  pluginConfig: []\n  plugins: {}\n"
+    )
+    assert main(["policy", "check", str(policy)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{policy}: 1 problem(s):",
+        f"  - this is a descheduler policy: convert it with `rebalancer policy import {policy}`",
+    ]
 
 
 def test_policy_check_reports_every_problem(
@@ -207,7 +231,7 @@ def test_plan_table_from_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--snapshot", str(SNAPSHOT)]) == 0
     out = capsys.readouterr().out
     assert "eu-west-1a:3->2 eu-west-1b:1->2" in out
-    assert out.splitlines()[0].startswith("1 eviction, proven minimal, in 1 wave: one run of")
+    assert out.splitlines()[0].startswith("1 eviction, proven minimal, in 1 wave (a run re-plans")
 
 
 def test_plan_namespace_without_pods(capsys: pytest.CaptureFixture[str]) -> None:

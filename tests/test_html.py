@@ -186,7 +186,7 @@ def test_page_shows_summary_waves_and_skip_groups() -> None:
     """Summary cards carry the plan's numbers; skips are grouped by reason with counts."""
     dom = _dom(plan_html(_plan()))
     text = "".join(dom.text)
-    assert text.index("3 evictions, proven minimal, in 2 waves: one run of `run`") < text.index(
+    assert text.index("3 evictions, proven minimal, in 2 waves (a run re-plans") < text.index(
         "lower bound"
     )
     assert "node-c (zone-c)" in text  # the expected target with its domain

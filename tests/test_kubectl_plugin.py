@@ -269,3 +269,21 @@ def test_single_file_preamble_names_the_pythons_it_runs_on(
         assert proc.returncode == 2
         assert "runs on CPython 2.7, 9.9" in proc.stderr
         assert proc.stdout == ""
+
+
+def test_explain_without_a_snapshot_asks_the_live_explain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kubectl rebalance explain POD -n NS` without --snapshot runs the rebalancer's explain on
+    the cluster, with kubectl's connection flags, and writes no snapshot first."""
+    import rebalancer.cli.kubectl_plugin as plugin  # noqa: PLC0415
+
+    calls: list[list[str]] = []
+
+    def record(argv: list[str]) -> int:
+        calls.append(argv)
+        return 0
+
+    monkeypatch.setattr(plugin, "rebalancer_main", record)
+    assert plugin.main(["explain", POD, "-n", "shop", "--context", "prod", "-o", "json"]) == 0
+    assert calls == [["explain", "--pod", f"shop/{POD}", "-o", "json", "--context", "prod"]]

@@ -3,8 +3,11 @@ docs/ link to files and sections that exist, and speak to users."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,84 @@ def test_pages_speak_to_users(page: Path) -> None:
 def test_readme_fits_on_a_few_screens() -> None:
     """The README stays an overview; details go to docs/."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 400
+
+
+BAD_POLICY = """\
+apiVersion: rebalancer/v1alpha1
+kind: RebalancerPolicy
+gracePeriodSeconds: 0
+nodefit: true
+"""
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "policy.md"])
+def test_quoted_policy_check_output_is_current(
+    page: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The quoted `policy check bad.yaml` block is what the command prints (on stderr) for a
+    policy with those two mistakes."""
+    command = "$ rebalancer policy check bad.yaml\n"
+    text = page.read_text()
+    start = text.index(command) + len(command)
+    quoted = text[start : text.index("```", start)]
+    (tmp_path / "bad.yaml").write_text(BAD_POLICY)
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "check", "bad.yaml"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == quoted
+
+
+def test_reading_a_plan_quotes_the_next_run_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/reading-a-plan.md quotes the README example's next-run sentence as the command
+    prints it."""
+    monkeypatch.delenv("REBALANCER_POLICY", raising=False)
+    page = " ".join((ROOT / "docs" / "reading-a-plan.md").read_text().split())
+    start = page.index("`Next run (") + 1
+    quoted = page[start : page.index("`", start)]
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", "--snapshot", os.path.join("examples", "skewed-cluster.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert quoted in " ".join(out[: out.index("\n\n")].split())
+
+
+def test_reading_a_plan_figures_of_the_generated_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The figures docs/reading-a-plan.md gives for bench.gen's 30,000-pod cluster are what
+    `plan` prints for it (its screenshot shows the same run)."""
+    monkeypatch.delenv("REBALANCER_POLICY", raising=False)
+    page = " ".join((ROOT / "docs" / "reading-a-plan.md").read_text().split())
+    found = re.search(
+        r"all (\d+) lines of it: ([\d,]+) evictions in (\d+) waves, the next run's waves 1-(\d+)"
+        r" \(([\d,]+) evictions, at most (\d+) minutes of waiting, (\d+) runs for the whole plan\)",
+        page,
+    )
+    assert found is not None
+    lines, evictions, waves, next_waves, next_evictions, minutes, runs = (
+        int(g.replace(",", "")) for g in found.groups()
+    )
+    snapshot = tmp_path / "medium.json"
+    subprocess.run(
+        [sys.executable, "-m", "bench.gen", "--size", "medium", "-o", str(snapshot)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    assert main(["plan", "--snapshot", str(snapshot), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    run = data["nextRun"]
+    assert (len(data["evictions"]), len(data["waves"])) == (evictions, waves)
+    assert (run["waves"], run["evictions"], run["maxSeconds"], run["runs"]) == (
+        next_waves,
+        next_evictions,
+        minutes * 60,
+        runs,
+    )
+    assert main(["plan", "--snapshot", str(snapshot)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == lines

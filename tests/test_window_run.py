@@ -147,22 +147,41 @@ def test_run_outside_the_window_exits_0_without_connecting(
 def test_plan_says_whether_now_is_inside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """plan always plans; its table opens with the summary and ends with the window state;
-    -o json stays the contract."""
+    """plan always plans; its summary says what the next run does while the window is closed
+    (nothing) or open (its waves), and the window's state; -o json gives the same in
+    ``nextRun`` and is otherwise the plan without a schedule."""
     monkeypatch.setattr("rebalancer.cli.main.time.time", lambda: MONDAY_1510)
     outside = str(_policy_file(tmp_path, "0 2 * * *"))
     assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", outside]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("1 eviction, proven minimal, in 1 wave: one run of `run`")
-    assert lines[-1] == (
-        "Maintenance window: outside the maintenance window, next opens at 2025-11-25T02:00+00:00"
+    text = capsys.readouterr().out
+    summary = " ".join(text[: text.index("\n\n")].splitlines())
+    assert summary.startswith("1 eviction, proven minimal, in 1 wave ")
+    assert summary.endswith(
+        "Next run (--max-waves 5, --wave-timeout 10m, no limits): evicts nothing while the "
+        "maintenance window is closed. Maintenance window: outside the maintenance window, next "
+        "opens at 2025-11-25T02:00+00:00."
     )
     inside = str(_policy_file(tmp_path, "0 15 * * 1"))
     assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", inside]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == (
-        "Maintenance window: inside the maintenance window until 2025-11-24T16:00+00:00"
+    text = capsys.readouterr().out
+    summary = " ".join(text[: text.index("\n\n")].splitlines())
+    assert summary.endswith(
+        "Next run (--max-waves 5, --wave-timeout 10m, no limits): wave 1 of 1, 1 eviction, at "
+        "most 10m waiting for replacements; the whole plan takes one run. Maintenance window: "
+        "inside the maintenance window until 2025-11-24T16:00+00:00."
     )
     assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", inside, "-o", "json"]) == 0
     with_schedule = json.loads(capsys.readouterr().out)
+    assert with_schedule["nextRun"]["window"] == {
+        "open": True,
+        "detail": "inside the maintenance window until 2025-11-24T16:00+00:00",
+    }
+    outside = str(_policy_file(tmp_path, "0 2 * * *"))  # the same file, written again
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", outside, "-o", "json"]) == 0
+    closed = json.loads(capsys.readouterr().out)["nextRun"]
+    assert (closed["window"]["open"], closed["waves"], closed["evictions"]) == (False, 0, 0)
     assert main(["plan", "--snapshot", str(SNAPSHOT), "-o", "json"]) == 0
-    assert with_schedule == json.loads(capsys.readouterr().out)
+    without = json.loads(capsys.readouterr().out)
+    assert without["nextRun"]["window"] is None
+    del with_schedule["nextRun"], without["nextRun"]
+    assert with_schedule == without

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
@@ -12,11 +13,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.printable import printable
 from rebalancer.cli.render import FORMATS, Format, TableStyle, render_plan
+from rebalancer.cli.wording import RunShape, next_run
+from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES, DEFAULT_WAVE_TIMEOUT
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.errors import InputError
-from rebalancer.core.policy import Policy, restrict_to_namespace
+from rebalancer.core.policy import Policy, parse_duration, restrict_to_namespace
 
 if TYPE_CHECKING:
     from rebalancer.core.model import Snapshot
@@ -29,6 +32,8 @@ LivePlanHandler = Callable[[argparse.Namespace, Policy], int]
 """``plan`` without ``--snapshot``: gets the arguments and the resolved policy."""
 
 POLICY_ENV: Final = "REBALANCER_POLICY"
+MAX_WAVES: Final = 1000
+"""The most waves one run may be given (``--max-waves``)."""
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
@@ -51,33 +56,146 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, namespace: bool = T
         )
 
 
+PIPE_WIDTH: Final = 120
+"""The width of the table when stdout is not a terminal (a pipe, a file, ``less``)."""
+
+
+class _OutputAction(argparse.Action):
+    """``-o wide`` is the table with ``--wide`` (kubectl's spelling); any other ``-o`` value is
+    stored as given."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if values == "wide":
+            namespace.wide = True
+            values = "table"
+        setattr(namespace, self.dest, values)
+
+
 def add_output_argument(
     parser: argparse.ArgumentParser, formats: tuple[Format, ...] = FORMATS
 ) -> None:
-    """Add ``-o/--output`` with ``formats`` (default table) and ``--wide`` for the table."""
+    """Add ``-o/--output`` with ``formats`` (default table; ``wide`` is the table with
+    ``--wide``), ``--wide`` and ``--all`` for the table."""
     html = "; html is a self-contained report" if "html" in formats else ""
+    choices = [formats[0], "wide", *formats[1:]] if formats[0] == "table" else list(formats)
     parser.add_argument(
         "-o",
         "--output",
-        choices=formats,
+        choices=choices,
         default="table",
-        help=f"output format (default: table; json and yaml are a stable contract{html})",
+        action=_OutputAction,
+        help="output format (default: table, fitted to the terminal's width, or "
+        f"{PIPE_WIDTH} columns when piped; wide: every row, domain and node, full reasons, "
+        f"nothing cut; json and yaml are a stable contract{html})",
     )
     parser.add_argument(
         "--wide",
         action="store_true",
-        help="table: show every domain and node and never cut a line (default: the few most- "
-        "and least-populated domains, and lines cut to the terminal's width)",
+        help="the same as -o wide",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_rows",
+        help="table: list every row of every section (default: the first 10, worst first, "
+        "then how many more), still fitted to the width",
     )
 
 
 def table_style(args: argparse.Namespace) -> TableStyle:
-    """How the table fits stdout: its width when it is a terminal, everything with --wide."""
+    """How the table fits stdout: a terminal's width less its last column (a line that fills
+    it makes some terminals wrap), or :data:`PIPE_WIDTH` when stdout is not a terminal;
+    everything with -o wide."""
     stream = sys.stdout
-    width = shutil.get_terminal_size().columns if stream.isatty() else None
+    width = shutil.get_terminal_size().columns - 1 if stream.isatty() else PIPE_WIDTH
     encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-    return TableStyle(
+    style = TableStyle(
         width=width, wide=bool(getattr(args, "wide", False)), unicode=encoding == "utf8"
+    )
+    return dataclasses.replace(style, rows=None) if getattr(args, "all_rows", False) else style
+
+
+class _LogAction(argparse.Action):
+    """``--log-level`` / ``--log-format``: recorded for the logging set up later (structlog
+    is loaded only when one is given)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from rebalancer.cli import logconfig  # noqa: PLC0415  # structlog on use
+
+        if self.dest == "log_level":
+            logconfig.choose(level=values)
+        else:
+            logconfig.choose(log_format=values)
+        setattr(namespace, self.dest, values)
+
+
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--log-level debug|info|warning|error`` and ``--log-format json|text`` (default: JSON
+    lines when stderr is not a terminal, text when it is). Accepted at every level."""
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        action=_LogAction,
+        default=argparse.SUPPRESS,
+        help="lowest level of the log lines written to stderr (default info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        action=_LogAction,
+        default=argparse.SUPPRESS,
+        help="log lines as JSON or text (default: json when stderr is not a terminal, text "
+        "when it is)",
+    )
+
+
+class _DryRunAction(argparse.Action):
+    """``--dry-run[=none|client|server]`` as kubectl spells it: bare or ``client`` is today's
+    ``--dry-run`` (plan only), ``server`` is ``--server-dry-run``, ``none`` evicts."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        namespace.dry_run = values == "client"
+        if values == "server":
+            namespace.server_dry_run = True
+
+
+def add_dry_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dry-run[=none|client|server]`` and ``--server-dry-run`` (one of them)."""
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        choices=("none", "client", "server"),
+        default=False,
+        action=_DryRunAction,
+        metavar="none|client|server",
+        help="client (or bare --dry-run): only plan, the same as 'plan', sends no write "
+        "request at all; server: the same as --server-dry-run; none: evict (the default)",
+    )
+    mode.add_argument(
+        "--server-dry-run",
+        action="store_true",
+        help="send each eviction of the plan with dryRun=All: the API server gives its "
+        "PodDisruptionBudget verdicts, nothing is evicted",
     )
 
 
@@ -139,22 +257,92 @@ def write_plan(
     *,
     server: Any = None,
 ) -> None:
-    """Write a plan as ``-o`` asks; the table ends with whether now is inside a maintenance
-    window (when the policy has a schedule). With ``snapshot``, the deletion costs a run would
-    write follow (steered scale-downs: when the policy turns them on, or costs of ours remain).
+    """Write a plan as ``-o`` asks, with what the next ``run`` does (:func:`run_shape`: its
+    waves, how long it may wait, whether the maintenance window is open). With ``snapshot``,
+    the deletion costs a run would write follow (steered scale-downs: when the policy turns
+    them on, or costs of ours remain).
     ``server``: the API server's version and feature gates (JSON/YAML only; a plan from a
     snapshot has none)."""
     fmt: Format = args.output
+    if snapshot is not None:
+        say_what_matches_nothing(args, policy, snapshot)
     steering = steering_of(snapshot, policy) if snapshot is not None else None
-    text = render_plan(planned, fmt, table_style(args), steering, server=server)
-    status = window_status(policy)
-    if status is not None and fmt == "table":
-        text += f"Maintenance window: {status[1]}\n"
+    run = next_run(planned, run_shape(args, policy))
+    text = render_plan(planned, fmt, table_style(args), steering, server=server, run=run)
     write(text)
     if getattr(args, "pushgateway", None):
         from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
 
         push_plan(args, planned)
+
+
+def add_run_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-waves`` and ``--wave-timeout``: a run's, and for ``plan`` what its summary
+    says the next run does."""
+    parser.add_argument(
+        "--max-waves",
+        type=count_type(MAX_WAVES),
+        default=DEFAULT_MAX_WAVES,
+        metavar="N",
+        help=f"waves per run at most (default {DEFAULT_MAX_WAVES})",
+    )
+    parser.add_argument(
+        "--wave-timeout",
+        metavar="DURATION",
+        default=DEFAULT_WAVE_TIMEOUT,
+        help="how long one wave waits for replacements to be scheduled and Ready "
+        f"(default {DEFAULT_WAVE_TIMEOUT})",
+    )
+
+
+def run_shape(args: argparse.Namespace, policy: Policy) -> RunShape:
+    """What the next ``run`` is given: ``--max-waves`` and ``--wave-timeout`` (``plan`` and
+    ``run`` take both; run's defaults otherwise), the policy's limits and window now."""
+    max_waves: int = getattr(args, "max_waves", None) or DEFAULT_MAX_WAVES
+    text: str = getattr(args, "wave_timeout", None) or DEFAULT_WAVE_TIMEOUT
+    try:
+        wave_timeout = parse_duration(text)
+    except ValueError as exc:
+        raise InputError("--wave-timeout", [str(exc)]) from None
+    if wave_timeout <= 0:
+        raise InputError("--wave-timeout", [f"must be > 0, got {text!r}"])
+    lim = policy.limits
+    set_limits = [
+        f"limits.{name} {value}"
+        for name, value in (
+            ("total", lim.total),
+            ("perNode", lim.per_node),
+            ("perNamespace", lim.per_namespace),
+            ("perWorkload", lim.per_workload),
+        )
+        if value is not None
+    ]
+    return RunShape(
+        max_waves=max_waves,
+        wave_timeout=wave_timeout,
+        limits=", ".join(set_limits) or "no limits",
+        window=window_status(policy),
+    )
+
+
+def say_what_matches_nothing(args: argparse.Namespace, policy: Policy, snapshot: Snapshot) -> None:
+    """On stderr: ``-n NAMESPACE`` that holds no pod, or a policy labelSelector that matches
+    none, so that an empty plan is not read as a balanced one."""
+    from rebalancer.cli.errorline import say  # noqa: PLC0415  # only to warn
+    from rebalancer.core.selectors import selector_matches, selector_string  # noqa: PLC0415
+
+    namespace: str | None = getattr(args, "namespace", None)
+    pods = snapshot.pods
+    if namespace:
+        pods = tuple(p for p in pods if p.namespace == namespace)
+        if not pods:
+            say(f"rebalancer: no pods in namespace {namespace!r}")
+            return
+    selector = policy.label_selector
+    if selector is not None and not any(selector_matches(selector, p.labels) for p in pods):
+        where = f" in namespace {namespace!r}" if namespace else ""
+        shown = selector_string(selector)
+        say(f"rebalancer: the policy's labelSelector {shown} matches no pod{where}")
 
 
 def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:

@@ -10,7 +10,7 @@ command of the same name in this process::
     run       ``run`` (-n: that namespace only)
     snapshot  ``snapshot`` (-n: namespaced objects of that namespace only)
     explain   ``explain`` for ``POD`` (in -n, else the context's namespace) or ``NS/POD``; without
-              ``--snapshot FILE`` it reads the cluster first, as ``snapshot`` would
+              ``--snapshot FILE`` on the live cluster, read as ``plan`` reads it
 
 Without -n, plan, run and snapshot cover every namespace the policy allows (kubectl's context
 namespace does not narrow them: rebalancing is cluster-wide). Other options go to the command
@@ -19,10 +19,8 @@ unchanged; exit codes are the rebalancer's.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,16 +194,12 @@ def _explain_argv(args: KubectlArgs) -> tuple[list[str], bool]:
 
 
 def _explain(args: KubectlArgs) -> int:
+    """``explain``: with ``--snapshot`` offline, else on the live cluster (the rebalancer's
+    explain reads it as plan does)."""
     rest, has_snapshot = _explain_argv(args)
     if has_snapshot or any(w in ("-h", "--help") for w in rest):
         return rebalancer_main(["explain", *rest])
-    with tempfile.TemporaryDirectory(prefix="kubectl-rebalance-") as tmp:
-        snapshot = Path(tmp) / "snapshot.json"
-        with snapshot.open("w") as out, contextlib.redirect_stdout(out):
-            code = rebalancer_main(["snapshot", *args.connection()])
-        if code != EXIT_OK:
-            return code
-        return rebalancer_main(["explain", "--snapshot", str(snapshot), *rest])
+    return rebalancer_main(["explain", *rest, *args.connection()])
 
 
 def to_rebalancer(args: KubectlArgs) -> list[str]:

@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
+    MAX_WAVES,
+    add_dry_run_arguments,
     add_output_argument,
     add_policy_arguments,
+    add_run_shape_arguments,
     count_type,
     resolve_policy,
     table_style,
@@ -40,10 +43,9 @@ from rebalancer.cli.pushgateway import (
     push_metrics,
     push_report,
 )
-from rebalancer.cli.render import REPORT_FORMATS, render_run
+from rebalancer.cli.render import REPORT_FORMATS, render_explanation, render_run
 from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
-from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
 from rebalancer.cluster.api.preflight import preflight, run_checks
@@ -58,7 +60,6 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 SNAPSHOT_FORMATS: Final = ("yaml", "json")
-DEFAULT_WAVE_TIMEOUT: Final = "10m"
 DEFAULT_CONNECT_TIMEOUT: Final = "5s"
 DEFAULT_REQUEST_TIMEOUT: Final = "60s"
 DEFAULT_READ_DEADLINE: Final = "2m"
@@ -160,7 +161,6 @@ DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
 server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
 replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
 ZERO_ALLOWED: Final = frozenset({"--cooldown", "--workload-cooldown", "--react-after"})
-MAX_WAVES: Final = 1000
 
 
 def parse_duration_flag(flag: str, text: str, problems: list[str], fallback: float) -> float:
@@ -206,6 +206,9 @@ def add_live_commands(subparsers: Subparsers) -> None:
     plan = subparsers.choices["plan"]
     _add_cluster_arguments(plan)
     plan.set_defaults(live_handler=plan_live)
+    explain = subparsers.choices["explain"]
+    _add_cluster_arguments(explain)
+    explain.set_defaults(live_handler=explain_live)
 
     snapshot = subparsers.add_parser(
         "snapshot",
@@ -246,18 +249,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
     add_policy_arguments(run)
     add_output_argument(run, REPORT_FORMATS)
     _add_cluster_arguments(run)
-    mode = run.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="only plan: the same as 'plan', sends no write request at all",
-    )
-    mode.add_argument(
-        "--server-dry-run",
-        action="store_true",
-        help="send each eviction of the plan with dryRun=All: the API server gives its "
-        "PodDisruptionBudget verdicts, nothing is evicted",
-    )
+    add_dry_run_arguments(run)
     run.add_argument(
         "--interval",
         metavar="DURATION",
@@ -271,20 +263,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
         help="with --interval: LIST the whole cluster every run instead of keeping it "
         "current with WATCH between runs (the default; needs the watch verb)",
     )
-    run.add_argument(
-        "--max-waves",
-        type=int,
-        default=DEFAULT_MAX_WAVES,
-        metavar="N",
-        help=f"waves per run at most (default {DEFAULT_MAX_WAVES})",
-    )
-    run.add_argument(
-        "--wave-timeout",
-        metavar="DURATION",
-        default=DEFAULT_WAVE_TIMEOUT,
-        help="how long one wave waits for replacements to be scheduled and Ready "
-        f"(default {DEFAULT_WAVE_TIMEOUT})",
-    )
+    add_run_shape_arguments(run)
     run.add_argument(
         "--lease-namespace",
         metavar="NAMESPACE",
@@ -596,6 +575,28 @@ def plan_live(args: argparse.Namespace, policy: Policy) -> int:
     write_plan(planned, policy, args, snapshot, server=server)
     # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
     return EXIT_EVICTIONS_FAILED if reader.rejected else EXIT_OK
+
+
+def explain_live(args: argparse.Namespace, policy: Policy, namespace: str, name: str) -> int:
+    """``explain`` without --snapshot: read the cluster as ``plan`` does (GETs only), plan,
+    and explain the pod, as ``explain --snapshot`` does on a snapshot of it."""
+    from rebalancer.core.explain import explain  # noqa: PLC0415  # the core, loaded on use
+    from rebalancer.core.planner import plan  # noqa: PLC0415
+
+    configure_logging()
+    timeouts = _checked_timeouts(args)
+    kube = _connect(args, timeouts)
+    reader = _Reader(kube, None, timeouts, limits=_read_limits(args))
+    oneshot.loading()
+    try:
+        snapshot = reader()
+    finally:
+        kube.close()
+    oneshot.keep(snapshot)
+    with gc_paused():
+        expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
+    write(render_explanation(expl, args.output, table_style(args)))
+    return EXIT_OK
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
 """Logging, configured in one place: structlog, JSON lines off a terminal, console on one.
 
 Logs go to stderr, so stdout stays the command's output (a plan, a snapshot). The format
-follows stderr: JSON lines when it is not a terminal (a CronJob, a pipe), a console renderer
-when it is. The event names are in :mod:`rebalancer.cluster.logs`.
+follows stderr unless ``--log-format`` chooses: JSON lines when it is not a terminal (a
+CronJob, a pipe), a console renderer (``text``) when it is. ``--log-level`` (default info)
+drops the lines below it. The event names are in :mod:`rebalancer.cluster.logs`.
 
 Every line, once formatted, is scrubbed (:func:`rebalancer.cli.errorline.scrub`): credentials
 redacted, control characters escaped (JSON escapes C0 itself but leaves DEL and C1 raw; the
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import orjson
 import structlog
@@ -44,11 +45,29 @@ class _ScrubbingFormatter(logging.Formatter):
         return scrub(super().format(record))
 
 
+LEVELS: Final = ("debug", "info", "warning", "error")
+FORMATS: Final = ("json", "text")
+_chosen: dict[str, str] = {}
+
+
+def choose(*, level: str | None = None, log_format: str | None = None) -> None:
+    """Record ``--log-level`` and ``--log-format`` for :func:`configure` (the command line
+    calls this while it parses, before any command configures logging)."""
+    if level is not None:
+        _chosen["level"] = level
+    if log_format is not None:
+        _chosen["format"] = log_format
+
+
 def configure(*, json_output: bool | None = None, stream: TextIO | None = None) -> None:
-    """Configure structlog for the process; ``json_output=None`` decides by ``stream.isatty()``."""
+    """Configure structlog for the process; ``json_output=None`` takes ``--log-format``, else
+    decides by ``stream.isatty()``."""
     out = stream if stream is not None else sys.stderr
+    if json_output is None and "format" in _chosen:
+        json_output = _chosen["format"] == "json"
     if json_output is None:
         json_output = not _isatty(out)
+    level = getattr(logging, _chosen.get("level", "info").upper())
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -65,7 +84,7 @@ def configure(*, json_output: bool | None = None, stream: TextIO | None = None) 
     _route_stdlib_logging(out)
     structlog.configure(
         processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )

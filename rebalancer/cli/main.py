@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
@@ -27,8 +28,10 @@ from rebalancer.cli.common import (
     POLICY_ENV,
     Handler,
     LivePlanHandler,
+    add_log_arguments,
     add_output_argument,
     add_policy_arguments,
+    add_run_shape_arguments,
     count_type,
     max_input_bytes,
     resolve_policy,
@@ -55,7 +58,7 @@ from rebalancer.core.errors import (
     InputError,
     RebalancerError,
 )
-from rebalancer.core.policy import policy_to_dict
+from rebalancer.core.policy import Policy, policy_to_dict
 
 if TYPE_CHECKING:
     from rebalancer.cluster.read.snapshot import Loaded
@@ -105,9 +108,17 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
     from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
+    namespace, name = pod_of(args)
     policy = resolve_policy(args)
+    if args.snapshot is None:
+        live: Callable[[argparse.Namespace, Policy, str, str], int] | None = args.live_handler
+        if live is None:
+            raise InputError(
+                "explain",
+                ["--snapshot FILE is required: live-cluster support is not available"],
+            )
+        return live(args, policy, namespace, name)
     snapshot, _ = _load_snapshot(args)
-    namespace, name = args.pod
     with gc_paused():
         expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
     write(render_explanation(expl, args.output, table_style(args)))
@@ -134,11 +145,40 @@ def _load_snapshot(args: argparse.Namespace) -> Loaded:
 
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
-    policy = load_policy_file(args.file, max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES))
-    effective = yaml.safe_dump(policy_to_dict(policy), sort_keys=False)
+    """``FILE: ok`` on stderr; the effective policy on stdout with ``-o yaml`` (so that it can
+    be written to a file and checked again)."""
+    limit = max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES)
+    try:
+        policy = load_policy_file(args.file, limit)
+    except InputError:
+        if args.file != STDIN and _is_descheduler_policy(args.file, limit):
+            raise InputError(
+                args.file,
+                [
+                    "this is a descheduler policy: convert it with "
+                    f"`rebalancer policy import {args.file}`"
+                ],
+            ) from None
+        raise
     shown = "standard input" if args.file == STDIN else args.file
-    write(f"{shown}: ok\n# effective policy:\n{effective}")
+    say(f"{shown}: ok")
+    if args.output == "yaml":
+        write(yaml.safe_dump(policy_to_dict(policy), sort_keys=False))
     return EXIT_OK
+
+
+def _is_descheduler_policy(path: str, limit: int) -> bool:
+    """Whether ``path`` holds a DeschedulerPolicy (its kind, or a descheduler/ apiVersion)."""
+    from rebalancer.cluster.read.policyfile import read_policy_document  # noqa: PLC0415
+
+    try:
+        document, _ = read_policy_document(path, limit)
+    except InputError:
+        return False
+    if not isinstance(document, dict):
+        return False
+    api = str(document.get("apiVersion", ""))
+    return document.get("kind") == "DeschedulerPolicy" or api.startswith("descheduler/")
 
 
 def _pod_ref(text: str) -> tuple[str, str]:
@@ -146,6 +186,33 @@ def _pod_ref(text: str) -> tuple[str, str]:
     if not (slash and namespace and name) or "/" in name:
         raise argparse.ArgumentTypeError(f"must be NAMESPACE/NAME, got {text!r}")
     return namespace, name
+
+
+def pod_of(args: argparse.Namespace) -> tuple[str, str]:
+    """The pod ``explain`` is about: ``NAMESPACE/POD``, ``-n NAMESPACE POD`` or ``--pod
+    NAMESPACE/NAME``; exactly one of them."""
+    given: str | None = args.target
+    ref: tuple[str, str] | None = args.pod
+    namespace: str | None = args.namespace
+    if (given is None) == (ref is None):
+        raise InputError("explain", ["give the pod once: NAMESPACE/POD, -n NAMESPACE POD or --pod"])
+    if ref is not None:
+        if namespace and namespace != ref[0]:
+            raise InputError("--pod", [f"{ref[0]}/{ref[1]} is not in -n {namespace}"])
+        return ref
+    assert given is not None
+    if "/" in given:
+        found = _pod_ref(given) if given.count("/") == 1 and given[0] != "/" else None
+        if found is None or not found[1]:
+            raise InputError("POD", [f"must be NAME or NAMESPACE/NAME, got {given!r}"])
+        if namespace and namespace != found[0]:
+            raise InputError("POD", [f"{given} is not in -n {namespace}"])
+        return found
+    if not namespace:
+        raise InputError(
+            "POD", [f"{given!r} needs its namespace: -n NAMESPACE {given}, or NAMESPACE/{given}"]
+        )
+    return namespace, given
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,6 +238,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     )
     add_policy_arguments(parser)
     add_output_argument(parser, REPORT_FORMATS)
+    add_run_shape_arguments(parser)
     add_pushgateway_arguments(parser)
     parser.set_defaults(handler=_cmd_plan, live_handler=None)
 
@@ -186,13 +254,25 @@ def _add_explain(subparsers: Subparsers) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--snapshot", metavar="FILE", required=True, help="snapshot file")
     parser.add_argument(
-        "--pod", metavar="NAMESPACE/NAME", required=True, type=_pod_ref, help="the pod"
+        "target",
+        nargs="?",
+        metavar="POD",
+        help="the pod: NAMESPACE/NAME, or NAME with -n NAMESPACE",
     )
+    parser.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="explain offline from this snapshot (default: the live cluster, read as plan "
+        "reads it)",
+    )
+    parser.add_argument(
+        "--pod", metavar="NAMESPACE/NAME", type=_pod_ref, help="the pod (the older spelling)"
+    )
+    parser.add_argument("-n", "--namespace", metavar="NAMESPACE", help="the pod's namespace")
     add_policy_arguments(parser, namespace=False)
     add_output_argument(parser)
-    parser.set_defaults(handler=_cmd_explain)
+    parser.set_defaults(handler=_cmd_explain, live_handler=None)
 
 
 def _add_policy(subparsers: Subparsers) -> None:
@@ -200,13 +280,41 @@ def _add_policy(subparsers: Subparsers) -> None:
     commands = parser.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
     check = commands.add_parser(
         "check",
-        help="validate a policy file and print the effective policy",
-        description="Validate FILE (- reads standard input). Prints 'FILE: ok' and the "
-        "effective policy (every key, defaults filled in), or every problem found (exit 2).",
+        help="validate a policy file; -o yaml prints the effective policy",
+        description="Validate FILE (- reads standard input). Prints 'FILE: ok' on stderr, or "
+        "every problem found (exit 2); with -o yaml, the effective policy (every key, defaults "
+        "filled in) on stdout.",
     )
     check.add_argument("file", metavar="FILE")
+    check.add_argument(
+        "-o",
+        "--output",
+        choices=("none", "yaml"),
+        default="none",
+        help="yaml: print the effective policy on stdout (default: none, only the verdict on "
+        "stderr)",
+    )
     check.set_defaults(handler=_cmd_policy_check)
     add_import_command(commands)
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from rebalancer.cli.completion import script  # noqa: PLC0415  # on use
+
+    write(script(build_parser(), args.shell))
+    return EXIT_OK
+
+
+def _add_completion(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print the completion script for SHELL, generated from the command line "
+        "itself. bash: source <(rebalancer completion bash); zsh: source <(rebalancer "
+        "completion zsh); fish: rebalancer completion fish | source.",
+    )
+    parser.add_argument("shell", metavar="SHELL", choices=("bash", "zsh", "fish"))
+    parser.set_defaults(handler=_cmd_completion)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -224,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(subparsers)
     _add_policy(subparsers)
     add_live_commands(subparsers)
+    _add_completion(subparsers)
     for sub in _all_subparsers(parser):
         _add_global_arguments(sub)
     return parser
@@ -245,6 +354,7 @@ def _add_global_arguments(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="print the traceback of an unexpected error (exit 4)",
     )
+    add_log_arguments(parser)
     parser.add_argument(
         "--max-input-bytes",
         metavar="N",

@@ -25,13 +25,20 @@ import yaml
 from rebalancer.cli.printable import printable_fields
 from rebalancer.cli.wording import (
     MIN_WIDTH,
-    held_summary,
+    NextRun,
+    held_cell,
+    next_run_data,
+    next_run_lines,
     plan_paragraph,
     plural,
     ranked_domains,
     run_summary,
+    short_key,
+    short_reason,
+    short_workload,
     skips_by_reason,
     target_cell,
+    view_subject,
     worst_first,
 )
 from rebalancer.cluster.act.outcome import RunEnd
@@ -233,8 +240,13 @@ class TableStyle:
     """How the table fits its reader: a terminal's width, or everything (``--wide``).
 
     Without ``wide`` a view shows only its few most- and least-populated domains and a node list
-    only its first few names, each followed by ``(+N more)``; with a ``width`` every line is also
-    cut to it. The full counts are always in ``-o json|yaml``.
+    only its first few names, each followed by ``(+N more)``, a long section its first ``rows``
+    rows (``--all``: every row), and cells are short (a workload, not a selector; the key and
+    skew of an eviction, not its whole reason); with a ``width`` every line also fits it,
+    counted in UTF-8 bytes (never fewer than the columns a character takes, so a line fits
+    whatever its characters, and byte-counting tools agree). ``wide`` shows every row, domain
+    and name, the full reasons, and cuts nothing. The full counts are always in
+    ``-o json|yaml``.
     """
 
     width: int | None = None
@@ -243,6 +255,7 @@ class TableStyle:
     domains: int = 3  # most- and least-populated domains shown per view
     names: int = 3  # node names shown per list or rejection reason
     skips: int = 12  # skipped pods listed one per line; more are grouped by reason
+    rows: int | None = 10  # rows shown per long section (the worst first); None: all
 
     @property
     def cut(self) -> str:
@@ -254,17 +267,28 @@ _BLOCKS: Final = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 _ASCII_BLOCKS: Final = ".:-=+*#@"
 
 
+def cells(text: str) -> int:
+    """How wide ``text`` is counted: its UTF-8 bytes, which are never fewer than the terminal
+    columns it takes (one for ASCII, two or three bytes for a one-column ``…`` or ``█``, three
+    or four for a two-column character)."""
+    return len(text.encode())
+
+
 def _clip(text: str, width: int, style: TableStyle) -> str:
-    """``text`` cut to ``width`` characters, the last one marking the cut."""
-    if len(text) <= width:
+    """``text`` cut to ``width`` (:func:`cells`), the last character marking the cut."""
+    if cells(text) <= width:
         return text
-    return text[: max(0, width - 1)] + style.cut if width > 0 else ""
+    room = width - cells(style.cut)
+    if room < 0:
+        return ""
+    kept = text.encode()[:room].decode(errors="ignore")
+    return kept + style.cut
 
 
 def _fit(lines: list[str], style: TableStyle) -> list[str]:
-    if style.wide or style.width is None:
+    width = _width(style)
+    if width is None:
         return lines
-    width = max(style.width, MIN_WIDTH)
     return [_clip(line, width, style) for line in lines]
 
 
@@ -287,6 +311,76 @@ def _columns(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     ]
 
 
+Shrink = tuple[int, int, Literal["end", "middle"]]
+"""A column that may be cut to fit: (its index, its fewest characters, where it is cut)."""
+
+
+def _fitted_columns(
+    rows: Sequence[Sequence[str]],
+    style: TableStyle,
+    shrink: Sequence[Shrink],
+    indent: str = "  ",
+) -> list[str]:
+    """Rows in columns (:func:`_columns`) that fit the style's width: the ``shrink`` columns are
+    cut, in that order, each down to its fewest characters, until the widest line fits (in
+    :func:`cells`); what still does not fit is cut at the line's end by :func:`_text`."""
+    width = _width(style)
+    if width is None or not rows:
+        return _columns(rows, indent)
+    mark = cells(style.cut) - len(style.cut)  # the bytes a cut's mark takes beyond its column
+    lines = _columns(rows, indent)
+    for cut in range(len(shrink) + 1):  # room for the marks of ``cut`` cut columns
+        if max(cells(line) for line in lines) <= width:
+            break
+        lines = _columns(_cut_cells(rows, width - cut * mark, shrink, style, indent), indent)
+    return lines
+
+
+def _cut_cells(
+    rows: Sequence[Sequence[str]],
+    room: int,
+    shrink: Sequence[Shrink],
+    style: TableStyle,
+    indent: str,
+) -> list[list[str]]:
+    """The rows with the ``shrink`` columns cut so that a line takes at most ``room``
+    characters."""
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
+    excess = len(indent) + sum(widths) + 2 * (len(widths) - 1) - room
+    limit = list(widths)
+    for index, fewest, _where in shrink:
+        if excess <= 0:
+            break
+        cut = min(excess, max(0, widths[index] - fewest))
+        limit[index] -= cut
+        excess -= cut
+    where = {index: mode for index, _f, mode in shrink}
+    return [
+        [_cut_cell(cell, limit[i], where.get(i, "end"), style) for i, cell in enumerate(row)]
+        for row in rows
+    ]
+
+
+def _cut_cell(text: str, width: int, where: str, style: TableStyle) -> str:
+    """``text`` cut to ``width`` characters, at its end or in its middle (both ends stay
+    readable), one character marking the cut."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    if where == "middle" and width >= 8:
+        head = (width - 1) // 2
+        return text[:head] + style.cut + text[len(text) - (width - 1 - head) :]
+    return text[: width - 1] + style.cut
+
+
+def _width(style: TableStyle) -> int | None:
+    """The width lines are fitted to, or None (``wide``, or no width known)."""
+    if style.wide or style.width is None:
+        return None
+    return max(style.width, MIN_WIDTH)
+
+
 def _view_extras(view: ViewReport) -> str:
     """What sets a view apart from the usual DoNotSchedule, minDomains 1 (with a trailing gap)."""
     extras = []
@@ -295,16 +389,6 @@ def _view_extras(view: ViewReport) -> str:
     if view.min_domains > 1:
         extras.append(f"minDomains={view.min_domains}")
     return "".join(f"{e}  " for e in extras)
-
-
-def _clip_middle(text: str, width: int, style: TableStyle) -> str:
-    """``text`` cut to ``width`` characters in its middle, keeping both ends readable."""
-    if len(text) <= width:
-        return text
-    if width < 8:
-        return _clip(text, width, style)
-    head = (width - 1) // 2
-    return text[:head] + style.cut + text[len(text) - (width - 1 - head) :]
 
 
 def more(total: int, shown: int) -> str:
@@ -347,7 +431,7 @@ def _fitted_domains(
         return domain_cell(before, after, None)
     for show in range(style.domains, 0, -1):
         cell = domain_cell(before, after, show)
-        if budget is None or len(cell) <= budget:
+        if budget is None or cells(cell) <= budget:
             return cell
     count = len(set(before) | set(after or {}))
     return plural(count, "domain")
@@ -398,27 +482,38 @@ def _view_rows(
     skew_cell: Callable[[ViewReport, ViewReport | None], str],
     indent: str,
 ) -> list[str]:
-    """Two lines per view: its identity in columns, then its spread bar and domain counts."""
-    rows = [["NAMESPACE", "TOPOLOGY KEY", "MAXSKEW", "SKEW", "SELECTOR"]]
-    rows += [
-        [
-            view.namespace,
-            view.topology_key,
-            str(view.max_skew),
-            skew_cell(view, later),
-            view.selector or "<none>",
+    """Two lines per view: its identity in columns, then its spread bar and domain counts.
+
+    Narrow, a view is named by its workload (its selector where its pods have none or several)
+    and its key shortened; ``wide`` gives the full key, the workload and the selector."""
+    if style.wide:
+        rows = [["NAMESPACE", "TOPOLOGY KEY", "MAXSKEW", "SKEW", "WORKLOAD", "SELECTOR"]]
+        rows += [
+            [
+                view.namespace,
+                view.topology_key,
+                str(view.max_skew),
+                skew_cell(view, later),
+                ",".join(short_workload(w) or "<none>" for w in view.workloads) or "<none>",
+                view.selector or "<none>",
+            ]
+            for view, later in zip(views, afters, strict=True)
         ]
-        for view, later in zip(views, afters, strict=True)
-    ]
-    firsts = _columns(rows, indent)
-    width = None if style.wide or style.width is None else max(style.width, MIN_WIDTH)
-    if width is not None:
-        # The selector is the last column: cut in its middle, both ends stay readable.
-        start = len(firsts[0]) - len("SELECTOR")
-        firsts = [
-            line[:start] + _clip_middle(line[start:], max(1, width - start), style)
-            for line in firsts
+        firsts = _columns(rows, indent)
+    else:
+        rows = [["NAMESPACE", "KEY", "MAXSKEW", "SKEW", "WORKLOAD (or selector)"]]
+        rows += [
+            [
+                view.namespace,
+                short_key(view.topology_key),
+                str(view.max_skew),
+                skew_cell(view, later),
+                view_subject(view),
+            ]
+            for view, later in zip(views, afters, strict=True)
         ]
+        firsts = _fitted_columns(rows, style, [(4, 24, "middle"), (1, 8, "middle")], indent)
+    width = _width(style)
     sub = indent + "  "
     change = "before->after" if any(a is not None for a in afters) else "pods"
     lines = [firsts[0], f"{sub}SPREAD  DOMAINS ({change}, most populated first)"]
@@ -426,9 +521,20 @@ def _view_rows(
         before = dict(view.domains)
         after = None if later is None else dict(later.domains)
         prefix = f"{sub}{spread_bar(before, after, style)}  {_view_extras(view)}"
-        budget = None if width is None else width - len(prefix)
+        budget = None if width is None else width - cells(prefix)
         lines += [first, prefix + _fitted_domains(before, after, budget, style)]
     return lines
+
+
+def _more_rows(total: int, shown: int, noun: str) -> list[str]:
+    """``  (+N more views: --all lists every row)`` when rows were left out."""
+    if total <= shown:
+        return []
+    return [f"  (+{total - shown} more {noun}: --all lists them all, -o wide in full)"]
+
+
+def _shown(style: TableStyle) -> int | None:
+    return None if style.wide else style.rows
 
 
 def _plan_skew(view: ViewReport, later: ViewReport | None) -> str:
@@ -436,17 +542,52 @@ def _plan_skew(view: ViewReport, later: ViewReport | None) -> str:
 
 
 def _violation_lines(plan: Plan, style: TableStyle) -> list[str]:
-    pairs = worst_first(plan)
+    pairs = worst_first(plan)[: _shown(style)]
     views = [v for v, _ in pairs]
-    return _view_rows(views, [a for _, a in pairs], style, _plan_skew, "  ")
+    lines = _view_rows(views, [a for _, a in pairs], style, _plan_skew, "  ")
+    return lines + _more_rows(len(plan.violations), len(pairs), "views")
 
 
-def _eviction_rows(evictions: Iterable[Eviction]) -> list[list[str]]:
-    rows = [["WAVE", "POD", "NODE", "TARGET", "PRIORITY", "REASON"]]
+def _eviction_lines(plan: Plan, style: TableStyle) -> list[str]:
+    """One row per eviction, in wave order. Narrow: the pod, its workload, from which node to
+    which target, and the key and skew it repairs (:func:`short_reason`); ``wide``: the
+    priority and the whole reason too."""
+    shown = plan.evictions[: _shown(style)]
+    if style.wide:
+        rows = [["WAVE", "POD", "WORKLOAD", "NODE", "TARGET", "PRIORITY", "REASON"]]
+        rows.extend(
+            [
+                str(e.wave),
+                e.key,
+                short_workload(e.workload) or "<none>",
+                e.node,
+                target_cell(e),
+                str(e.priority),
+                e.reason,
+            ]
+            for e in shown
+        )
+        return _columns(rows)
+    rows = [["WAVE", "POD", "WORKLOAD", "NODE", "TARGET", "REASON"]]
     rows.extend(
-        [str(e.wave), e.key, e.node, target_cell(e), str(e.priority), e.reason] for e in evictions
+        [
+            str(e.wave),
+            e.key,
+            short_workload(e.workload) or "<none>",
+            e.node,
+            target_cell(e),
+            short_reason(e),
+        ]
+        for e in shown
     )
-    return rows
+    # The pod's name repeats its workload's: it is cut (in its middle) first, the workload and
+    # the target last.
+    shrink: list[Shrink] = [(1, 20, "middle"), (5, 10, "end"), (3, 8, "middle"), (2, 16, "middle")]
+    lines = _fitted_columns(rows, style, shrink)
+    waves = len(plan.waves)
+    return lines + _more_rows(
+        len(plan.evictions), len(shown), f"evictions, in {plural(waves, 'wave')}"
+    )
 
 
 def _skip_rows(skipped: Iterable[Skip]) -> list[list[str]]:
@@ -475,40 +616,69 @@ def _skip_groups(skipped: Sequence[Skip], style: TableStyle) -> list[str]:
 
 
 def _unrepaired_lines(plan: Plan, style: TableStyle) -> list[str]:
-    rows = [["NAMESPACE", "TOPOLOGY KEY", "SKEW", "NEEDS", "HELD BY (pods)", "SELECTOR"]]
-    for u in plan.unrepaired:
-        view = u.view
-        selector = view.selector or "<none>"
-        if not style.wide:
-            selector = _clip_middle(selector, 40, style)
-        rows.append(
+    """The views left above maxSkew, worst first: the workload (or selector), the skew the
+    plan leaves, the evictions it would take, and what holds its pods (a PDB by name)."""
+    left = plan.unrepaired[: _shown(style)]
+    if style.wide:
+        rows = [
+            ["NAMESPACE", "TOPOLOGY KEY", "SKEW", "NEEDS", "HELD BY (pods)", "WORKLOAD", "SELECTOR"]
+        ]
+        rows += [
             [
-                view.namespace,
-                view.topology_key,
+                u.view.namespace,
+                u.view.topology_key,
                 f"{u.skew_before}->{u.skew_after}",
                 str(u.needed),
-                held_summary(u.reasons),
-                selector,
+                held_cell(u.reasons),
+                ",".join(short_workload(w) or "<none>" for w in u.view.workloads) or "<none>",
+                u.view.selector or "<none>",
             ]
-        )
-    return _columns(rows)
+            for u in left
+        ]
+        return _columns(rows)
+    rows = [["NAMESPACE", "KEY", "SKEW", "NEEDS", "HELD BY (pods)", "WORKLOAD (or selector)"]]
+    rows += [
+        [
+            u.view.namespace,
+            short_key(u.view.topology_key),
+            f"{u.skew_before}->{u.skew_after}",
+            str(u.needed),
+            held_cell(u.reasons),
+            view_subject(u.view),
+        ]
+        for u in left
+    ]
+    lines = _fitted_columns(rows, style, [(5, 24, "middle"), (4, 16, "end"), (1, 8, "middle")])
+    return lines + _more_rows(len(plan.unrepaired), len(left), "views")
 
 
-def _plan_lines(plan: Plan, style: TableStyle) -> list[str]:
-    lines = [*plan_paragraph(plan, None if style.wide else style.width), ""]
-    lines += [f"Violations ({len(plan.violations)}, most above maxSkew first)"]
-    lines += _violation_lines(plan, style) if plan.violations else ["  none"]
-    lines += ["", f"Plan ({plural(len(plan.evictions), 'eviction')})"]
-    lines += _columns(_eviction_rows(plan.evictions)) if plan.evictions else ["  none"]
+def _plan_lines(
+    plan: Plan, style: TableStyle, run: NextRun | None = None, extra: Sequence[str] = ()
+) -> list[str]:
+    """The sections in the order a reader needs them: the summary (and what the next run does),
+    the views left above maxSkew, the violations, the plan, the skipped pods, the notes."""
+    width = None if style.wide else style.width
+    lines = plan_paragraph(plan, width)
+    if run is not None and (plan.evictions or plan.violations):
+        lines += next_run_lines(run, width)
+    elif run is not None and run.shape.window is not None:
+        lines.append(f"Maintenance window: {run.shape.window[1]}.")
+    lines += list(extra)
     if plan.unrepaired:
-        lines += ["", f"Left above maxSkew ({len(plan.unrepaired)})"]
+        lines += ["", f"Left above maxSkew ({len(plan.unrepaired)}, worst first)"]
         lines += _unrepaired_lines(plan, style)
+    if plan.violations:
+        lines += ["", f"Violations ({len(plan.violations)}, most above maxSkew first)"]
+        lines += _violation_lines(plan, style)
+    if plan.evictions:
+        lines += ["", f"Plan ({plural(len(plan.evictions), 'eviction')}, by wave)"]
+        lines += _eviction_lines(plan, style)
     if plan.skipped:
         if style.wide or len(plan.skipped) <= style.skips:
             lines += ["", f"Skipped ({len(plan.skipped)})"]
-            lines += _columns(_skip_rows(plan.skipped))
+            lines += _fitted_columns(_skip_rows(plan.skipped), style, [(1, 16, "end")])
         else:
-            lines += ["", f"Skipped ({len(plan.skipped)}), by reason (--wide lists every pod)"]
+            lines += ["", f"Skipped ({len(plan.skipped)}), by reason (-o wide lists every pod)"]
             lines += _skip_groups(plan.skipped, style)
     if plan.notes:
         lines += ["", "Notes"]
@@ -537,7 +707,7 @@ def name_list(
         return ", ".join(names)
     for count in range(min(style.names, len(names)), 0, -1):
         text = ", ".join(names[:count]) + more(len(names), count)
-        if budget is None or len(text) <= budget:
+        if budget is None or cells(text) <= budget:
             return text
     return plural(len(names), noun)
 
@@ -717,14 +887,16 @@ def render_plan(
     steering: Steering | None = None,
     *,
     server: Data | None = None,
+    run: NextRun | None = None,
 ) -> str:
     """``plan`` as a table for people, a self-contained HTML report, or the JSON/YAML contract;
     with ``steering``, the deletion costs a run would write too (a table section, or the
-    ``deletionCosts`` key); with ``server`` (the API server's version and gates, when read), a
-    last field ``server``."""
+    ``deletionCosts`` key); with ``run``, what the next ``run`` does (in the summary, or the
+    ``nextRun`` key); with ``server`` (the API server's version and gates, when read), a last
+    field ``server``."""
     if fmt == "table":
         style = style or TableStyle()
-        text = _text(_plan_lines(printable_fields(plan), style), style)
+        text = _text(_plan_lines(printable_fields(plan), style, run), style)
         if steering is not None:
             text += "\n" + _text(steering_lines(steering), style)
         return text
@@ -733,6 +905,8 @@ def render_plan(
 
         return plan_html(plan)
     data = plan_data(plan)
+    if run is not None:
+        data["nextRun"] = next_run_data(run)
     if steering is not None:
         data["deletionCosts"] = steering_data(steering)
     if server is not None:

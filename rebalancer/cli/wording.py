@@ -4,12 +4,16 @@ closing line, the order of views, domains and skip reasons."""
 
 from __future__ import annotations
 
+import math
+import re
 import textwrap
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
 from rebalancer.core.plan import Eviction, Hold, Plan, Skip, ViewReport
+from rebalancer.core.policy import format_duration
 
 if TYPE_CHECKING:
     from rebalancer.cluster.act.runner import RunReport
@@ -95,19 +99,14 @@ def _head(plan: Plan) -> str:
 
 def plan_paragraph(plan: Plan, width: int | None = None) -> list[str]:
     """The plan at a glance, wrapped to ``width`` (100 without one): evictions and whether
-    they are proven minimal, waves and the runs they take at run's default ``--max-waves``,
-    the views repaired and those left, with what holds them."""
+    they are proven minimal, waves, the views repaired and those left, with what holds them
+    (what the next run does: :func:`next_run_lines`)."""
     if not plan.violations and not plan.evictions:
         return ["No violations: nothing to evict."]
     text = _head(plan)
     if plan.evictions:
         waves = len(plan.waves)
-        runs = runs_needed(waves)
-        text += (
-            f", in {plural(waves, 'wave')}: {'one run' if runs == 1 else f'{runs} runs'} of "
-            f"`run` at its default --max-waves {DEFAULT_MAX_WAVES} (a run re-plans after every "
-            "wave)."
-        )
+        text += f", in {plural(waves, 'wave')} (a run re-plans after every wave)."
         if not plan.minimal:
             text += (
                 f" No plan reaching the same skews evicts fewer than {plan.lower_bound} pods;"
@@ -141,3 +140,172 @@ def run_summary(report: RunReport) -> str:
     if report.costs:
         line += f"; deletion costs: {s['costs_written']} written, {s['costs_not_written']} not"
     return line
+
+
+# --------------------------------------------------------------------------------------------
+# Short cells: what a narrow table says in a few characters (the full sentences are in
+# ``explain``, ``-o wide`` and ``-o json``)
+
+_KINDS: Final = {
+    "Deployment": "deploy",
+    "StatefulSet": "sts",
+    "DaemonSet": "ds",
+    "ReplicaSet": "rs",
+    "ReplicationController": "rc",
+    "Job": "job",
+    "CronJob": "cj",
+}
+"""kubectl's short names of the usual workload kinds."""
+_KEYS: Final = {
+    "topology.kubernetes.io/zone": "zone",
+    "topology.kubernetes.io/region": "region",
+    "kubernetes.io/hostname": "hostname",
+}
+_PDB: Final = re.compile(r"PodDisruptionBudget (\S+)")
+_SKEW: Final = re.compile(r"skew (\d+) > maxSkew (\d+)")
+
+
+def short_workload(workload: str) -> str:
+    """``deploy/web`` for ``Deployment/web`` (kubectl's short names); other kinds lowercased."""
+    kind, slash, name = workload.partition("/")
+    if not slash:
+        return workload
+    return f"{_KINDS.get(kind, kind.lower())}/{name}"
+
+
+def short_key(topology_key: str) -> str:
+    """``zone``, ``region``, ``hostname`` for the well-known topology keys, others as given."""
+    return _KEYS.get(topology_key, topology_key)
+
+
+def view_subject(view: ViewReport) -> str:
+    """Whose pods a view counts: ``deploy/web`` when every pod declaring it belongs to one
+    workload, else ``selector app=web`` (``selector <none>`` for an empty one)."""
+    if len(view.workloads) == 1 and view.workloads[0]:
+        return short_workload(view.workloads[0])
+    return f"selector {view.selector or '<none>'}"
+
+
+def pdb_name(detail: str) -> str | None:
+    """The PodDisruptionBudget a skip or hold detail names, if any."""
+    found = _PDB.search(detail)
+    return found.group(1) if found else None
+
+
+def held_cell(reasons: Iterable[Hold]) -> str:
+    """``pdb web 3, has-pvc 2``: what holds a view, the PodDisruptionBudget named, the most
+    pods first."""
+    parts = []
+    for code, count, detail in _held_totals(reasons):
+        name = pdb_name(detail) if code == "pdb" else None
+        parts.append(f"{code} {name} {count}" if name else f"{code} {count}")
+    return ", ".join(parts)
+
+
+def _held_totals(reasons: Iterable[Hold]) -> list[tuple[str, int, str]]:
+    totals: dict[str, int] = {}
+    details: dict[str, str] = {}
+    for r in reasons:
+        totals[r.code] = totals.get(r.code, 0) + r.pods
+        details.setdefault(r.code, r.detail)
+    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+    return [(code, count, details[code]) for code, count in ranked]
+
+
+def short_reason(eviction: Eviction) -> str:
+    """What the plan row's other columns do not say: the key, the skew it repairs (``zone skew
+    5>1``) and the PodDisruptionBudget whose per-wave budget it spends."""
+    found = _SKEW.search(eviction.reason)
+    if found is None:  # not the planner's sentence: all of it
+        return eviction.reason
+    text = f"{short_key(eviction.topology_key)} skew {found.group(1)}>{found.group(2)}"
+    if eviction.pdb:
+        text += f", pdb {eviction.pdb}"
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# What the next run does
+
+
+@dataclass(frozen=True, slots=True)
+class RunShape:
+    """What the next ``run`` is given besides the plan: its flags, the policy's limits in
+    words, and the maintenance window now ((open, sentence); None without a schedule)."""
+
+    max_waves: int = DEFAULT_MAX_WAVES
+    wave_timeout: float = 600.0
+    limits: str = "no limits"
+    window: tuple[bool, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NextRun:
+    """The next ``run`` of a plan: the waves and evictions it makes, the longest it waits for
+    replacements (each wave up to --wave-timeout), and the runs the whole plan takes."""
+
+    shape: RunShape
+    waves: int  # 0 when the window is closed
+    evictions: int
+    plan_waves: int
+    runs: int
+
+    @property
+    def max_seconds(self) -> float:
+        return self.waves * self.shape.wave_timeout
+
+    @property
+    def window_open(self) -> bool | None:
+        return None if self.shape.window is None else self.shape.window[0]
+
+
+def next_run(plan: Plan, shape: RunShape) -> NextRun:
+    """What the next ``run`` with ``shape`` does with ``plan``: its first --max-waves waves,
+    none while the maintenance window is closed. A run re-plans after every wave, so the later
+    waves are what the cluster then needs; the first wave is exact."""
+    total = len(plan.waves)
+    closed = shape.window is not None and not shape.window[0]
+    waves = 0 if closed else min(total, shape.max_waves)
+    evictions = sum(1 for e in plan.evictions if e.wave <= waves)
+    return NextRun(shape, waves, evictions, total, runs_needed(total, shape.max_waves))
+
+
+def next_run_lines(run: NextRun, width: int | None = None) -> list[str]:
+    """``Next run (--max-waves 5, --wave-timeout 10m, no limits): waves 1-5 of 18, 201
+    evictions, at most 50m waiting for replacements; the whole plan takes 4 runs.``"""
+    shape = run.shape
+    flags = (
+        f"--max-waves {shape.max_waves}, --wave-timeout {format_duration(shape.wave_timeout)}, "
+        f"{shape.limits}"
+    )
+    if run.plan_waves == 0:
+        text = f"Next run ({flags}): evicts nothing."
+    elif run.waves == 0:
+        text = f"Next run ({flags}): evicts nothing while the maintenance window is closed."
+    else:
+        span = "wave 1" if run.waves == 1 else f"waves 1-{run.waves}"
+        text = (
+            f"Next run ({flags}): {span} of {run.plan_waves}, "
+            f"{plural(run.evictions, 'eviction')}, at most "
+            f"{format_duration(run.max_seconds)} waiting for replacements; the whole plan takes "
+            f"{'one run' if run.runs == 1 else f'{run.runs} runs'}."
+        )
+    if shape.window is not None:
+        text += f" Maintenance window: {shape.window[1]}."
+    return textwrap.wrap(text, width=max(width or 100, MIN_WIDTH), break_on_hyphens=False)
+
+
+def next_run_data(run: NextRun) -> dict[str, object]:
+    """The same figures for ``-o json|yaml`` (``nextRun``)."""
+    window = run.shape.window
+    return {
+        "maxWaves": run.shape.max_waves,
+        "waveTimeoutSeconds": math.ceil(run.shape.wave_timeout),
+        "limits": run.shape.limits,
+        "waves": run.waves,
+        "evictions": run.evictions,
+        "maxSeconds": math.ceil(run.max_seconds),
+        "planWaves": run.plan_waves,
+        "runs": run.runs,
+        "window": None if window is None else {"open": window[0], "detail": window[1]},
+    }

@@ -89,6 +89,7 @@ class ViewReport:
     global_min: int
     skew: int
     pods: tuple[str, ...] = ()  # namespace/name of the pods that declare this view
+    workloads: tuple[str, ...] = ()  # their workloads (Kind/name, "" for none), sorted, distinct
 
     @property
     def violated(self) -> bool:

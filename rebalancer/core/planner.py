@@ -760,8 +760,14 @@ def held_by(planner: Planner, i: int) -> SkipReason | None:
     return reason or planner.no_fit.get(i)
 
 
-def view_report(view: View, counts: dict[str, int], declared: tuple[str, ...]) -> ViewReport:
-    """The view with ``counts``; ``declared``: the sorted keys of the pods declaring it."""
+def view_report(
+    view: View,
+    counts: dict[str, int],
+    declared: tuple[str, ...],
+    workloads: tuple[str, ...] = (),
+) -> ViewReport:
+    """The view with ``counts``; ``declared``: the sorted keys of the pods declaring it, and
+    ``workloads`` their distinct workloads."""
     spec = view.spec
     c = spec.constraint
     domains = len(view.domains)
@@ -776,6 +782,7 @@ def view_report(view: View, counts: dict[str, int], declared: tuple[str, ...]) -
         global_min=global_min(counts, domains, c.min_domains, c.hard),
         skew=skew_of(counts, domains, c.min_domains, c.hard),
         pods=declared,
+        workloads=workloads,
     )
 
 
@@ -810,7 +817,6 @@ def plan(
 
 def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
     analysis = planner.analysis
-    pods = analysis.pods
     if not planner.violated:
         return Plan((), (), (), (), 0)
     moves = trim(planner, planner.run())
@@ -824,9 +830,12 @@ def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
     evictions = [_eviction(planner, m, wave) for m, wave in zip(moves, waves, strict=True)]
     final = planner.state
     views, violated = analysis.views, planner.violated
-    declared = {v: tuple(sorted(pods[i].key for i in views[v].declarers)) for v in violated}
-    violations = tuple(view_report(views[v], views[v].counts, declared[v]) for v in violated)
-    after = tuple(view_report(views[v], final.counts[v], declared[v]) for v in violated)
+    declared = {v: _declared(planner, v) for v in violated}
+    owned = {v: _workloads(planner, v) for v in violated}
+    violations = tuple(
+        view_report(views[v], views[v].counts, declared[v], owned[v]) for v in violated
+    )
+    after = tuple(view_report(views[v], final.counts[v], declared[v], owned[v]) for v in violated)
     lower = lower_bound(planner)
     moved = {m.pod for m in moves}
     skipped = _skipped(planner, moved)
@@ -834,7 +843,9 @@ def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
     left = unrepaired(
         final,
         planner.considered,
-        lambda v: view_report(views[v], final.counts[v], _declared(planner, v)),
+        lambda v: view_report(
+            views[v], final.counts[v], _declared(planner, v), _workloads(planner, v)
+        ),
         lambda i: held_by(planner, i),
         moved,
     )
@@ -844,6 +855,13 @@ def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
 def _declared(planner: Planner, v: int) -> tuple[str, ...]:
     pods = planner.analysis.pods
     return tuple(sorted(pods[i].key for i in planner.analysis.views[v].declarers))
+
+
+def _workloads(planner: Planner, v: int) -> tuple[str, ...]:
+    """The distinct workloads of the pods declaring view v (``""`` for a pod without one)."""
+    pods = planner.analysis.pods
+    declarers = planner.analysis.views[v].declarers
+    return tuple(sorted({workload_of(pods[i], planner.owners) for i in declarers}))
 
 
 def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:

@@ -8,3 +8,5 @@ from typing import Final
 
 DEFAULT_MAX_WAVES: Final = 5
 """Waves of evictions one run makes at most (``run --max-waves``)."""
+DEFAULT_WAVE_TIMEOUT: Final = "10m"
+"""How long one wave waits for its replacements at most (``run --wave-timeout``)."""
