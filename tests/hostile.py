@@ -167,6 +167,7 @@ _KINDS: Final = {
     "statefulsets": "StatefulSet",
     "deployments": "Deployment",
     "replicationcontrollers": "ReplicationController",
+    "namespaces": "Namespace",
 }
 
 
