@@ -41,6 +41,7 @@ from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, render_explanation
+from rebalancer.cli.version import add_version_command
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
@@ -227,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(subparsers)
     _add_policy(subparsers)
     add_live_commands(subparsers)
+    add_version_command(subparsers)
     for sub in _all_subparsers(parser):
         _add_global_arguments(sub)
     return parser
