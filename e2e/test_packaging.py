@@ -513,6 +513,13 @@ def test_pushgateway_receives_a_snapshot_plan(pushgateway: str) -> None:
     (ok,) = [s for s in samples["rebalancer_runs_total"] if s.labels["result"] == "ok"]
     assert ok.value == 1
     assert "rebalancer_unrepaired_skew" not in samples
+    # The gauges the CronJob's alerts read: the last run's result, and the last success time
+    # in its own group too (which a failed run's push would not replace).
+    (result,) = [s for s in samples["rebalancer_last_run_result"] if s.value == 1]
+    assert result.labels["result"] == "ok"
+    last_success = samples["rebalancer_last_success_timestamp_seconds"]
+    groups = {s.labels.get("rebalancer_push") for s in last_success}
+    assert groups == {None, "last-success"}
     # The gateway down: the plan is still printed, exit 0, and a warning names the URL.
     (dead,) = free_ports(1)
     proc = subprocess.run(
@@ -555,7 +562,7 @@ def test_pushgateway_receives_an_evicting_run(
     by_result = {s.labels["result"]: s.value for s in samples["rebalancer_evictions_total"]}
     assert by_result["evicted"] == 1
     runs = {s.labels["result"]: s.value for s in samples["rebalancer_runs_total"]}
-    assert runs == {"ok": 1, "evictions-failed": 0, "error": 0}
+    assert runs == {"ok": 1, "evictions-failed": 0, "lease-held": 0, "error": 0}
     (unrepaired,) = samples["rebalancer_unrepaired_skew"]
     assert unrepaired.labels == {
         "job": "run-e2e",

@@ -1,4 +1,4 @@
-"""An exhaustive oracle for small clusters, written from SPEC §2-§3 alone (no planner code).
+"""An exhaustive oracle for small clusters, written from docs/spec.md §2-§3 alone (no planner code).
 
 A cluster here is a handful of nodes (each with a zone), one workload whose pods all declare
 the same hard constraints (zone and/or hostname), each pod with a priority and whether it may

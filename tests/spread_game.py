@@ -1,5 +1,5 @@
-"""The adversarial limit of one hard spread constraint, by game search (written from SPEC §2-§3
-alone; no planner code).
+"""The adversarial limit of one hard spread constraint, by game search (written from
+docs/spec.md §2-§3 alone; no planner code).
 
 The game is played on the pods per domain of one view. Some pods may be pinned (they count but
 are never evicted). Each turn the planner evicts any set of the movable pods (one wave); then

@@ -515,18 +515,116 @@ def test_chart_repository_layout(tmp_path: Path) -> None:
     assert [d for d in yaml.safe_load_all(packaged.stdout) if d] == render()
 
 
+def _rule_windows(docs: list[Any]) -> dict[str, tuple[str | None, str]]:
+    """alert -> (its `for`, its expression) in the one PrometheusRule rendered."""
+    (group,) = only(docs, "PrometheusRule")["spec"]["groups"]
+    return {r["alert"]: (r.get("for"), r["expr"]) for r in group["rules"]}
+
+
+def _template(*values: str) -> Any:
+    """``helm template`` with ``--set`` values, not checked: for what the chart refuses."""
+    argv = [a for value in values for a in ("--set", value)]
+    return helm("template", "rebalancer", str(CHART), "--namespace", "rebalancer", *argv)
+
+
 def test_prometheus_rule_carries_the_alerts_of_deploy_monitoring() -> None:
-    """prometheusRule.enabled renders the rule groups of deploy/monitoring, from the chart's
-    copy, which is the same file."""
-    rules = ROOT / "deploy" / "monitoring" / "rebalancer.rules.yaml"
-    copy_ = CHART / "files" / "rebalancer.rules.yaml"
-    assert copy_.read_text() == rules.read_text()
+    """prometheusRule.enabled renders, with the chart's defaults, the rule groups of
+    deploy/monitoring for the kind: rebalancer.rules.yaml (Deployment, every 10m) and
+    rebalancer-cronjob.rules.yaml (CronJob, every 15m)."""
+    monitoring = ROOT / "deploy" / "monitoring"
     assert not [d for d in render() if d["kind"] == "PrometheusRule"]
-    for kind in ("CronJob", "Deployment"):
+    for kind, file in (
+        ("Deployment", "rebalancer.rules.yaml"),
+        ("CronJob", "rebalancer-cronjob.rules.yaml"),
+    ):
         docs = render(
-            f"kind={kind}", "prometheusRule.enabled=true", "prometheusRule.additionalLabels.a=b"
+            f"kind={kind}",
+            "prometheusRule.enabled=true",
+            "prometheusRule.additionalLabels.a=b",
+            "pushgateway.url=http://pushgateway.monitoring:9091",
         )
         rule = only(docs, "PrometheusRule")
         assert rule["apiVersion"] == "monitoring.coreos.com/v1"
         assert rule["metadata"]["labels"]["a"] == "b"
-        assert rule["spec"]["groups"] == load(rules)["groups"]
+        assert rule["spec"]["groups"] == load(monitoring / file)["groups"], kind
+
+
+@pytest.mark.parametrize("values", [["kind=CronJob"], ["mode=cronjob", "kind=Deployment"]])
+def test_prometheus_rule_of_a_cronjob_needs_a_pushgateway(values: list[str]) -> None:
+    """A CronJob's runs end before a scrape: without pushgateway.url the alerts would read
+    nothing, so the chart refuses to render them, naming what is missing."""
+    proc = _template(*values, "prometheusRule.enabled=true")
+    assert proc.returncode != 0
+    assert "prometheusRule.enabled with kind CronJob needs pushgateway.url" in proc.stderr
+
+
+# Hand-worked: the run period P of each schedule, and the windows made of it: no success for
+# `for` P (the last success more than P ago), skew and PDB refusals for 2.5 P.
+SCHEDULE_WINDOWS = [
+    ("*/15 * * * *", "15m", "37m30s"),
+    ("*/5 * * * *", "5m", "12m30s"),
+    ("*/30 * * * *", "30m", "1h15m"),
+    ("7 * * * *", "1h", "2h30m"),
+    ("@hourly", "1h", "2h30m"),
+    ("0 */6 * * *", "6h", "15h"),
+    ("30 4 * * *", "24h", "60h"),
+    ("@daily", "24h", "60h"),
+    ("CRON_TZ=Europe/Berlin 0 3 * * *", "24h", "60h"),
+    ("@every 2h", "2h", "5h"),
+]
+
+
+@pytest.mark.parametrize(("schedule", "period", "skew_for"), SCHEDULE_WINDOWS)
+def test_cronjob_alert_windows_follow_the_schedule(
+    schedule: str, period: str, skew_for: str
+) -> None:
+    windows = _rule_windows(
+        render(
+            "prometheusRule.enabled=true",
+            "pushgateway.url=http://pg:9091",
+            f"schedule={schedule}",
+        )
+    )
+    no_success_for, expr = windows["RebalancerNoSuccessfulRun"]
+    assert no_success_for == period
+    assert f"offset {period}" in expr
+    assert f"[{period}]" in expr
+    assert windows["RebalancerSkewAboveMaxSkew"][0] == skew_for
+    assert windows["RebalancerEvictionsBlockedByPDB"][0] == skew_for
+
+
+@pytest.mark.parametrize("schedule", ["*/7 * * * *", "0 0 * * 1", "0\\,30 * * * *", "0 9-17 * * *"])
+def test_a_schedule_without_a_period_needs_run_period(schedule: str) -> None:
+    """Schedules whose runs are not evenly spaced (or that the chart does not read) are refused
+    unless prometheusRule.runPeriod says the time between runs; then its windows are used."""
+    base = ("prometheusRule.enabled=true", "pushgateway.url=http://pg:9091", f"schedule={schedule}")
+    proc = _template(*base)
+    assert proc.returncode != 0
+    assert "set prometheusRule.runPeriod" in proc.stderr
+    windows = _rule_windows(render(*base, "prometheusRule.runPeriod=7m"))
+    assert windows["RebalancerNoSuccessfulRun"][0] == "7m"
+    assert windows["RebalancerSkewAboveMaxSkew"][0] == "17m30s"
+
+
+@pytest.mark.parametrize(
+    ("interval", "pdb_range", "pdb_for", "twice", "skew_for"),
+    [
+        ("10m", "15m", "30m", "20m", "25m"),
+        ("1h", "1h30m", "3h", "2h", "2h30m"),
+        ("90s", "2m15s", "4m30s", "3m", "3m45s"),
+        ("1h30m", "2h15m", "4h30m", "3h", "3h45m"),
+    ],
+)
+def test_deployment_alert_windows_follow_the_interval(
+    interval: str, pdb_range: str, pdb_for: str, twice: str, skew_for: str
+) -> None:
+    windows = _rule_windows(
+        render("kind=Deployment", "prometheusRule.enabled=true", f"deschedulingInterval={interval}")
+    )
+    pdb_window, pdb_expr = windows["RebalancerEvictionsBlockedByPDB"]
+    assert pdb_window == pdb_for
+    assert f"[{pdb_range}]" in pdb_expr
+    no_success = windows["RebalancerNoSuccessfulRun"][1]
+    assert f"[{twice}]" in no_success
+    assert f"offset {twice}" in no_success
+    assert windows["RebalancerSkewAboveMaxSkew"][0] == skew_for

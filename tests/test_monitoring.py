@@ -1,5 +1,7 @@
-"""deploy/monitoring: the alert rules (checked and unit-tested by the real promtool) and the
-Grafana dashboard (every query names metrics the rebalancer exports, and parses as PromQL)."""
+"""deploy/monitoring: the alert rules of both kinds (checked and unit-tested by the real promtool)
+and the Grafana dashboard (every query names metrics the rebalancer exports, and parses as
+PromQL); what a CronJob's alerts and dashboard read is a gauge, never a counter that restarts
+with every run."""
 
 from __future__ import annotations
 
@@ -13,26 +15,50 @@ import pytest
 import yaml
 
 from rebalancer.cli.metrics import Metrics
+from tests.builders import zones_cluster
 from tests.fakes import find_kubectl
 from tests.packaging_tools import ROOT, run, tool
 
 MONITORING = ROOT / "deploy" / "monitoring"
 RULES = MONITORING / "rebalancer.rules.yaml"
-RULE_TESTS = MONITORING / "tests" / "rebalancer.rules.test.yaml"
+CRONJOB_RULES = MONITORING / "rebalancer-cronjob.rules.yaml"
+RULE_FILES = {"Deployment": RULES, "CronJob": CRONJOB_RULES}
+RULE_TESTS = {
+    kind: MONITORING / "tests" / f"{path.stem}.test.yaml" for kind, path in RULE_FILES.items()
+}
+ALERTS = {
+    "RebalancerSkewAboveMaxSkew",
+    "RebalancerEvictionsBlockedByPDB",
+    "RebalancerNoSuccessfulRun",
+}
 DASHBOARD = MONITORING / "dashboard.json"
 METRIC_NAME = re.compile(r"\brebalancer_[a-z0-9_]+\b")
 GRAFANA_VARIABLES = {"$job": ".*", "$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
 
 
-def exported_metrics() -> dict[str, str]:
-    """Every series name the metrics module exports -> its metric family, read from a fresh
-    registry (counters add _total, histograms _bucket/_count/_sum)."""
+def exported_metrics(kind: str | None = None) -> dict[str, str]:
+    """Every series name the metrics module exports -> its metric family, read from the
+    registry of a process that has finished a run (counters add _total, histograms
+    _bucket/_count/_sum). ``kind="gauge"``: the gauges only."""
     suffixes = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
+    metrics = Metrics()
+    metrics.record_error()
+    metrics.record_plan(_empty_plan(), 1.0)  # a success: the last success time is set
     out: dict[str, str] = {}
-    for family in Metrics().registry.collect():
-        for suffix in suffixes[family.type]:
-            out[family.name + suffix] = family.name
+    for family in metrics.registry.collect():
+        if kind is None or family.type == kind:
+            for suffix in suffixes[family.type]:
+                out[family.name + suffix] = family.name
     return out
+
+
+def _empty_plan() -> Any:
+    from rebalancer.core.model import Snapshot  # noqa: PLC0415
+    from rebalancer.core.planner import plan  # noqa: PLC0415
+    from rebalancer.core.policy import Policy  # noqa: PLC0415
+
+    nodes, pods = zones_cluster([1, 1])
+    return plan(Snapshot(tuple(nodes), tuple(pods)), Policy(), 0.0)
 
 
 def panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -55,53 +81,76 @@ def queries() -> list[tuple[str, str]]:
     return out
 
 
-def rules() -> list[dict[str, Any]]:
-    return [
-        rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]
-    ]
+def rules(kind: str = "Deployment") -> list[dict[str, Any]]:
+    path = RULE_FILES[kind]
+    return [rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
 
 
 # -- alert rules -------------------------------------------------------------------------------
 
 
-def test_promtool_check_rules() -> None:
-    """`promtool check rules` accepts the rule file and counts its three alerts."""
-    proc = run(tool("promtool"), "check", "rules", str(RULES))
+@pytest.mark.parametrize("kind", RULE_FILES)
+def test_promtool_check_rules(kind: str) -> None:
+    """`promtool check rules` accepts each rule file and counts its three alerts."""
+    proc = run(tool("promtool"), "check", "rules", str(RULE_FILES[kind]))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS: 3 rules found" in proc.stdout
 
 
-def test_promtool_unit_tests_of_every_alert() -> None:
-    """`promtool test rules` runs the unit tests of each alert, and they pass."""
-    proc = run(tool("promtool"), "test", "rules", str(RULE_TESTS))
+@pytest.mark.parametrize("kind", RULE_FILES)
+def test_promtool_unit_tests_of_every_alert(kind: str) -> None:
+    """`promtool test rules` runs the unit tests of each alert of each kind, and they pass."""
+    proc = run(tool("promtool"), "test", "rules", str(RULE_TESTS[kind]))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
 
 
-def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
+@pytest.mark.parametrize("kind", RULE_FILES)
+def test_every_alert_has_a_firing_and_a_quiet_unit_test(kind: str) -> None:
     """Each alert is expected to fire at some time of the unit tests and to be quiet at another."""
     fired: set[str] = set()
     quiet: set[str] = set()
-    for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]:
+    for case in yaml.safe_load(RULE_TESTS[kind].read_text())["tests"]:
         for check in case.get("alert_rule_test", []):
             (fired if check["exp_alerts"] else quiet).add(check["alertname"])
-    alerts = {rule["alert"] for rule in rules()}
-    assert alerts == {
-        "RebalancerSkewAboveMaxSkew",
-        "RebalancerEvictionsBlockedByPDB",
-        "RebalancerNoSuccessfulRun",
-    }
+    alerts = {rule["alert"] for rule in rules(kind)}
+    assert alerts == ALERTS
     assert fired == alerts
     assert quiet == alerts
 
 
-def test_alerts_use_exported_metrics() -> None:
+def test_cronjob_unit_tests_cover_healthy_failing_blocked_and_lease_held() -> None:
+    """The CronJob's unit tests hold a healthy job that never raises an alert, and a failing
+    one, one whose runs PDBs refuse, one that lost the Lease and one that never got it, each
+    raising its alert."""
+    fired: dict[str, set[str]] = {}
+    for case in yaml.safe_load(RULE_TESTS["CronJob"].read_text())["tests"]:
+        for check in case.get("alert_rule_test", []):
+            for alert in check["exp_alerts"]:
+                job = alert["exp_labels"].get("job", "")
+                fired.setdefault(check["alertname"], set()).add(job)
+    assert fired["RebalancerNoSuccessfulRun"] == {"failing", "held", "never", ""}
+    assert fired["RebalancerEvictionsBlockedByPDB"] == {"blocked"}
+    assert "healthy" not in set().union(*fired.values())
+
+
+@pytest.mark.parametrize("kind", RULE_FILES)
+def test_alerts_use_exported_metrics(kind: str) -> None:
     """Every metric an alert reads is one the rebalancer exports."""
     exported = exported_metrics()
-    for rule in rules():
+    for rule in rules(kind):
         names = set(METRIC_NAME.findall(rule["expr"]))
         assert names, rule["alert"]
         assert names <= exported.keys(), (rule["alert"], names - exported.keys())
+
+
+def test_cronjob_alerts_read_gauges_only() -> None:
+    """A CronJob's push replaces the last run's: its alerts read gauges, never increase() or
+    rate() of a counter that starts again with every run."""
+    gauges = exported_metrics("gauge")
+    for rule in rules("CronJob"):
+        assert "increase(" not in rule["expr"] and "rate(" not in rule["expr"], rule["alert"]
+        assert set(METRIC_NAME.findall(rule["expr"])) <= gauges.keys(), rule["alert"]
 
 
 def test_prometheusrule_carries_the_rule_file() -> None:
@@ -127,27 +176,32 @@ def test_dashboard_queries_name_exported_metrics() -> None:
         assert names <= exported.keys(), f"{where}: not exported: {names - exported.keys()}"
 
 
-def test_dashboard_shows_every_exported_metric() -> None:
-    """Each metric family exported appears on some panel: evictions by result, planned moves,
-    skew before and after, run duration, runs by result, unreadable objects."""
-    exported = exported_metrics()
-    shown = {
-        exported[name]
-        for where, expr in queries()
-        if where.startswith("panel")
-        for name in METRIC_NAME.findall(expr)
-    }
-    assert shown == set(exported.values())
-    assert shown == {
-        "rebalancer_evictions",
-        "rebalancer_runs",
-        "rebalancer_planned_moves",
-        "rebalancer_skew_before",
-        "rebalancer_skew_after",
-        "rebalancer_unrepaired_skew",
-        "rebalancer_run_duration_seconds",
-        "rebalancer_invalid_objects",
-    }
+def test_dashboard_reads_gauges_only() -> None:
+    """Every panel reads gauges (right for a CronJob's pushes as for a scraped Deployment), and
+    every gauge but the view skews' duplicate is on some panel."""
+    gauges = exported_metrics("gauge")
+    shown: set[str] = set()
+    for where, expr in queries():
+        names = set(METRIC_NAME.findall(expr))
+        assert names <= gauges.keys(), f"{where}: not a gauge: {names - gauges.keys()}"
+        assert "increase(" not in expr and "rate(" not in expr, where
+        shown |= names
+    assert (
+        shown
+        == set(gauges)
+        == {
+            "rebalancer_last_run_timestamp_seconds",
+            "rebalancer_last_run_result",
+            "rebalancer_last_success_timestamp_seconds",
+            "rebalancer_last_run_evictions",
+            "rebalancer_last_run_duration_seconds",
+            "rebalancer_last_run_invalid_objects",
+            "rebalancer_planned_moves",
+            "rebalancer_skew_before",
+            "rebalancer_skew_after",
+            "rebalancer_unrepaired_skew",
+        }
+    )
 
 
 def test_dashboard_panels_are_wired() -> None:
@@ -160,8 +214,8 @@ def test_dashboard_panels_are_wired() -> None:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"], panel["title"]
     by_title = {p["title"]: p for p in panels(dashboard)}
-    assert by_title["Evictions by result"]["targets"][0]["legendFormat"] == "{{result}}"
-    assert by_title["Runs by result"]["targets"][0]["legendFormat"] == "{{result}}"
+    assert by_title["Evictions of each run by result"]["targets"][0]["legendFormat"] == "{{result}}"
+    assert by_title["Result of the last run"]["targets"][0]["legendFormat"] == "{{result}}"
     skew = [t["legendFormat"] for t in by_title["Skew before / after per view"]["targets"]]
     assert [s.split()[0] for s in skew] == ["before", "after"]
     assert all("{{topology_key}}" in s and "{{namespace}}" in s for s in skew)

@@ -31,6 +31,7 @@ from typing import Final
 import yaml
 
 from rebalancer.cli.errorline import say
+from rebalancer.cli.exitcodes import exit_codes_text
 from rebalancer.cli.main import main as rebalancer_main
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK
 
@@ -56,8 +57,9 @@ kubectl flags (anywhere on the line):
   -A, --all-namespaces  every namespace the policy allows (the default of plan/run/snapshot)
 
 `kubectl rebalance COMMAND --help` shows the options of a command.
-exit codes: 0 ok, 1 evictions failed, {EXIT_BAD_INPUT} bad input, 3 cluster error
-"""
+
+exit codes (the rebalancer's):
+{exit_codes_text()}"""
 
 
 class UsageError(Exception):

@@ -240,8 +240,8 @@ def add_live_commands(subparsers: Subparsers) -> None:
         help="plan, then evict through the Eviction API, wave by wave",
         description="Plan, evict the first wave through the Eviction API, wait for the "
         "replacements, read again and re-plan, until balanced (at most --max-waves waves). "
-        "Exit codes: 0 ok; 1 some evictions failed or were blocked by a PodDisruptionBudget; "
-        "2 bad input or policy (nothing sent); 3 cluster unreachable or RBAC denied.",
+        "Evictions a PodDisruptionBudget refuses are reported, not failures (exit 0); the exit "
+        "codes are those of `rebalancer --help`.",
     )
     add_policy_arguments(run)
     add_output_argument(run, REPORT_FORMATS)

@@ -37,6 +37,7 @@ from rebalancer.cli.common import (
     write_plan,
 )
 from rebalancer.cli.errorline import say, say_traceback
+from rebalancer.cli.exitcodes import exit_codes_text
 from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
@@ -64,12 +65,7 @@ if TYPE_CHECKING:
 
 _EPILOG: Final = f"""\
 exit codes:
-  {EXIT_OK}  success
-  {EXIT_EVICTIONS_FAILED}  some evictions failed (run)
-  {EXIT_BAD_INPUT}  bad input: policy, snapshot or arguments (nothing was written)
-  {EXIT_CLUSTER}  cluster error: unreachable, or RBAC denied a request
-  {EXIT_INTERNAL}  unexpected error (a bug): one line; --debug prints the traceback
-
+{exit_codes_text()}
 environment:
   {POLICY_ENV}  policy file used when --policy is not given
 """

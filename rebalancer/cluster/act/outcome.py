@@ -22,8 +22,9 @@ class Outcome(StrEnum):
     FAILED = "failed"
 
 
-FAILURES: Final = frozenset({Outcome.BLOCKED_BY_PDB, Outcome.FAILED})
-"""Outcomes that make ``run`` exit 1."""
+FAILURES: Final = frozenset({Outcome.FAILED})
+"""Outcomes that make ``run`` exit 1. A refusal by a PodDisruptionBudget (blocked-by-pdb) is not
+one: it is reported (summary, metrics, Event) and the next run tries again."""
 
 
 @dataclass(frozen=True, slots=True)

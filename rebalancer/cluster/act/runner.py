@@ -186,8 +186,9 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        """3 when the Lease was lost mid-run; 1 when an eviction failed or was blocked, or an
-        object could not be read (its namespace was left out); else 0."""
+        """3 when the Lease was lost mid-run; 1 when an eviction failed (a PodDisruptionBudget's
+        refusal is not a failure), or an object could not be read (its namespace was left
+        out); else 0."""
         if self.end is RunEnd.LEASE_LOST:
             return EXIT_CLUSTER
         if self.invalid_objects or any(r.outcome in FAILURES for r in self.results):
