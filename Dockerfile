@@ -1,6 +1,6 @@
 # rebalancer: a slim, non-root image whose entrypoint is the `rebalancer` command.
 # Build (reproducible: the same commit gives the same image digest):
-#   buildah bud --timestamp "$(git log -1 --format=%ct)" \
+#   t="$(git log -1 --format=%ct)"; buildah bud --timestamp "$t" --build-arg SOURCE_DATE_EPOCH="$t" \
 #     --build-arg REBALANCER_COMMIT="$(git rev-parse HEAD)" -t rebalancer:0.1.0 .
 # or scripts/release.sh, which does that and writes the SBOM and checksums beside it.
 # Two stages: "builder" installs the locked dependencies (hashes checked) and the wheel into a
@@ -14,6 +14,9 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONHASHSEED=0
 ARG REBALANCER_COMMIT=unknown
+# The time stamped into the wheel's zip entries (1980-01-01, the earliest a zip holds, unless
+# given): with it the wheel, and so the record pip keeps of its hash, is the same every build.
+ARG SOURCE_DATE_EPOCH=315532800
 WORKDIR /src
 COPY requirements.lock requirements-build.lock pyproject.toml README.md ./
 COPY rebalancer ./rebalancer

@@ -49,7 +49,10 @@ if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
   echo "release.sh: the work tree has uncommitted changes: a release is built from a commit" >&2
   exit 2
 fi
-export SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)"
+# Every timestamp of the build is the commit's (no earlier than 1980, which a zip cannot hold).
+SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)"
+(( SOURCE_DATE_EPOCH >= 315532800 )) || SOURCE_DATE_EPOCH=315532800
+export SOURCE_DATE_EPOCH
 T0=$SECONDS
 say() { echo "release.sh: [$(( SECONDS - T0 ))s] $*"; }
 
@@ -78,7 +81,7 @@ build_image() { # build_image IIDFILE
   "${B[@]}" bud --quiet --isolation chroot --layers=false --no-cache \
     --timestamp "$SOURCE_DATE_EPOCH" --iidfile "$1" \
     -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
-    "${base_arg[@]}" --build-arg "REBALANCER_COMMIT=$COMMIT" \
+    "${base_arg[@]}" --build-arg "REBALANCER_COMMIT=$COMMIT" --build-arg "SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH" \
     -t "$IMAGE" -f Dockerfile . >"$WORK/bud.log" 2>&1 || { cat "$WORK/bud.log" >&2; exit 1; }
 }
 say "image: two builds of $COMMIT (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"

@@ -105,15 +105,15 @@ phase "buildah bud (Dockerfile, PYTHON_IMAGE=$BASE_REF)"
 "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
 "${B[@]}" pull -q "docker-archive:$BASE_TAR" >/dev/null
 printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$TMP/pip.conf"
-# Built twice from scratch with every timestamp set to SOURCE_DATE_EPOCH (default 0: the cached
-# e2e image does not depend on the commit): the two image ids must be equal, or the Dockerfile
-# has lost its reproducibility and the build fails.
-epoch="${SOURCE_DATE_EPOCH:-0}"
+# Built twice from scratch with every timestamp set to SOURCE_DATE_EPOCH (default 1980-01-01,
+# the earliest a wheel's zip holds: the cached e2e image does not depend on the commit): the
+# two image ids must be equal, or the Dockerfile has lost its reproducibility and the build fails.
+epoch="${SOURCE_DATE_EPOCH:-315532800}"
 bud() {
   "${B[@]}" bud --quiet --isolation chroot --layers=false --no-cache --timestamp "$epoch" \
     -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
     -v "$TMP/pip.conf:/etc/pip.conf:ro" --iidfile "$1" \
-    --build-arg "PYTHON_IMAGE=$BASE_REF" --build-arg "REBALANCER_COMMIT=${REBALANCER_COMMIT:-unknown}" \
+    --build-arg "PYTHON_IMAGE=$BASE_REF" --build-arg "REBALANCER_COMMIT=${REBALANCER_COMMIT:-unknown}" --build-arg "SOURCE_DATE_EPOCH=$epoch" \
     -t "$IMAGE_REF" -f "$ROOT/Dockerfile" "$ROOT" >"$TMP/bud.log" 2>&1 \
     || { cat "$TMP/bud.log" >&2; exit 1; }
 }
