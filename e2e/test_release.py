@@ -127,6 +127,9 @@ def release(registry: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     ).stdout.strip():
         pytest.skip("the work tree has uncommitted changes: a release is built from a commit")
     base = _last_lines(["bash", str(IMAGE_SH)], timeout=3600)["BASE_TAR"]
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     out = tmp_path_factory.mktemp("release")
     env = {**os.environ, "PYTHON": sys.executable}
     t0 = time.monotonic()
@@ -152,7 +155,12 @@ def release(registry: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     print(proc.stdout)
     print(f"release.sh took {time.monotonic() - t0:.0f}s")
     assert proc.returncode == 0, proc.stderr
-    printed = dict(line.split("=", 1) for line in proc.stdout.splitlines() if line[:1].isupper())
+    printed = dict(
+        line.split("=", 1)
+        for line in proc.stdout.splitlines()
+        if line[:1].isupper() and "=" in line
+    )
+    printed["COMMIT"] = head  # the commit released, whatever is checked out later
     return out, printed
 
 
@@ -228,10 +236,8 @@ def test_the_image_says_which_commit_it_is(
 ) -> None:
     """`rebalancer version --client -o json` in the released image gives this commit and the
     project's version."""
-    out, _ = release
-    head = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    out, printed = release
+    head = printed["COMMIT"]
     buildah = [
         shutil.which("buildah") or "buildah",
         "--root",
