@@ -49,15 +49,18 @@ fi
 phase "e2e: build control plane (cached)"
 bash e2e/cluster/build.sh
 
-REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_steer.py e2e/test_realnodes_lifecycle.py)
+REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_steer.py e2e/test_realnodes_lifecycle.py
+                 e2e/test_release.py)
 # Real kubelet nodes need root and cgroup v1 controllers; without them the real-node tests
 # skip themselves with the reason (shown by -rs).
 real_nodes_unsupported=$("$PY" -c 'from e2e.cluster.realnodes import host_support; print(host_support() or "")')
 if [ -z "$real_nodes_unsupported" ]; then
   phase "e2e: build real nodes: kubelet, kube-proxy, containerd, test image (cached)"
   bash e2e/cluster/build-nodes.sh
-  phase "e2e: build the rebalancer image from the Dockerfile (cached)"
+  phase "e2e: build the rebalancer image from the Dockerfile, twice: one image id (cached)"
   bash e2e/image/build-rebalancer-image.sh
+  phase "e2e: build syft for the release's SBOM (cached)"
+  bash scripts/build-syft.sh
 else
   echo "real-node e2e scenarios will be SKIPPED: $real_nodes_unsupported"
 fi

@@ -628,3 +628,21 @@ def test_deployment_alert_windows_follow_the_interval(
     assert f"[{twice}]" in no_success
     assert f"offset {twice}" in no_success
     assert windows["RebalancerSkewAboveMaxSkew"][0] == skew_for
+
+
+def test_image_by_digest() -> None:
+    """image.digest pins the image (REPO:TAG@DIGEST, the tag the appVersion by default); a value
+    that is no sha256 digest is refused by the schema; no digest keeps REPO:TAG."""
+    digest = "sha256:" + "ab" * 32
+    chart = load(CHART / "Chart.yaml")
+    for kind in ("CronJob", "Deployment"):
+        docs = render(
+            f"kind={kind}", "image.repository=registry.test/rebalancer", f"image.digest={digest}"
+        )
+        container = pod_spec_of(only(docs, kind))["containers"][0]
+        assert container["image"] == f"registry.test/rebalancer:{chart['appVersion']}@{digest}"
+    plain = pod_spec_of(only(render(), "CronJob"))["containers"][0]["image"]
+    assert plain == f"rebalancer:{chart['appVersion']}"
+    refused = helm("template", "r", str(CHART), "--set", "image.digest=latest")
+    assert refused.returncode != 0
+    assert "digest" in refused.stderr

@@ -200,6 +200,7 @@ def test_dashboard_reads_gauges_only() -> None:
             "rebalancer_skew_before",
             "rebalancer_skew_after",
             "rebalancer_unrepaired_skew",
+            "rebalancer_build_info",
         }
     )
 

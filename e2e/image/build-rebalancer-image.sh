@@ -13,7 +13,8 @@
 #   3. The image is written as a docker-archive tarball; the buildah storage is pruned.
 #
 # Idempotent and locked; cached by the content of Dockerfile, pyproject.toml, README.md and
-# rebalancer/. The last two lines printed on success are
+# rebalancer/. The last three lines printed on success are
+#   BASE_TAR=<absolute path of the base image's docker-archive>
 #   IMAGE_REF=rebalancer.local/rebalancer:<version>-<hash>
 #   IMAGE_TAR=<absolute path>
 set -euo pipefail
@@ -32,7 +33,9 @@ src_key() {
   (
     cd "$ROOT"
     { echo "$BASE_KEY"; sha256sum Dockerfile .dockerignore pyproject.toml README.md
-      find rebalancer -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+      sha256sum requirements.lock requirements-build.lock
+      find rebalancer -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name BUILD_COMMIT -print0 \
+        | sort -z | xargs -0 sha256sum
     } | sha256sum | cut -c1-12
   )
 }
@@ -41,7 +44,7 @@ KEY="$(src_key)"
 IMAGE_REF="rebalancer.local/rebalancer:$VERSION-$KEY"
 IMAGE_TAR="$OUT/rebalancer-$VERSION-$KEY.tar"
 
-done_msg() { echo "IMAGE_REF=$IMAGE_REF"; echo "IMAGE_TAR=$IMAGE_TAR"; }
+done_msg() { echo "BASE_TAR=$BASE_TAR"; echo "IMAGE_REF=$IMAGE_REF"; echo "IMAGE_TAR=$IMAGE_TAR"; }
 if [[ -s "$IMAGE_TAR" ]]; then
   echo "build-rebalancer-image.sh: cached: $IMAGE_REF"; done_msg; exit 0
 fi
@@ -102,11 +105,26 @@ phase "buildah bud (Dockerfile, PYTHON_IMAGE=$BASE_REF)"
 "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
 "${B[@]}" pull -q "docker-archive:$BASE_TAR" >/dev/null
 printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$TMP/pip.conf"
-"${B[@]}" bud --quiet --isolation chroot --layers=false \
-  -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
-  -v "$TMP/pip.conf:/etc/pip.conf:ro" \
-  --build-arg "PYTHON_IMAGE=$BASE_REF" -t "$IMAGE_REF" -f "$ROOT/Dockerfile" "$ROOT" >"$TMP/bud.log" 2>&1 \
-  || { cat "$TMP/bud.log" >&2; exit 1; }
+# Built twice from scratch with every timestamp set to SOURCE_DATE_EPOCH (default 1980-01-01,
+# the earliest a wheel's zip holds: the cached e2e image does not depend on the commit): the
+# two image ids must be equal, or the Dockerfile has lost its reproducibility and the build fails.
+epoch="${SOURCE_DATE_EPOCH:-315532800}"
+bud() {
+  "${B[@]}" bud --quiet --isolation chroot --layers=false --no-cache --timestamp "$epoch" \
+    -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
+    -v "$TMP/pip.conf:/etc/pip.conf:ro" --iidfile "$1" \
+    --build-arg "PYTHON_IMAGE=$BASE_REF" --build-arg "REBALANCER_COMMIT=${REBALANCER_COMMIT:-unknown}" --build-arg "SOURCE_DATE_EPOCH=$epoch" \
+    -t "$IMAGE_REF" -f "$ROOT/Dockerfile" "$ROOT" >"$TMP/bud.log" 2>&1 \
+    || { cat "$TMP/bud.log" >&2; exit 1; }
+}
+bud "$TMP/iid.1"
+"${B[@]}" rmi --force "$IMAGE_REF" >/dev/null
+bud "$TMP/iid.2"
+if ! cmp -s "$TMP/iid.1" "$TMP/iid.2"; then
+  echo "build-rebalancer-image.sh: NOT REPRODUCIBLE: two builds gave $(cat "$TMP/iid.1") and $(cat "$TMP/iid.2")" >&2
+  exit 1
+fi
+phase_done "two builds, one image id: $(cat "$TMP/iid.2")"
 "${B[@]}" push -q "$IMAGE_REF" "docker-archive:$TMP/image.tar:$IMAGE_REF" >/dev/null
 "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
 mv -f "$TMP/image.tar" "$IMAGE_TAR"

@@ -45,6 +45,7 @@ from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
 from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
 from rebalancer.cli.render import REPORT_FORMATS, render_explanation
+from rebalancer.cli.version import add_version_command
 from rebalancer.cluster.api.deadline import Stopped
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
@@ -332,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(subparsers)
     _add_policy(subparsers)
     add_live_commands(subparsers)
+    add_version_command(subparsers)
     _add_completion(subparsers)
     for sub in _all_subparsers(parser):
         _add_global_arguments(sub)

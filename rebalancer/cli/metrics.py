@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.exposition import push_to_gateway
 
+from rebalancer.cli.version import build_info
 from rebalancer.cluster.act.outcome import Outcome, RunEnd
 from rebalancer.cluster.act.runner import RunReport, ViewSkew
 
@@ -209,6 +210,14 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.build = Gauge(
+            "rebalancer_build_info",
+            "Always 1; its labels say which build runs (as `rebalancer version` does).",
+            ["version", "commit", "python"],
+            registry=r,
+        )
+        info = build_info()
+        self.build.labels(version=info.version, commit=info.commit, python=info.python).set(1)
         for outcome in Outcome:
             self.evictions.labels(result=str(outcome))  # export zeros from the start
         for result in RESULTS:

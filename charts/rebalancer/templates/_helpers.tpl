@@ -126,7 +126,9 @@ securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 containers:
   - name: rebalancer
-    image: {{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote }}
+    {{- $image := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+    {{- if .Values.image.digest }}{{ $image = printf "%s@%s" $image .Values.image.digest }}{{ end }}
+    image: {{ $image | quote }}
     imagePullPolicy: {{ .Values.image.pullPolicy }}
     args:
       {{- include "rebalancer.args" . | nindent 6 }}
