@@ -350,7 +350,9 @@ def test_dockerfile_is_multistage_non_root_with_rebalancer_entrypoint() -> None:
     assert "COPY --from=builder /opt/venv /opt/venv" in lines
     assert "USER 65532:65532" in lines
     assert 'ENTRYPOINT ["rebalancer"]' in lines
-    assert any(line.startswith("ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:") for line in lines)
+    assert any(
+        line.startswith("ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:") for line in lines
+    )
     assert (ROOT / ".dockerignore").read_text().startswith("#")
 
 
