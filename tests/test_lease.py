@@ -738,6 +738,23 @@ def test_a_lease_without_what_makes_the_write_conditional_is_not_written(
         lease(api, "b/run1", Wall()).acquire()
 
 
+def test_a_lease_read_back_malformed_after_a_conflict_is_an_error_not_a_crash() -> None:
+    """A write answered 409, and the Lease read again names us but its metadata is no object:
+    a LeaseError (the run stops evicting, exit 3), not a crash while writing it again."""
+    api, wall = FakeLeaseApi(), Wall()
+    mine = lease(api, "a/run", wall)
+    assert mine.acquire() is None
+
+    def conflict(namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        api.obj = {"metadata": ["x"], "spec": {"holderIdentity": "a/run"}}
+        raise errors.Conflict(409, "the object has been modified")
+
+    api.update_lease = conflict  # type: ignore[method-assign]
+    with pytest.raises(errors.LeaseError, match="malformed: metadata is an array of 1 items"):
+        mine.record(record("u1", NOW))
+    assert mine.held  # not lost: it is still ours, and said so
+
+
 def test_an_unreadable_record_stops_the_run_before_anything_is_written() -> None:
     """The record annotation nested 100,000 deep on an expired Lease: exit 3 naming the Lease
     and the annotation, with the command that removes it; the Lease is not taken."""

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
@@ -601,12 +601,13 @@ class Lease:
                     theirs = _spec(current).get("holderIdentity") if current else None
                     if current is None or theirs != self.identity or attempt == 1:
                         self._lose(f"{what}: the Lease is now held by {theirs or 'nobody'}")
-                    base = current or {}
+                    read_metadata(current, self.where)  # still ours: fit to write again?
+                    base = current
                     continue
                 self._last_write = self._clock()
                 return
 
-    def _lose(self, reason: str) -> None:
+    def _lose(self, reason: str) -> NoReturn:
         """Mark the Lease lost (no eviction from now on) and raise :class:`errors.LeaseLost`."""
         message = f"Lease {self.where} lost: {reason}"
         if not self.lost.is_set():
