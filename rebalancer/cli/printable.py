@@ -3,12 +3,10 @@
 A pod name, a label value, a zone or an admission webhook's message may hold ESC, OSC, BEL or
 CR; written raw they would retitle, recolour or rewrite the operator's terminal. Every C0
 character (newline kept where a layout needs it), DEL, every C1 character, the Unicode line and
-paragraph separators, the bidirectional controls (U+061C, U+200E-200F, U+202A-202E,
-U+2066-2069, which make text read in another order than it is), the zero-width characters
-(U+200B-200D, U+2060-2064, U+FEFF) and every lone surrogate is written as the escape a JSON
-string would use (``\\u001b``, ``\\t``, ``\\r``), as ``jq`` shows it. The result is still valid
-JSON where the input was (orjson leaves DEL and C1 raw inside strings; this escapes them the
-JSON way) and plain text everywhere else.
+paragraph separators and every lone surrogate is written as the escape a JSON string would use
+(``\\u001b``, ``\\t``, ``\\r``), as ``jq`` shows it. The result is still valid JSON where the
+input was (orjson leaves DEL and C1 raw inside strings; this escapes them the JSON way) and
+plain text everywhere else.
 
 Two uses: :func:`printable_fields` escapes every string of a plan or run report before a table
 lays it out (so columns line up and no name adds a line), and the command's writers pass
@@ -26,15 +24,12 @@ T = TypeVar("T")
 
 _SHORT: Final = {"\t": "\\t", "\r": "\\r", "\n": "\\n", "\b": "\\b", "\f": "\\f"}
 
-_INVISIBLE: Final = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
-"""Bidirectional controls and zero-width characters."""
-
-_UNPRINTABLE: Final = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_INVISIBLE}\ud800-\udfff]")
-"""C0, DEL, C1, the Unicode line and paragraph separators, bidirectional controls, zero-width
-characters, and lone surrogates (which cannot even be encoded for output)."""
+_UNPRINTABLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+"""C0, DEL, C1, the Unicode line and paragraph separators, and lone surrogates (which cannot
+even be encoded for output)."""
 
 _UNPRINTABLE_KEEP_NEWLINE: Final = re.compile(
-    f"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029{_INVISIBLE}\ud800-\udfff]"
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
 )
 
 
