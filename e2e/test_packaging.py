@@ -555,7 +555,7 @@ def test_pushgateway_receives_an_evicting_run(
     by_result = {s.labels["result"]: s.value for s in samples["rebalancer_evictions_total"]}
     assert by_result["evicted"] == 1
     runs = {s.labels["result"]: s.value for s in samples["rebalancer_runs_total"]}
-    assert runs == {"ok": 1, "evictions-failed": 0, "lease-held": 0, "error": 0}
+    assert runs == {"ok": 1, "evictions-failed": 0, "error": 0}
     (unrepaired,) = samples["rebalancer_unrepaired_skew"]
     assert unrepaired.labels == {
         "job": "run-e2e",

@@ -54,12 +54,3 @@ class RunEnd(StrEnum):
     LEASE_LOST = "lease-lost"  # the Lease was taken over or expired mid-run: evictions stopped
     OUTSIDE_WINDOW = "outside-window"  # started outside the policy's maintenance windows
     WINDOW_CLOSED = "window-closed"  # the maintenance window closed before the next wave
-
-
-class RunResult(StrEnum):
-    """What a run counts as (the ``result`` of ``rebalancer_runs_total``)."""
-
-    OK = "ok"  # exit 0: the run did what it could (balanced, nothing to do, dry runs, ...)
-    EVICTIONS_FAILED = "evictions-failed"  # exit 1 or 3: evictions failed, or the Lease was lost
-    LEASE_HELD = "lease-held"  # exit 0, but nothing was done: another holder had the Lease
-    ERROR = "error"  # the run ended with an error before it had a report

@@ -26,7 +26,7 @@ from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.act.events import event_body
 from rebalancer.cluster.act.executor import EvictionIntent, Executor, ExecutorSettings, Transport
 from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
-from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd, RunResult
+from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
 from rebalancer.cluster.act.steering import CostOutcome, CostResult, PatchFn, write_costs
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.gcpause import gc_paused
@@ -193,14 +193,6 @@ class RunReport:
         if self.invalid_objects or any(r.outcome in FAILURES for r in self.results):
             return EXIT_EVICTIONS_FAILED
         return EXIT_OK
-
-    @property
-    def result(self) -> RunResult:
-        """What the run counts as: a run turned away by the Lease is not a successful one,
-        though it exits 0."""
-        if self.end is RunEnd.LEASE_HELD:
-            return RunResult.LEASE_HELD
-        return RunResult.OK if self.exit_code == EXIT_OK else RunResult.EVICTIONS_FAILED
 
     def summary(self) -> dict[str, Any]:
         """The fields of the canonical summary line."""
