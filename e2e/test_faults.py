@@ -18,6 +18,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -517,3 +518,59 @@ def test_kill_9_mid_wave_then_rerun_counts_the_earlier_evictions(
     exits = f"-9, {turned_away.returncode}, {codes}"
     outcome = f"rerun at once: {first_end}; after expiry the limit counted the killed run's"
     row("kill -9 mid-wave, rerun (limits.total 3)", outcome, exits, seconds, audit)
+
+
+# -- 6. a Lease renewed one day ahead -------------------------------------------------------------
+
+
+def test_a_lease_renewed_a_day_ahead_is_taken_over(
+    cluster: Cluster, control: ControlPlane, namespace: str
+) -> None:
+    """Another holder's Lease with renewTime one day ahead of the clock (a clock far off, or an
+    edit): it used to turn every run away for that day. The run takes it over with the
+    resourceVersion it read (the audit log shows the update), logs lease.untrusted, runs and
+    gives the Lease back."""
+    name = f"ahead-{namespace}"
+    day_ahead = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(time.time() + 86_400))
+    cluster.apply({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": LEASE_NAMESPACE},
+        "spec": {"holderIdentity": "clock-ahead/run0", "leaseDurationSeconds": 60,
+                 "acquireTime": day_ahead, "renewTime": day_ahead, "leaseTransitions": 2},
+    })  # fmt: skip
+    try:
+        created = json.loads(cluster.kubectl("get", "lease", name, "-n", LEASE_NAMESPACE,
+                                             "-o", "json").stdout)  # fmt: skip
+        mark = audit_mark(cluster)
+        started = time.monotonic()
+        ran = rebalancer(cluster, "run", "-n", namespace, "--lease-name", name, "-o", "json")
+        seconds = time.monotonic() - started
+        assert ran.returncode == 0, explain(ran)
+        summary = json.loads(ran.stdout)["summary"]
+        assert summary["end"] != "lease-held", summary
+        lines = [json.loads(x) for x in ran.stderr.splitlines() if x.startswith("{")]
+        (untrusted,) = [e for e in lines if e.get("event") == "lease.untrusted"]
+        assert untrusted["holder"] == "clock-ahead/run0"
+        said = rf"renewTime {day_ahead} is (\d+)s ahead of this machine's clock \(more than the 30s"
+        ahead = re.match(said, untrusted["reason"])
+        assert ahead is not None and 86_000 < int(ahead[1]) <= 86_400, untrusted
+        time.sleep(2)  # the audit backend writes in batches
+        writes = [
+            ev for ev in rebalancer_requests(cluster, mark)
+            if ev.get("objectRef", {}).get("resource") == "leases"
+            and ev.get("objectRef", {}).get("name") == name and ev["verb"] == "update"
+        ]  # fmt: skip
+        assert [w["responseStatus"]["code"] for w in writes][:1] == [200], writes
+        taking = writes[0]["requestObject"]
+        assert taking["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+        assert taking["spec"]["leaseTransitions"] == 3
+        assert taking["spec"]["holderIdentity"] != "clock-ahead/run0"
+        after = json.loads(cluster.kubectl("get", "lease", name, "-n", LEASE_NAMESPACE,
+                                           "-o", "json").stdout)  # fmt: skip
+        assert "holderIdentity" not in after["spec"]  # given back at the end
+    finally:
+        cluster.kubectl("delete", "lease", name, "-n", LEASE_NAMESPACE, check=False)
+    row("Lease renewed one day ahead", f"taken over (lease.untrusted), end {summary['end']}",
+        str(ran.returncode), seconds, f"{len(writes)} Lease updates, the first with the "
+        "resourceVersion read")  # fmt: skip

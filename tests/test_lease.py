@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
+import json
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
+from rebalancer.cli.logconfig import configure as configure_logging
+from rebalancer.cli.main import main
 from rebalancer.cluster.act.executor import ExecutorSettings
 from rebalancer.cluster.act.lease import (
     RECORD_ANNOTATION,
     EvictionRecord,
     Lease,
     LeaseSettings,
+    RecordError,
     holder_of,
     micro_time,
     parse_records,
@@ -28,6 +35,7 @@ from rebalancer.cluster.api import errors
 from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
 from rebalancer.core.model import LabelSelector
 from rebalancer.core.policy import Limits, Policy
+from tests import hostile
 from tests.builders import NS, web_pod
 from tests.fakes import NOW, FakeClock, FakeCluster
 
@@ -208,13 +216,36 @@ def test_the_record_is_bounded() -> None:
     assert [r.uid for r in api.records] == ["u2", "u3", "u4"]
 
 
-def test_malformed_records_are_ignored() -> None:
-    """A hand-edited annotation never stops a run: bad entries are left out."""
-    good = record("u1", NOW).to_json()
-    text = f'[{{"uid": 3}}, "x", {str(good).replace(chr(39), chr(34))}]'
+def test_malformed_entries_of_the_record_are_left_out() -> None:
+    """A bad entry (wrong types, a time that is no finite number) is left out; the others
+    count. No annotation, or an empty one, is no record."""
+    good = json.dumps(record("u1", NOW).to_json())
+    assert f'"at": {NOW}' in good
+
+    def dated(at: str) -> str:  # the good entry with another time, as text
+        return good.replace(f'"at": {NOW}', f'"at": {at}').replace('"u1"', '"bad"')
+
+    times = ("NaN", "Infinity", "-Infinity", "1e999", "1" + "0" * 400, '"1750000000"', "true")
+    text = "[" + ", ".join(['{"uid": 3}', '"x"', good, *map(dated, times)]) + "]"
     assert [r.uid for r in parse_records({RECORD_ANNOTATION: text})] == ["u1"]
-    assert parse_records({RECORD_ANNOTATION: "not json"}) == ()
     assert parse_records(None) == ()
+    assert parse_records({RECORD_ANNOTATION: ""}) == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("not json", "not JSON"),
+        ('{"ns": "x"}', "not a JSON array but an object of 1 keys"),
+        ("[" * 100_000 + "]" * 100_000, "nested more than 128 deep"),
+        ('["' + "x" * (256 * 1024) + '"]', "more than the 262144 allowed"),
+    ],
+)
+def test_a_record_that_cannot_be_read_is_an_error(text: str, problem: str) -> None:
+    """The record as a whole unreadable: an error, never an empty record (the evictions in it
+    count against the limits)."""
+    with pytest.raises(RecordError, match=problem):
+        parse_records({RECORD_ANNOTATION: text})
 
 
 def test_holder_of_reads_expiry_by_renew_time() -> None:
@@ -517,3 +548,404 @@ def test_interval_mode_takes_and_gives_back_the_lease_around_each_run() -> None:
     taken = [h for h in holders if h]
     assert len(set(taken)) == 2  # two runs, two holder identities
     assert holders[-1] is None  # released after the last run
+
+
+# -- a Lease that cannot be believed ------------------------------------------------------------
+
+DAY = 86_400
+
+
+def put_lease(api: FakeLeaseApi, **spec: Any) -> None:
+    """The Lease as another writer left it: ``spec`` as given (times as numbers are written as
+    MicroTime), resourceVersion bumped."""
+    for field in ("acquireTime", "renewTime"):
+        if isinstance(spec.get(field), float):
+            spec[field] = micro_time(spec[field])
+    api._store({"metadata": {}, "spec": spec})
+
+
+def logged(action: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """``action()`` with the command's log configuration (JSON lines, scrubbed) on a buffer:
+    its result and the lines it logged."""
+    stream = io.StringIO()
+    configure_logging(json_output=True, stream=stream)
+    try:
+        result = action()
+    finally:
+        structlog.reset_defaults()
+        structlog.contextvars.clear_contextvars()
+    text = stream.getvalue()
+    return result, [json.loads(line) for line in text.splitlines()] + [{"raw": text}]
+
+
+@pytest.mark.parametrize(
+    ("ahead", "taken"),
+    [
+        (DAY, True),  # the reported case: every run turned away for a day
+        (31.0, True),  # just past the 30 s allowed for clock skew
+        (30.0, False),  # a clock 30 s ahead: believed, held for another 90 s
+        (5.0, False),
+    ],
+)
+def test_a_renew_time_in_the_future_is_believed_only_within_the_skew_allowed(
+    ahead: float, taken: bool
+) -> None:
+    """renewTime ahead of this machine's clock by more than 30 s: treated as expired and taken
+    over (with the resourceVersion read, as any expired Lease), leaseTransitions counted;
+    within 30 s it is a clock a little ahead, and the holder keeps the Lease until renewTime +
+    leaseDurationSeconds."""
+    api, wall = FakeLeaseApi(), Wall()
+    put_lease(api, holderIdentity="skewed/run0", leaseDurationSeconds=60,
+              acquireTime=NOW - 100, renewTime=NOW + ahead, leaseTransitions=4)  # fmt: skip
+    writes = len(api.writes)
+    held, lines = logged(lease(api, "b/run1", wall).acquire)
+    if taken:
+        assert held is None
+        assert api.holder == "b/run1"
+        assert api.obj is not None
+        assert api.obj["spec"]["leaseTransitions"] == 5
+        assert api.obj["spec"]["renewTime"] == micro_time(NOW)
+        assert api.writes[-1]["metadata"]["resourceVersion"] == str(writes + 1)  # one PUT
+        (untrusted,) = [line for line in lines if line.get("event") == "lease.untrusted"]
+        assert untrusted["holder"] == "skewed/run0"
+        assert untrusted["reason"] == (
+            f"renewTime {micro_time(NOW + ahead)} is {ahead:.0f}s ahead of this machine's "
+            "clock (more than the 30s allowed for clock skew)"
+        )
+    else:
+        assert held is not None
+        assert held.identity == "skewed/run0"
+        assert held.expires_in == pytest.approx(ahead + 60)
+        assert len(api.writes) == writes
+        assert not [line for line in lines if line.get("event") == "lease.untrusted"]
+
+
+def test_an_acquire_time_in_the_future_is_not_believed() -> None:
+    """acquireTime a day ahead (renewTime fine): taken over as well."""
+    api = FakeLeaseApi()
+    put_lease(api, holderIdentity="x/run0", leaseDurationSeconds=60,
+              acquireTime=NOW + DAY, renewTime=NOW)  # fmt: skip
+    held, lines = logged(lease(api, "b/run1", Wall()).acquire)
+    assert held is None
+    assert api.holder == "b/run1"
+    (untrusted,) = [line for line in lines if line.get("event") == "lease.untrusted"]
+    assert untrusted["reason"].startswith(f"acquireTime {micro_time(NOW + DAY)} is 86400s ahead")
+
+
+@pytest.mark.parametrize(
+    ("duration", "taken"),
+    [(-60, True), (0, True), (DAY + 1, True), (10**30, True), (1, False), (3, False), (DAY, False)],
+)
+def test_a_lease_duration_outside_one_second_to_a_day_is_not_believed(
+    duration: int, taken: bool
+) -> None:
+    """A Lease renewed just now by another holder: held for its leaseDurationSeconds when that
+    is 1 s to one day (what --lease-duration allows is inside), taken over otherwise."""
+    api = FakeLeaseApi()
+    put_lease(api, holderIdentity="x/run0", leaseDurationSeconds=duration,
+              acquireTime=NOW, renewTime=NOW)  # fmt: skip
+    held, lines = logged(lease(api, "b/run1", Wall()).acquire)
+    reasons = [line["reason"] for line in lines if line.get("event") == "lease.untrusted"]
+    if taken:
+        assert held is None
+        assert api.holder == "b/run1"
+        assert reasons == [f"leaseDurationSeconds {duration} is outside 1..86400"]
+    else:
+        assert held is not None
+        assert held.expires_in == pytest.approx(duration)
+        assert reasons == []
+
+
+def test_a_free_or_expired_lease_is_taken_without_a_word_of_distrust() -> None:
+    """A released Lease (no holder) with odd times, or a holder long expired: taken, and no
+    lease.untrusted line (there is no claim to disbelieve)."""
+    for spec in (
+        {"leaseDurationSeconds": 60, "renewTime": NOW + DAY},  # released, clock was off
+        {"holderIdentity": "x/run0", "leaseDurationSeconds": 60, "renewTime": NOW - 61},
+    ):
+        api = FakeLeaseApi()
+        put_lease(api, **spec)
+        held, lines = logged(lease(api, "b/run1", Wall()).acquire)
+        assert held is None
+        assert api.holder == "b/run1"
+        assert not [line for line in lines if line.get("event") == "lease.untrusted"]
+
+
+def test_a_takeover_of_an_untrusted_lease_loses_a_race_like_any_other() -> None:
+    """Another run writes the Lease between our read and our PUT: 409, and the run is turned
+    away by the new holder (the resourceVersion precondition holds for untrusted Leases too)."""
+    api, wall = FakeLeaseApi(), Wall()
+    put_lease(api, holderIdentity="skewed/run0", leaseDurationSeconds=60, renewTime=NOW + DAY)
+    api.before_update = lambda: api.force("c/run2", renewed=NOW)
+    held = lease(api, "b/run1", wall).acquire()
+    assert held is not None
+    assert held.identity == "c/run2"
+    assert api.holder == "c/run2"
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "shown"),
+    [
+        (["holderIdentity", "x"], "spec", "an array of 2 items"),
+        ("held", "spec", 'a string "held"'),
+        ({"holderIdentity": 7}, "spec.holderIdentity", "a number 7"),
+        (
+            {"holderIdentity": "x", "leaseDurationSeconds": "60"},
+            "spec.leaseDurationSeconds",
+            'a string "60"',
+        ),
+        (
+            {"holderIdentity": "x", "leaseDurationSeconds": True},
+            "spec.leaseDurationSeconds",
+            "a boolean true",
+        ),
+        (
+            {"holderIdentity": "x", "leaseDurationSeconds": 60.5},
+            "spec.leaseDurationSeconds",
+            "a number 60.5",
+        ),
+        (
+            {"holderIdentity": "x", "renewTime": "yesterday"},
+            "spec.renewTime",
+            'a string "yesterday"',
+        ),
+        (
+            {"holderIdentity": "x", "renewTime": "2025-06-15T15:06:40"},
+            "spec.renewTime",
+            'a string "2025-06-15T15:06:40"',
+        ),  # no zone: whose clock?
+        (
+            {"holderIdentity": "x", "acquireTime": {"s": 1}},
+            "spec.acquireTime",
+            "an object of 1 keys",
+        ),
+        ({"leaseTransitions": "1"}, "spec.leaseTransitions", 'a string "1"'),
+    ],
+)
+def test_a_malformed_lease_is_an_error_naming_the_field(spec: Any, field: str, shown: str) -> None:
+    """A Lease no API server would serve: exit 3 naming the Lease, the field and its value;
+    nothing is written over it."""
+    api = FakeLeaseApi()
+    api._store({"metadata": {}, "spec": spec})
+    writes = len(api.writes)
+    with pytest.raises(errors.LeaseError) as caught:
+        lease(api, "b/run1", Wall()).acquire()
+    assert str(caught.value).startswith(
+        f"the Lease rebalancer/rebalancer as read is malformed: {field} is {shown}, not "
+    )
+    assert caught.value.exit_code == EXIT_CLUSTER
+    assert len(api.writes) == writes
+
+
+@pytest.mark.parametrize(
+    ("metadata", "field"),
+    [
+        ({"resourceVersion": ""}, "metadata.resourceVersion"),
+        ({"resourceVersion": 7}, "metadata.resourceVersion"),
+        ({"resourceVersion": "3", "annotations": ["a"]}, "metadata.annotations"),
+    ],
+)
+def test_a_lease_without_what_makes_the_write_conditional_is_not_written(
+    metadata: dict[str, Any], field: str
+) -> None:
+    """A free Lease without a resourceVersion (a PUT without one would win any race) or with
+    annotations that are no object: exit 3 naming it, no write."""
+    api = FakeLeaseApi()
+    api.obj = {"metadata": metadata, "spec": {}}
+
+    def no_write(namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        raise AssertionError("written")
+
+    api.update_lease = no_write  # type: ignore[method-assign]
+    with pytest.raises(errors.LeaseError, match=f"malformed: {field} is "):
+        lease(api, "b/run1", Wall()).acquire()
+
+
+def test_a_lease_read_back_malformed_after_a_conflict_is_an_error_not_a_crash() -> None:
+    """A write answered 409, and the Lease read again names us but its metadata is no object:
+    a LeaseError (the run stops evicting, exit 3), not a crash while writing it again."""
+    api, wall = FakeLeaseApi(), Wall()
+    mine = lease(api, "a/run", wall)
+    assert mine.acquire() is None
+
+    def conflict(namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        api.obj = {"metadata": ["x"], "spec": {"holderIdentity": "a/run"}}
+        raise errors.Conflict(409, "the object has been modified")
+
+    api.update_lease = conflict  # type: ignore[method-assign]
+    with pytest.raises(errors.LeaseError, match="malformed: metadata is an array of 1 items"):
+        mine.record(record("u1", NOW))
+    assert mine.held  # not lost: it is still ours, and said so
+
+
+def test_an_unreadable_record_stops_the_run_before_anything_is_written() -> None:
+    """The record annotation nested 100,000 deep on an expired Lease: exit 3 naming the Lease
+    and the annotation, with the command that removes it; the Lease is not taken."""
+    api = FakeLeaseApi()
+    api.force("crashed/run0", renewed=NOW - 120)
+    assert api.obj is not None
+    api.obj["metadata"]["annotations"] = {RECORD_ANNOTATION: "[" * 100_000 + "]" * 100_000}
+    writes = len(api.writes)
+    with pytest.raises(errors.LeaseError) as caught:
+        lease(api, "b/run1", Wall()).acquire()
+    message = str(caught.value)
+    assert message.startswith(
+        "the Lease rebalancer/rebalancer has an eviction record that cannot be read "
+        "(annotation rebalancer/evictions: JSON nested more than 128 deep"
+    )
+    assert message.endswith("kubectl annotate lease -n rebalancer rebalancer rebalancer/evictions-")
+    assert caught.value.exit_code == EXIT_CLUSTER
+    assert len(api.writes) == writes
+    assert api.holder == "crashed/run0"
+
+
+def test_a_held_lease_turns_the_run_away_whatever_its_record() -> None:
+    """The record is read only by the run that takes the Lease: a live holder turns the run
+    away (lease-held, exit 0) even when the record could not be read."""
+    api = FakeLeaseApi()
+    api.force("live/run0", renewed=NOW - 5)
+    assert api.obj is not None
+    api.obj["metadata"]["annotations"] = {RECORD_ANNOTATION: "not json"}
+    held = lease(api, "b/run1", Wall()).acquire()
+    assert held is not None
+    assert held.identity == "live/run0"
+
+
+def test_a_record_dated_in_the_future_counts_as_made_now() -> None:
+    """An eviction recorded a day ahead (a clock ahead, or an edit) counts from now: for one
+    cooldown, not for a day and a cooldown."""
+    api, wall = FakeLeaseApi(), Wall()
+    api.force("crashed/run0", renewed=NOW - 120)
+    assert api.obj is not None
+    api.obj["metadata"]["annotations"] = {
+        RECORD_ANNOTATION: _dump([record("ahead", NOW + DAY), record("past", NOW - 30)])
+    }
+    mine = lease(api, "b/run1", wall, cooldown_seconds=600)
+    assert mine.acquire() is None
+    assert [(r.uid, r.at) for r in mine.earlier] == [("ahead", NOW), ("past", NOW - 30)]
+    wall.now += 601  # one cooldown later
+    mine.renew()
+    assert api.records == ()
+    mine.release()
+
+
+def test_the_holder_is_escaped_in_every_log_line() -> None:
+    """A holderIdentity with a right-to-left override, ESC and an OSC title sequence, BEL and a
+    zero-width space: in the lease.held, run.summary and lease.untrusted lines each is written
+    as a JSON escape (as jq shows it), never raw; the lines still read back as the identity."""
+    evil = "pod-\u202egnp.exe\x1b]0;PWN\x07\u200b"
+    escaped = "pod-\\u202egnp.exe\\u001b]0;PWN\\u0007\\u200b"  # as the line's text has it
+    fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
+    api.force(evil, renewed=NOW - 5)
+    report, lines = logged(lease_runner(fake, api).run_once)
+    assert report.end is RunEnd.LEASE_HELD
+    api.force(evil, renewed=NOW + DAY)
+    _, more = logged(lease(api, "b/run1", Wall()).acquire)
+    raw = lines[-1]["raw"] + more[-1]["raw"]
+    for char in ("\u202e", "\x1b", "\x07", "\u200b"):
+        assert char not in raw
+    assert raw.count(f'"holder":"{escaped}"') == 2  # lease.held, lease.untrusted
+    assert raw.count(f'"lease_held_by":"{escaped}"') == 1  # run.summary
+    held = [line for line in lines if line.get("event") == "lease.held"]
+    untrusted = [line for line in more if line.get("event") == "lease.untrusted"]
+    assert [held[0]["holder"], untrusted[0]["holder"]] == [evil, evil]
+
+
+# -- the command against a server serving such a Lease ------------------------------------------
+
+
+def lease_server(lease_obj: dict[str, Any]) -> hostile.Scenario:
+    """An API server that allows everything, serves one node and no pods, and ``lease_obj``
+    as the Lease; a PUT of the Lease is accepted (answered as holder "accepted")."""
+
+    def answer(request: hostile.Request) -> None:
+        if request.method == "POST" and request.path.endswith("/selfsubjectaccessreviews"):
+            review = {"kind": "SelfSubjectAccessReview", "status": {"allowed": True}}
+            request.send(201, json.dumps(review).encode())
+        elif request.path.endswith("/leases/rebalancer"):
+            if request.method == "GET":
+                request.send(200, json.dumps(lease_obj).encode())
+            else:
+                held = {**lease_obj, "spec": {"holderIdentity": "accepted"}}
+                held["metadata"] = {**lease_obj["metadata"], "resourceVersion": "8"}
+                request.send(200, json.dumps(held).encode())
+        elif request.path == "/version":
+            request.send(200, b'{"major": "1", "minor": "32", "gitVersion": "v1.32.0"}')
+        else:
+            items = [hostile.node("node-1")] if request.resource == "nodes" else []
+            request.send(200, hostile.list_body(request.resource, items))
+
+    return answer
+
+
+def served_lease(spec: Any, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": NAME, "namespace": NAMESPACE, "resourceVersion": "7"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+
+
+def run_against(
+    lease_obj: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, list[hostile.Request]]:
+    """``rebalancer run`` against :func:`lease_server`: exit code, stderr, the Lease writes."""
+    with hostile.hostile_server(lease_server(lease_obj)) as server:
+        try:
+            code = main(["run", "--kubeconfig", str(server.kubeconfig(tmp_path))])
+        finally:
+            structlog.reset_defaults()
+            structlog.contextvars.clear_contextvars()
+    writes = [r for r in server.requests if r.method == "PUT" and "/leases/" in r.path]
+    return code, capsys.readouterr().err, writes
+
+
+def _expired_spec() -> dict[str, Any]:
+    ago = micro_time(time.time() - 3600)
+    return {"holderIdentity": "crashed/run0", "leaseDurationSeconds": 60, "renewTime": ago}
+
+
+@pytest.mark.parametrize(
+    ("lease_obj", "message"),
+    [
+        (
+            served_lease(["holderIdentity", "x"]),
+            "the Lease rebalancer/rebalancer as read is malformed: spec is an array of 2 items",
+        ),
+        (
+            served_lease(_expired_spec(), {RECORD_ANNOTATION: "[" * 100_000 + "]" * 100_000}),
+            "the Lease rebalancer/rebalancer has an eviction record that cannot be read "
+            "(annotation rebalancer/evictions: JSON nested more than 128 deep",
+        ),
+    ],
+    ids=["spec-array", "record-100k-deep"],
+)
+def test_the_command_exits_3_on_a_malformed_lease_and_writes_nothing(
+    lease_obj: dict[str, Any], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both were exit 4 (a bug); now one error line naming the Lease and what is wrong, exit 3,
+    and the Lease is not written."""
+    code, err, writes = run_against(lease_obj, tmp_path, capsys)
+    errors_said = [line for line in err.splitlines() if line.startswith("rebalancer: ")]
+    assert code == EXIT_CLUSTER, err[-2000:]
+    assert len(errors_said) == 1
+    assert errors_said[0].startswith(f"rebalancer: cluster error: {message}")
+    assert writes == []
+
+
+def test_the_command_takes_over_a_lease_renewed_a_day_ahead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """renewTime one day ahead of the clock: was lease-held on every run for a day; now the run
+    takes the Lease (PUT), logs lease.untrusted with the holder escaped, and goes on (exit 0)."""
+    ahead = micro_time(time.time() + DAY)
+    spec = {"holderIdentity": "x\u202ey\x1b[2J", "leaseDurationSeconds": 60, "renewTime": ahead}
+    code, err, writes = run_against(served_lease(spec), tmp_path, capsys)
+    assert code == EXIT_OK, err[-2000:]
+    assert len(writes) >= 2  # taken, then given back
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    (untrusted,) = [line for line in lines if line["event"] == "lease.untrusted"]
+    assert untrusted["holder"] == "x\u202ey\x1b[2J"
+    assert untrusted["reason"].startswith(f"renewTime {ahead} is 86400s ahead")
+    assert "\u202e" not in err and "\x1b" not in err
+    (summary,) = [line for line in lines if line["event"] == "run.summary"]
+    assert summary["end"] != "lease-held"

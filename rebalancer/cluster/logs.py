@@ -58,6 +58,10 @@ LEASE_ACQUIRED: Final = "lease.acquired"
 """This run holds the Lease: it may evict."""
 LEASE_HELD: Final = "lease.held"
 """Another rebalancer holds the Lease: this run evicts nothing."""
+LEASE_UNTRUSTED: Final = "lease.untrusted"
+"""The Lease names a holder but cannot be believed (renewTime or acquireTime ahead of this
+machine's clock by more than the skew allowed, leaseDurationSeconds out of range): it is taken
+over as if expired; the reason and the holder are logged."""
 LEASE_RELEASED: Final = "lease.released"
 """The run ended and gave the Lease back (with its eviction record)."""
 LEASE_RENEW_FAILED: Final = "lease.renew_failed"
