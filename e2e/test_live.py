@@ -631,7 +631,7 @@ def test_k_an_admission_denial_with_escapes_reaches_no_terminal_raw(
 
         def try_once() -> list[Any]:
             ran = rebalancer(
-                cluster, "run", "-n", ns, "--cooldown", "0s", "--max-waves", "1",
+                cluster, "run", "-n", ns, "--cooldown", "0s", "--max-waves", "1", "-o", "wide",
                 "--policy", str(write_policy(tmp_path, "one", limits={"total": 1})),
             )  # fmt: skip
             denied.append(ran)
