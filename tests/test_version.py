@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from rebalancer.cli import version
+from rebalancer.cli import buildinfo
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics
 from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
@@ -38,9 +38,9 @@ def _git_head() -> str | None:
 
 @pytest.fixture(autouse=True)
 def _fresh_build_info() -> Iterator[None]:
-    version.build_info.cache_clear()
+    buildinfo.build_info.cache_clear()
     yield
-    version.build_info.cache_clear()
+    buildinfo.build_info.cache_clear()
 
 
 def test_client_version_json_is_the_package_and_the_checkout(
@@ -58,7 +58,7 @@ def test_client_version_json_is_the_package_and_the_checkout(
 def test_build_commit_file_wins_over_git(capsys: pytest.CaptureFixture[str]) -> None:
     """An image's BUILD_COMMIT (written by the image build) is the commit reported."""
     planted = "0123456789abcdef0123456789abcdef01234567"
-    path = Path(str(resources.files("rebalancer").joinpath(version.COMMIT_FILE)))
+    path = Path(str(resources.files("rebalancer").joinpath(buildinfo.COMMIT_FILE)))
     assert not path.exists(), "a BUILD_COMMIT is left in the source tree"
     path.write_text(planted + "\n", encoding="ascii")
     try:
@@ -74,10 +74,10 @@ def test_build_commit_file_wins_over_git(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_a_build_commit_that_is_no_commit_is_not_believed() -> None:
     """A BUILD_COMMIT holding anything but a hex commit id falls back to git or unknown."""
-    path = Path(str(resources.files("rebalancer").joinpath(version.COMMIT_FILE)))
+    path = Path(str(resources.files("rebalancer").joinpath(buildinfo.COMMIT_FILE)))
     path.write_text("\x1b]0;PWN\x07\n", encoding="ascii")
     try:
-        commit = version.build_info().commit
+        commit = buildinfo.build_info().commit
     finally:
         path.unlink()
     assert commit == (_git_head() or "unknown")

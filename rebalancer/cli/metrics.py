@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.exposition import push_to_gateway
 
-from rebalancer.cli.version import build_info
+from rebalancer.cli.buildinfo import build_info
 from rebalancer.cluster.act.outcome import Outcome, RunEnd
 from rebalancer.cluster.act.runner import RunReport, ViewSkew
 

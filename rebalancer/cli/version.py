@@ -1,84 +1,27 @@
 """``rebalancer version``: what this build is, and with a cluster, what the server runs.
 
-The build's identity (:func:`build_info`) is the package version, the commit it was built
-from and the Python that runs it. The commit comes from ``rebalancer/BUILD_COMMIT``, which the
-image build writes from its ``REBALANCER_COMMIT`` argument (the file is not in the
-repository); a source checkout asks git; otherwise it is ``unknown``. The same three values
-label the ``rebalancer_build_info`` metric, so a dashboard and ``rebalancer version`` agree.
+The build's identity is :func:`rebalancer.cli.buildinfo.build_info`: the package version, the
+commit it was built from and the Python that runs it; the same three values label the
+``rebalancer_build_info`` metric.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
-from dataclasses import asdict, dataclass
-from functools import cache
-from importlib import resources
-from pathlib import Path
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
-from rebalancer import __version__
+from rebalancer.cli.buildinfo import BuildInfo, build_info
 from rebalancer.cli.common import write
 from rebalancer.core.errors import EXIT_OK
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-COMMIT_FILE: Final = "BUILD_COMMIT"
-UNKNOWN: Final = "unknown"
 VERSION_FORMATS: Final = ("table", "json", "yaml")
-
-
-@dataclass(frozen=True, slots=True)
-class BuildInfo:
-    """What this build of rebalancer is."""
-
-    version: str
-    commit: str
-    python: str
-
-
-@cache
-def build_info() -> BuildInfo:
-    """This build's version, commit and Python version (read once per process)."""
-    return BuildInfo(version=__version__, commit=_commit(), python=platform.python_version())
-
-
-def _commit() -> str:
-    try:
-        text = resources.files("rebalancer").joinpath(COMMIT_FILE).read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError):
-        text = ""
-    commit = text.strip()
-    if _is_commit(commit):
-        return commit
-    return _git_commit(Path(__file__).resolve().parents[2]) or UNKNOWN
-
-
-def _git_commit(top: Path) -> str | None:
-    """The checked-out commit of a source checkout at ``top``, or None."""
-    if not (top / ".git").exists():
-        return None
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(top), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and _is_commit(commit) else None
-
-
-def _is_commit(text: str) -> bool:
-    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def add_version_command(subparsers: Subparsers) -> None:
