@@ -49,6 +49,7 @@ GAPS: Final = (
     re.compile(r"a second \w+ constraint on"),  # unique (topologyKey, whenUnsatisfiable) pairs
     re.compile(r"\.cron: (not a cron expression|never fires)"),
     re.compile(r"\.timeZone: unknown time zone"),
+    re.compile(r"^(minPodAge|schedule\.windows\[\d+\]\.duration): must be at most 8760h"),
 )
 """Validator messages of the rules the schema leaves to the validator (policy_schema's list)."""
 
@@ -370,3 +371,21 @@ def test_shipped_policies_fit_the_document_schema() -> None:
         document = yaml.safe_load(path.read_text())
         assert checker.is_valid(document), path
         policy_from_document(document, str(path))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"minPodAge": "8761h"},
+        {"minPodAge": "99999999999h"},
+        {"schedule": {"windows": [{"cron": "0 2 * * *", "duration": "9000h"}]}},
+    ],
+)
+def test_durations_past_a_year_are_the_validators_to_refuse(values: dict[str, Any]) -> None:
+    """The schema cannot add up a duration's parts: it lets a duration past 8760h through, the
+    validator refuses it naming the field, and the test counts it as a named gap."""
+    problems = validator_problems(values)
+    assert len(problems) == 1 and "must be at most 8760h" in problems[0]
+    assert schema_accepts(values)
+    assert is_gap(problems[0])
+    check_agreement(values)

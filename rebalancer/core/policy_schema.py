@@ -19,7 +19,9 @@ What JSON Schema cannot say, and so the schema accepts while the validator refus
 * a ``cron`` expression of 5 well-formed fields that is out of range (``61 * * * *``) or never
   fires (``0 0 31 2 *``);
 * a ``timeZone`` that is shaped like a zone name but not in the tz database;
-* a ``priorityThreshold.name`` or prefix of a label key longer than 253 characters.
+* a ``priorityThreshold.name`` or prefix of a label key longer than 253 characters;
+* a ``minPodAge`` or a window's ``duration`` longer than 8760h: a regular expression can shape
+  a duration, not add up its parts.
 """
 
 from __future__ import annotations
