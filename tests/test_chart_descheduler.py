@@ -44,7 +44,7 @@ def test_a_descheduler_users_values_file_renders_what_its_names_mean() -> None:
     assert spec["jobTemplate"]["spec"]["activeDeadlineSeconds"] == 1500
     args = container_args(cronjob)
     assert args[:2] == ["run", "--dry-run"]
-    assert not [a for a in args if a.startswith("-v") or a.startswith("--v")]
+    assert not [a for a in args if a.startswith(("-v", "--v"))]
     assert args[args.index("--lease-name") + 1] == "descheduler"
     assert args[args.index("--lease-duration") + 1] == "15s"
     for ignored in ("renew", "retry", "resource-lock", "leader-elect"):
