@@ -152,3 +152,92 @@ def test_descheduler_names_are_checked_too(value: str, path: str) -> None:
     proc = helm("template", "rebalancer", str(CHART), "--set", value)
     assert proc.returncode != 0
     assert path in proc.stderr, proc.stderr
+
+
+# The top-level names of the descheduler chart's values.yaml (v0.36), commented-out ones
+# included, copied by hand from that file.
+DESCHEDULER_NAMES = (
+    "kind",
+    "image",
+    "imagePullSecrets",
+    "resources",
+    "ports",
+    "securityContext",
+    "podSecurityContext",
+    "nameOverride",
+    "fullnameOverride",
+    "namespaceOverride",
+    "commonLabels",
+    "cronJobApiVersion",
+    "schedule",
+    "suspend",
+    "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+    "ttlSecondsAfterFinished",
+    "activeDeadlineSeconds",
+    "timeZone",
+    "deschedulingInterval",
+    "replicas",
+    "leaderElection",
+    "command",
+    "cmdOptions",
+    "deschedulerPolicyAPIVersion",
+    "deschedulerPolicy",
+    "priorityClassName",
+    "nodeSelector",
+    "affinity",
+    "topologySpreadConstraints",
+    "tolerations",
+    "rbac",
+    "serviceAccount",
+    "automountServiceAccountToken",
+    "deploymentAnnotations",
+    "cronJobAnnotations",
+    "cronJobLabels",
+    "jobAnnotations",
+    "jobLabels",
+    "podAnnotations",
+    "podLabels",
+    "dnsConfig",
+    "livenessProbe",
+    "initContainers",
+    "service",
+    "serviceMonitor",
+    "extraServiceAccountVolumeMounts",
+    "extraServiceAccountVolumes",
+)
+REFUSED = (  # (--set value, the name the schema's error gives)
+    ("ports[0].containerPort=10258", "ports"),
+    ("command[0]=/bin/descheduler", "command"),
+    ("service.enabled=true", "service"),
+    ("namespaceOverride=x", "namespaceOverride"),
+    ("cronJobApiVersion=batch/v1", "cronJobApiVersion"),
+    ("deploymentAnnotations.a=b", "deploymentAnnotations"),
+    ("cronJobLabels.a=b", "cronJobLabels"),
+    ("jobAnnotations.a=b", "jobAnnotations"),
+    ("dnsConfig.options[0].name=ndots", "dnsConfig"),
+    ("topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints"),
+    ("automountServiceAccountToken=true", "automountServiceAccountToken"),
+    ("serviceAccount.automountServiceAccountToken=true", "automountServiceAccountToken"),
+    ("serviceMonitor.insecureSkipVerify=true", "insecureSkipVerify"),
+    ("deschedulerPolicyAPIVersion=descheduler/v1alpha2", "deschedulerPolicyAPIVersion"),
+)
+
+
+def test_docs_table_names_every_descheduler_value() -> None:
+    """docs/helm.md's side-by-side table has a row for every top-level name of the descheduler
+    chart's values."""
+    text = (ROOT / "docs" / "helm.md").read_text()
+    table = text[text.index("| descheduler chart | here |") :].split("\n\n")[0]
+    first_column = " ".join(row.split("|")[1] for row in table.splitlines()[2:])
+    for name in DESCHEDULER_NAMES:
+        assert f"`{name}" in first_column, name
+
+
+@pytest.mark.parametrize(("value", "name"), REFUSED)
+def test_names_the_table_says_are_refused_are_refused(value: str, name: str) -> None:
+    """The names docs/helm.md says do not apply are refused by the schema, named."""
+    proc = helm("template", "rebalancer", str(CHART), "--set", value)
+    assert proc.returncode != 0
+    assert f"'{name}' not allowed" in proc.stderr, proc.stderr
