@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from rebalancer.cluster.read.policyfile import load_policy
-from tests.test_chart import FORBIDDEN_VERBS, only, rbac_rules, render
+from tests.test_chart import FORBIDDEN_VERBS, container_args, only, rbac_rules, render
 
 STEER = Path(__file__).resolve().parent.parent / "deploy" / "overlays" / "steer"
 ADMISSION = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
@@ -58,3 +58,26 @@ def test_steering_on_grants_pod_patch_fenced_by_the_overlays_admission_policy() 
     assert steer_binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "sa1", "namespace": "ops"}
     ]
+
+
+def test_steer_only_steers_and_evicts_nothing() -> None:
+    """steerOnly=true: the policy has steerScaleDown true and limits.total 0 (the rest as set),
+    the run has no dry-run flag (a dry run writes no cost) even with dryRun client, and the
+    PATCH of pods and the admission policy are installed."""
+    docs = render("steerOnly=true", "dryRun=client", "policy.limits.perNode=2")
+    policy = load_policy(only(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
+    assert policy.steer_scale_down is True
+    assert (policy.limits.total, policy.limits.per_node) == (0, 2)
+    args = container_args(only(docs, "CronJob"))
+    assert args[0] == "run"
+    assert "--dry-run" not in args and "--server-dry-run" not in args
+    patching = [r for _k, _n, r in rbac_rules(docs) if "patch" in r["verbs"]]
+    assert patching == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+    assert {d["kind"] for d in docs} >= set(ADMISSION)
+
+
+def test_steer_only_policy_is_the_steer_overlays() -> None:
+    """The chart's steerOnly policy is the one deploy/overlays/steer ships."""
+    docs = render("steerOnly=true")
+    chart = load_policy(only(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
+    assert chart == load_policy((STEER / "policy.yaml").read_text(), "overlay")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +13,13 @@ import yaml
 from rebalancer.cluster.api.kubeclient import PATCHED_ANNOTATIONS
 from rebalancer.cluster.api.preflight import STEER_CHECKS
 from rebalancer.cluster.read.policyfile import load_policy
-from rebalancer.core.policy import Policy
+from rebalancer.core.policy import Limits, Policy
 from tests.test_deploy import _rendered, rules
 
 ROOT = Path(__file__).resolve().parent.parent
 STEER = ROOT / "deploy" / "overlays" / "steer"
+SKEWED = ROOT / "examples" / "skewed-cluster.yaml"
+PLAN = (sys.executable, "-m", "rebalancer", "plan")
 
 
 def _docs(name: str) -> list[dict[str, Any]]:
@@ -62,22 +67,59 @@ def test_the_admission_policy_binds_the_service_account_to_the_cost_annotations(
         assert part in checks
 
 
-def test_the_overlay_policy_is_the_default_with_steering_on() -> None:
-    """The overlay's policy differs from the shipped one by steerScaleDown only."""
+def test_the_overlay_policy_is_the_default_with_steering_on_and_no_eviction() -> None:
+    """The overlay's policy differs from the shipped one by steerScaleDown and limits.total
+    only: steering on, at most 0 evictions a run."""
     base = (ROOT / "deploy" / "base" / "policy.yaml").read_text()
     mine = (STEER / "policy.yaml").read_text()
-    assert mine == base.replace("steerScaleDown: false", "steerScaleDown: true")
-    assert load_policy(mine, "policy.yaml") == Policy(steer_scale_down=True)
+    assert mine == base.replace("steerScaleDown: false", "steerScaleDown: true").replace(
+        "  total: null\n", "  total: 0  # steering only: no run evicts a pod\n"
+    )
+    assert load_policy(mine, "policy.yaml") == Policy(steer_scale_down=True, limits=Limits(total=0))
 
 
-def test_the_overlay_renders_evictions_on_with_the_steer_policy() -> None:
-    """`kubectl kustomize` of the overlay: the CronJob evicts (no --dry-run), its ConfigMap is
-    the steer policy, and the admission policy ships beside it."""
+def _plan(policy: Path) -> Any:
+    proc = subprocess.run(
+        [*PLAN, "--snapshot", str(SKEWED), "--policy", str(policy), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_overlay_policy_steers_and_evicts_nothing_where_the_base_evicts() -> None:
+    """On examples/skewed-cluster.yaml the base policy plans evictions; the overlay's plans none
+    and sets deletion costs instead."""
+    assert _plan(ROOT / "deploy" / "base" / "policy.yaml")["evictions"]
+    steer = _plan(STEER / "policy.yaml")
+    assert steer["evictions"] == []
+    assert steer["deletionCosts"]["enabled"] is True
+    assert steer["deletionCosts"]["changes"]
+
+
+def test_the_overlay_builds_on_the_base_not_on_evict() -> None:
+    """deploy/overlays/steer takes the base, not deploy/overlays/evict: turning steering on
+    does not bring the evict overlay with it."""
+    kustomization = yaml.safe_load((STEER / "kustomization.yaml").read_text())
+    assert "../../base" in kustomization["resources"]
+    assert not [r for r in kustomization["resources"] if "evict" in r]
+
+
+def test_the_overlay_renders_steering_only() -> None:
+    """`kubectl kustomize` of the overlay: the CronJob runs without --dry-run (a dry run would
+    write no cost), its ConfigMap is the steer policy with limits.total 0, and the admission
+    policy ships beside it."""
     docs = list(_rendered(STEER))
     kinds = [d["kind"] for d in docs]
     assert "ValidatingAdmissionPolicy" in kinds and "ValidatingAdmissionPolicyBinding" in kinds
     (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
-    assert "steerScaleDown: true" in configmap["data"]["policy.yaml"]
+    policy = load_policy(configmap["data"]["policy.yaml"], "configmap")
+    assert policy.steer_scale_down is True
+    assert policy.limits.total == 0
     cronjob = next(d for d in docs if d["kind"] == "CronJob")
     args = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--dry-run" not in args
+    assert args[0] == "run"
+    assert "--dry-run" not in args and "--server-dry-run" not in args

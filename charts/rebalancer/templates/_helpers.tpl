@@ -27,9 +27,15 @@ already holds the chart's name, else release-name. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* client, server or none; the descheduler's true and false mean client and none. */}}
+{{/* client, server or none; the descheduler's true and false mean client and none. steerOnly
+is none (its policy evicts nothing); the descheduler's cmdOptions.dry-run wins over dryRun. */}}
 {{- define "rebalancer.dryRun" -}}
-{{- if kindIs "bool" .Values.dryRun -}}
+{{- $cmd := .Values.cmdOptions | default dict -}}
+{{- if .Values.steerOnly -}}
+none
+{{- else if hasKey $cmd "dry-run" -}}
+{{- if eq (index $cmd "dry-run" | toString) "false" }}none{{ else }}client{{ end -}}
+{{- else if kindIs "bool" .Values.dryRun -}}
 {{- if .Values.dryRun }}client{{ else }}none{{ end -}}
 {{- else -}}
 {{- .Values.dryRun -}}
@@ -57,6 +63,43 @@ app.kubernetes.io/part-of: rebalancer
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The Lease's name: the descheduler's leaderElection.resourceName, else lease.name. */}}
+{{- define "rebalancer.leaseName" -}}
+{{- (.Values.leaderElection).resourceName | default .Values.lease.name -}}
+{{- end -}}
+
+{{/* The Lease's namespace: leaderElection.resourceNamespace (or its misspelt twin), else the
+release namespace. */}}
+{{- define "rebalancer.leaseNamespace" -}}
+{{- $le := .Values.leaderElection | default dict -}}
+{{- $le.resourceNamespace | default $le.resourceNamescape | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* The policy as run: policy, with steerOnly's steerScaleDown true and limits.total 0. */}}
+{{- define "rebalancer.policy" -}}
+{{- $policy := deepCopy (.Values.policy | default dict) -}}
+{{- if .Values.steerOnly -}}
+{{- $_ := set $policy "steerScaleDown" true -}}
+{{- $limits := deepCopy ($policy.limits | default dict) -}}
+{{- $_ := set $limits "total" 0 -}}
+{{- $_ := set $policy "limits" $limits -}}
+{{- end -}}
+{{- toYaml $policy -}}
+{{- end -}}
+
+{{/* The value of one CronJob field: the descheduler's top-level name when set, else cronjob.*. */}}
+{{- define "rebalancer.cronField" -}}
+{{- $top := index .root.Values .name -}}
+{{- if kindIs "invalid" $top -}}
+{{- index .root.Values.cronjob .name -}}
+{{- else -}}
+{{- $top -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "rebalancer.serviceAccountName" -}}
@@ -99,9 +142,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --pushgateway
 - {{ . | quote }}
 {{- end }}
-{{- if ne .Values.lease.name "rebalancer" }}
+{{- if ne (include "rebalancer.leaseName" .) "rebalancer" }}
 - --lease-name
-- {{ .Values.lease.name | quote }}
+- {{ include "rebalancer.leaseName" . | quote }}
+{{- end }}
+{{- with (.Values.leaderElection).leaseDuration }}
+- --lease-duration
+- {{ . | quote }}
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
@@ -117,6 +164,9 @@ restartPolicy: Never
 terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
 {{- with .Values.priorityClassName }}
 priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.schedulerName }}
+schedulerName: {{ . }}
 {{- end }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
@@ -138,9 +188,14 @@ containers:
           fieldRef:
             fieldPath: metadata.name
       - name: REBALANCER_LEASE_NAMESPACE  # the Lease lives where the Role grants it
+        {{- $le := .Values.leaderElection | default dict }}
+        {{- with $le.resourceNamespace | default $le.resourceNamescape }}
+        value: {{ . | quote }}
+        {{- else }}
         valueFrom:
           fieldRef:
             fieldPath: metadata.namespace
+        {{- end }}
     {{- if eq (include "rebalancer.kind" .) "Deployment" }}
     ports:
       - name: metrics
@@ -149,6 +204,10 @@ containers:
       httpGet:
         path: /metrics
         port: metrics
+    {{- with .Values.livenessProbe }}
+    livenessProbe:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
     {{- end }}
     resources:
       {{- toYaml .Values.resources | nindent 6 }}
