@@ -22,6 +22,8 @@ if [ "${REBALANCER_SKIP_TOOLS:-0}" = "1" ]; then
 else
   phase "build packaging tools: helm, promtool (cached)"
   bash scripts/build-tools.sh
+  phase "build actionlint, for the release workflow (cached)"
+  bash scripts/build-actionlint.sh
 fi
 
 phase "browser for the HTML report test"
