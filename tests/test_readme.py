@@ -154,3 +154,34 @@ def test_reading_a_plan_figures_of_the_generated_cluster(
     )
     assert main(["plan", "--snapshot", str(snapshot)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == lines
+
+
+# (glossary heading's anchor, the forms of the word reading-a-plan.md uses)
+GLOSSARY_TERMS = [
+    ("view", r"views?"),
+    ("domain", r"domains?"),
+    ("wave", r"waves?"),
+    ("pinned", r"pinned"),
+    ("held", r"held|holds?"),
+    ("moot-replacement", r"moot"),
+    ("unrepaired--left-above-maxskew", r"unrepaired|left above maxSkew"),
+]
+
+
+@pytest.mark.parametrize(("anchor", "forms"), GLOSSARY_TERMS, ids=[t[0] for t in GLOSSARY_TERMS])
+def test_reading_a_plan_links_each_term_to_the_glossary_where_first_used(
+    anchor: str, forms: str
+) -> None:
+    """The first use of each word in docs/reading-a-plan.md (after its title) sits in a link to
+    the word's entry of docs/glossary.md, and that entry exists."""
+    assert anchor in _anchors(ROOT / "docs" / "glossary.md")
+    text = (ROOT / "docs" / "reading-a-plan.md").read_text()
+    text = FENCE.sub("", text[text.index("\n") :])
+    first = re.search(rf"\b(?:{forms})\b", text, re.IGNORECASE)
+    assert first is not None
+    around = [
+        link.group(2)
+        for link in re.finditer(r"\[([^\]]+)\]\(([^)\s]+)\)", text)
+        if link.start(1) <= first.start() < link.end(1)
+    ]
+    assert around == [f"glossary.md#{anchor}"]
