@@ -158,7 +158,8 @@ def test_descheduler_import_quote_is_current(
     assert main(args[2:-2]) == 0
     captured = capsys.readouterr()
     assert captured.out == quoted
-    notes, current = [], None
+    notes: list[str] = []
+    current: int | None = None
     for line in (line.strip() for line in quoted.splitlines()):
         if line.startswith("# note: "):
             current = len(notes)
