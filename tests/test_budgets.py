@@ -114,6 +114,17 @@ def test_several_pdbs_are_refused_whatever_their_budget() -> None:
     assert spent == ()
 
 
+def test_a_spent_budget_names_disruptions_allowed_first() -> None:
+    """A Ready pod of a PDB with 3 healthy of 2 desired but nothing left to spend: the reason
+    leads with the figure that refuses it (disruptionsAllowed 0), the counts only as context."""
+    reason, _ = DisruptionBudgets([replace(WEB, disruptions_allowed=0)]).judge(POD)
+    assert reason is not None
+    assert reason.detail == (
+        "PodDisruptionBudget web allows no disruption now "
+        "(disruptionsAllowed 0; currentHealthy 3, desiredHealthy 2)"
+    )
+
+
 def test_budget_per_wave() -> None:
     """The per-wave budget is disruptionsAllowed, 0 while the status lags or if negative."""
     assert budget(replace(WEB, disruptions_allowed=3)) == 3

@@ -211,7 +211,9 @@ def test_page_lists_views_left_above_max_skew() -> None:
     assert "Left above maxSkew (1)" in text
     assert "pdb: 3 pods \u2014 PDB <db> allows 0" in text
     assert "no-fit: 1 pod \u2014 x" in text
-    assert "1 left above maxSkew, held by pdb (3 pods), no-fit (1 pod)" in text
+    assert (
+        "1 left above maxSkew, their over-full domains held by pdb (3 pods), no-fit (1 pod)" in text
+    )
     assert "<db>" not in page
     assert dom.count("table", "unrepaired") == 1
     assert "unrepaired" not in plan_html(plan)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,72 @@ def test_quoted_policy_check_output_is_current(
     assert captured.err == quoted
 
 
+IMPORT_COMMAND = (
+    "$ rebalancer policy import --output helm-values descheduler-values.yaml"
+    " > rebalancer-values.yaml"
+)
+
+# Every fenced block of README.md and docs/*.md that quotes a command ("$ rebalancer ...") and
+# the test above or below that runs it and compares its output with the quote.
+CHECK_COMMAND = "$ rebalancer policy check bad.yaml"
+QUOTED_COMMANDS = {
+    ("README.md", COMMAND.strip()): "test_readme_sample_plan_is_current",
+    ("README.md", CHECK_COMMAND): "test_quoted_policy_check_output_is_current",
+    ("policy.md", CHECK_COMMAND): "test_quoted_policy_check_output_is_current",
+    ("descheduler.md", IMPORT_COMMAND): "test_descheduler_import_quote_is_current",
+}
+
+
+def _fenced(page: Path) -> list[str]:
+    """The fenced blocks of a page, each dedented (blocks inside list items are indented)."""
+    blocks = re.findall(r"^( *)```[^\n]*\n(.*?)^\1```", page.read_text(), re.DOTALL | re.MULTILINE)
+    return [textwrap.dedent(body) for _, body in blocks]
+
+
+def test_every_quoted_command_has_a_test_of_its_output() -> None:
+    """A new `$ rebalancer ...` quote in the docs fails here until a test produces its output
+    (listed in QUOTED_COMMANDS), and a quote that was removed leaves no stale entry."""
+    found = {
+        (page.name, block.splitlines()[0])
+        for page in PAGES
+        for block in _fenced(page)
+        if block.startswith("$ ")
+    }
+    assert found == set(QUOTED_COMMANDS)
+    assert all(name in globals() for name in QUOTED_COMMANDS.values())
+
+
+def test_descheduler_import_quote_is_current(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/descheduler.md's worked switch: its quoted rebalancer-values.yaml is exactly what the
+    quoted import command writes for its quoted descheduler-values.yaml, and each note of the
+    file is a line on stderr, in order."""
+    blocks = _fenced(ROOT / "docs" / "descheduler.md")
+    values = next(b for b in blocks if b.startswith("kind: CronJob\n"))
+    at = next(i for i, b in enumerate(blocks) if b.startswith(IMPORT_COMMAND + "\n"))
+    quoted = blocks[at + 1]
+    args = shlex.split(IMPORT_COMMAND)
+    assert args[:2] == ["$", "rebalancer"] and args[-2] == ">"
+    (tmp_path / "descheduler-values.yaml").write_text(values)
+    monkeypatch.chdir(tmp_path)
+    assert main(args[2:-2]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == quoted
+    notes: list[str] = []
+    current: int | None = None
+    for line in (line.strip() for line in quoted.splitlines()):
+        if line.startswith("# note: "):
+            current = len(notes)
+            notes.append(line.removeprefix("# "))
+        elif line.startswith("#   ") and current is not None:
+            notes[current] += " " + line.removeprefix("#   ")
+        else:
+            current = None
+    assert len(notes) == 6
+    assert captured.err.splitlines() == notes
+
+
 def test_reading_a_plan_quotes_the_next_run_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,3 +222,34 @@ def test_reading_a_plan_figures_of_the_generated_cluster(
     )
     assert main(["plan", "--snapshot", str(snapshot)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == lines
+
+
+# (glossary heading's anchor, the forms of the word reading-a-plan.md uses)
+GLOSSARY_TERMS = [
+    ("view", r"views?"),
+    ("domain", r"domains?"),
+    ("wave", r"waves?"),
+    ("pinned", r"pinned"),
+    ("held", r"held|holds?"),
+    ("moot-replacement", r"moot"),
+    ("unrepaired--left-above-maxskew", r"unrepaired|left above maxSkew"),
+]
+
+
+@pytest.mark.parametrize(("anchor", "forms"), GLOSSARY_TERMS, ids=[t[0] for t in GLOSSARY_TERMS])
+def test_reading_a_plan_links_each_term_to_the_glossary_where_first_used(
+    anchor: str, forms: str
+) -> None:
+    """The first use of each word in docs/reading-a-plan.md (after its title) sits in a link to
+    the word's entry of docs/glossary.md, and that entry exists."""
+    assert anchor in _anchors(ROOT / "docs" / "glossary.md")
+    text = (ROOT / "docs" / "reading-a-plan.md").read_text()
+    text = FENCE.sub("", text[text.index("\n") :])
+    first = re.search(rf"\b(?:{forms})\b", text, re.IGNORECASE)
+    assert first is not None
+    around = [
+        link.group(2)
+        for link in re.finditer(r"\[([^\]]+)\]\(([^)\s]+)\)", text)
+        if link.start(1) <= first.start() < link.end(1)
+    ]
+    assert around == [f"glossary.md#{anchor}"]

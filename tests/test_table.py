@@ -22,6 +22,7 @@ from rebalancer.cli.render import (
     spread_bar,
 )
 from rebalancer.core.explain import ConstraintExplanation, Explanation
+from rebalancer.core.model import LabelSelector, PodDisruptionBudget, Snapshot
 from rebalancer.core.plan import (
     Eviction,
     Hold,
@@ -32,12 +33,16 @@ from rebalancer.core.plan import (
     Unrepaired,
     ViewReport,
 )
+from rebalancer.core.planner import plan as make_plan
+from rebalancer.core.policy import Policy
+from tests.builders import zones_cluster
 
 HOST = "kubernetes.io/hostname"
 LONG_NS = "n" * 63
 LONG_SELECTOR = "app.kubernetes.io/name=checkout-frontend,pod-template-hash in (x6f9hjvm8)"
 TOKEN = re.compile(r"(\S+):(\d+)->(\d+)")
 MORE = re.compile(r"\(\+(\d+) more\)")
+NOW = 1_000_000.0
 
 
 def _counts(nodes: int, seed: int) -> tuple[dict[str, int], dict[str, int]]:
@@ -249,6 +254,19 @@ def test_target_survives_the_reason_cut(width: int) -> None:
     assert row[header.index("TARGET") :].startswith("node-c1 (zone-c)")
 
 
+def test_the_summary_counts_held_pods_in_over_full_domains_apart_from_skipped() -> None:
+    """Zones [4, 1, 0], maxSkew 1, every pod under a PDB at 0: all 5 pods are skipped (pdb), but
+    only zone a's 4 stand in an over-full domain (4 - 0 > 1; zone b's 1 is within 0 + 1). The
+    summary says it counts those 4 and where; Skipped counts the 5."""
+    nodes, pods = zones_cluster([4, 1, 0])
+    pdb = PodDisruptionBudget("default", "web", LabelSelector((("app", "web"),)), 0, 5, 5)
+    snapshot = Snapshot(nodes=tuple(nodes), pods=tuple(pods), pdbs=(pdb,))
+    lines = render_plan(make_plan(snapshot, Policy(), NOW), "table", TableStyle(width=200))
+    paragraph = " ".join(lines.splitlines()[: lines.splitlines().index("")])
+    assert "1 left above maxSkew, their over-full domains held by pdb (4 pods);" in paragraph
+    assert "Skipped (5)" in lines.splitlines()
+
+
 def test_unrepaired_views_get_a_short_section() -> None:
     """A view left above maxSkew is listed with its skews, the evictions a repair needs and
     what holds it, and the summary paragraph says so."""
@@ -261,8 +279,8 @@ def test_unrepaired_views_get_a_short_section() -> None:
     lines = render_plan(plan, "table", TableStyle(width=120)).splitlines()
     paragraph = " ".join(lines[: lines.index("")])
     assert paragraph == (
-        "No eviction. 1 violated view: none repaired, 1 left above maxSkew, held by has-pvc"
-        " (2 pods), pdb (1 pod); see Left above maxSkew."
+        "No eviction. 1 violated view: none repaired, 1 left above maxSkew, their over-full"
+        " domains held by has-pvc (2 pods), pdb (1 pod); see Left above maxSkew."
     )
     at = lines.index("Left above maxSkew (1, worst first)")
     assert lines[at + 1].split() == [

@@ -100,7 +100,9 @@ def _head(plan: Plan) -> str:
 def plan_paragraph(plan: Plan, width: int | None = None) -> list[str]:
     """The plan at a glance, wrapped to ``width`` (100 without one): evictions and whether
     they are proven minimal, waves, the views repaired and those left, with what holds them
-    (what the next run does: :func:`next_run_lines`)."""
+    (what the next run does: :func:`next_run_lines`). What holds the views left counts, per
+    view, the pods of its over-full domains, as that section's HELD BY column does; Skipped
+    counts every skipped pod once, wherever it stands, so the two figures can differ."""
     if not plan.violations and not plan.evictions:
         return ["No violations: nothing to evict."]
     text = _head(plan)
@@ -119,8 +121,8 @@ def plan_paragraph(plan: Plan, width: int | None = None) -> list[str]:
         held = held_summary((r for u in plan.unrepaired for r in u.reasons), pods=True)
         repaired = f"{plan.repaired} repaired, " if plan.repaired else "none repaired, "
         text += (
-            f" {views}: {repaired}{len(plan.unrepaired)} left above maxSkew, held by {held};"
-            " see Left above maxSkew."
+            f" {views}: {repaired}{len(plan.unrepaired)} left above maxSkew, their over-full"
+            f" domains held by {held}; see Left above maxSkew."
         )
     else:
         text += f" {views}: all repaired."

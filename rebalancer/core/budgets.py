@@ -99,8 +99,9 @@ class DisruptionBudgets:
         if pdb.disruptions_allowed <= 0:
             return SkipReason(
                 SkipCode.PDB,
-                f"PodDisruptionBudget {pdb.name} allows no disruption now (currentHealthy "
-                f"{pdb.current_healthy}, desiredHealthy {pdb.desired_healthy})",
+                f"PodDisruptionBudget {pdb.name} allows no disruption now (disruptionsAllowed "
+                f"{pdb.disruptions_allowed}; currentHealthy {pdb.current_healthy}, "
+                f"desiredHealthy {pdb.desired_healthy})",
             ), ()
         return None, (k,)
 

@@ -872,6 +872,22 @@ def _import_profile(walk: _Walk, raw: Mapping[str, Any], chosen: _Profile) -> _F
     return out
 
 
+V1ALPHA1_HINT: Final = (
+    "; descheduler/v1alpha1 (strategies) is not read, and the descheduler itself stopped reading"
+    " and converting it in v0.31: rewrite it by hand as descheduler/v1alpha2, as the"
+    " descheduler's docs show: one profile whose plugins.balance.enabled lists"
+    " RemovePodsViolatingTopologySpreadConstraint; that strategy's params.namespaces and"
+    " params.labelSelector go to the plugin's args, params.includeSoftConstraints: true becomes"
+    " args.constraints [DoNotSchedule, ScheduleAnyway]; params.nodeFit,"
+    " params.thresholdPriority and params.thresholdPriorityClassName (as"
+    " priorityThreshold.value and .name) and the top-level evictLocalStoragePods,"
+    " evictSystemCriticalPods, ignorePvcPods and evictFailedBarePods go to the profile's"
+    " DefaultEvictor args; nodeSelector, maxNoOfPodsToEvictPerNode and"
+    " maxNoOfPodsToEvictPerNamespace stay at the top"
+)
+"""What a ``descheduler/v1alpha1`` policy is told to do, field by field."""
+
+
 def _header(walk: _Walk, document: object) -> dict[str, Any]:
     if not isinstance(document, dict):
         walk.bad("", f"must be a DeschedulerPolicy mapping, got {show(document)}")
@@ -881,8 +897,7 @@ def _header(walk: _Walk, document: object) -> dict[str, Any]:
             walk.bad(key, f"required; set {expected}")
         elif document[key] != expected:
             hint = (
-                "; descheduler/v1alpha1 (strategies) is not read: rewrite it as v1alpha2 "
-                "profiles first (the descheduler's docs show both)"
+                V1ALPHA1_HINT
                 if key == "apiVersion" and document[key] == "descheduler/v1alpha1"
                 else ""
             )
