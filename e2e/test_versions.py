@@ -13,6 +13,9 @@ Run on each minor: ``pytest e2e/test_versions.py --e2e --k8s 1.32`` (and 1.35, 1
 - Gangs (1.37 with GenericWorkload on, as the control plane starts it): pods in a PodGroup are
   skipped as ``gang-member``; where the field is not served it is dropped and nothing is skipped.
 - ``plan -o json`` names the server's version and gates.
+- An empty ``labelSelector: {}``: kube-scheduler counts no pod for it up to 1.37 and every pod
+  of the namespace from 1.38; the live plan follows the server, a snapshot file's plan the
+  newest rule.
 """
 
 from __future__ import annotations
