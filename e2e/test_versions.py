@@ -13,6 +13,9 @@ Run on each minor: ``pytest e2e/test_versions.py --e2e --k8s 1.32`` (and 1.35, 1
 - Gangs (1.37 with GenericWorkload on, as the control plane starts it): pods in a PodGroup are
   skipped as ``gang-member``; where the field is not served it is dropped and nothing is skipped.
 - ``plan -o json`` names the server's version and gates.
+- An empty ``labelSelector: {}``: kube-scheduler counts no pod for it up to 1.37 and every pod
+  of the namespace from 1.38; the live plan follows the server, a snapshot file's plan the
+  newest rule.
 """
 
 from __future__ import annotations
@@ -273,3 +276,77 @@ def test_the_run_summary_line_names_the_server(cluster: Cluster, namespace: str)
     assert server["featureGates"]["MatchLabelKeysInPodTopologySpreadSelectorMerge"] is (
         version >= (1, 34)
     ), summary
+
+
+EMPTY_SELECTOR = {
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {},
+        }
+    ]
+}
+
+
+def test_an_empty_selector_counts_as_the_servers_scheduler_counts(
+    cluster: Cluster, namespace: str, pool: list[str], tmp_path: Path
+) -> None:
+    """``labelSelector: {}``: kube-scheduler up to 1.37 counts no pod for it, 1.38 counts every
+    pod of the namespace. A probe pod held to zone-a by node affinity (nodeAffinityPolicy
+    Ignore, so zones b and c, empty, still count) shows the cluster's own rule: where {}
+    counts, 6 + 1 - 0 > maxSkew 1 keeps it Pending; where it counts nothing it runs in zone-a.
+    The live plan follows the server (no eviction up to 1.37; [6, 0, 0] -> [2, 2, 2], 4
+    evictions, from 1.38); a snapshot file names no server and is planned with the newest rule,
+    so on 1.37 the two rules give different plans of one cluster."""
+    version = minor(cluster)
+    counts = version >= (1, 38)
+    skewed(cluster, namespace, pool, EMPTY_SELECTOR)
+
+    live = plan_json(cluster, namespace)
+    assert live["server"]["version"].startswith(f"v{version[0]}.{version[1]}."), live
+    assert len(live["evictions"]) == (4 if counts else 0), live
+    snap = rebalancer(cluster, "snapshot", "-n", namespace, "-o", "json")
+    assert snap.returncode == 0, explain(snap)
+    path = tmp_path / "snapshot.json"
+    path.write_text(snap.stdout)
+    offline = rebalancer(cluster, "plan", "--snapshot", str(path), "-o", "json")
+    assert offline.returncode == 0, explain(offline)
+    assert len(json.loads(offline.stdout)["evictions"]) == 4, offline.stdout
+
+    probe_spec = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": ZONE, "operator": "In", "values": ["zone-a"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+        "topologySpreadConstraints": [
+            {**EMPTY_SELECTOR["topologySpreadConstraints"][0], "nodeAffinityPolicy": "Ignore"}
+        ],
+    }
+    cluster.apply(deployment(namespace, 1, probe_spec, name="probe"))
+
+    def placed() -> dict[str, Any] | None:
+        for p in cluster.pods(namespace, "app=probe"):
+            if p["spec"].get("nodeName"):
+                return p
+            for c in p.get("status", {}).get("conditions", []):
+                if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                    return p
+        return None
+
+    probe = cluster.wait_for("the probe scheduled or refused", placed, timeout=60)
+    assert (not probe["spec"].get("nodeName")) is counts, probe.get("status")
+    if not counts:
+        assert probe["spec"]["nodeName"].startswith(f"{namespace}-zone-a-"), probe["spec"]
+    print(f"\n{version}: live plan {len(live['evictions'])} evictions, snapshot plan 4; probe "
+          f"{'Pending' if counts else 'on ' + probe['spec']['nodeName']}")  # fmt: skip

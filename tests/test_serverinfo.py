@@ -12,6 +12,7 @@ from rebalancer.cluster.api.serverinfo import (
     gates_from_metrics,
     minor_of,
     read_server_info,
+    read_server_minor,
 )
 
 # Hand-copied from each release's pkg/features/kube_features.go (default of each gate).
@@ -166,3 +167,58 @@ def test_plan_json_ends_with_the_server_field_and_keeps_the_other_keys_in_order(
     assert list(with_server) == [*without, "server"]
     assert with_server["server"]["version"] == "v1.37.2"
     assert with_server["server"]["featureGatesFrom"] == "defaults"
+
+
+@pytest.mark.parametrize(
+    ("answer", "want"),
+    [
+        ((200, b'{"major": "1", "minor": "37", "gitVersion": "v1.37.2"}'), 37),
+        ((200, b'{"major": "1", "minor": "38+", "gitVersion": "v1.38.0-beta.0"}'), 38),
+        ((200, b'{"major": "1"}'), None),
+        ((403, b'{"kind": "Status"}'), None),
+        ((200, b"not json"), None),
+        (None, None),  # no answer at all
+    ],
+)
+def test_read_server_minor(answer: tuple[int, bytes] | None, want: int | None) -> None:
+    get, asked = _server({} if answer is None else {"/version": answer})
+    assert read_server_minor(get) == want
+    assert asked == ["/version"]
+
+
+def test_the_live_reader_stamps_the_server_minor_once() -> None:
+    """The planner's per-release rules need the minor: the live reader asks /version on its
+    first read only, and every snapshot it returns carries the answer."""
+    from rebalancer.cli.live import Timeouts, _Reader  # noqa: PLC0415
+    from tests.test_invalid import list_page as pages  # noqa: PLC0415
+
+    asked: list[str] = []
+
+    class Response:
+        status = 200
+        body = b'{"major": "1", "minor": "37", "gitVersion": "v1.37.2"}'
+
+    class Kube:
+        list_page = staticmethod(pages)
+
+        @staticmethod
+        def list_page_as(
+            resource: str, namespace: str | None, limit: int, token: str | None, **_: object
+        ) -> tuple[str, bytes]:
+            return "application/json", pages(resource, namespace, limit, token)
+
+        @staticmethod
+        def list_stream(resource: str, namespace: str | None, **_: object) -> object:
+            from rebalancer.cluster.api import errors  # noqa: PLC0415
+
+            raise errors.UnexpectedMediaType("LIST pods: answered application/json")
+
+        @staticmethod
+        def request(method: str, path: str, **_: object) -> Response:
+            asked.append(f"{method} {path}")
+            return Response()
+
+    reader = _Reader(Kube(), None, Timeouts(5, 60, 120))  # type: ignore[arg-type]
+    assert reader().server_minor == 37
+    assert reader().server_minor == 37
+    assert asked == ["GET /version"]

@@ -8,12 +8,14 @@ never evicted alone, skipped with the reason code ``gang-member``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from rebalancer.core.convert.builder import snapshot_from_objects
 from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.model import Snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.simulate import SimState, static_reason
@@ -211,3 +213,106 @@ def test_node_declared_features_filter_nodes(
     assert set(pod.required_features) == needs, case
     reason = static_reason(pod, node, ())
     assert (reason is None) is needs.issubset(declared or ()), (case, reason)
+
+
+# An empty ``labelSelector: {}`` in a spread constraint, per server minor (None: a snapshot
+# file, no server). kube-scheduler up to 1.37 (countPodsMatchSelector: ``if
+# selector.Empty() { return 0 }``) counts no pod for it in any domain; 1.38 (``if
+# labels.MatchesNothing(selector)``) counts every non-terminating pod of the namespace. A nil
+# labelSelector counts no pod on any release.
+ZONES = {"node-a": "a", "node-b": "b", "node-c": "c"}
+MINORS = [None, 32, 35, 37, 38]
+
+
+def _zone_nodes() -> list[dict[str, Any]]:
+    return [
+        node_obj(n, metadata={"labels": {"kubernetes.io/hostname": n,
+                                         "topology.kubernetes.io/zone": z}})
+        for n, z in ZONES.items()
+    ]  # fmt: skip
+
+
+def _spread_pod(name: str, node: str, labels: dict[str, str], fields: dict[str, Any] | None,
+                namespace: str = "default") -> dict[str, Any]:  # fmt: skip
+    spec: dict[str, Any] = {"nodeName": node}
+    if fields is not None:
+        spec["topologySpreadConstraints"] = [constraint(**fields)]
+    meta = {"ownerReferences": RS, "creationTimestamp": "2026-01-01T00:00:00Z"}
+    return pod_obj(name, namespace=namespace, labels=labels, spec=spec, meta=meta)
+
+
+def _with_minor(objects: list[dict[str, Any]], minor: int | None) -> Snapshot:
+    return dataclasses.replace(snapshot_from_objects(objects), server_minor=minor)
+
+
+# (case, the web pods' constraint fields, {minor: the counts per zone of the web pods' view}),
+# by hand: 3 web pods on node-a, 2 db pods (no constraint) on node-b, 1 db pod on node-c in
+# namespace "other", 1 terminating db pod on node-c.
+EMPTY: list[tuple[str, dict[str, Any], dict[int | None, dict[str, int]]]] = [
+    ("labelSelector {}", {"labelSelector": {}},
+     {None: {"a": 3, "b": 2}, 32: {}, 35: {}, 37: {}, 38: {"a": 3, "b": 2}}),
+    ("labelSelector app=web", {},
+     {m: {"a": 3} for m in MINORS}),
+    ("no labelSelector", {"labelSelector": None},
+     {m: {} for m in MINORS}),
+    ("{} with matchLabelKeys the pods carry: merged, app In [web]",
+     {"labelSelector": {}, "matchLabelKeys": ["app"]},
+     {m: {"a": 3} for m in MINORS}),
+    ("{} with matchLabelKeys the pods lack: still empty",
+     {"labelSelector": {}, "matchLabelKeys": ["missing"]},
+     {None: {"a": 3, "b": 2}, 32: {}, 35: {}, 37: {}, 38: {"a": 3, "b": 2}}),
+    ("{} with matchExpressions []: empty too", {"labelSelector": {"matchExpressions": []}},
+     {None: {"a": 3, "b": 2}, 32: {}, 35: {}, 37: {}, 38: {"a": 3, "b": 2}}),
+]  # fmt: skip
+
+
+def _mixed(fields: dict[str, Any]) -> list[dict[str, Any]]:
+    web = [_spread_pod(f"web-{i}", "node-a", {"app": "web"}, fields) for i in range(3)]
+    db = [_spread_pod(f"db-{i}", "node-b", {"app": "db"}, None) for i in range(2)]
+    other = _spread_pod("db-x", "node-c", {"app": "db"}, None, namespace="other")
+    leaving = _spread_pod("db-t", "node-c", {"app": "db"}, None)
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-25T00:00:00Z"
+    return [*_zone_nodes(), *web, *db, other, leaving]
+
+
+@pytest.mark.parametrize(("case", "fields", "want"), EMPTY)
+@pytest.mark.parametrize("minor", MINORS)
+def test_empty_selector_counts_per_server_minor(
+    case: str, fields: dict[str, Any], want: dict[int | None, dict[str, int]], minor: int | None
+) -> None:
+    analysis = analyze(_with_minor(_mixed(fields), minor), Policy())
+    (view,) = analysis.views
+    assert view.counts == want[minor], (case, minor)
+
+
+# (minor, evictions), by hand: six pods in zone a with ``labelSelector: {}``, maxSkew 1. Where
+# {} counts, (6, 0, 0) -> (2, 2, 2) takes 4 evictions; where it counts nothing nothing is
+# skewed.
+SIX: list[tuple[int | None, int]] = [(None, 4), (32, 0), (35, 0), (37, 0), (38, 4)]
+
+
+@pytest.mark.parametrize(("minor", "evictions"), SIX)
+def test_empty_selector_plan_per_server_minor(minor: int | None, evictions: int) -> None:
+    pods = [_spread_pod(f"web-{i}", "node-a", {"app": "web"}, {"labelSelector": {}})
+            for i in range(6)]  # fmt: skip
+    planned = plan(_with_minor([*_zone_nodes(), *pods], minor), Policy(), now=2e9)
+    assert len(planned.evictions) == evictions
+
+
+@pytest.mark.parametrize("minor", MINORS)
+def test_empty_selector_still_needs_its_topology_key(minor: int | None) -> None:
+    """Where {} counts nothing the constraint still filters out nodes without its key (the
+    scheduler's nodeLabelsMatchSpreadConstraints): a pod fits node-a and node-b but not
+    node-nokey; the skew never holds it back (counts 0 + selfMatch 1 - min 0 <= maxSkew 1)
+    where {} counts nothing, and where it counts, node-a (1 pod) is within 1 of node-b (0)."""
+    nokey = node_obj("node-nokey")
+    nodes = [node_obj(n, metadata={"labels": {"kubernetes.io/hostname": n,
+                                              "topology.kubernetes.io/zone": z}})
+             for n, z in (("node-a", "a"), ("node-b", "b"))]  # fmt: skip
+    pod = _spread_pod("web-0", "node-a", {"app": "web"}, {"labelSelector": {}})
+    snapshot = _with_minor([*nodes, nokey, pod], minor)
+    analysis = analyze(snapshot, Policy())
+    state = SimState(snapshot, analysis, range(len(analysis.views)))
+    (i,) = [k for k, p in enumerate(snapshot.pods) if p.name == "web-0"]
+    assert state.spread_ok(i, "node-b") is True
+    assert state.spread_ok(i, "node-nokey") is False

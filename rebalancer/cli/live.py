@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli import oneshot
@@ -367,6 +367,17 @@ class _Reader:
     limits: Any = field(default=None, kw_only=True)
     rejected: tuple[Any, ...] = field(default=(), init=False)
     """The objects left out by the last read."""
+    minor: int | None = field(default=None, init=False)
+    asked: bool = field(default=False, init=False)
+
+    def stamped(self, snapshot: Any) -> Any:
+        """``snapshot`` with the server's minor, asked once (the scheduler's rules follow it)."""
+        from rebalancer.cluster.api.serverinfo import read_server_minor  # noqa: PLC0415
+
+        if not self.asked:
+            self.asked = True
+            self.minor = read_server_minor(lambda path: _get_json(self.kube, path))
+        return replace(snapshot, server_minor=self.minor)
 
     def __call__(self) -> Any:
         from rebalancer.cluster.read.encoding import (  # noqa: PLC0415  # on use
@@ -390,7 +401,12 @@ class _Reader:
         )
         self.rejected = result.rejected
         _warn_rejected(result.rejected, "its namespace is left out of this run")
-        return require_nodes(result.snapshot)
+        return require_nodes(self.stamped(result.snapshot))
+
+
+def _get_json(kube: Kube, path: str) -> tuple[int, bytes]:
+    response = kube.request("GET", path, accept="application/json")
+    return response.status, response.body
 
 
 def _server_info(kube: Kube) -> dict[str, Any]:
@@ -462,7 +478,7 @@ class _WatchReader:
     def __call__(self) -> Any:
         from rebalancer.cluster.read.reader import require_nodes  # noqa: PLC0415  # on use
 
-        snapshot = require_nodes(self._watch.snapshot(skip_invalid=True))
+        snapshot = require_nodes(self._fresh.stamped(self._watch.snapshot(skip_invalid=True)))
         self.rejected = self._watch.rejected
         _warn_rejected(self.rejected, "its namespace is left out of this run")
         self._reads += 1

@@ -319,3 +319,6 @@ class Snapshot:
     deployments: tuple[Deployment, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
     """The Namespace objects read (their labels); empty when the source had none."""
+    server_minor: int | None = None
+    """The API server's minor of 1.x when the source said (a live read), else None: the
+    scheduler rules that changed between releases follow it (:mod:`rebalancer.core.spread`)."""

@@ -15,6 +15,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from rebalancer.core.model import (
     HONOR,
@@ -132,6 +133,32 @@ def view_key_constraint(c: SpreadConstraint) -> SpreadConstraint:
     if not c.match_label_keys and not c.default:
         return c
     return dataclasses.replace(c, match_label_keys=(), default=False)
+
+
+EMPTY_SELECTOR_COUNTS_FROM: Final = 38
+"""The first minor of 1.x whose kube-scheduler counts the pods an empty ``labelSelector: {}``
+matches. Up to 1.37 ``countPodsMatchSelector`` returned 0 for any selector that is
+``Empty()`` (``labels.Everything()``, what ``{}`` parses to), so such a constraint counted no
+pod in any domain and never held a pod back; 1.38 returns 0 only for ``labels.Nothing()`` (a
+nil selector), so ``{}`` counts every pod of the namespace."""
+
+
+def empty_selector_counts(server_minor: int | None) -> bool:
+    """Whether an empty selector counts the pods it matches on a server of that minor; an
+    unknown server (a snapshot file) gets the newest rule."""
+    return server_minor is None or server_minor >= EMPTY_SELECTOR_COUNTS_FROM
+
+
+def counted_constraint(c: SpreadConstraint, empty_counts: bool) -> SpreadConstraint:
+    """The constraint as a view counts it: an empty selector counts no pod where the server's
+    scheduler says so (:func:`empty_selector_counts`). It still holds its topology key, and a
+    pod's own match adds nothing then: the count of every domain is 0, so the skew of any
+    placement is at most 1, within every maxSkew."""
+    c = view_key_constraint(c)
+    s = c.selector
+    if empty_counts or s is None or s.match_labels or s.match_expressions:
+        return c
+    return dataclasses.replace(c, selector=None)
 
 
 def global_min(counts: Mapping[str, int], domains: int, min_domains: int, hard: bool) -> int:
@@ -344,10 +371,12 @@ def effective_constraints(
 
 
 def _view_specs(
-    pods: Sequence[Pod], constraints: Mapping[int, tuple[SpreadConstraint, ...]]
+    pods: Sequence[Pod],
+    constraints: Mapping[int, tuple[SpreadConstraint, ...]],
+    empty_counts: bool = True,
 ) -> tuple[list[ViewSpec], list[tuple[list[int], list[int]]]]:
     """The distinct views the non-terminating pods declare, and the pods that declare alike:
-    (numbers of their specs, pods) pairs.
+    (numbers of their specs, pods) pairs (``empty_counts``: :func:`empty_selector_counts`).
 
     Pods of one workload share constraints, affinity and tolerations: their specs are built
     once. The converter numbers each template (``Pod.template``), a cheap cache key (a miss
@@ -377,7 +406,9 @@ def _view_specs(
             mine: list[int] = []
             for c in cons:
                 spec = ViewSpec(
-                    pod.namespace, view_key_constraint(c), eligibility_for(pod, c, cons)
+                    pod.namespace,
+                    counted_constraint(c, empty_counts),
+                    eligibility_for(pod, c, cons),
                 )
                 number = numbers.setdefault(spec, len(specs))
                 if number == len(specs):
@@ -398,7 +429,7 @@ def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
     pods = snapshot.pods
     numbers = list(range(len(pods)))
     constraints = effective_constraints(snapshot, policy, numbers)
-    specs, alike = _view_specs(pods, constraints)
+    specs, alike = _view_specs(pods, constraints, empty_selector_counts(snapshot.server_minor))
     declarers: list[list[int]] = [[] for _ in specs]
     for mine, pods_alike in alike:
         for number in mine:

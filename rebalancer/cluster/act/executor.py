@@ -22,6 +22,9 @@ Status codes (SPEC §5):
 429    a PodDisruptionBudget forbids it now: a few retries with backoff, then
        ``blocked-by-pdb``; a 429 without a disruption-budget cause is API throttling and is
        retried the same way, then ``failed``
+403    with a ``DisruptionBudget`` cause (1.37+) or details naming the budget: the budget
+       refuses (disruptionsAllowed below 0, or too many unconfirmed evictions):
+       ``blocked-by-pdb``, not retried; any other 403 is RBAC's denial (exit 3)
 500    about several PDBs covering the pod: ``blocked-by-pdb``, not retried
 5xx    and connection errors: retried (jittered exponential backoff, bounded in attempts
        and time), then ``failed``
@@ -368,12 +371,18 @@ def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
 
 
 def _disruption_budget_cause(body: Mapping[str, Any]) -> bool:
-    details = body.get("details")
-    causes = details.get("causes") if isinstance(details, Mapping) else None
-    for cause in causes or ():
-        if isinstance(cause, Mapping) and cause.get("reason") == "DisruptionBudget":
-            return True
+    """A 429 from a PodDisruptionBudget: its structured cause, or (a server that sends none)
+    its message; a 429 without either is API throttling."""
+    if errors.budget_causes(body):
+        return True
     return "disruption budget" in str(body.get("message", "")).lower()
+
+
+def _refusal(answer: Mapping[str, Any], message: str) -> str:
+    """A PDB refusal's detail: its ``DisruptionBudget`` causes' messages when it carries them
+    (each names the budget and why), else the answer's message."""
+    causes = [c for c in errors.budget_causes(answer) if c] or list(_causes(answer))
+    return "pdb: " + ("; ".join(causes) or message)
 
 
 def _multiple_pdbs(body: Mapping[str, Any]) -> bool:
@@ -663,8 +672,11 @@ class Executor:
         elif status == 409:
             outcome, detail = Outcome.CONFLICT, f"pod changed: {message}"
         elif status == 429 and _disruption_budget_cause(answer):
-            causes = "; ".join(_causes(answer)) or message
-            outcome, detail = Outcome.BLOCKED_BY_PDB, f"pdb: {causes}"
+            outcome, detail = Outcome.BLOCKED_BY_PDB, _refusal(answer, message)
+        elif status == 403 and errors.budget_forbidden(answer):
+            # disruptionsAllowed below 0, or too many evictions the disruption controller has
+            # not confirmed: not retried in the run (neither clears in seconds)
+            outcome, detail = Outcome.BLOCKED_BY_PDB, _refusal(answer, message)
         elif status == 429:
             outcome, detail = Outcome.FAILED, f"throttled: {message}"
         elif status >= 500 and _multiple_pdbs(answer):

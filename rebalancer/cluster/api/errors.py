@@ -144,3 +144,35 @@ def for_status(
     kind = BY_STATUS.get(status) or (ServerError if status >= 500 else ClientError)
     reason = str(body.get("reason", ""))
     return kind(status, text, verb=verb, resource=resource, namespace=namespace, reason=reason)
+
+
+DISRUPTION_BUDGET: Final = "DisruptionBudget"
+"""``details.causes[].reason`` of an eviction a PodDisruptionBudget refused (policy/v1
+``DisruptionBudgetCause``)."""
+
+
+def budget_causes(body: Mapping[str, Any]) -> list[str]:
+    """The messages of a Status's ``DisruptionBudget`` causes (one each; "" when it has none)."""
+    details = body.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    if not isinstance(causes, list):
+        return []
+    return [
+        str(c.get("message") or "")
+        for c in causes
+        if isinstance(c, Mapping) and c.get("reason") == DISRUPTION_BUDGET
+    ]
+
+
+def budget_forbidden(body: Mapping[str, Any]) -> bool:
+    """Whether a 403 answer to an eviction is a PodDisruptionBudget's refusal, not RBAC's: from
+    1.37 it carries a ``DisruptionBudget`` cause; before, its details name the budget
+    (``poddisruptionbudget.policy "NAME" is forbidden``), where an RBAC denial names pods."""
+    if budget_causes(body):
+        return True
+    details = body.get("details")
+    return (
+        isinstance(details, Mapping)
+        and details.get("group") == "policy"
+        and details.get("kind") == "poddisruptionbudget"
+    )

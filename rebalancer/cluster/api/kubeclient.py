@@ -736,7 +736,8 @@ class Kube:
             query=query,
             body=body,
         )
-        if response.status in (401, 403):
+        answer = response.json() if response.status == 403 else None
+        if response.status == 401 or (answer is not None and not errors.budget_forbidden(answer)):
             self._fail(response, None, verb="create", resource="pods/eviction", namespace=namespace)
         answer = response.json()
         wait = retry_after(response.headers)

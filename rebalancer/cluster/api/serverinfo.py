@@ -125,6 +125,15 @@ def read_server_info(get: Get) -> ServerInfo:
     )
 
 
+def read_server_minor(get: Get) -> int | None:
+    """The minor of 1.x that ``GET /version`` answers; None when it does not (best effort)."""
+    try:
+        version = _json_object(get, "/version")
+    except Exception:  # the plan then follows the newest release's rules
+        return None
+    return minor_of(version) if version is not None else None
+
+
 def _workload_api(fetch: Get) -> str | None:
     """The scheduling.k8s.io version that serves ``podgroups``, newest listed first."""
     group = _json_object(fetch, "/apis/scheduling.k8s.io")

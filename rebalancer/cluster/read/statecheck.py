@@ -36,6 +36,8 @@ def differences(watched: Snapshot, listed: Snapshot) -> list[str]:
     by kind (the Snapshot field), then namespace/name."""
     out: list[str] = []
     for f in dataclasses.fields(Snapshot):
+        if f.name == "server_minor":  # not an object list: the same source for both
+            continue
         a = _index(getattr(watched, f.name))
         b = _index(getattr(listed, f.name))
         for key in sorted(a.keys() | b.keys()):
