@@ -14,6 +14,7 @@ import pytest
 
 from rebalancer.core.convert.builder import snapshot_from_objects
 from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.ids import ViewId
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.simulate import SimState, static_reason
@@ -85,7 +86,7 @@ def test_pod_level_resources_in_the_fit(
     pod = next(p for p in snapshot.pods if p.name == "candidate")
     assert {k: v for k, v in pod.requests.items() if v} == requests, case
     analysis = analyze(snapshot, Policy())
-    state = SimState(snapshot, analysis, range(len(analysis.views)))
+    state = SimState(snapshot, analysis, map(ViewId, range(len(analysis.views))))
     assert state.room(pod, "node-a") == room, case
     assert state.fits(pod, "node-a") is (room > 0), case
 
