@@ -59,19 +59,18 @@ class PinnedDistances:
             if self.skip(i) is not None
         )
 
+    def _distance(self, v: ViewId, counts: dict[Domain, int], skew: int, floors: int) -> int:
+        view = self.analysis.views[v]
+        c = view.spec.constraint
+        empty = len(view.domains) - len(counts)
+        return min_moves(list(counts.values()), skew, c.min_domains, c.hard, floors, empty=empty)
+
     def from_start(self, v: ViewId, skew: int) -> int:
         """View v's distance from its start to ``max(maxSkew, skew)``: a lower bound on the
         evictions that bring it there."""
         view = self.analysis.views[v]
-        c = view.spec.constraint
-        return min_moves(
-            list(view.counts.values()),
-            max(c.max_skew, skew),
-            c.min_domains,
-            c.hard,
-            max(self._floors(v).values(), default=0),
-            empty=len(view.domains) - len(view.counts),
-        )
+        skew = max(view.spec.max_skew, skew)
+        return self._distance(v, view.counts, skew, max(self._floors(v).values(), default=0))
 
     def at_start(self, v: ViewId) -> int:
         """View v's distance to balance before any move."""
@@ -96,16 +95,9 @@ class PinnedDistances:
 
     def now(self, v: ViewId) -> int:
         """View v's distance to balance from its counts now."""
-        view = self.analysis.views[v]
-        c = view.spec.constraint
-        counts = self.state.counts[v]
-        return min_moves(
-            list(counts.values()),
-            c.max_skew,
-            c.min_domains,
-            c.hard,
-            max(self.pinned(v).values(), default=0),
-            empty=len(view.domains) - len(counts),
+        skew = self.analysis.views[v].spec.max_skew
+        return self._distance(
+            v, self.state.counts[v], skew, max(self.pinned(v).values(), default=0)
         )
 
     def pin(self, i: PodId, node: str) -> None:

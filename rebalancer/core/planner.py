@@ -1,7 +1,8 @@
 """The planner: the fewest evictions that let the scheduler restore every considered spread.
 
 ``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2) and splits them
-into groups that share pods (:func:`violated_groups`); groups never interact through counts.
+into groups that share pods (:mod:`rebalancer.core.groups`); groups never interact through
+counts.
 
 * A group of views over the same small workload (zone and hostname constraints, say) is
   planned to its joint minimum by exact search (:mod:`rebalancer.core.jointplan`,
@@ -48,11 +49,11 @@ moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 from rebalancer.core.distances import PinnedDistances
 from rebalancer.core.evictability import EvictionContext
+from rebalancer.core.groups import violated_groups
 from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
 from rebalancer.core.limits import RunLimits, workload_of
@@ -61,7 +62,7 @@ from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason
 from rebalancer.core.policy import Policy
 from rebalancer.core.ranking import VictimRanking
-from rebalancer.core.record import plan_record
+from rebalancer.core.record import plan_record, trim
 from rebalancer.core.simulate import SimState
 from rebalancer.core.spread import Analysis, analyze, considered
 from rebalancer.core.victims import DomainPods, single_view_victims
@@ -83,7 +84,6 @@ class Planner:
     ) -> None:
         """``before``: evictions made earlier in the run (they count against the limits);
         ``held``: pod key -> why the caller holds it (the loop's thrash guard)."""
-        self.snapshot = snapshot
         self.policy = policy
         self.analysis: Analysis = analyze(snapshot, policy)
         views = self.analysis.views
@@ -366,7 +366,7 @@ class Planner:
         state = self.state
         views = self.analysis.views
         hard = [v for v in self.violated if views[v].spec.hard]
-        self.groups = violated_groups(self, hard if self.soft_considered else None)
+        self.groups = violated_groups(state, hard if self.soft_considered else self.violated)
         joined: set[ViewId] = set()  # soft views planned with a hard group
         for group in self.groups:
             size = self._plan_group(group)
@@ -375,7 +375,7 @@ class Planner:
         if self.soft_considered:
             # Soft views come second (SPEC §3): those left over, in groups of their own.
             left = [v for v in self.violated if not views[v].spec.hard and v not in joined]
-            soft_groups = violated_groups(self, left)
+            soft_groups = violated_groups(state, left)
             for group in soft_groups:
                 if not self._with_soft(group, 0):
                     self._plan_group(group)
@@ -407,7 +407,10 @@ class Planner:
         its order (its first view keys its proven minimum); views planned apart that share
         pods are one group again."""
         whole = {frozenset(group): group for group in planned}
-        return [whole.get(frozenset(group), group) for group in violated_groups(self)]
+        return [
+            whole.get(frozenset(group), group)
+            for group in violated_groups(self.state, self.violated)
+        ]
 
     def _grouping(self) -> GroupPlanning:
         """What the exact joint search of a group reads of this pass (made per group)."""
@@ -454,89 +457,6 @@ class Planner:
         soft = [w for w in joint.views if not views[w].spec.hard]
         group.extend(ViewId(w) for w in soft if w in self.violated and w not in group)
         return soft
-
-
-def trim(planner: Planner, moves: list[Move]) -> list[Move]:
-    """Drop trailing moves that end no better than an earlier prefix (unreachable targets),
-    and take them back in the planner's state, which ``run`` left after all the moves.
-
-    The objective is the worst excess over the violated views, then their summed excess. The
-    views an exact joint plan balances count too: its steps may pass through states where a
-    view that was within maxSkew is not, and cutting them there would leave it so. With soft
-    views opted in, the hard views' objective comes first, then the soft views' (SPEC §3).
-    """
-    state = planner.state
-    if not any(state.excess(v) for v in planner.violated):
-        return moves  # every violated view ends balanced: no prefix does better
-    replay = state.fresh()
-    tracked = set(planner.violated)
-    for _, joint in planner.joint.values():
-        tracked.update(joint.views)
-    views = planner.analysis.views
-    excess = {v: replay.excess(v) for v in sorted(tracked)}
-    # per kind (0: hard, 1: soft): views by excess, and the summed excess
-    levels: list[Counter[int]] = [Counter(), Counter()]
-    totals = [0, 0]
-    for v, e in excess.items():
-        levels[not views[v].spec.hard][e] += 1
-        totals[not views[v].spec.hard] += e
-
-    def objective() -> tuple[int, int, int, int]:
-        worst = [max((k for k, n in level.items() if n > 0), default=0) for level in levels]
-        return worst[0], totals[0], worst[1], totals[1]
-
-    objectives = [objective()]
-    for m in moves:
-        replay.remove(m.pod)
-        if m.target is not None:
-            replay.add(m.pod, m.target)
-        for w in replay.selector_views(m.pod):
-            if w in excess:
-                kind = not views[w].spec.hard
-                new = replay.excess(w)
-                levels[kind][excess[w]] -= 1
-                levels[kind][new] += 1
-                totals[kind] += new - excess[w]
-                excess[w] = new
-        objectives.append(objective())
-    kept = moves[: objectives.index(objectives[-1])]
-    for m in reversed(moves[len(kept) :]):
-        if m.target is not None:
-            state.remove(m.pod)
-        state.add(m.pod, m.source)
-    return kept
-
-
-def violated_groups(planner: Planner, among: Sequence[int] | None = None) -> list[list[ViewId]]:
-    """The violated views (``among`` them, when given) in groups that share pods (each group
-    in view order, the groups in the order of their first view). An eviction changes only the
-    views whose selector matches the pod, so views of different groups are planned
-    independently."""
-    chosen = planner.violated if among is None else among
-    violated = set(chosen)
-    parent = {v: v for v in violated}
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    state = planner.state
-    linked_once: set[int] = set()  # pods of one template share their selector_views answer
-    for v in chosen:
-        for i in planner.analysis.views[v].members:
-            views_of_pod = state.selector_views(i)
-            if id(views_of_pod) in linked_once:
-                continue
-            linked_once.add(id(views_of_pod))
-            linked = [w for w in views_of_pod if w in violated]
-            for w in linked[1:]:
-                parent[find(w)] = find(linked[0])
-    groups: dict[int, list[ViewId]] = {}
-    for v in chosen:
-        groups.setdefault(find(v), []).append(ViewId(v))
-    return list(groups.values())
 
 
 def plan(

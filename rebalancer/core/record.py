@@ -1,14 +1,16 @@
 """The plan a planning pass hands back: its moves written as the :class:`Plan` record (pure).
 
-Each move becomes an :class:`Eviction` with its reason (the counts just before the move) and
-its wave; the pods of violated views that a rule or the fit kept in place become
-:class:`Skip` records; each violated view is reported before and after the plan; the views
-left above maxSkew say what holds them (:mod:`rebalancer.core.unrepaired`); and the plan
-carries its lower bound (:func:`lower_bound`).
+The moves worth keeping come first (:func:`trim`). Each becomes an :class:`Eviction` with its
+reason (the counts just before the move) and its wave; the pods of violated views that a rule
+or the fit kept in place become :class:`Skip` records; each violated view is reported before
+and after the plan; the views left above maxSkew say what holds them
+(:mod:`rebalancer.core.unrepaired`); and the plan carries its lower bound
+(:func:`lower_bound`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from rebalancer.core.grace import eviction_grace
@@ -57,11 +59,62 @@ def plan_record(planner: Planner, moves: list[Move]) -> Plan:
     return Plan(tuple(evictions), skipped, violations, after, lower, notes, left)
 
 
+def trim(planner: Planner, moves: list[Move]) -> list[Move]:
+    """Drop trailing moves that end no better than an earlier prefix (unreachable targets),
+    and take them back in the planner's state, which ``run`` left after all the moves.
+
+    The objective is the worst excess over the violated views, then their summed excess. The
+    views an exact joint plan balances count too: its steps may pass through states where a
+    view that was within maxSkew is not, and cutting them there would leave it so. With soft
+    views opted in, the hard views' objective comes first, then the soft views' (SPEC §3).
+    """
+    state = planner.state
+    if not any(state.excess(v) for v in planner.violated):
+        return moves  # every violated view ends balanced: no prefix does better
+    replay = state.fresh()
+    tracked = set(planner.violated)
+    for _, joint in planner.joint.values():
+        tracked.update(joint.views)
+    views = planner.analysis.views
+    excess = {v: replay.excess(v) for v in sorted(tracked)}
+    # per kind (0: hard, 1: soft): views by excess, and the summed excess
+    levels: list[Counter[int]] = [Counter(), Counter()]
+    totals = [0, 0]
+    for v, e in excess.items():
+        levels[not views[v].spec.hard][e] += 1
+        totals[not views[v].spec.hard] += e
+
+    def objective() -> tuple[int, int, int, int]:
+        worst = [max((k for k, n in level.items() if n > 0), default=0) for level in levels]
+        return worst[0], totals[0], worst[1], totals[1]
+
+    objectives = [objective()]
+    for m in moves:
+        replay.remove(m.pod)
+        if m.target is not None:
+            replay.add(m.pod, m.target)
+        for w in replay.selector_views(m.pod):
+            if w in excess:
+                kind = not views[w].spec.hard
+                new = replay.excess(w)
+                levels[kind][excess[w]] -= 1
+                levels[kind][new] += 1
+                totals[kind] += new - excess[w]
+                excess[w] = new
+        objectives.append(objective())
+    kept = moves[: objectives.index(objectives[-1])]
+    for m in reversed(moves[len(kept) :]):
+        if m.target is not None:
+            state.remove(m.pod)
+        state.add(m.pod, m.source)
+    return kept
+
+
 def lower_bound(planner: Planner) -> int:
     """No plan that reaches the skews this plan reaches evicts fewer pods.
 
     Groups of violated views that share no pod are independent
-    (:func:`rebalancer.core.planner.violated_groups`), so the bound is a sum over groups.
+    (:func:`rebalancer.core.groups.violated_groups`), so the bound is a sum over groups.
     Within a group, each eviction lowers each view's distance to balance
     (:mod:`rebalancer.core.distances`, unevictable pods as floors) by at most one, so the
     largest distance is a joint bound; where the exact search (:mod:`rebalancer.core.joint`)
