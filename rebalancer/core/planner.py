@@ -402,10 +402,10 @@ class Planner:
         return moves
 
     def _disjoint(self, planned: list[list[ViewId]]) -> list[list[ViewId]]:
-        """The violated views in groups that share no pod (:func:`lower_bound` sums over
-        them), from the groups planned hard first, then soft: a group planned whole keeps
-        its order (its first view keys its proven minimum); views planned apart that share
-        pods are one group again."""
+        """The violated views in groups that share no pod (the lower bound sums over them,
+        :func:`~rebalancer.core.record.lower_bound`), from the groups planned hard first,
+        then soft: a group planned whole keeps its order (its first view keys its proven
+        minimum); views planned apart that share pods are one group again."""
         whole = {frozenset(group): group for group in planned}
         return [
             whole.get(frozenset(group), group)
@@ -455,7 +455,7 @@ class Planner:
         for member in joint.views:
             self.joint[member] = (group[0], joint)
         soft = [w for w in joint.views if not views[w].spec.hard]
-        group.extend(ViewId(w) for w in soft if w in self.violated and w not in group)
+        group.extend(w for w in soft if w in self.violated and w not in group)
         return soft
 
 

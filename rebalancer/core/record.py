@@ -11,20 +11,43 @@ and after the plan; the views left above maxSkew say what holds them
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from rebalancer.core.distances import PinnedDistances
+from rebalancer.core.evictability import EvictionContext
 from rebalancer.core.grace import eviction_grace
 from rebalancer.core.ids import PodId, ViewId
-from rebalancer.core.limits import workload_of
+from rebalancer.core.jointplan import JointPlan
+from rebalancer.core.limits import RunLimits, workload_of
 from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipReason, ViewReport
+from rebalancer.core.policy import Policy
+from rebalancer.core.ranking import VictimRanking
 from rebalancer.core.selectors import selector_string
-from rebalancer.core.spread import View, global_min, skew_of
+from rebalancer.core.simulate import SimState
+from rebalancer.core.spread import Analysis, View, global_min, skew_of
 from rebalancer.core.unrepaired import unrepaired
 from rebalancer.core.waves import assign_waves
 
-if TYPE_CHECKING:
-    from rebalancer.core.planner import Planner
+
+class Planner(Protocol):
+    """What the record reads of a planning pass (:class:`rebalancer.core.planner.Planner`)."""
+
+    policy: Policy
+    analysis: Analysis
+    ctx: EvictionContext
+    state: SimState  # the end state, once the moves are made
+    ranking: VictimRanking
+    distances: PinnedDistances
+    limits: RunLimits
+    owners: dict[tuple[str, str, str], str]
+    considered: list[ViewId]
+    violated: list[ViewId]
+    groups: list[list[ViewId]]
+    joint: dict[ViewId, tuple[ViewId, JointPlan]]
+    proven: dict[ViewId, int]
+    no_fit: dict[PodId, SkipReason]
+    limit_notes: set[str]
 
 
 def plan_record(planner: Planner, moves: list[Move]) -> Plan:
