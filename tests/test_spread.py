@@ -7,6 +7,7 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rebalancer.core.ids import ViewId
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.model import LabelSelector, Pod, Requirement
 from rebalancer.core.policy import Policy
@@ -141,14 +142,14 @@ def test_simulated_counts_drop_the_domains_they_empty(
 ) -> None:
     """Moving pods keeps each view's counts equal to a recount, without empty domains."""
     analysis = analyze(cluster.snapshot, Policy())
-    state = SimState(cluster.snapshot, analysis, range(len(analysis.views)))
+    state = SimState(cluster.snapshot, analysis, map(ViewId, range(len(analysis.views))))
     nodes = sorted(analysis.nodes)
     placed = sorted(state.placement)
     if placed:
         for i in data.draw(st.lists(st.sampled_from(placed), unique=True)):
             state.remove(i)
             state.add(i, data.draw(st.sampled_from(nodes)))
-    for v, view in enumerate(analysis.views):
+    for v, view in zip(map(ViewId, range(len(analysis.views))), analysis.views, strict=True):
         spec = view.spec
         recount: dict[str, int] = {}
         for i, node in state.placement.items():

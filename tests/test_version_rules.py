@@ -15,6 +15,7 @@ import pytest
 
 from rebalancer.core.convert.builder import snapshot_from_objects
 from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.model import Snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
@@ -87,7 +88,7 @@ def test_pod_level_resources_in_the_fit(
     pod = next(p for p in snapshot.pods if p.name == "candidate")
     assert {k: v for k, v in pod.requests.items() if v} == requests, case
     analysis = analyze(snapshot, Policy())
-    state = SimState(snapshot, analysis, range(len(analysis.views)))
+    state = SimState(snapshot, analysis, map(ViewId, range(len(analysis.views))))
     assert state.room(pod, "node-a") == room, case
     assert state.fits(pod, "node-a") is (room > 0), case
 
@@ -312,7 +313,7 @@ def test_empty_selector_still_needs_its_topology_key(minor: int | None) -> None:
     pod = _spread_pod("web-0", "node-a", {"app": "web"}, {"labelSelector": {}})
     snapshot = _with_minor([*nodes, nokey, pod], minor)
     analysis = analyze(snapshot, Policy())
-    state = SimState(snapshot, analysis, range(len(analysis.views)))
-    (i,) = [k for k, p in enumerate(snapshot.pods) if p.name == "web-0"]
+    state = SimState(snapshot, analysis, [ViewId(v) for v in range(len(analysis.views))])
+    (i,) = [PodId(k) for k, p in enumerate(snapshot.pods) if p.name == "web-0"]
     assert state.spread_ok(i, "node-b") is True
     assert state.spread_ok(i, "node-nokey") is False

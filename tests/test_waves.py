@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer.core.explain import explain
+from rebalancer.core.ids import PodId
 from rebalancer.core.minimal import min_moves, water_level
 from rebalancer.core.model import ZONE_KEY, OwnerRef, Pod, Snapshot
 from rebalancer.core.moves import Move
@@ -337,9 +338,9 @@ def test_a_wave_is_checked_for_all_its_replacements_together() -> None:
     it would let zone-a take a replacement back: it waits for wave 2."""
     planner = Planner(_six_seven_one(), DEFAULT, NOW, ())
     (view,) = planner.violated
-    by_node: dict[str, list[int]] = {}
+    by_node: dict[str, list[PodId]] = {}
     for i, p in enumerate(planner.analysis.pods):
-        by_node.setdefault(p.node_name or "", []).append(i)
+        by_node.setdefault(p.node_name or "", []).append(PodId(i))
     moves = [
         Move(by_node["n-a"][0], view, "n-a", "n-c", 6, 1),
         Move(by_node["n-a"][1], view, "n-a", "n-c", 5, 1),
@@ -348,7 +349,7 @@ def test_a_wave_is_checked_for_all_its_replacements_together() -> None:
     waves = assign_waves(
         planner.state.fresh(),
         planner.analysis.views,
-        planner.pdbs,
+        planner.ranking.pdbs,
         planner.ctx.budgets.allowed,
         moves,
     )

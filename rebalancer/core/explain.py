@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rebalancer.core.errors import InputError
+from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import Plan
 from rebalancer.core.policy import Policy
@@ -76,14 +77,18 @@ def explain(
     pod's replacement (the pod itself gone), and, given ``plan`` (made from the same snapshot
     and policy), what the plan does with the pod."""
     index = next(
-        (i for i, p in enumerate(snapshot.pods) if p.namespace == namespace and p.name == name),
+        (
+            PodId(i)
+            for i, p in enumerate(snapshot.pods)
+            if p.namespace == namespace and p.name == name
+        ),
         None,
     )
     if index is None:
         raise InputError("--pod", [f"pod {namespace}/{name} is not in the snapshot"])
     pod = snapshot.pods[index]
     analysis = analyze(snapshot, policy)
-    state = SimState(snapshot, analysis, range(len(analysis.views)))
+    state = SimState(snapshot, analysis, map(ViewId, range(len(analysis.views))))
     views = state.own_views.get(index, [])
     counted = {v: (dict(state.counts[v]), state.gmin(v), state.skew(v)) for v in views}
     if index in state.placement:
@@ -118,7 +123,7 @@ def explain(
     )
 
 
-def _status(plan: Plan, analysis: Analysis, policy: Policy, index: int) -> PlanStatus:
+def _status(plan: Plan, analysis: Analysis, policy: Policy, index: PodId) -> PlanStatus:
     pod = analysis.pods[index]
     for e in plan.evictions:
         if e.uid == pod.uid:
@@ -141,7 +146,7 @@ def _status(plan: Plan, analysis: Analysis, policy: Policy, index: int) -> PlanS
 
 
 def _constraint(
-    state: SimState, v: int, index: int, counted: tuple[dict[str, int], int, int]
+    state: SimState, v: ViewId, index: PodId, counted: tuple[dict[str, int], int, int]
 ) -> ConstraintExplanation:
     """View v as the plan counts it (``counted``: counts, global minimum, skew), ``state``
     being the counts with the pod gone."""

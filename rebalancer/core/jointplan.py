@@ -32,6 +32,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.joint import (
     MAX_ELIGIBLE,
     MAX_NODES,
@@ -45,7 +46,7 @@ from rebalancer.core.joint import (
 )
 from rebalancer.core.simulate import SimState
 from rebalancer.core.spread import Analysis
-from rebalancer.core.victims import PlanKey, VictimKey, ViewId, plan_key
+from rebalancer.core.victims import PlanKey, VictimKey, plan_key
 
 UNLIMITED = 1 << 30
 
@@ -67,14 +68,14 @@ class GroupPlanning:
     analysis: Analysis
     state: SimState  # the planner's simulation, as it stands when the group is planned
     node_fit: bool  # the policy's nodeFit: replacements need room
-    evictable: Callable[[int], bool]  # pod -> whether it may be evicted now
-    victim_key: Callable[[int, int, bool], VictimKey]  # the planner's victim order
+    evictable: Callable[[PodId], bool]  # pod -> whether it may be evicted now
+    victim_key: Callable[[PodId, ViewId, bool], VictimKey]  # the planner's victim order
     budget: SearchBudget
 
 
 def _problem(
     ctx: GroupPlanning, group: list[ViewId], with_soft: bool = False
-) -> tuple[JointProblem, list[str], list[int]] | None:
+) -> tuple[JointProblem, list[str], list[ViewId]] | None:
     """The search problem, its nodes (by index) and the views it models; None when the group
     is not one the search models faithfully (see the module docstring).
 
@@ -176,7 +177,7 @@ def _problem(
     return problem, nodes, modelled + soft
 
 
-def _soft_views(ctx: GroupPlanning, first: int) -> list[int]:
+def _soft_views(ctx: GroupPlanning, first: PodId) -> list[ViewId]:
     """The considered soft views that count pod ``first``."""
     state = ctx.state
     views = ctx.analysis.views
@@ -190,9 +191,9 @@ class JointPlan:
     """A group's minimal sequence: (pod to evict, node for its replacement) steps, which the
     planner makes one at a time, interleaved with other groups' moves."""
 
-    steps: deque[tuple[int, str]]
+    steps: deque[tuple[PodId, str]]
     minimum: int  # proven once every step has been made
-    views: list[int]  # every view the search kept within maxSkew at the end
+    views: list[ViewId]  # every view the search kept within maxSkew at the end
     soft_steps: int = 0  # the last steps, made for the soft views once the hard are within
 
 
@@ -231,7 +232,7 @@ def plan_group(
         return None
     ctx.budget.stats["joint-soft-exact" if with_soft else "joint-exact"] += 1
     views = ctx.analysis.views
-    by_node: list[list[tuple[VictimKey, int]]] = [[] for _ in nodes]
+    by_node: list[list[tuple[VictimKey, PodId]]] = [[] for _ in nodes]
     index = {n: k for k, n in enumerate(nodes)}
     for i in views[group[0]].members:
         if ctx.evictable(i):
@@ -253,7 +254,7 @@ def plan_group(
         if best is None or key < best[0]:
             best = (key, path)
     assert best is not None  # a minimum comes with its end states
-    steps: list[tuple[int, str]] = []
+    steps: list[tuple[PodId, str]] = []
     taken = [0] * len(nodes)
     for source, target in best[1]:
         steps.append((by_node[source][taken[source]][1], nodes[target]))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rebalancer.core.ids import PodId, ViewId
+
 
 @dataclass(frozen=True, slots=True)
 class Move:
     """One eviction and where the simulated scheduler put its replacement."""
 
-    pod: int
-    view: int  # the view this eviction repairs
+    pod: PodId
+    view: ViewId  # the view this eviction repairs
     source: str  # node
     target: str | None  # None only with nodeFit: false and no room anywhere
     source_count: int  # view's pods in the source domain, before the move

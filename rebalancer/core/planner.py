@@ -1,7 +1,8 @@
 """The planner: the fewest evictions that let the scheduler restore every considered spread.
 
 ``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2) and splits them
-into groups that share pods (:func:`violated_groups`); groups never interact through counts.
+into groups that share pods (:mod:`rebalancer.core.groups`); groups never interact through
+counts.
 
 * A group of views over the same small workload (zone and hostname constraints, say) is
   planned to its joint minimum by exact search (:mod:`rebalancer.core.jointplan`,
@@ -48,77 +49,30 @@ moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
-from rebalancer.core.evictability import EvictionContext, skip_reason
-from rebalancer.core.grace import eviction_grace
+from rebalancer.core.distances import PinnedDistances
+from rebalancer.core.evictability import EvictionContext
+from rebalancer.core.groups import violated_groups
+from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
-from rebalancer.core.minimal import min_moves
-from rebalancer.core.model import Pod, Snapshot
+from rebalancer.core.limits import RunLimits, workload_of
+from rebalancer.core.model import Snapshot
 from rebalancer.core.moves import Move
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason
 from rebalancer.core.policy import Policy
-from rebalancer.core.selectors import selector_string
+from rebalancer.core.ranking import VictimRanking
+from rebalancer.core.record import plan_record, trim
 from rebalancer.core.simulate import SimState
-from rebalancer.core.spread import (
-    Analysis,
-    View,
-    analyze,
-    considered,
-    global_min,
-    skew_of,
-)
-from rebalancer.core.unrepaired import unrepaired
-from rebalancer.core.victims import DomainPods, PodId, VictimKey, ViewId, single_view_victims
-from rebalancer.core.waves import assign_waves
-
-_UNKNOWN = object()  # a pod whose skip reason is not known yet
-
-
-class Budget:
-    """The policy's limits, counting evictions already made earlier in the run."""
-
-    def __init__(self, policy: Policy, before: Sequence[Eviction]) -> None:
-        self.limits = policy.limits
-        self.total = len(before)
-        self.node: Counter[str] = Counter(e.node for e in before)
-        self.namespace: Counter[str] = Counter(e.namespace for e in before)
-        self.workload: Counter[str] = Counter(f"{e.namespace}/{e.workload}" for e in before)
-
-    def allows(self, node: str, namespace: str, workload: str) -> SkipReason | None:
-        """None when the limits allow one more eviction; else the limit reached (``limit``)."""
-        lim = self.limits
-        if lim.total is not None and self.total >= lim.total:
-            return SkipReason(SkipCode.LIMIT, f"limits.total ({lim.total}) reached")
-        if lim.per_node is not None and self.node[node] >= lim.per_node:
-            return SkipReason(SkipCode.LIMIT, f"limits.perNode ({lim.per_node}) reached on {node}")
-        if lim.per_namespace is not None and self.namespace[namespace] >= lim.per_namespace:
-            detail = f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
-            return SkipReason(SkipCode.LIMIT, detail)
-        wl = f"{namespace}/{workload}"
-        if lim.per_workload is not None and self.workload[wl] >= lim.per_workload:
-            detail = f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
-            return SkipReason(SkipCode.LIMIT, detail)
-        return None
-
-    def spend(self, node: str, namespace: str, workload: str) -> None:
-        self.total += 1
-        self.node[node] += 1
-        self.namespace[namespace] += 1
-        self.workload[f"{namespace}/{workload}"] += 1
-
-
-def workload_of(pod: Pod, owners: dict[tuple[str, str, str], str]) -> str:
-    """``Kind/name`` of the pod's workload; a ReplicaSet is lifted to its Deployment."""
-    if pod.owner is None:
-        return ""
-    lifted = owners.get((pod.owner.kind, pod.namespace, pod.owner.name))
-    return lifted or f"{pod.owner.kind}/{pod.owner.name}"
+from rebalancer.core.spread import Analysis, analyze, considered
+from rebalancer.core.victims import DomainPods, single_view_victims
 
 
 class Planner:
-    """One planning pass. Holds the simulation state; ``run`` returns the moves."""
+    """One planning pass: the simulation, the pods it may evict and in what order
+    (:class:`~rebalancer.core.ranking.VictimRanking`), each view's distance to balance
+    (:class:`~rebalancer.core.distances.PinnedDistances`), the limits, and what was planned up
+    front for each group of views. ``run`` returns the moves."""
 
     def __init__(
         self,
@@ -128,65 +82,41 @@ class Planner:
         before: Sequence[Eviction],
         held: Mapping[str, SkipReason] | None = None,
     ) -> None:
-        self.snapshot = snapshot
-        self.held = held or {}  # pod key -> why the caller holds it (the loop's thrash guard)
+        """``before``: evictions made earlier in the run (they count against the limits);
+        ``held``: pod key -> why the caller holds it (the loop's thrash guard)."""
         self.policy = policy
         self.analysis: Analysis = analyze(snapshot, policy)
+        views = self.analysis.views
         self.ctx = EvictionContext.build(snapshot, policy, now, self.analysis.scope)
         self.considered = [
-            v
-            for v, view in enumerate(self.analysis.views)
+            ViewId(v)
+            for v, view in enumerate(views)
             if considered(view, policy, self.analysis.scope)
         ]
-        self.violated = [v for v in self.considered if self.analysis.views[v].violated]
+        self.violated = [v for v in self.considered if views[v].violated]
         # Soft views opted in come second (SPEC §3): they never block a hard view's move.
-        self.soft_considered = any(not self.analysis.views[v].spec.hard for v in self.considered)
+        self.soft_considered = any(not views[v].spec.hard for v in self.considered)
         self.state = SimState(snapshot, self.analysis, self.considered)
-        self.budget = Budget(policy, before)
+        self.ranking = VictimRanking(self.analysis, self.ctx, held or {})
+        self.distances = PinnedDistances(self.analysis, self.state, self.ranking.skip)
+        self.limits = RunLimits(policy, before)
         self.owners = {
             (c.kind, c.namespace, c.name): f"{c.owner.kind}/{c.owner.name}"
             for c in snapshot.controllers
             if c.owner is not None
         }
-        # PodDisruptionBudgets: a per-wave budget; this counts down over the whole plan and only
-        # orders victims (pods whose PDB has budget left first). Waves enforce the budget.
-        self.pdb_left = list(self.ctx.budgets.allowed)
-        self._pdbs: dict[int, tuple[int, ...]] = {}
-        self._skips: dict[int, SkipReason | None] = {}
-        # pod -> (priority, -created, namespace, name, uid): its victim key but for the view
-        self._rank: dict[int, tuple[int, float, str, str, str]] = {}
-        self.planned: dict[int, list[PodId]] = {}  # view -> victims chosen up front (SPEC §3)
-        self.groups: list[list[ViewId]] = []  # violated views sharing pods (violated_groups)
+        # Planned up front (SPEC §3), per group of violated views sharing pods:
+        self.groups: list[list[ViewId]] = []  # the groups (violated_groups)
+        self.planned: dict[ViewId, list[PodId]] = {}  # one view's victims, in eviction order
+        self.joint: dict[ViewId, tuple[ViewId, JointPlan]] = {}  # view -> (first view, plan)
         self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
-        self.joint: dict[int, tuple[ViewId, JointPlan]] = {}  # view -> (first view, its plan)
-        self._distance_at_start: dict[int, int] = {}
         self.search = SearchBudget()  # the exact joint search's, and its stats: plan()
-        self.no_fit: dict[int, SkipReason] = {}
+        # What the moves ran into, for the plan's record:
+        self.no_fit: dict[PodId, SkipReason] = {}
         self.limit_notes: set[str] = set()
-        self.evicted: set[int] = set()
-        self._pinned: dict[int, Counter[str]] = {}
-        self._moved_into: dict[int, list[int]] = {}  # view -> moved pods it counts
 
     # -- candidates ----------------------------------------------------------------------
-    def pdbs(self, i: int) -> tuple[int, ...]:
-        """The PodDisruptionBudget (index; none or one) whose budget evicting pod i spends."""
-        found = self._pdbs.get(i)
-        if found is None:
-            found = self._pdbs[i] = self.ctx.budgets.judge(self.analysis.pods[i])[1]
-        return found
-
-    def skip(self, i: int) -> SkipReason | None:
-        """The rule that forbids evicting pod i at all, or None when it may be evicted."""
-        reason = self._skips.get(i, _UNKNOWN)
-        if reason is _UNKNOWN:
-            pod = self.analysis.pods[i]
-            reason = self._skips[i] = self.held.get(pod.key) or skip_reason(pod, self.ctx)
-        return reason  # type: ignore[return-value]  # _UNKNOWN was replaced
-
-    def evictable(self, i: int) -> bool:
-        return i not in self.evicted and self.skip(i) is None
-
-    def returns_blocked(self, v: int, domain: str) -> bool:
+    def returns_blocked(self, v: ViewId, domain: Domain) -> bool:
         """Whether view v, as a pod's own hard constraint, forbids the replacement of a pod
         leaving ``domain`` to come back there."""
         view = self.analysis.views[v]
@@ -200,45 +130,18 @@ class Planner:
             gmin_after = min(self.state.gmin(v), after)
         return after + 1 - gmin_after > spec.max_skew
 
-    def victim_key(self, i: int, v: int, blocked: bool) -> VictimKey:
-        """Pod i's place in the victim order for view v (SPEC §3): pods that cannot return
-        first, then the lowest priority, no prefer-no-eviction annotation, a PodDisruptionBudget
-        allowing a disruption, the youngest, and the pod's own identity. ``blocked``:
-        :meth:`returns_blocked` for view v and the pod's domain (it applies when v is one of
-        the pod's own views)."""
-        rank = self._rank.get(i)
-        if rank is None:
-            pod = self.analysis.pods[i]
-            rank = (self.ctx.priority(pod), -pod.created, pod.namespace, pod.name, pod.uid)
-            self._rank[i] = rank
-        priority, age, namespace, name, uid = rank
-        pdbs = self.pdbs(i)  # none or one
-        return VictimKey(
-            not (blocked and v in self.state.own_views.get(i, ())),  # can_return
-            priority,
-            self.analysis.pods[i].prefer_no_eviction,
-            bool(pdbs) and self.pdb_left[pdbs[0]] <= 0,  # pdb_blocked
-            age,
-            namespace,
-            name,
-            uid,
-        )
-
-    def plan_victims(self, v: int) -> list[PodId] | None:
+    def plan_victims(self, v: ViewId) -> list[PodId] | None:
         """The best victims over every minimal plan for view v alone (SPEC §3), chosen before
         any move; None when the formula's band cannot be reached with the evictable pods."""
         state = self.state
+        key, evictable = self.ranking.key, self.ranking.evictable
         view = self.analysis.views[v]
         c = view.spec.constraint
         domains: list[DomainPods] = []
         for domain, count in state.counts[v].items():
             # Whether a victim could return is replayed per plan by single_view_victims;
             # the key only says whether the view is one of the pod's own hard constraints.
-            pods = sorted(
-                (self.victim_key(i, v, c.hard), PodId(i))
-                for i in state.members(v, domain)
-                if self.evictable(i)
-            )
+            pods = sorted((key(i, v, c.hard), i) for i in state.members(v, domain) if evictable(i))
             domains.append(DomainPods(count, pods))
         # A canonical order (fullest first, then by best victim): equal plans are then
         # found in the same order whatever the order of the input, and never by name.
@@ -248,87 +151,23 @@ class Planner:
             empty=len(view.domains) - len(state.counts[v]),
             max_skew=c.max_skew,
             band_forced_zero=c.hard and len(view.domains) < c.min_domains,
-            moves=self.distance_at_start(v),
+            moves=self.distances.at_start(v),
         )
 
     # -- moves ---------------------------------------------------------------------------
-    def distance_at_start(self, v: int) -> int:
-        """The view's distance to balance before any move; unevictable pods are floors."""
-        found = self._distance_at_start.get(v)
-        if found is None:
-            found = self._distance_at_start[v] = self._distance_from_start(v)
-        return found
-
-    def _distance_from_start(self, v: int) -> int:
-        view = self.analysis.views[v]
-        c = view.spec.constraint
-        floors: Counter[str] = Counter()
-        pods = self.analysis.pods
-        for i in view.members:
-            if i not in self.evicted and not self.evictable(i):
-                floors[view.node_domain[pods[i].node_name or ""]] += 1
-        return min_moves(
-            list(view.counts.values()),
-            c.max_skew,
-            c.min_domains,
-            c.hard,
-            max(floors.values(), default=0),
-            empty=len(view.domains) - len(view.counts),
-        )
-
-    def pinned(self, v: int) -> Counter[str]:
-        """Pods of view v per domain that cannot move: not evictable, or already moved."""
-        found = self._pinned.get(v)
-        if found is None:
-            view = self.analysis.views[v]
-            pods = self.analysis.pods
-            found = Counter(
-                view.node_domain[pods[i].node_name or ""]
-                for i in view.members
-                if i not in self.evicted and not self.evictable(i)
-            )
-            for i in self._moved_into.get(v, ()):
-                node = self.state.placement.get(i)
-                domain = self.state.domain(v, node) if node is not None else None
-                if domain is not None:
-                    found[domain] += 1
-            self._pinned[v] = found
-        return found
-
-    def distance(self, v: int) -> int:
-        view = self.analysis.views[v]
-        c = view.spec.constraint
-        counts = self.state.counts[v]
-        pinned = self.pinned(v)
-        return min_moves(
-            list(counts.values()),
-            c.max_skew,
-            c.min_domains,
-            c.hard,
-            max(pinned.values(), default=0),
-            empty=len(view.domains) - len(counts),
-        )
-
-    def _pin(self, i: int, node: str, delta: int) -> None:
-        """Count pod i as unmovable on ``node`` in every view that has pinned counts."""
-        for w in self.state.selector_views(i):
-            found = self._pinned.get(w)
-            domain = self.state.domain(w, node)
-            if found is not None and domain is not None:
-                found[domain] += delta
-
-    def try_move(self, i: int, v: int) -> Move | SkipReason:
+    def try_move(self, i: PodId, v: ViewId) -> Move | SkipReason:
         """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
         state = self.state
         touched = [w for w in state.selector_views(i) if w in state.rank_views]
         if self.soft_considered and self.analysis.views[v].spec.hard:
             views = self.analysis.views
             touched = [w for w in touched if views[w].spec.hard]  # soft views never block
-        before: dict[int, tuple[int, int]] = {}
+        distance = self.distances.now
+        before: dict[ViewId, tuple[int, int]] = {}
         for w in touched:
             excess = state.excess(w)
             # Distances are compared for v and for the views already violated only.
-            before[w] = (excess, self.distance(w) if w == v or excess > 0 else 0)
+            before[w] = (excess, distance(w) if w == v or excess > 0 else 0)
         gmin = state.gmin(v)
         source = state.remove(i)
         source_count = state.counts[v].get(self.analysis.views[v].node_domain[source], 0) + 1
@@ -344,22 +183,22 @@ class Planner:
                 SkipCode.NO_FIT, f"replacement would stay Pending: {placement.reason}"
             )
         state.add(i, placement.node)
-        self._pin(i, placement.node, 1)
-        ok = (state.excess(v), self.distance(v)) < before[v]
+        self.distances.pin(i, placement.node)
+        ok = (state.excess(v), distance(v)) < before[v]
         for w in touched:
             if not ok:
                 break
             excess, dist = before[w]
-            if w != v and (state.excess(w) > excess or (excess > 0 and self.distance(w) > dist)):
+            if w != v and (state.excess(w) > excess or (excess > 0 and distance(w) > dist)):
                 ok = False
         if not ok:
-            self._pin(i, placement.node, -1)
+            self.distances.unpin(i, placement.node)
             state.remove(i)
             state.add(i, source)
             return SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
         return Move(i, v, source, placement.node, source_count, gmin)
 
-    def _note_no_fit(self, i: int, why: SkipReason) -> None:
+    def _note_no_fit(self, i: PodId, why: SkipReason) -> None:
         if why.code is SkipCode.NO_FIT:
             self.no_fit.setdefault(i, why)
 
@@ -367,15 +206,12 @@ class Planner:
         """Keep a move the simulation made: spend the limits and the PDBs, pin the pod."""
         i = move.pod
         pod = self.analysis.pods[i]
-        self.budget.spend(move.source, pod.namespace, workload_of(pod, self.owners))
-        self.evicted.add(i)
-        for w in self.state.selector_views(i):
-            self._moved_into.setdefault(w, []).append(i)
-        for k in self.pdbs(i):
-            self.pdb_left[k] -= 1
+        self.limits.spend(move.source, pod.namespace, workload_of(pod, self.owners))
+        self.ranking.take(i)
+        self.distances.moved(i)
         return move
 
-    def place_at(self, i: int, group: Sequence[int], target: str) -> Move | None:
+    def place_at(self, i: PodId, group: Sequence[ViewId], target: str) -> Move | None:
         """Evict pod i and put its replacement on ``target`` if the scheduler's filters allow
         it now (the exact joint search chose the node); None, and nothing changed, if not.
         The move is credited to the group's view where the pod's domain stands highest."""
@@ -384,7 +220,7 @@ class Planner:
         views = self.analysis.views
         node = state.placement[i]
 
-        def height(w: int) -> int:
+        def height(w: ViewId) -> int:
             return state.counts[w].get(views[w].node_domain[node], 0) - state.gmin(w)
 
         v = max(group, key=lambda w: (height(w), -w))
@@ -398,26 +234,26 @@ class Planner:
             state.add(i, source)
             return None
         state.add(i, target)
-        self._pin(i, target, 1)
+        self.distances.pin(i, target)
         return Move(i, v, source, target, source_count, gmin)
 
-    def limited(self, i: int) -> bool:
+    def limited(self, i: PodId) -> bool:
         """Whether a policy limit forbids evicting pod i now (the limit is noted)."""
         pod = self.analysis.pods[i]
-        reached = self.budget.allows(
+        reached = self.limits.allows(
             self.state.placement[i], pod.namespace, workload_of(pod, self.owners)
         )
         if reached is not None:
             self.limit_notes.add(reached.detail)
         return reached is not None
 
-    def planned_move(self, v: int) -> Move | None:
+    def planned_move(self, v: ViewId) -> Move | None:
         """The next of the victims chosen up front for view v, in the order chosen with
         them; None, and the plan dropped, as soon as one does not help."""
         victims = self.planned.get(v)
         while victims:
             i = victims.pop(0)
-            if not self.evictable(i) or self.limited(i):
+            if not self.ranking.evictable(i) or self.limited(i):
                 continue
             result = self.try_move(i, v)
             if isinstance(result, Move):
@@ -427,13 +263,14 @@ class Planner:
         self.planned[v] = []
         return None
 
-    def _domains_in_order(self, v: int, floor: int) -> Iterator[tuple[str, list[int]]]:
+    def _domains_in_order(self, v: ViewId, floor: int) -> Iterator[tuple[Domain, list[PodId]]]:
         """View v's domains holding more than ``floor`` pods, fullest first, with their
         evictable pods in victim order; among domains of equal count, the one with the better
         first victim first (never by name)."""
         state = self.state
+        key, evictable = self.ranking.key, self.ranking.evictable
         counts = state.counts[v]
-        by_count: dict[int, list[str]] = {}
+        by_count: dict[int, list[Domain]] = {}
         for domain, count in counts.items():
             by_count.setdefault(count, []).append(domain)
         for count in sorted(by_count, reverse=True):
@@ -443,16 +280,14 @@ class Planner:
             for domain in by_count[count]:
                 blocked = self.returns_blocked(v, domain)
                 keyed = sorted(
-                    (self.victim_key(i, v, blocked), i)
-                    for i in state.members(v, domain)
-                    if self.evictable(i)
+                    (key(i, v, blocked), i) for i in state.members(v, domain) if evictable(i)
                 )
                 level.append((keyed[0][0] if keyed else None, domain, [i for _, i in keyed]))
             level.sort(key=lambda entry: (entry[0] is None, entry[0] or ()))
             for _, domain, members in level:
                 yield domain, members
 
-    def joint_move(self, v: int) -> Move | None:
+    def joint_move(self, v: ViewId) -> Move | None:
         """The next step of the exact joint plan of v's group; None, and the plan dropped
         (the group left to the move-by-move search, unproven), if a step cannot be made."""
         found = self.joint.get(v)
@@ -466,7 +301,7 @@ class Planner:
             views = self.analysis.views
             group = [w for w in group if views[w].spec.hard != soft_step] or group
         move = None
-        if self.evictable(i) and not self.limited(i):
+        if self.ranking.evictable(i) and not self.limited(i):
             move = self.place_at(i, group, target)
         if move is None:
             joint.steps.clear()
@@ -476,7 +311,7 @@ class Planner:
             self.proven[first] = joint.minimum
         return self.accept(move)
 
-    def best_move(self, v: int) -> Move | None:
+    def best_move(self, v: ViewId) -> Move | None:
         joint = self.joint_move(v)
         if joint is not None:
             return joint
@@ -513,7 +348,7 @@ class Planner:
                 self._note_no_fit(i, result)
         return None
 
-    def _declares_more(self, v: int) -> bool:
+    def _declares_more(self, v: ViewId) -> bool:
         """Whether the pods view v counts declare other hard constraints besides it."""
         members = self.analysis.views[v].members
         if not members:
@@ -531,8 +366,8 @@ class Planner:
         state = self.state
         views = self.analysis.views
         hard = [v for v in self.violated if views[v].spec.hard]
-        self.groups = violated_groups(self, hard if self.soft_considered else None)
-        joined: set[int] = set()  # soft views planned with a hard group
+        self.groups = violated_groups(state, hard if self.soft_considered else self.violated)
+        joined: set[ViewId] = set()  # soft views planned with a hard group
         for group in self.groups:
             size = self._plan_group(group)
             if self.soft_considered and size is not None:
@@ -540,7 +375,7 @@ class Planner:
         if self.soft_considered:
             # Soft views come second (SPEC §3): those left over, in groups of their own.
             left = [v for v in self.violated if not views[v].spec.hard and v not in joined]
-            soft_groups = violated_groups(self, left)
+            soft_groups = violated_groups(state, left)
             for group in soft_groups:
                 if not self._with_soft(group, 0):
                     self._plan_group(group)
@@ -567,12 +402,15 @@ class Planner:
         return moves
 
     def _disjoint(self, planned: list[list[ViewId]]) -> list[list[ViewId]]:
-        """The violated views in groups that share no pod (:func:`lower_bound` sums over
-        them), from the groups planned hard first, then soft: a group planned whole keeps
-        its order (its first view keys its proven minimum); views planned apart that share
-        pods are one group again."""
+        """The violated views in groups that share no pod (the lower bound sums over them,
+        :func:`~rebalancer.core.record.lower_bound`), from the groups planned hard first,
+        then soft: a group planned whole keeps its order (its first view keys its proven
+        minimum); views planned apart that share pods are one group again."""
         whole = {frozenset(group): group for group in planned}
-        return [whole.get(frozenset(group), group) for group in violated_groups(self)]
+        return [
+            whole.get(frozenset(group), group)
+            for group in violated_groups(self.state, self.violated)
+        ]
 
     def _grouping(self) -> GroupPlanning:
         """What the exact joint search of a group reads of this pass (made per group)."""
@@ -580,8 +418,8 @@ class Planner:
             self.analysis,
             self.state,
             self.policy.node_fit,
-            self.evictable,
-            self.victim_key,
+            self.ranking.evictable,
+            self.ranking.key,
             self.search,
         )
 
@@ -602,7 +440,7 @@ class Planner:
                 return len(victims)
         return None
 
-    def _with_soft(self, group: list[ViewId], hard_size: int) -> list[int]:
+    def _with_soft(self, group: list[ViewId], hard_size: int) -> list[ViewId]:
         """Hard first, then soft (SPEC §3): replan a group exactly with the soft views that
         count its pods, keeping it only when its hard views need exactly ``hard_size``
         evictions, the number planned with soft views off (0 for a group of soft views);
@@ -617,173 +455,8 @@ class Planner:
         for member in joint.views:
             self.joint[member] = (group[0], joint)
         soft = [w for w in joint.views if not views[w].spec.hard]
-        group.extend(ViewId(w) for w in soft if w in self.violated and w not in group)
+        group.extend(w for w in soft if w in self.violated and w not in group)
         return soft
-
-
-def trim(planner: Planner, moves: list[Move]) -> list[Move]:
-    """Drop trailing moves that end no better than an earlier prefix (unreachable targets),
-    and take them back in the planner's state, which ``run`` left after all the moves.
-
-    The objective is the worst excess over the violated views, then their summed excess. The
-    views an exact joint plan balances count too: its steps may pass through states where a
-    view that was within maxSkew is not, and cutting them there would leave it so. With soft
-    views opted in, the hard views' objective comes first, then the soft views' (SPEC §3).
-    """
-    state = planner.state
-    if not any(state.excess(v) for v in planner.violated):
-        return moves  # every violated view ends balanced: no prefix does better
-    replay = state.fresh()
-    tracked = set(planner.violated)
-    for _, joint in planner.joint.values():
-        tracked.update(joint.views)
-    views = planner.analysis.views
-    excess = {v: replay.excess(v) for v in sorted(tracked)}
-    # per kind (0: hard, 1: soft): views by excess, and the summed excess
-    levels: list[Counter[int]] = [Counter(), Counter()]
-    totals = [0, 0]
-    for v, e in excess.items():
-        levels[not views[v].spec.hard][e] += 1
-        totals[not views[v].spec.hard] += e
-
-    def objective() -> tuple[int, int, int, int]:
-        worst = [max((k for k, n in level.items() if n > 0), default=0) for level in levels]
-        return worst[0], totals[0], worst[1], totals[1]
-
-    objectives = [objective()]
-    for m in moves:
-        replay.remove(m.pod)
-        if m.target is not None:
-            replay.add(m.pod, m.target)
-        for w in replay.selector_views(m.pod):
-            if w in excess:
-                kind = not views[w].spec.hard
-                new = replay.excess(w)
-                levels[kind][excess[w]] -= 1
-                levels[kind][new] += 1
-                totals[kind] += new - excess[w]
-                excess[w] = new
-        objectives.append(objective())
-    kept = moves[: objectives.index(objectives[-1])]
-    for m in reversed(moves[len(kept) :]):
-        if m.target is not None:
-            state.remove(m.pod)
-        state.add(m.pod, m.source)
-    return kept
-
-
-def violated_groups(planner: Planner, among: Sequence[int] | None = None) -> list[list[ViewId]]:
-    """The violated views (``among`` them, when given) in groups that share pods (each group
-    in view order, the groups in the order of their first view). An eviction changes only the
-    views whose selector matches the pod, so views of different groups are planned
-    independently."""
-    chosen = planner.violated if among is None else among
-    violated = set(chosen)
-    parent = {v: v for v in violated}
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    state = planner.state
-    linked_once: set[int] = set()  # pods of one template share their selector_views answer
-    for v in chosen:
-        for i in planner.analysis.views[v].members:
-            views_of_pod = state.selector_views(i)
-            if id(views_of_pod) in linked_once:
-                continue
-            linked_once.add(id(views_of_pod))
-            linked = [w for w in views_of_pod if w in violated]
-            for w in linked[1:]:
-                parent[find(w)] = find(linked[0])
-    groups: dict[int, list[ViewId]] = {}
-    for v in chosen:
-        groups.setdefault(find(v), []).append(ViewId(v))
-    return list(groups.values())
-
-
-def lower_bound(planner: Planner) -> int:
-    """No plan that reaches the skews this plan reaches evicts fewer pods.
-
-    Groups of violated views that share no pod are independent (:func:`violated_groups`), so
-    the bound is a sum over groups. Within a group, each eviction lowers each view's distance
-    to balance (:func:`rebalancer.core.minimal.min_moves`, unevictable pods as floors) by at
-    most one, so the largest distance is a joint bound; where the exact search
-    (:mod:`rebalancer.core.joint`) proved a group's minimum, that minimum is the bound.
-    A group the plan leaves above maxSkew (:mod:`rebalancer.core.unrepaired` says what holds
-    it) is bounded by what the plan sets out to reach there: each view's distance to the skew
-    it ends at, ``max(maxSkew, skew after)``. So the bound never exceeds the plan's size, and
-    a plan that meets it is minimal for what it reaches.
-    """
-    total = 0
-    state = planner.state
-    for group in planner.groups:
-        if any(state.excess(v) for v in group):
-            total += max(_distance_to(planner, v, state.skew(v)) for v in group)
-            continue
-        proven = planner.proven.get(group[0])
-        total += proven if proven is not None else max(planner.distance_at_start(v) for v in group)
-    return total
-
-
-def _distance_to(planner: Planner, v: int, skew: int) -> int:
-    """View v's distance from its start to ``max(maxSkew, skew)`` (unevictable pods as
-    floors): a lower bound on the evictions that bring it there."""
-    view = planner.analysis.views[v]
-    c = view.spec.constraint
-    pods = planner.analysis.pods
-    floors = Counter(
-        view.node_domain[pods[i].node_name or ""]
-        for i in view.members
-        if planner.skip(i) is not None
-    )
-    return min_moves(
-        list(view.counts.values()),
-        max(c.max_skew, skew),
-        c.min_domains,
-        c.hard,
-        max(floors.values(), default=0),
-        empty=len(view.domains) - len(view.counts),
-    )
-
-
-def held_by(planner: Planner, i: int) -> SkipReason | None:
-    """Why pod i, still in place after the plan, was not moved: the rule that forbids its
-    eviction, a policy limit reached, or a replacement that would stay Pending."""
-    reason = planner.skip(i)
-    if reason is None:
-        pod = planner.analysis.pods[i]
-        node = planner.state.placement[i]
-        reason = planner.budget.allows(node, pod.namespace, workload_of(pod, planner.owners))
-    return reason or planner.no_fit.get(i)
-
-
-def view_report(
-    view: View,
-    counts: dict[str, int],
-    declared: tuple[str, ...],
-    workloads: tuple[str, ...] = (),
-) -> ViewReport:
-    """The view with ``counts``; ``declared``: the sorted keys of the pods declaring it, and
-    ``workloads`` their distinct workloads."""
-    spec = view.spec
-    c = spec.constraint
-    domains = len(view.domains)
-    return ViewReport(
-        namespace=spec.namespace,
-        topology_key=c.topology_key,
-        max_skew=c.max_skew,
-        when_unsatisfiable=c.when_unsatisfiable,
-        selector=selector_string(c.selector),
-        min_domains=c.min_domains,
-        domains=tuple(view.all_counts(counts).items()),
-        global_min=global_min(counts, domains, c.min_domains, c.hard),
-        skew=skew_of(counts, domains, c.min_domains, c.hard),
-        pods=declared,
-        workloads=workloads,
-    )
 
 
 def plan(
@@ -809,119 +482,13 @@ def plan(
     """
     planner = Planner(snapshot, policy, now, evicted_before, held)
     try:
-        return _plan(planner, snapshot)
+        return _plan(planner)
     finally:
         if stats is not None:
             stats.update(planner.search.stats)
 
 
-def _plan(planner: Planner, snapshot: Snapshot) -> Plan:
-    analysis = planner.analysis
+def _plan(planner: Planner) -> Plan:
     if not planner.violated:
         return Plan((), (), (), (), 0)
-    moves = trim(planner, planner.run())
-    waves = assign_waves(
-        planner.state.fresh(),
-        planner.analysis.views,
-        planner.pdbs,
-        planner.ctx.budgets.allowed,
-        moves,
-    )
-    evictions = [_eviction(planner, m, wave) for m, wave in zip(moves, waves, strict=True)]
-    final = planner.state
-    views, violated = analysis.views, planner.violated
-    declared = {v: _declared(planner, v) for v in violated}
-    owned = {v: _workloads(planner, v) for v in violated}
-    violations = tuple(
-        view_report(views[v], views[v].counts, declared[v], owned[v]) for v in violated
-    )
-    after = tuple(view_report(views[v], final.counts[v], declared[v], owned[v]) for v in violated)
-    lower = lower_bound(planner)
-    moved = {m.pod for m in moves}
-    skipped = _skipped(planner, moved)
-    notes = tuple(sorted(planner.limit_notes))
-    left = unrepaired(
-        final,
-        planner.considered,
-        lambda v: view_report(
-            views[v], final.counts[v], _declared(planner, v), _workloads(planner, v)
-        ),
-        lambda i: held_by(planner, i),
-        moved,
-    )
-    return Plan(tuple(evictions), skipped, violations, after, lower, notes, left)
-
-
-def _declared(planner: Planner, v: int) -> tuple[str, ...]:
-    pods = planner.analysis.pods
-    return tuple(sorted(pods[i].key for i in planner.analysis.views[v].declarers))
-
-
-def _workloads(planner: Planner, v: int) -> tuple[str, ...]:
-    """The distinct workloads of the pods declaring view v (``""`` for a pod without one)."""
-    pods = planner.analysis.pods
-    declarers = planner.analysis.views[v].declarers
-    return tuple(sorted({workload_of(pods[i], planner.owners) for i in declarers}))
-
-
-def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
-    """The eviction record, with its reason (the counts just before the move)."""
-    analysis = planner.analysis
-    pod = analysis.pods[m.pod]
-    view = analysis.views[m.view]
-    spec = view.spec
-    domain = view.node_domain[m.source]
-    target_domain = (
-        analysis.nodes[m.target].labels.get(spec.topology_key, "?") if m.target else None
-    )
-    landing = (
-        f"replacement expected in {target_domain} (node {m.target})"
-        if m.target
-        else "replacement waits for new capacity (nodeFit: false)"
-    )
-    priority = planner.ctx.priority(pod)
-    reason = (
-        f"{spec.topology_key}={domain} holds {m.source_count} pods matching "
-        f"{selector_string(spec.constraint.selector)}, global min {m.global_min}, "
-        f"skew {m.source_count - m.global_min} > maxSkew {spec.max_skew}; {landing}; "
-        f"priority {priority}"
-    )
-    budget_note = planner.ctx.budgets.note(pod)
-    if budget_note:
-        reason += f"; {budget_note}"
-    return Eviction(
-        namespace=pod.namespace,
-        name=pod.name,
-        uid=pod.uid,
-        node=m.source,
-        priority=priority,
-        reason=reason,
-        wave=wave,
-        workload=workload_of(pod, planner.owners),
-        domain=domain,
-        topology_key=spec.topology_key,
-        target_node=m.target,
-        grace_period_seconds=eviction_grace(
-            planner.policy.grace_period_seconds, pod.grace_period_seconds
-        ),
-        pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.pdbs(m.pod)),
-        target_domain=target_domain,
-    )
-
-
-def _skipped(planner: Planner, moved: set[int]) -> tuple[Skip, ...]:
-    """Pods in violated views that were not evicted because a rule or the fit forbids it."""
-    pods = planner.analysis.pods
-    seen: set[int] = set()
-    out: list[Skip] = []
-    for v in planner.violated:
-        for i in planner.analysis.views[v].members:
-            if i in seen or i in moved:
-                continue
-            seen.add(i)
-            reason = planner.skip(i) or planner.no_fit.get(i)
-            if reason is not None:
-                p = pods[i]
-                out.append(Skip(p.namespace, p.name, p.uid, p.node_name, reason))
-    out.sort(key=lambda s: (s.namespace, s.name))
-    return tuple(out)
+    return plan_record(planner, trim(planner, planner.run()))

@@ -16,7 +16,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
+from typing import cast
 
+from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.model import Node, NodeSelector, Pod, Snapshot, shared_key
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
@@ -77,7 +79,9 @@ def static_reason(pod: Pod, node: Node, pins: Sequence[NodeSelector]) -> str | N
 class Shared:
     """What every simulation of one analysis shares: the start state and pure caches."""
 
-    def __init__(self, snapshot: Snapshot, analysis: Analysis, rank_views: Iterable[int]) -> None:
+    def __init__(
+        self, snapshot: Snapshot, analysis: Analysis, rank_views: Iterable[ViewId]
+    ) -> None:
         self.analysis = analysis
         self.nodes = analysis.nodes
         self.node_names = sorted(self.nodes)
@@ -87,7 +91,7 @@ class Shared:
         self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
         self.placement = analysis.placement  # read-only: each state copies it
-        self._pods_on: dict[str, list[int]] | None = None  # node -> pods using its resources
+        self._pods_on: dict[str, list[PodId]] | None = None  # node -> pods using its resources
         self._used: dict[str, dict[str, int]] = {}
         self._view_index = SelectorIndex(
             (view.spec.namespace, view.spec.constraint.selector) for view in self.views
@@ -96,8 +100,8 @@ class Shared:
         self._static_by_template: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._groups: dict[tuple[int, str], dict[str, list[str]]] = {}
         self._by_value: dict[str, dict[str, list[str]]] = {}
-        self._selector_views: dict[int, list[int]] = {}
-        self._by_labels: dict[tuple[str, int], list[int]] = {}
+        self._selector_views: dict[PodId, list[ViewId]] = {}
+        self._by_labels: dict[tuple[str, int], list[ViewId]] = {}
 
     def used(self, node: str) -> dict[str, int]:
         """What the pods on ``node`` at the start request (read-only; built on first use)."""
@@ -105,7 +109,7 @@ class Shared:
         if found is None:
             if self._pods_on is None:
                 # defaultdict: setdefault(on, []) would build a list per pod, and drop it
-                pods_on: defaultdict[str, list[int]] = defaultdict(list)
+                pods_on: defaultdict[str, list[PodId]] = defaultdict(list)
                 for i, on in chain(self.placement.items(), self.analysis.terminating.items()):
                     pods_on[on].append(i)
                 self._pods_on = pods_on
@@ -116,7 +120,7 @@ class Shared:
             self._used[node] = found
         return found
 
-    def selector_views(self, i: int) -> list[int]:
+    def selector_views(self, i: PodId) -> list[ViewId]:
         """Views (in the pod's namespace) whose selector matches the pod, wherever it runs."""
         found = self._selector_views.get(i)
         if found is None:
@@ -125,12 +129,12 @@ class Shared:
             labels_key = (pod.namespace, shared_key(pod.label_set, i))
             found = self._by_labels.get(labels_key)
             if found is None:
-                found = self._view_index.matching(pod.namespace, pod.labels)
+                found = cast(list[ViewId], self._view_index.matching(pod.namespace, pod.labels))
                 self._by_labels[labels_key] = found
             self._selector_views[i] = found
         return found
 
-    def static_nodes(self, i: int) -> tuple[str, ...]:
+    def static_nodes(self, i: PodId) -> tuple[str, ...]:
         """Nodes that pass the filters independent of other pods, cached per pod template.
 
         The converter numbers each pod template (``Pod.template``), so the number finds the
@@ -193,7 +197,7 @@ class SimState:
         self,
         snapshot: Snapshot,
         analysis: Analysis,
-        rank_views: Iterable[int],
+        rank_views: Iterable[ViewId],
         *,
         shared: Shared | None = None,
         track_members: bool = True,
@@ -212,22 +216,22 @@ class SimState:
         # Copy on write: a view's counts are copied from the analysis the first time they change.
         # As in the analysis, they hold only the domains where the view counts pods.
         self.counts: list[dict[str, int]] = [v.counts for v in analysis.views]
-        self._own_counts: set[int] = set()
-        self._gmin: dict[int, int] = {}
-        self._skew: dict[int, int] = {}
-        self._excess: dict[int, int] = {}
+        self._own_counts: set[ViewId] = set()
+        self._gmin: dict[ViewId, int] = {}
+        self._skew: dict[ViewId, int] = {}
+        self._excess: dict[ViewId, int] = {}
         self.version = [0] * len(self.views)
         self._moved: dict[str, dict[str, int]] = {}  # node -> requests added (+) or removed (-)
         self.placement = dict(sh.placement)
         self.track_members = track_members
-        self._members: dict[int, dict[str, set[int]]] = {}
+        self._members: dict[ViewId, dict[Domain, set[PodId]]] = {}
 
     def fresh(self) -> SimState:
         """A new state at the start of the plan, sharing this one's caches."""
         return SimState(self.snapshot, self.analysis, (), shared=self.shared, track_members=False)
 
     # -- bookkeeping -------------------------------------------------------------------------
-    def gmin(self, v: int) -> int:
+    def gmin(self, v: ViewId) -> int:
         cached = self._gmin.get(v)
         if cached is None:
             view = self.views[v]
@@ -236,7 +240,7 @@ class SimState:
             self._gmin[v] = cached
         return cached
 
-    def skew(self, v: int) -> int:
+    def skew(self, v: ViewId) -> int:
         cached = self._skew.get(v)
         if cached is None:
             counts = self.counts[v]
@@ -245,14 +249,14 @@ class SimState:
             self._skew[v] = cached
         return cached
 
-    def excess(self, v: int) -> int:
+    def excess(self, v: ViewId) -> int:
         cached = self._excess.get(v)
         if cached is None:
             cached = max(0, self.skew(v) - self.views[v].spec.max_skew)
             self._excess[v] = cached
         return cached
 
-    def members(self, v: int, domain: str) -> set[int]:
+    def members(self, v: ViewId, domain: Domain) -> set[PodId]:
         """The pods view v counts in ``domain`` now (built on first use)."""
         by_domain = self._members.get(v)
         if by_domain is None:
@@ -266,7 +270,7 @@ class SimState:
             self._members[v] = by_domain
         return by_domain.setdefault(domain, set())
 
-    def _bump(self, v: int, domain: str, i: int, delta: int) -> None:
+    def _bump(self, v: ViewId, domain: Domain, i: PodId, delta: int) -> None:
         if v not in self._own_counts:
             self.counts[v] = dict(self.counts[v])
             self._own_counts.add(v)
@@ -287,14 +291,14 @@ class SimState:
         self._excess.pop(v, None)
         self.version[v] += 1
 
-    def selector_views(self, i: int) -> list[int]:
+    def selector_views(self, i: PodId) -> list[ViewId]:
         return self.shared.selector_views(i)
 
-    def domain(self, v: int, node: str) -> str | None:
+    def domain(self, v: ViewId, node: str) -> Domain | None:
         """The node's domain in view v, if the node is eligible for it."""
         return self.views[v].node_domain.get(node)
 
-    def remove(self, i: int) -> str:
+    def remove(self, i: PodId) -> str:
         """Evict pod i: it stops counting and frees its resources. Returns its node."""
         node = self.placement.pop(i)
         _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], -1)
@@ -304,7 +308,7 @@ class SimState:
                 self._bump(v, d, i, -1)
         return node
 
-    def add(self, i: int, node: str) -> None:
+    def add(self, i: PodId, node: str) -> None:
         """Place pod i (or its replacement) on ``node``."""
         self.placement[i] = node
         _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], 1)
@@ -340,7 +344,7 @@ class SimState:
                 room = min(room, free // amount)
         return max(0, room)
 
-    def hard_checks(self, i: int) -> list[tuple[int, str, int, int]]:
+    def hard_checks(self, i: PodId) -> list[tuple[ViewId, str, int, int]]:
         """(view, topology key, selfMatch, maxSkew) of pod i's own hard constraints."""
         pod = self.analysis.pods[i]
         out = []
@@ -352,7 +356,7 @@ class SimState:
         return out
 
     def spread_ok(
-        self, i: int, node: str, checks: list[tuple[int, str, int, int]] | None = None
+        self, i: PodId, node: str, checks: list[tuple[ViewId, str, int, int]] | None = None
     ) -> bool:
         """The PodTopologySpread filter for the pod's own hard constraints."""
         labels = self.nodes[node].labels
@@ -364,12 +368,12 @@ class SimState:
                 return False
         return True
 
-    def rank_views_of(self, i: int) -> list[int]:
+    def rank_views_of(self, i: PodId) -> list[ViewId]:
         """The views that rank nodes for pod i: its own, then considered views counting it."""
         own = self.own_views.get(i, [])
         return own + [v for v in self.selector_views(i) if v in self.rank_views and v not in own]
 
-    def place(self, i: int, check_fit: bool = True) -> Placement:
+    def place(self, i: PodId, check_fit: bool = True) -> Placement:
         """Where the replacement of pod i lands on the current state (it must be removed).
 
         Candidates are narrowed view by view: first the nodes whose domain has the lowest
@@ -408,7 +412,7 @@ class SimState:
     def _pick(
         self,
         levels: Iterable[Iterable[str]],
-        views: Sequence[int],
+        views: Sequence[ViewId],
         depth: int,
         legal: Callable[[str], bool],
     ) -> str | None:
@@ -430,7 +434,7 @@ class SimState:
                 return found
         return None
 
-    def _first_levels(self, statics: tuple[str, ...], v: int) -> Iterator[Sequence[str]]:
+    def _first_levels(self, statics: tuple[str, ...], v: ViewId) -> Iterator[Sequence[str]]:
         """The nodes passing the static filters by their domain's count in view v, lowest
         count first, each level sorted by name (``statics`` is)."""
         counts = self.counts[v]
@@ -442,7 +446,7 @@ class SimState:
             level = by_level[c]
             yield level[0] if len(level) == 1 else sorted(n for nodes in level for n in nodes)
 
-    def _levels(self, candidates: Iterable[str], v: int) -> Iterator[Iterable[str]]:
+    def _levels(self, candidates: Iterable[str], v: ViewId) -> Iterator[Iterable[str]]:
         """``candidates`` by their domain's count in view v, lowest count first, each level in
         the candidates' order. A node lacking the view's key is in domain ""."""
         candidates = list(candidates)

@@ -15,8 +15,9 @@ import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
+from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.model import (
     HONOR,
     NOT_SHARED,
@@ -262,11 +263,11 @@ class View:
     """A view with its eligible nodes and the pods it counts (built once per analysis)."""
 
     spec: ViewSpec
-    node_domain: dict[str, str]  # eligible node -> domain value
-    domains: Sequence[str]  # every eligible domain, sorted
-    members: list[int]  # indices of counted pods (on eligible nodes)
-    declarers: list[int]  # indices of pods that declare this view
-    counts: dict[str, int]  # domain -> count, only the domains holding counted pods
+    node_domain: dict[str, Domain]  # eligible node -> its domain
+    domains: Sequence[Domain]  # every eligible domain, sorted
+    members: list[PodId]  # counted pods (on eligible nodes)
+    declarers: list[PodId]  # pods that declare this view
+    counts: dict[Domain, int]  # domain -> count, only the domains holding counted pods
 
     @property
     def global_min(self) -> int:
@@ -294,10 +295,10 @@ class Analysis:
     pods: tuple[Pod, ...]
     nodes: dict[str, Node]
     views: list[View]
-    placement: dict[int, str]  # counted pod index -> node (see PodIndex)
-    terminating: dict[int, str]  # terminating pod index -> the node it still uses
-    constraints: dict[int, tuple[SpreadConstraint, ...]]  # pod index -> effective constraints
-    own_views: dict[int, list[int]]  # pod index -> its own views, in constraint order (shared)
+    placement: dict[PodId, str]  # counted pod -> node (see PodIndex)
+    terminating: dict[PodId, str]  # terminating pod -> the node it still uses
+    constraints: dict[PodId, tuple[SpreadConstraint, ...]]  # pod -> effective constraints
+    own_views: dict[PodId, list[ViewId]]  # pod -> its own views, in constraint order (shared)
     scope: NamespaceScope  # the namespaces the policy rebalances
 
 
@@ -447,14 +448,15 @@ def analyze(snapshot: Snapshot, policy: Policy) -> Analysis:
         positions = [position[number] for number in mine]
         own_views.update(dict.fromkeys(pods_alike, positions))  # one shared list, at C speed
     nodes = {n.name: n for n in snapshot.nodes}
+    # From here on the pods' and views' numbers are their typed ids (casts: nothing copied).
     return Analysis(
         pods,
         nodes,
         views,
-        index.placement,
-        index.terminating,
-        constraints,
-        own_views,
+        cast(dict[PodId, str], index.placement),
+        cast(dict[PodId, str], index.terminating),
+        cast(dict[PodId, tuple[SpreadConstraint, ...]], constraints),
+        cast(dict[PodId, list[ViewId]], own_views),
         NamespaceScope.of(policy, snapshot),
     )
 
@@ -492,7 +494,14 @@ def _count(spec: ViewSpec, declarers: list[int], index: PodIndex, domains: Domai
         if domain is not None:
             counts[domain] = counts.get(domain, 0) + 1
             members.append(i)
-    return View(spec, node_domain, all_domains, members, declarers, counts)
+    return View(
+        spec,
+        node_domain,
+        all_domains,
+        cast(list[PodId], members),
+        cast(list[PodId], declarers),
+        counts,
+    )
 
 
 def considered(view: View, policy: Policy, scope: NamespaceScope | None = None) -> bool:

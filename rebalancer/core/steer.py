@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.policy import Policy
 from rebalancer.core.spread import TERMINAL_PHASES, Analysis, considered
@@ -299,11 +300,11 @@ def steer(snapshot: Snapshot, policy: Policy, analysis: Analysis) -> Steering:
     if not policy.steer_scale_down:
         removals = tuple(_removal(p) for p in pods if ours(p) and not _gone(p))
         return Steering(False, removals[:MAX_PER_PASS], (), max(0, len(removals) - MAX_PER_PASS))
-    workloads: dict[tuple[str, str], list[int]] = defaultdict(list)
+    workloads: dict[tuple[str, str], list[PodId]] = defaultdict(list)
     for i, pod in enumerate(pods):
         owner = pod.owner
         if owner is not None and owner.kind == "ReplicaSet" and not _gone(pod) and not pod.mirror:
-            workloads[(pod.namespace, owner.name)].append(i)
+            workloads[(pod.namespace, owner.name)].append(PodId(i))
     related = _related(snapshot)
     on_node: dict[tuple[str, str, str], int] = defaultdict(int)
     for pod in pods:
@@ -373,8 +374,8 @@ def _related(snapshot: Snapshot) -> dict[tuple[str, str], str]:
 
 def _order(
     analysis: Analysis,
-    views: list[int],
-    members: list[int],
+    views: list[ViewId],
+    members: list[PodId],
     on_node: Mapping[tuple[str, str, str], int],
     group: str,
     *,

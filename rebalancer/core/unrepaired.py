@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.minimal import min_moves
 from rebalancer.core.plan import Hold, SkipCode, SkipReason, Unrepaired, ViewReport
 from rebalancer.core.simulate import SimState
@@ -33,7 +34,7 @@ _REPLACED = SkipReason(
 )
 
 
-def needed(state: SimState, v: int) -> int:
+def needed(state: SimState, v: ViewId) -> int:
     """The fewest evictions that bring view v within maxSkew from where it stood before the
     plan, if no pod were held (SPEC §3's formula; views sharing pods may need more)."""
     view = state.views[v]
@@ -48,7 +49,7 @@ def needed(state: SimState, v: int) -> int:
 
 
 def holds(
-    state: SimState, v: int, why: Callable[[int], SkipReason | None], moved: set[int]
+    state: SimState, v: ViewId, why: Callable[[PodId], SkipReason | None], moved: set[int]
 ) -> tuple[Hold, ...]:
     """What keeps view v above its maxSkew in ``state`` (the plan's end state).
 
@@ -92,9 +93,9 @@ def holds(
 
 def unrepaired(
     state: SimState,
-    views: Iterable[int],
-    report: Callable[[int], ViewReport],
-    why: Callable[[int], SkipReason | None],
+    views: Iterable[ViewId],
+    report: Callable[[ViewId], ViewReport],
+    why: Callable[[PodId], SkipReason | None],
     moved: set[int],
 ) -> tuple[Unrepaired, ...]:
     """Every view of ``views`` still above its maxSkew in ``state``, the plan's end state,

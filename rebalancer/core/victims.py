@@ -38,10 +38,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, islice
 from math import isqrt
-from typing import NamedTuple, NewType
+from typing import NamedTuple
 
-PodId = NewType("PodId", int)  # index into the snapshot's pods (Analysis.pods)
-ViewId = NewType("ViewId", int)  # index into the analysis's views (Analysis.views)
+from rebalancer.core.ids import PodId
 
 
 class VictimKey(NamedTuple):

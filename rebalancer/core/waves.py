@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.minimal import water_level
 from rebalancer.core.moves import Move
 from rebalancer.core.simulate import SimState
@@ -38,7 +39,7 @@ class WaveBuilder:
         self,
         base: SimState,
         views: Sequence[View],
-        pdbs_of: Callable[[int], Sequence[int]],
+        pdbs_of: Callable[[PodId], Sequence[int]],
         pdb_allowed: Sequence[int],
     ) -> None:
         self.base = base
@@ -52,7 +53,7 @@ class WaveBuilder:
         self.guarded: set[int] = set()  # views the wave's moves repair: their sources stay shut
         self.lowest: dict[int, int] = {}  # view -> fewest pods left in a domain the wave empties
 
-    def _shut(self, v: int, pod: int, source: str) -> bool:
+    def _shut(self, v: ViewId, pod: PodId, source: str) -> bool:
         """Whether, with ``pod`` (on node ``source``) joining the wave, every domain the wave
         takes view v's pods from stays closed to every replacement of the wave that v counts,
         whatever legal domains they land in. Every such replacement must declare v itself."""
@@ -126,7 +127,7 @@ class WaveBuilder:
 def assign_waves(
     base: SimState,
     views: Sequence[View],
-    pdbs_of: Callable[[int], Sequence[int]],
+    pdbs_of: Callable[[PodId], Sequence[int]],
     pdb_allowed: Sequence[int],
     moves: Sequence[Move],
 ) -> list[int]:
