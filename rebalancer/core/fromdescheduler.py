@@ -36,16 +36,13 @@ notes (no SCOPE one) on the namespaces, the selector and the resourceClaims.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
+from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN, INT64_MAX
 from rebalancer.core.convert.checker import Checker, show, suggest
-from rebalancer.core.convert.selectors import (
-    DNS_SUBDOMAIN,
-    label_selector,
-)
+from rebalancer.core.convert.selectors import label_selector
 from rebalancer.core.errors import InputError
 from rebalancer.core.gosyntax import and_selectors, parse_go_duration, parse_label_selector
 from rebalancer.core.model import HARD, SOFT, LabelSelector
@@ -79,9 +76,6 @@ API_VERSION: Final = "descheduler/v1alpha2"
 KIND: Final = "DeschedulerPolicy"
 TOPOLOGY_PLUGIN: Final = "RemovePodsViolatingTopologySpreadConstraint"
 EVICTOR: Final = "DefaultEvictor"
-DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-INT32_MAX: Final = 2**31 - 1
-"""``priorityThreshold.value`` that lets every pod go: ``evictSystemCriticalPods: true``."""
 
 _TOP_KEYS: Final = (
     "apiVersion",
@@ -678,7 +672,7 @@ def _threshold(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) ->
         if (
             isinstance(value, bool)
             or not isinstance(value, int)
-            or not -INT32_MAX - 1 <= value <= INT32_MAX
+            or not INT32_MIN <= value <= INT32_MAX
         ):
             walk.bad(_at(where, "value"), f"must be a 32-bit integer, got {show(value)}")
         else:
@@ -831,7 +825,7 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
         )
     grace = raw.get("gracePeriodSeconds")
     if grace is not None:
-        if isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace < 2**63:
+        if isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace <= INT64_MAX:
             walk.bad("gracePeriodSeconds", f"must be a 64-bit integer >= 0, got {show(grace)}")
         elif grace == 0:
             walk.note(

@@ -23,12 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
+from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN, INT64_MAX
 from rebalancer.core.convert.checker import Checker, suggest
-from rebalancer.core.convert.selectors import (
-    DNS_SUBDOMAIN,
-    is_label_key,
-    label_selector,
-)
+from rebalancer.core.convert.selectors import is_label_key, label_selector
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT, LabelSelector
 from rebalancer.core.schedule import Schedule, Window, cron_problem, time_zone_problem
@@ -179,13 +176,8 @@ def format_duration(seconds: float) -> str:
 # Validation helpers. Each reads one value, records problems, and returns a usable fallback so
 # the walk goes on and every problem is reported at once.
 
-_DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
 _WHEN_UNSATISFIABLE: Final = (HARD, SOFT)
 _INCLUSION_POLICIES: Final = (HONOR, IGNORE)
-_INT32_MIN: Final = -(2**31)
-_INT32_MAX: Final = 2**31 - 1
-_INT64_MAX: Final = 2**63 - 1
 _SHOWN: Final = 60  # characters of a bad string or number quoted in a problem
 
 
@@ -257,7 +249,7 @@ class _Checker(Checker):
         default: int | None,
         *,
         nullable: bool,
-        maximum: int = _INT32_MAX,
+        maximum: int = INT32_MAX,
     ) -> int | None:
         """An integer in [minimum, maximum] (a 32-bit one unless told), or null if nullable."""
         if value is None and nullable:
@@ -443,9 +435,9 @@ def _namespaces(
     """(include, exclude). With include set and exclude omitted, exclude is empty."""
     raw = check.mapping(value, path, ("include", "exclude"))
     what = "a namespace name (DNS label)"
-    include = check.string_list(raw.get("include"), _join(path, "include"), _DNS_LABEL, what)
+    include = check.string_list(raw.get("include"), _join(path, "include"), DNS_LABEL, what)
     if "exclude" in raw:
-        exclude = check.string_list(raw["exclude"], _join(path, "exclude"), _DNS_LABEL, what)
+        exclude = check.string_list(raw["exclude"], _join(path, "exclude"), DNS_LABEL, what)
     else:
         exclude = () if include else _DEFAULTS.namespaces_exclude
     if include and exclude:
@@ -477,7 +469,7 @@ def _priority_threshold(check: _Checker, value: object, path: str) -> PriorityTh
     if (
         isinstance(number, int)
         and not isinstance(number, bool)
-        and _INT32_MIN <= number <= _INT32_MAX
+        and INT32_MIN <= number <= INT32_MAX
     ):
         return PriorityThreshold(value=number)
     check.add(_join(path, "value"), f"must be a 32-bit integer, got {_show(number)}")
@@ -529,7 +521,7 @@ def _grace_period(check: _Checker, value: object, path: str) -> int | None:
     if value == 0 and not isinstance(value, bool):
         check.add(path, "0 means no grace period; use >= 1 or omit")
         return None
-    return check.bounded_int(value, path, 1, None, nullable=True, maximum=_INT64_MAX)
+    return check.bounded_int(value, path, 1, None, nullable=True, maximum=INT64_MAX)
 
 
 def _window(check: _Checker, value: object, path: str) -> Window | None:
@@ -697,7 +689,7 @@ def restrict_to_namespace(policy: Policy, namespace: str) -> Policy:
     set, and not listed in ``namespaces.exclude``. Raises :class:`InputError` otherwise, since
     the result would rebalance nothing.
     """
-    if not _DNS_LABEL.match(namespace):
+    if not DNS_LABEL.match(namespace):
         raise InputError("--namespace", [f"must be a namespace name, got {_show(namespace)}"])
     if policy.namespaces_include and namespace not in policy.namespaces_include:
         raise InputError("--namespace", [f"{namespace} is not in the policy's namespaces.include"])

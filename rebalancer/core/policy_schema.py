@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rebalancer.core.convert.selectors import DNS_SUBDOMAIN, LABEL_VALUE, SELECTOR_OPS
+from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN, INT64_MAX
+from rebalancer.core.convert.selectors import LABEL_VALUE, SELECTOR_OPS
 from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT
 from rebalancer.core.policy import (
     _DEFAULT_CONSTRAINT_KEYS,
@@ -44,9 +45,6 @@ from rebalancer.core.policy import (
 
 Schema = dict[str, Any]
 
-INT32_MIN: Final = -(2**31)
-INT32_MAX: Final = 2**31 - 1
-INT64_MAX: Final = 2**63 - 1
 HEADER_KEYS: Final = ("apiVersion", "kind")
 """Keys the chart writes itself; the values' policy must not set them."""
 
@@ -59,7 +57,6 @@ _DNS_SUBDOMAIN: Final = DNS_SUBDOMAIN.pattern.removeprefix("^").removesuffix("$"
 _LABEL_NAME: Final = "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 LABEL_KEY: Final = f"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$"
 """``name`` or ``prefix/name``, as :func:`~rebalancer.core.convert.selectors.is_label_key`."""
-DNS_LABEL: Final = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _NUMBER: Final = r"([0-9]+(\.[0-9]+)?|\.[0-9]+)"
 _POSITIVE_NUMBER: Final = (
     r"([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*|\.[0-9]*[1-9][0-9]*)"
@@ -161,7 +158,7 @@ def _default_constraint() -> Schema:
 def _namespaces() -> Schema:
     names: Schema = {
         "type": ["array", "null"],
-        "items": {"type": "string", "pattern": DNS_LABEL},
+        "items": {"type": "string", "pattern": DNS_LABEL.pattern},
         "uniqueItems": True,
     }
     return _object(

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
+from rebalancer.core.constants import DNS_SUBDOMAIN
 from rebalancer.core.convert.checker import Checker, show, suggest
 from rebalancer.core.model import (
     LabelSelector,
@@ -31,7 +32,6 @@ __all__ = [
 SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_SELECTOR_OPS: Final = (*SELECTOR_OPS, "Gt", "Lt")
 
-DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 LABEL_KEY_WHAT: Final = "a label key like app or example.com/tier"
