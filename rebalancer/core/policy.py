@@ -716,6 +716,18 @@ def _policy(check: Checker, document: object) -> Policy:
     return Policy(**found)
 
 
+def policy_with(values: Mapping[str, Any]) -> Policy:
+    """The default policy with ``values`` set: by key, each as its kind reads it."""
+    unknown = set(values).difference(key.name for key in KEYS)
+    if unknown:
+        raise ValueError(f"not policy keys: {sorted(unknown)}")
+    found: dict[str, Any] = {}
+    for key in KEYS:
+        if key.name in values:
+            found.update(key.assign(values[key.name]))
+    return Policy(**found)
+
+
 def restrict_to_namespace(policy: Policy, namespace: str) -> Policy:
     """Narrow ``policy`` to one namespace (the CLI's ``-n``).
 

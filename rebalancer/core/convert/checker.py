@@ -201,14 +201,15 @@ class Checker:
         self.bad(at(path, key), "must be an integer", value)
         return None
 
-    def flag(self, parent: Mapping[str, Any], key: str, path: str) -> bool:
+    def flag(self, parent: Mapping[str, Any], key: str, path: str, default: bool = False) -> bool:
+        """A boolean field; absent is ``default``."""
         value = parent.get(key)
         if type(value) is bool:
             return value
         if value is None:
-            return False
+            return default
         self.bad(at(path, key), "must be true or false", value)
-        return False
+        return default
 
     def string_map(self, parent: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
         """A map of strings (labels, annotations, nodeSelector), shallow-copied."""
