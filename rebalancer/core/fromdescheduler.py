@@ -120,6 +120,14 @@ _TOPOLOGY_KEYS: Final = (
     "topologyBalanceNodeFit",
     "includeSoftConstraints",
 )
+_DEPRECATED_FLAGS: Final = (
+    "evictLocalStoragePods",
+    "evictDaemonSetPods",
+    "evictSystemCriticalPods",
+    "ignorePvcPods",
+    "ignorePodsWithoutPDB",
+    "evictFailedBarePods",
+)
 _EVICTOR_KEYS: Final = (
     "nodeSelector",
     "labelSelector",
@@ -130,20 +138,7 @@ _EVICTOR_KEYS: Final = (
     "minPodAge",
     "noEvictionPolicy",
     "podProtections",
-    "evictLocalStoragePods",
-    "evictDaemonSetPods",
-    "evictSystemCriticalPods",
-    "ignorePvcPods",
-    "ignorePodsWithoutPDB",
-    "evictFailedBarePods",
-)
-_DEPRECATED_FLAGS: Final = (
-    "evictLocalStoragePods",
-    "evictDaemonSetPods",
-    "evictSystemCriticalPods",
-    "ignorePvcPods",
-    "ignorePodsWithoutPDB",
-    "evictFailedBarePods",
+    *_DEPRECATED_FLAGS,
 )
 _DEFAULT_PROTECTIONS: Final = (
     "PodsWithLocalStorage",
@@ -227,6 +222,11 @@ class _Walk(Checker):
         self.notes: list[Note] = []
         self.out: dict[str, Any] = dict(_IMPORT_DEFAULTS)
         self.set_keys: set[str] = set()
+
+    def put(self, key: str, value: Any) -> None:
+        """Set the policy key ``key``: the source decided it."""
+        self.out[key] = value
+        self.set_keys.add(key)
 
     def note(
         self, path: str, message: str, key: str | None = None, scope: str | None = None
@@ -503,11 +503,9 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
     if include and exclude:
         walk.bad(at(path, "namespaces"), "only one of include and exclude may be set")
     elif include:
-        walk.out["namespaces"] = include, ()
-        walk.set_keys.add("namespaces")
+        walk.put("namespaces", (include, ()))
     elif exclude:
-        walk.out["namespaces"] = (), exclude
-        walk.set_keys.add("namespaces")
+        walk.put("namespaces", ((), exclude))
     else:
         walk.set_keys.add("namespaces")
         walk.note(
@@ -572,13 +570,11 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
         )
     minimum = walk.count(args, "minReplicas", path)
     if minimum is not None:
-        walk.out["minReplicas"] = minimum
-        walk.set_keys.add("minReplicas")
+        walk.put("minReplicas", minimum)
     age = walk.optional_text(args, "minPodAge", path)
     if age is not None:
         try:
-            walk.out["minPodAge"] = parse_go_duration(age)
-            walk.set_keys.add("minPodAge")
+            walk.put("minPodAge", parse_go_duration(age))
             walk.note(
                 at(path, "minPodAge"),
                 "carried, but rebalancer measures a pod's age from its creationTimestamp, the "
@@ -591,8 +587,7 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
             walk.bad(at(path, "minPodAge"), str(exc))
     policy = walk.optional_text(args, "noEvictionPolicy", path)
     if policy in ("", PREFERRED, MANDATORY):
-        walk.out["noEvictionPolicy"] = policy or PREFERRED
-        walk.set_keys.add("noEvictionPolicy")
+        walk.put("noEvictionPolicy", policy or PREFERRED)
     elif policy is not None:
         walk.bad(
             at(path, "noEvictionPolicy"),
@@ -619,14 +614,11 @@ def _threshold(walk: _Walk, args: Mapping[str, Any], path: str) -> None:
         ):
             walk.bad(at(where, "value"), f"must be a 32-bit integer, got {show(value)}")
         else:
-            walk.out["priorityThreshold"] = PriorityThreshold(value=value)
-            walk.set_keys.add("priorityThreshold")
-    elif name is not None:
-        if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name):
-            walk.bad(at(where, "name"), f"must be a PriorityClass name, got {show(name)}")
-        else:
-            walk.out["priorityThreshold"] = PriorityThreshold(value=None, name=name)
-            walk.set_keys.add("priorityThreshold")
+            walk.put("priorityThreshold", PriorityThreshold(value=value))
+    elif name is not None and walk.string(
+        name, at(where, "name"), DNS_SUBDOMAIN, "a PriorityClass name"
+    ):
+        walk.put("priorityThreshold", PriorityThreshold(value=None, name=name))
 
 
 def _protections(walk: _Walk, args: Mapping[str, Any], path: str) -> None:
@@ -693,8 +685,7 @@ def _protections(walk: _Walk, args: Mapping[str, Any], path: str) -> None:
                 "not carried: evictSystemCriticalPods turns priority filtering off",
                 "priorityThreshold",
             )
-        walk.out["priorityThreshold"] = PriorityThreshold(value=INT32_MAX)
-        walk.set_keys.add("priorityThreshold")
+        walk.put("priorityThreshold", PriorityThreshold(value=INT32_MAX))
         walk.note(
             source["evictSystemCriticalPods"],
             f"carried as priorityThreshold.value {INT32_MAX}: system-critical pods may be "
@@ -727,15 +718,11 @@ def _protection_list(
     found: list[str] = []
     where = at(path, key)
     for index, item in enumerate(walk.items(raw.get(key), where)):
-        if item not in allowed:
-            hint = suggest(item, allowed) if isinstance(item, str) else ""
-            walk.bad(
-                at(where, index), f"must be one of {', '.join(allowed)}, got {show(item)}{hint}"
-            )
-        elif item in found:
-            walk.bad(at(where, index), f"{show(item)} is listed twice")
-        else:
-            found.append(item)
+        chosen = walk.choice(item, at(where, index), allowed)
+        if chosen in found:
+            walk.bad(at(where, index), f"{show(chosen)} is listed twice")
+        elif chosen is not None:
+            found.append(chosen)
     return tuple(found)
 
 
@@ -755,8 +742,7 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any]) -> None:
         "per_namespace": walk.count(raw, "maxNoOfPodsToEvictPerNamespace", ""),
     }
     if any(v is not None for v in limits.values()):
-        walk.out["limits"] = Limits(**limits)
-        walk.set_keys.add("limits")
+        walk.put("limits", Limits(**limits))
         named = [key for key in _LIMIT_KEYS if raw.get(key) is not None]
         walk.note(
             named[0],
@@ -777,8 +763,7 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any]) -> None:
                 "shortens a pod's own terminationGracePeriodSeconds",
             )
         else:
-            walk.out["gracePeriodSeconds"] = grace
-            walk.set_keys.add("gracePeriodSeconds")
+            walk.put("gracePeriodSeconds", grace)
             walk.note(
                 "gracePeriodSeconds",
                 f"{grace} is carried as a floor: an eviction carries it only when it is longer "
@@ -800,8 +785,7 @@ def _import_profile(walk: _Walk, raw: Mapping[str, Any], chosen: _Profile) -> No
     unset = at(path, "pluginConfig")
     balance_fit = _topology(walk, topology, topology_path or f"{unset}[{TOPOLOGY_PLUGIN}].args")
     evictor_fit = _evictor(walk, evictor, evictor_path or f"{unset}[{EVICTOR}].args")
-    walk.out["nodeFit"] = balance_fit or evictor_fit
-    walk.set_keys.add("nodeFit")
+    walk.put("nodeFit", balance_fit or evictor_fit)
     _top_level(walk, raw)
 
 

@@ -333,7 +333,17 @@ class ConstraintKinds(Kind):
     """The whenUnsatisfiable kinds to rebalance: a non-empty list, each once."""
 
     def read(self, check: Checker, value: object, path: str) -> tuple[str, ...]:
-        return _constraint_kinds(check, value, path)
+        kinds: list[str] = []
+        items = check.items(value, path)
+        for index, item in enumerate(items):
+            chosen = check.choice(item, at(path, index), WHEN_UNSATISFIABLE)
+            if chosen in kinds:
+                check.bad(at(path, index), f"{chosen} is listed twice")
+            elif chosen is not None:
+                kinds.append(chosen)
+        if not items and (value is None or isinstance(value, list)):
+            check.bad(path, f"must list at least one of {', '.join(WHEN_UNSATISFIABLE)}")
+        return tuple(kinds)
 
     def dump(self, value: tuple[str, ...]) -> list[str]:
         return list(value)
@@ -345,7 +355,23 @@ class DefaultConstraints(Kind):
     once."""
 
     def read(self, check: Checker, value: object, path: str) -> tuple[DefaultConstraint, ...]:
-        return _default_constraints(check, value, path)
+        result: list[DefaultConstraint] = []
+        pairs: set[tuple[str, str]] = set()
+        for index, item in enumerate(check.items(value, path)):
+            constraint = DEFAULT_CONSTRAINT.read(check, item, at(path, index))
+            if constraint is None:
+                continue
+            pair = (constraint.topology_key, constraint.when_unsatisfiable)
+            if pair in pairs:
+                check.bad(
+                    at(path, index),
+                    f"a second {pair[1]} constraint on {pair[0]}; "
+                    "topologyKey and whenUnsatisfiable pairs must be unique",
+                )
+            else:
+                pairs.add(pair)
+                result.append(constraint)
+        return tuple(result)
 
     def dump(self, value: tuple[DefaultConstraint, ...]) -> list[object]:
         return [DEFAULT_CONSTRAINT.dump(c) for c in value]
@@ -379,7 +405,31 @@ class Threshold(Kind):
     """``{value: N}`` (a 32-bit integer) or ``{name: PriorityClass}``, exactly one."""
 
     def read(self, check: Checker, value: object, path: str) -> PriorityThreshold:
-        return _priority_threshold(check, value, path)
+        raw = check.mapping(value, path, ("value", "name"))
+        if not isinstance(value, dict):
+            return PriorityThreshold()
+        has_value = raw.get("value") is not None
+        has_name = raw.get("name") is not None
+        if has_value and has_name:
+            check.bad(path, "set value or name, not both")
+            return PriorityThreshold()
+        if has_name:
+            name = check.string(
+                raw["name"], at(path, "name"), DNS_SUBDOMAIN, "a PriorityClass name"
+            )
+            return PriorityThreshold(value=None, name=name)
+        if not has_value:
+            check.bad(path, "set value or name")
+            return PriorityThreshold()
+        number = raw["value"]
+        if (
+            isinstance(number, int)
+            and not isinstance(number, bool)
+            and INT32_MIN <= number <= INT32_MAX
+        ):
+            return PriorityThreshold(value=number)
+        check.bad(at(path, "value"), f"must be a 32-bit integer, got {check.quote(number)}")
+        return PriorityThreshold()
 
     def dump(self, value: PriorityThreshold) -> dict[str, object]:
         return {"name": value.name} if value.name is not None else {"value": value.value}
@@ -393,7 +443,18 @@ class Windows(Kind):
     """``{windows: [{cron, duration, timeZone}, ...]}``, at least one; null is any time."""
 
     def read(self, check: Checker, value: object, path: str) -> Schedule:
-        return _schedule(check, value, path)
+        if value is None:
+            return Schedule()
+        raw = check.mapping(value, path, ("windows",))
+        windows_path = at(path, "windows")
+        if isinstance(value, dict) and raw.get("windows") in (None, []):
+            check.bad(windows_path, "must list at least one window; omit schedule for any time")
+            return Schedule()
+        found = [
+            _window(check, item, at(windows_path, index))
+            for index, item in enumerate(check.items(raw.get("windows"), windows_path))
+        ]
+        return Schedule(tuple(w for w in found if w is not None))
 
     def dump(self, value: Schedule) -> object:
         if not value.windows:
@@ -559,120 +620,37 @@ TOP_KEYS: Final = (*HEADER_KEYS, *(key.name for key in KEYS))
 # The readers of the kinds of their own
 
 
-def _constraint_kinds(check: Checker, value: object, path: str) -> tuple[str, ...]:
-    kinds: list[str] = []
-    items = check.items(value, path)
-    for index, item in enumerate(items):
-        chosen = check.choice(item, at(path, index), WHEN_UNSATISFIABLE)
-        if chosen in kinds:
-            check.bad(at(path, index), f"{chosen} is listed twice")
-        elif chosen is not None:
-            kinds.append(chosen)
-    if not items and (value is None or isinstance(value, list)):
-        check.bad(path, f"must list at least one of {', '.join(WHEN_UNSATISFIABLE)}")
-    return tuple(kinds) or _DEFAULTS.constraints
-
-
-def _default_constraints(check: Checker, value: object, path: str) -> tuple[DefaultConstraint, ...]:
-    result: list[DefaultConstraint] = []
-    pairs: set[tuple[str, str]] = set()
-    for index, item in enumerate(check.items(value, path)):
-        constraint = DEFAULT_CONSTRAINT.read(check, item, at(path, index))
-        if constraint is None:
-            continue
-        pair = (constraint.topology_key, constraint.when_unsatisfiable)
-        if pair in pairs:
-            check.bad(
-                at(path, index),
-                f"a second {pair[1]} constraint on {pair[0]}; "
-                "topologyKey and whenUnsatisfiable pairs must be unique",
-            )
-        else:
-            pairs.add(pair)
-            result.append(constraint)
-    return tuple(result)
-
-
-def _priority_threshold(check: Checker, value: object, path: str) -> PriorityThreshold:
-    raw = check.mapping(value, path, ("value", "name"))
-    if not isinstance(value, dict):
-        return PriorityThreshold()
-    has_value = raw.get("value") is not None
-    has_name = raw.get("name") is not None
-    if has_value and has_name:
-        check.bad(path, "set value or name, not both")
-        return PriorityThreshold()
-    if has_name:
-        name = check.string(raw["name"], at(path, "name"), DNS_SUBDOMAIN, "a PriorityClass name")
-        return PriorityThreshold(value=None, name=name)
-    if not has_value:
-        check.bad(path, "set value or name")
-        return PriorityThreshold()
-    number = raw["value"]
-    if (
-        isinstance(number, int)
-        and not isinstance(number, bool)
-        and INT32_MIN <= number <= INT32_MAX
-    ):
-        return PriorityThreshold(value=number)
-    check.bad(at(path, "value"), f"must be a 32-bit integer, got {check.quote(number)}")
-    return PriorityThreshold()
-
-
 def _window(check: Checker, value: object, path: str) -> Window | None:
+    """One maintenance window: ``{cron, duration, timeZone}``, timeZone UTC when omitted."""
     raw = check.mapping(value, path, WINDOW_KEYS)
     if not isinstance(value, dict):
         return None
-    ok = True
+    before = len(check.problems)
     for key in ("cron", "duration"):
         if key not in raw:
             check.bad(at(path, key), "required")
-            ok = False
     cron = raw.get("cron")
     if "cron" in raw:
         if not isinstance(cron, str):
             check.bad(
                 at(path, "cron"), f"must be a cron expression string, got {check.quote(cron)}"
             )
-            ok = False
         elif (problem := cron_problem(cron)) is not None:
             check.bad(at(path, "cron"), f"{problem}, got {check.quote(cron)}")
-            ok = False
     seconds = 0.0
     if "duration" in raw:
-        before = len(check.problems)
+        read = len(check.problems)
         seconds = Duration().read(check, raw["duration"], at(path, "duration"))
-        if len(check.problems) > before:
-            ok = False
-        elif seconds <= 0:
+        if len(check.problems) == read and seconds <= 0:
             check.bad(at(path, "duration"), f"must be > 0, got {check.quote(raw['duration'])}")
-            ok = False
     zone = raw.get("timeZone", "UTC")
     if not isinstance(zone, str):
         check.bad(at(path, "timeZone"), f"must be a time zone name, got {check.quote(zone)}")
-        ok = False
     elif (problem := time_zone_problem(zone)) is not None:
         check.bad(at(path, "timeZone"), f"{problem}, got {check.quote(zone)}")
-        ok = False
-    if not ok or not isinstance(cron, str) or not isinstance(zone, str):
+    if len(check.problems) > before or not isinstance(cron, str) or not isinstance(zone, str):
         return None
     return Window(cron=" ".join(cron.split()), duration_seconds=seconds, time_zone=zone)
-
-
-def _schedule(check: Checker, value: object, path: str) -> Schedule:
-    """``schedule: {windows: [...]}``; null (or no key) means evictions at any time."""
-    if value is None:
-        return Schedule()
-    raw = check.mapping(value, path, ("windows",))
-    windows_path = at(path, "windows")
-    if isinstance(value, dict) and raw.get("windows") in (None, []):
-        check.bad(windows_path, "must list at least one window; omit schedule for any time")
-        return Schedule()
-    found = [
-        _window(check, item, at(windows_path, index))
-        for index, item in enumerate(check.items(raw.get("windows"), windows_path))
-    ]
-    return Schedule(tuple(w for w in found if w is not None))
 
 
 # --------------------------------------------------------------------------------------------
