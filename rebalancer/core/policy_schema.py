@@ -24,10 +24,11 @@ What JSON Schema cannot say, and so the schema accepts while the validator refus
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN
-from rebalancer.core.convert.selectors import LABEL_VALUE, SELECTOR_OPS
+from rebalancer.core.convert.selectors import LABEL_NAME, LABEL_VALUE, SELECTOR_OPS
 from rebalancer.core.model import SOFT
 from rebalancer.core.policy import (
     API_VERSION,
@@ -57,13 +58,11 @@ from rebalancer.core.policy import (
 Schema = dict[str, Any]
 
 
-def _anchored(pattern: str) -> str:
-    return "^" + pattern.removeprefix("^").removesuffix("$") + "$"
+def _bare(pattern: re.Pattern[str]) -> str:
+    return pattern.pattern.removeprefix("^").removesuffix("$")
 
 
-_DNS_SUBDOMAIN: Final = DNS_SUBDOMAIN.pattern.removeprefix("^").removesuffix("$")
-_LABEL_NAME: Final = "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-LABEL_KEY: Final = f"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$"
+LABEL_KEY: Final = f"^({_bare(DNS_SUBDOMAIN)}/)?{_bare(LABEL_NAME)}$"
 """``name`` or ``prefix/name``, as :func:`~rebalancer.core.convert.selectors.is_label_key`."""
 _NUMBER: Final = r"([0-9]+(\.[0-9]+)?|\.[0-9]+)"
 _POSITIVE_NUMBER: Final = (
@@ -105,7 +104,7 @@ def label_selector_schema() -> Schema:
             "operator": {"enum": list(SELECTOR_OPS)},
             "values": {
                 "type": ["array", "null"],
-                "items": {"type": "string", "pattern": _anchored(LABEL_VALUE.pattern)},
+                "items": {"type": "string", "pattern": LABEL_VALUE.pattern},
                 "uniqueItems": True,
             },
         },
@@ -131,7 +130,7 @@ def label_selector_schema() -> Schema:
                 "propertyNames": {"pattern": LABEL_KEY},
                 "additionalProperties": {
                     "type": "string",
-                    "pattern": _anchored(LABEL_VALUE.pattern),
+                    "pattern": LABEL_VALUE.pattern,
                 },
             },
             "matchExpressions": {"type": ["array", "null"], "items": requirement},

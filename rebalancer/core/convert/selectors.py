@@ -32,7 +32,7 @@ __all__ = [
 SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_SELECTOR_OPS: Final = (*SELECTOR_OPS, "Gt", "Lt")
 
-_LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 LABEL_KEY_WHAT: Final = "a label key like app or example.com/tier"
 
@@ -42,7 +42,7 @@ def is_label_key(value: object) -> bool:
     if type(value) is not str:
         return False
     prefix, slash, name = value.rpartition("/")
-    return (not slash or DNS_SUBDOMAIN.match(prefix) is not None) and bool(_LABEL_NAME.match(name))
+    return (not slash or DNS_SUBDOMAIN.match(prefix) is not None) and bool(LABEL_NAME.match(name))
 
 
 def _check_labels(chk: Checker, labels: Mapping[str, str], path: str) -> None:
