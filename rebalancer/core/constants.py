@@ -11,6 +11,7 @@ INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
 """An ``int32`` of the API (``maxSkew``, a priority, ``minReplicas``); the descheduler's
 ``priorityThreshold.value`` that lets every pod go (``evictSystemCriticalPods: true``)."""
+INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 """An ``int64`` of the API (``DeleteOptions.gracePeriodSeconds``)."""
 

@@ -524,10 +524,9 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
 def _names(walk: _Walk, raw: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
     names: list[str] = []
     for index, item in enumerate(walk.items(raw.get(key), at(path, key))):
-        if not isinstance(item, str) or not DNS_LABEL.match(item):
-            walk.bad(at(at(path, key), index), f"must be a namespace name, got {show(item)}")
-        elif item not in names:
-            names.append(item)
+        name = walk.string(item, at(at(path, key), index), DNS_LABEL, "a namespace name")
+        if name is not None and name not in names:
+            names.append(name)
     return tuple(names)
 
 

@@ -33,7 +33,7 @@ SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_SELECTOR_OPS: Final = (*SELECTOR_OPS, "Gt", "Lt")
 
 LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+LABEL_VALUE: Final = re.compile(f"^({LABEL_NAME.pattern[1:-1]})?$")
 LABEL_KEY_WHAT: Final = "a label key like app or example.com/tier"
 
 
