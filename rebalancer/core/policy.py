@@ -163,8 +163,8 @@ class Flag(Kind):
 
 @dataclass(frozen=True, slots=True)
 class Count(Kind):
-    """An integer in [minimum, maximum]; null too when nullable; ``zero`` says why 0 is not
-    taken although below the minimum it reads as a mistake of its own."""
+    """An integer in [minimum, maximum], and null when nullable; ``zero``, when set, is the
+    problem of a 0 (which means something else to the API, as gracePeriodSeconds' does)."""
 
     minimum: int
     maximum: int = INT32_MAX
@@ -271,6 +271,7 @@ class Struct(Kind):
         if not isinstance(value, dict) and not (value is None and self.nullable):
             return None
         before = len(check.problems)
+        ruled = 0  # the rule's problems, which fail no field
         for name in self.required:
             if name not in raw:
                 check.bad(at(path, name), "required")
@@ -279,10 +280,10 @@ class Struct(Kind):
             if key.name in raw:
                 found.update(key.assign(key.kind.read(check, raw[key.name], at(path, key.name))))
             if key.name == self.rule_after and self.rule is not None:
-                before -= len(check.problems)
+                ruled -= len(check.problems)
                 self.rule(check, found, path)
-                before += len(check.problems)  # the rule's problems fail no field
-        return None if len(check.problems) > before else self.cls(**found)
+                ruled += len(check.problems)
+        return None if len(check.problems) - ruled > before else self.cls(**found)
 
     def dump(self, value: Any) -> dict[str, object]:
         return {key.name: key.kind.dump(key.value(value)) for key in keys_of(self.cls)}
@@ -325,7 +326,7 @@ def keys_of(cls: type) -> tuple[Key, ...]:
     )
 
 
-# Kinds of their own, read by the functions further down.
+# Kinds of their own
 
 
 @dataclass(frozen=True, slots=True)

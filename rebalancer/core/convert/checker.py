@@ -153,12 +153,9 @@ class Checker:
 
     def obj(self, parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
         value = parent.get(key)
-        if value is None:
-            return EMPTY
-        if type(value) is dict or isinstance(value, Mapping):
+        if type(value) is dict:
             return value
-        self.bad(at(path, key), "must be an object", value)
-        return EMPTY
+        return EMPTY if value is None else self.as_obj(value, at(path, key))
 
     def seq(self, parent: Mapping[str, Any], key: str, path: str) -> Sequence[Any]:
         value = parent.get(key)
