@@ -267,7 +267,7 @@ class Struct(Kind):
 
     def read(self, check: Checker, value: object, path: str) -> Any:
         keys = keys_of(self.cls)
-        raw = check.mapping(value, path, [k.name for k in keys], nullable=self.nullable)
+        raw = check.mapping(value, path, names_of(self.cls), nullable=self.nullable)
         if not isinstance(value, dict) and not (value is None and self.nullable):
             return None
         before = len(check.problems)
@@ -277,8 +277,8 @@ class Struct(Kind):
                 check.bad(at(path, name), "required")
         found: dict[str, Any] = {}
         for key in keys:
-            if key.name in raw:
-                found.update(key.assign(key.kind.read(check, raw[key.name], at(path, key.name))))
+            if key.name in raw:  # a struct's keys set one field each
+                found[key.attrs[0]] = key.kind.read(check, raw[key.name], at(path, key.name))
             if key.name == self.rule_after and self.rule is not None:
                 ruled -= len(check.problems)
                 self.rule(check, found, path)
@@ -324,6 +324,12 @@ def keys_of(cls: type) -> tuple[Key, ...]:
         for f in fields(cls)
         if "key" in f.metadata
     )
+
+
+@functools.cache
+def names_of(cls: type) -> tuple[str, ...]:
+    """The names of the declared keys of a policy dataclass."""
+    return tuple(key.name for key in keys_of(cls))
 
 
 # Kinds of their own
