@@ -1,11 +1,11 @@
-"""Write the policy part of charts/rebalancer/values.schema.json from the policy validator.
+"""Write the policy part of charts/rebalancer/values.schema.json from the policy's declared keys.
 
     python scripts/gen_chart_schema.py          rewrite the file (only ``properties.policy``)
     python scripts/gen_chart_schema.py --check  exit 1 if the file is not what it would write
 
 The rest of the file (image, kind, schedule, ...) is edited by hand; the policy part comes from
-:func:`rebalancer.core.policy_schema.policy_values_schema`. Run it after changing the policy
-validator (a new key, a new rule); tests/test_policy_schema.py fails until then.
+:func:`rebalancer.core.policy_schema.policy_values_schema`. Run it after changing the policy's
+keys (a new key, a new bound); tests/test_policy_schema.py fails until then.
 """
 
 from __future__ import annotations

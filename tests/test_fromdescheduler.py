@@ -16,7 +16,7 @@ from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from rebalancer.core.fromdescheduler import from_descheduler
 from rebalancer.core.gosyntax import and_selectors, parse_go_duration, parse_label_selector
 from rebalancer.core.model import LabelSelector, Requirement
-from rebalancer.core.policy import API_VERSION, KIND, policy_to_dict
+from rebalancer.core.policy import API_VERSION, KEYS, KIND, policy_to_dict
 
 DATA = Path(__file__).parent / "data"
 POLICIES = DATA / "descheduler"
@@ -60,6 +60,14 @@ def test_every_setting_left_behind_has_one_note(case: dict[str, Any]) -> None:
     notes = _imported(case).notes
     assert [f"{note.tag} {note.path}" for note in notes] == case["notes"]
     assert all(len(note.message) > 20 for note in notes)  # each says why
+
+
+@pytest.mark.parametrize("case", IMPORTS, ids=[c["file"] for c in IMPORTS])
+def test_every_note_names_a_policy_key(case: dict[str, Any]) -> None:
+    """A note concerns one key of the rebalancer policy (the one it is written beside) or the
+    policy as a whole: never a name the policy does not have."""
+    keys = {key.name for key in KEYS}
+    assert {note.field for note in _imported(case).notes} <= keys | {None}
 
 
 @pytest.mark.parametrize("case", IMPORTS, ids=[c["file"] for c in IMPORTS])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from rebalancer.cluster.read.policyfile import load_policy, load_policy_file
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import LabelSelector, Requirement
 from rebalancer.core.policy import (
+    KEYS,
     DefaultConstraint,
     Limits,
     Policy,
@@ -19,6 +21,7 @@ from rebalancer.core.policy import (
     format_duration,
     parse_duration,
     policy_to_dict,
+    policy_with,
     restrict_to_namespace,
 )
 
@@ -218,3 +221,54 @@ def test_restrict_to_namespace_refuses(policy: Policy, namespace: str, problem: 
     with pytest.raises(InputError) as info:
         restrict_to_namespace(policy, namespace)
     assert info.value.problems == (problem,)
+
+
+# The keys of a policy file in the order docs/policy.md lists them, written out by hand, each
+# with the Policy fields it sets.
+DOCUMENTED_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("constraints", ("constraints",)),
+    ("nodeFit", ("node_fit",)),
+    ("defaultConstraints", ("default_constraints",)),
+    ("namespaces", ("namespaces_include", "namespaces_exclude")),
+    ("namespaceLabelSelector", ("namespace_label_selector",)),
+    ("labelSelector", ("label_selector",)),
+    ("priorityThreshold", ("priority_threshold",)),
+    ("evictLocalStoragePods", ("evict_local_storage_pods",)),
+    ("evictPodsWithPVC", ("evict_pods_with_pvc",)),
+    ("evictPodsWithResourceClaims", ("evict_pods_with_resource_claims",)),
+    ("evictBarePods", ("evict_bare_pods",)),
+    ("minPodAge", ("min_pod_age_seconds",)),
+    ("limits", ("limits",)),
+    ("gracePeriodSeconds", ("grace_period_seconds",)),
+    ("schedule", ("schedule",)),
+    ("minReplicas", ("min_replicas",)),
+    ("nodeSelector", ("node_selector",)),
+    ("ignorePodsWithoutPDB", ("ignore_pods_without_pdb",)),
+    ("noEvictionPolicy", ("no_eviction_policy",)),
+    ("steerScaleDown", ("steer_scale_down",)),
+)
+
+
+def test_every_policy_field_is_set_by_one_declared_key() -> None:
+    """The declared keys are the documented ones, in order, and together set every field of
+    Policy exactly once: parsing, the dump and the chart's schema all go by them."""
+    assert [(key.name, key.attrs) for key in KEYS] == list(DOCUMENTED_KEYS)
+    attrs = [attr for key in KEYS for attr in key.attrs]
+    assert sorted(attrs) == sorted(f.name for f in dataclasses.fields(Policy))
+    assert list(policy_to_dict(Policy()))[2:] == [name for name, _ in DOCUMENTED_KEYS]
+
+
+def test_policy_with_sets_keys_and_refuses_others() -> None:
+    """policy_with takes values by key (namespaces as its two lists) and keeps the defaults of
+    the rest; a name that is no policy key is a bug, not a policy."""
+    policy = policy_with({"namespaces": (("shop",), ()), "minReplicas": 2})
+    assert policy == Policy(namespaces_include=("shop",), namespaces_exclude=(), min_replicas=2)
+    with pytest.raises(ValueError, match="nodefit"):
+        policy_with({"nodefit": True})
+
+
+def test_a_non_string_key_is_shown_cut_short() -> None:
+    """A mapping key that is no string is named in its problem, cut at 60 characters."""
+    with pytest.raises(InputError) as info:
+        load_policy(HEADER + f"limits: {{{'9' * 70}: 1}}\n", "case.yaml")
+    assert info.value.problems == (f"limits.{'9' * 60}: keys must be strings",)

@@ -23,18 +23,16 @@ from hypothesis import strategies as st
 from jsonschema import Draft7Validator
 
 from rebalancer.cli.main import main as rebalancer_main
+from rebalancer.core.constants import INT32_MAX, INT32_MIN, INT64_MAX
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import (
-    _TOP_KEYS,
     API_VERSION,
+    KEYS,
     KIND,
     NO_EVICTION_POLICIES,
     policy_from_document,
 )
 from rebalancer.core.policy_schema import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
     OPEN_KEYS,
     policy_document_schema,
     policy_values_schema,
@@ -250,7 +248,7 @@ KEY_VALUES: Final[dict[str, st.SearchStrategy[Any]]] = {
 }
 """Values for each key; a key not listed (a boolean, or one added later) gets any value."""
 
-POLICY_KEYS: Final = tuple(k for k in _TOP_KEYS if k not in ("apiVersion", "kind"))
+POLICY_KEYS: Final = tuple(key.name for key in KEYS)
 
 
 def _policy(keys: list[str]) -> st.SearchStrategy[dict[str, Any]]:

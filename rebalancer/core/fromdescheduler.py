@@ -36,16 +36,13 @@ notes (no SCOPE one) on the namespaces, the selector and the resourceClaims.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
-from rebalancer.core.convert.checker import Checker, show, suggest
-from rebalancer.core.convert.selectors import (
-    DNS_SUBDOMAIN,
-    label_selector,
-)
+from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN, INT64_MAX
+from rebalancer.core.convert.checker import Checker, at, show, suggest
+from rebalancer.core.convert.selectors import label_selector
 from rebalancer.core.errors import InputError
 from rebalancer.core.gosyntax import and_selectors, parse_go_duration, parse_label_selector
 from rebalancer.core.model import HARD, SOFT, LabelSelector
@@ -57,6 +54,7 @@ from rebalancer.core.policy import (
     PriorityThreshold,
     policy_from_document,
     policy_to_dict,
+    policy_with,
 )
 from rebalancer.core.selectors import selector_string
 
@@ -79,9 +77,6 @@ API_VERSION: Final = "descheduler/v1alpha2"
 KIND: Final = "DeschedulerPolicy"
 TOPOLOGY_PLUGIN: Final = "RemovePodsViolatingTopologySpreadConstraint"
 EVICTOR: Final = "DefaultEvictor"
-DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-INT32_MAX: Final = 2**31 - 1
-"""``priorityThreshold.value`` that lets every pod go: ``evictSystemCriticalPods: true``."""
 
 _TOP_KEYS: Final = (
     "apiVersion",
@@ -125,6 +120,14 @@ _TOPOLOGY_KEYS: Final = (
     "topologyBalanceNodeFit",
     "includeSoftConstraints",
 )
+_DEPRECATED_FLAGS: Final = (
+    "evictLocalStoragePods",
+    "evictDaemonSetPods",
+    "evictSystemCriticalPods",
+    "ignorePvcPods",
+    "ignorePodsWithoutPDB",
+    "evictFailedBarePods",
+)
 _EVICTOR_KEYS: Final = (
     "nodeSelector",
     "labelSelector",
@@ -135,20 +138,7 @@ _EVICTOR_KEYS: Final = (
     "minPodAge",
     "noEvictionPolicy",
     "podProtections",
-    "evictLocalStoragePods",
-    "evictDaemonSetPods",
-    "evictSystemCriticalPods",
-    "ignorePvcPods",
-    "ignorePodsWithoutPDB",
-    "evictFailedBarePods",
-)
-_DEPRECATED_FLAGS: Final = (
-    "evictLocalStoragePods",
-    "evictDaemonSetPods",
-    "evictSystemCriticalPods",
-    "ignorePvcPods",
-    "ignorePodsWithoutPDB",
-    "evictFailedBarePods",
+    *_DEPRECATED_FLAGS,
 )
 _DEFAULT_PROTECTIONS: Final = (
     "PodsWithLocalStorage",
@@ -207,44 +197,46 @@ class Imported:
     notes: tuple[Note, ...]
 
 
-@dataclass(slots=True)
-class _Walk:
-    """The problems (bad input) and notes (settings left behind) found so far."""
+_STRICT: Final = (
+    " (the descheduler refuses it too: it decodes plugin args strictly, keys spelled exactly)"
+)
+_IMPORT_DEFAULTS: Final = {
+    "namespaces": ((), ()),  # the descheduler's: every namespace
+    "evictPodsWithPVC": True,  # the descheduler's default: PVC pods are evicted
+    "evictPodsWithResourceClaims": True,  # ... and so are pods with resourceClaims
+}
+"""Where the descheduler's defaults are not rebalancer's, by policy key."""
 
-    problems: list[str] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
-    set_keys: set[str] = field(default_factory=set)  # our keys the source decided
 
-    def bad(self, path: str, message: str) -> None:
-        self.problems.append(f"{path}: {message}" if path else message)
+class _Walk(Checker):
+    """The problems (bad input) and notes (settings left behind) found so far, and the
+    rebalancer policy the import fills: ``out``, values by policy key (as
+    :data:`~rebalancer.core.policy.KEYS` reads them), and ``set_keys``, the keys the source
+    decided."""
+
+    __slots__ = ("notes", "out", "set_keys")
+    key_room = None
+
+    def __init__(self) -> None:
+        super().__init__("", [])
+        self.notes: list[Note] = []
+        self.out: dict[str, Any] = dict(_IMPORT_DEFAULTS)
+        self.set_keys: set[str] = set()
+
+    def put(self, key: str, value: Any) -> None:
+        """Set the policy key ``key``: the source decided it."""
+        self.out[key] = value
+        self.set_keys.add(key)
 
     def note(
         self, path: str, message: str, key: str | None = None, scope: str | None = None
     ) -> None:
         self.notes.append(Note(path, message, key, scope))
 
-    def mapping(self, value: object, path: str, allowed: Sequence[str]) -> dict[str, Any]:
+    def strict(self, value: object, path: str, allowed: Sequence[str]) -> dict[str, Any]:
         """``value`` as a mapping decoded strictly, as the descheduler decodes plugin args
         (null is empty): an unknown key is a problem, as it fails the descheduler's start."""
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.bad(path, f"must be a mapping, got {show(value)}")
-            return {}
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            where = _at(path, str(key))
-            if not isinstance(key, str):
-                self.bad(where, "keys must be strings")
-            elif key not in allowed:
-                self.bad(
-                    where,
-                    f"unknown key{suggest(key, allowed)} (the descheduler refuses it too: it "
-                    "decodes plugin args strictly, keys spelled exactly)",
-                )
-            else:
-                out[key] = item
-        return out
+        return self.mapping(value, path, allowed, nullable=True, why=_STRICT)
 
     def loose(self, value: object, path: str, allowed: Sequence[str]) -> dict[str, Any]:
         """``value`` as a mapping decoded as the descheduler decodes the policy around the
@@ -257,7 +249,7 @@ class _Walk:
             return {}
         out: dict[str, Any] = {}
         for key, item in value.items():
-            where = _at(path, str(key))
+            where = at(path, str(key))
             if isinstance(key, str) and key in allowed:
                 out[key] = item
                 continue
@@ -272,60 +264,30 @@ class _Walk:
             )
         return out
 
-    def items(self, value: object, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.bad(path, f"must be a list, got {show(value)}")
-            return []
-        return value
-
-    def boolean(self, raw: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
-        value = raw.get(key, default)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.bad(_at(path, key), f"must be true or false, got {show(value)}")
-            return default
-        return value
-
     def count(self, raw: Mapping[str, Any], key: str, path: str) -> int | None:
         """An unsigned integer (Go ``uint``); None when absent or null."""
         value = raw.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            self.bad(_at(path, key), f"must be an integer >= 0, got {show(value)}")
-            return None
-        if value > INT32_MAX:
-            self.bad(_at(path, key), f"must be at most {INT32_MAX}, got {show(value)}")
-            return None
-        return value
+        return self.bounded_int(value, at(path, key), 0, nullable=False)
 
-    def text(self, raw: Mapping[str, Any], key: str, path: str) -> str | None:
+    def optional_text(self, raw: Mapping[str, Any], key: str, path: str) -> str | None:
+        """A string; None when absent, null or not a string (reported)."""
         value = raw.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            self.bad(_at(path, key), f"must be a string, got {show(value)}")
-            return None
-        return value
+        if value is None or isinstance(value, str):
+            return value
+        self.bad(at(path, key), "must be a string", value)
+        return None
 
     def selector(self, raw: Mapping[str, Any], key: str, path: str) -> LabelSelector | None:
         """A ``metav1.LabelSelector``; an empty one (or null) selects everything: None."""
         value = raw.get(key)
         if value is None:
             return None
-        found = label_selector(Checker("", self.problems), value, _at(path, key), strict=True)
+        found = label_selector(self, value, at(path, key), strict=True)
         if found is None or (not found.match_labels and not found.match_expressions):
             return None
         return found
-
-
-def _at(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
 
 
 # --- the profile ----------------------------------------------------------------------------
@@ -347,11 +309,11 @@ _Profile = tuple[int, dict[str, Any], str]
 def _profiles(walk: _Walk, raw: Mapping[str, Any]) -> list[_Profile]:
     found = []
     for index, item in enumerate(walk.items(raw.get("profiles"), "profiles")):
-        path = _at("profiles", index)
+        path = at("profiles", index)
         profile = walk.loose(item, path, _PROFILE_KEYS)
         name = profile.get("name")
         if not isinstance(name, str) or not name:
-            walk.bad(_at(path, "name"), f"must be a non-empty string, got {show(name)}")
+            walk.bad(at(path, "name"), f"must be a non-empty string, got {show(name)}")
             name = f"#{index}"
         found.append((index, profile, name))
     return found
@@ -360,11 +322,15 @@ def _profiles(walk: _Walk, raw: Mapping[str, Any]) -> list[_Profile]:
 def _scope_of(raw: Mapping[str, Any], profile: _Profile) -> str:
     """What the profile's topology plugin considers, in words (for the notes and problems)."""
     walk = _Walk()
-    out = _import_profile(walk, raw, profile)
+    _import_profile(walk, raw, profile)
     if walk.problems:
         return f"see --profile {profile[2]}"
+    include, exclude = walk.out["namespaces"]
     return describe_scope(
-        out.namespaces_include, out.namespaces_exclude, out.namespace_label_selector, out
+        include,
+        exclude,
+        walk.out.get("namespaceLabelSelector"),
+        walk.out.get("labelSelector"),
     )
 
 
@@ -372,7 +338,7 @@ def describe_scope(
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     namespace_selector: LabelSelector | None,
-    out: _Fields | None = None,
+    pod_selector: LabelSelector | None = None,
 ) -> str:
     """A scope in words: ``namespaces in [shop], namespaceLabelSelector rebalance=enabled``."""
     parts = []
@@ -384,8 +350,8 @@ def describe_scope(
         parts.append("every namespace")
     if namespace_selector is not None:
         parts.append(f"namespaceLabelSelector {selector_string(namespace_selector)}")
-    if out is not None and out.label_selector is not None:
-        parts.append(f"labelSelector {selector_string(out.label_selector)}")
+    if pod_selector is not None:
+        parts.append(f"labelSelector {selector_string(pod_selector)}")
     return ", ".join(parts)
 
 
@@ -409,9 +375,9 @@ def _choose(walk: _Walk, raw: Mapping[str, Any], wanted: str | None) -> _Profile
     elif not enabling:
         before = 0  # every key ignored so far may be the typo: name them all
         for index, profile, _ in profiles:  # a typo in plugins is the likely cause: name it
-            path = _at(_at("profiles", index), "plugins")
+            path = at(at("profiles", index), "plugins")
             plugins = walk.loose(profile.get("plugins"), path, _EXTENSION_POINTS)
-            walk.loose(plugins.get("balance"), _at(path, "balance"), ("enabled", "disabled"))
+            walk.loose(plugins.get("balance"), at(path, "balance"), ("enabled", "disabled"))
         for note in walk.notes[before:]:
             walk.bad(note.path, note.message)
         walk.bad(
@@ -438,7 +404,7 @@ def _choose(walk: _Walk, raw: Mapping[str, Any], wanted: str | None) -> _Profile
         other = next(p for p in profiles if p[0] == index)
         if other in enabling:
             walk.note(
-                _at("profiles", index),
+                at("profiles", index),
                 f"profile {show(name)} also enables {TOPOLOGY_PLUGIN} ({_scope_of(raw, other)}): "
                 f"its pods are not rebalanced by this policy; import it with --profile {name} "
                 "into a policy of its own and run one rebalancer per policy (docs/descheduler.md, "
@@ -447,7 +413,7 @@ def _choose(walk: _Walk, raw: Mapping[str, Any], wanted: str | None) -> _Profile
             )
         else:
             walk.note(
-                _at("profiles", index),
+                at("profiles", index),
                 f"profile {show(name)} is not carried: it does not enable {TOPOLOGY_PLUGIN}; "
                 "keep it in the descheduler",
             )
@@ -462,36 +428,32 @@ def _plugin_args(
     topology: dict[str, Any] = {}
     evictor: dict[str, Any] = {}
     topology_path = evictor_path = ""
-    for index, item in enumerate(
-        walk.items(profile.get("pluginConfig"), _at(path, "pluginConfig"))
-    ):
-        where = _at(_at(path, "pluginConfig"), index)
+    for index, item in enumerate(walk.items(profile.get("pluginConfig"), at(path, "pluginConfig"))):
+        where = at(at(path, "pluginConfig"), index)
         config = walk.loose(item, where, ("name", "args"))
         name = config.get("name")
-        args_path = _at(where, "args")
+        args_path = at(where, "args")
         if name == TOPOLOGY_PLUGIN:
-            topology = walk.mapping(config.get("args"), args_path, _TOPOLOGY_KEYS)
+            topology = walk.strict(config.get("args"), args_path, _TOPOLOGY_KEYS)
             topology_path = args_path
         elif name == EVICTOR:
-            evictor = walk.mapping(config.get("args"), args_path, _EVICTOR_KEYS)
+            evictor = walk.strict(config.get("args"), args_path, _EVICTOR_KEYS)
             evictor_path = args_path
         elif isinstance(name, str):
             walk.note(where, f"{name}'s args are not carried: {_why_plugin(name)}")
         else:
-            walk.bad(_at(where, "name"), f"must be a plugin name, got {show(name)}")
-    plugins = walk.loose(profile.get("plugins"), _at(path, "plugins"), _EXTENSION_POINTS)
+            walk.bad(at(where, "name"), f"must be a plugin name, got {show(name)}")
+    plugins = walk.loose(profile.get("plugins"), at(path, "plugins"), _EXTENSION_POINTS)
     for point in _EXTENSION_POINTS:
-        sets = walk.loose(
-            plugins.get(point), _at(path, f"plugins.{point}"), ("enabled", "disabled")
-        )
-        enabled_path = _at(path, f"plugins.{point}.enabled")
+        sets = walk.loose(plugins.get(point), at(path, f"plugins.{point}"), ("enabled", "disabled"))
+        enabled_path = at(path, f"plugins.{point}.enabled")
         for index, name in enumerate(walk.items(sets.get("enabled"), enabled_path)):
             if name == TOPOLOGY_PLUGIN and point == "balance":
                 continue
             if name == EVICTOR and point in ("filter", "preevictionfilter"):
                 continue
             walk.note(
-                _at(enabled_path, index),
+                at(enabled_path, index),
                 f"{show(name)} is not carried: {_why_plugin(str(name))}",
             )
     return topology, topology_path, evictor, evictor_path
@@ -511,139 +473,109 @@ def _why_plugin(name: str) -> str:
 # --- the mapping ----------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Fields:
-    """Rebalancer policy fields, as the import fills them (each named as in :class:`Policy`)."""
-
-    constraints: tuple[str, ...] = (HARD,)
-    node_fit: bool = True
-    namespaces_include: tuple[str, ...] = ()
-    namespaces_exclude: tuple[str, ...] = ()  # the descheduler's: every namespace
-    namespace_label_selector: LabelSelector | None = None
-    label_selector: LabelSelector | None = None
-    node_selector: LabelSelector | None = None
-    priority_threshold: PriorityThreshold = field(default_factory=PriorityThreshold)
-    evict_local_storage_pods: bool = False
-    evict_pods_with_pvc: bool = True  # the descheduler's default: PVC pods are evicted
-    evict_pods_with_resource_claims: bool = True  # ... and so are pods with resourceClaims
-    min_pod_age_seconds: float = 0.0
-    min_replicas: int = 0
-    ignore_pods_without_pdb: bool = False
-    no_eviction_policy: str = PREFERRED
-    limits: Limits = field(default_factory=Limits)
-    grace_period_seconds: int | None = None
-
-
-def _topology(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> bool:
-    """The topology plugin's args into ``out``; returns topologyBalanceNodeFit."""
+def _topology(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
+    """The topology plugin's args into the policy; returns topologyBalanceNodeFit."""
     kinds: list[str] = []
-    for index, item in enumerate(walk.items(args.get("constraints"), _at(path, "constraints"))):
+    for index, item in enumerate(walk.items(args.get("constraints"), at(path, "constraints"))):
         if item not in (HARD, SOFT):
             walk.bad(
-                _at(_at(path, "constraints"), index),
+                at(at(path, "constraints"), index),
                 f"must be one of {HARD}, {SOFT}, got {show(item)}",
             )
         elif item not in kinds:
             kinds.append(item)
-    soft = walk.boolean(args, "includeSoftConstraints", path, False)
+    soft = walk.flag(args, "includeSoftConstraints", path, False)
     if kinds:
         if "includeSoftConstraints" in args and soft != (SOFT in kinds):
             walk.note(
-                _at(path, "includeSoftConstraints"),
+                at(path, "includeSoftConstraints"),
                 "not carried: the older spelling; constraints is set and wins, as in the "
                 "descheduler since v0.28",
                 "constraints",
             )
-        out.constraints = tuple(kinds)
+        walk.out["constraints"] = tuple(kinds)
     elif soft:
-        out.constraints = (HARD, SOFT)
+        walk.out["constraints"] = (HARD, SOFT)
     walk.set_keys.add("constraints")
-    namespaces = walk.mapping(
-        args.get("namespaces"), _at(path, "namespaces"), ("include", "exclude")
-    )
-    include = _names(walk, namespaces, "include", _at(path, "namespaces"))
-    exclude = _names(walk, namespaces, "exclude", _at(path, "namespaces"))
+    namespaces = walk.strict(args.get("namespaces"), at(path, "namespaces"), ("include", "exclude"))
+    include = _names(walk, namespaces, "include", at(path, "namespaces"))
+    exclude = _names(walk, namespaces, "exclude", at(path, "namespaces"))
     if include and exclude:
-        walk.bad(_at(path, "namespaces"), "only one of include and exclude may be set")
+        walk.bad(at(path, "namespaces"), "only one of include and exclude may be set")
     elif include:
-        out.namespaces_include, out.namespaces_exclude = include, ()
-        walk.set_keys.add("namespaces")
+        walk.put("namespaces", (include, ()))
     elif exclude:
-        out.namespaces_exclude = exclude
-        walk.set_keys.add("namespaces")
+        walk.put("namespaces", ((), exclude))
     else:
         walk.set_keys.add("namespaces")
         walk.note(
-            _at(path, "namespaces"),
+            at(path, "namespaces"),
             "not set: the descheduler processes every namespace, kube-system included, so "
             "namespaces.exclude: [] (rebalancer's own default excludes kube-system; "
             "system-critical pods stay protected by priorityThreshold in both)",
             "namespaces",
         )
-    out.label_selector = and_selectors(
-        out.label_selector, walk.selector(args, "labelSelector", path)
+    walk.out["labelSelector"] = and_selectors(
+        walk.out.get("labelSelector"), walk.selector(args, "labelSelector", path)
     )
-    return walk.boolean(args, "topologyBalanceNodeFit", path, True)
+    return walk.flag(args, "topologyBalanceNodeFit", path, True)
 
 
 def _names(walk: _Walk, raw: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
     names: list[str] = []
-    for index, item in enumerate(walk.items(raw.get(key), _at(path, key))):
-        if not isinstance(item, str) or not DNS_LABEL.match(item):
-            walk.bad(_at(_at(path, key), index), f"must be a namespace name, got {show(item)}")
-        elif item not in names:
-            names.append(item)
+    for index, item in enumerate(walk.items(raw.get(key), at(path, key))):
+        name = walk.string(item, at(at(path, key), index), DNS_LABEL, "a namespace name")
+        if name is not None and name not in names:
+            names.append(name)
     return tuple(names)
 
 
 def _node_selector(walk: _Walk, raw: Mapping[str, Any], path: str) -> LabelSelector | None:
-    text = walk.text(raw, "nodeSelector", path)
+    text = walk.optional_text(raw, "nodeSelector", path)
     if text is None:
         return None
     try:
         found = parse_label_selector(text)
     except ValueError as exc:
-        walk.bad(_at(path, "nodeSelector"), str(exc))
+        walk.bad(at(path, "nodeSelector"), str(exc))
         return None
     return found if found.match_labels or found.match_expressions else None
 
 
-def _evictor(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> bool:
-    """The DefaultEvictor's args into ``out``; returns its nodeFit."""
-    node_fit = walk.boolean(args, "nodeFit", path, False)
+def _evictor(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
+    """The DefaultEvictor's args into the policy; returns its nodeFit."""
+    node_fit = walk.flag(args, "nodeFit", path, False)
     selector = _node_selector(walk, args, path)
     if selector is not None:
-        out.node_selector = and_selectors(out.node_selector, selector)
+        walk.out["nodeSelector"] = and_selectors(walk.out.get("nodeSelector"), selector)
         walk.note(
-            _at(path, "nodeSelector"),
+            at(path, "nodeSelector"),
             "carried as nodeSelector: only pods on matching nodes are evicted, where the "
             "descheduler uses it only to choose nodeFit's candidate nodes",
             "nodeSelector",
             NARROWER,
         )
-    out.label_selector = and_selectors(
-        out.label_selector, walk.selector(args, "labelSelector", path)
+    walk.out["labelSelector"] = and_selectors(
+        walk.out.get("labelSelector"), walk.selector(args, "labelSelector", path)
     )
-    out.namespace_label_selector = walk.selector(args, "namespaceLabelSelector", path)
-    if out.namespace_label_selector is not None:
+    walk.out["namespaceLabelSelector"] = walk.selector(args, "namespaceLabelSelector", path)
+    if walk.out.get("namespaceLabelSelector") is not None:
         walk.set_keys.add("namespaceLabelSelector")
         walk.note(
-            _at(path, "namespaceLabelSelector"),
+            at(path, "namespaceLabelSelector"),
             "carried: rebalancer reads the namespaces' labels (list on namespaces, granted by "
             "deploy/ and the chart); a snapshot file must hold the Namespace objects",
             "namespaceLabelSelector",
         )
     minimum = walk.count(args, "minReplicas", path)
     if minimum is not None:
-        out.min_replicas = minimum
-        walk.set_keys.add("minReplicas")
-    age = walk.text(args, "minPodAge", path)
+        walk.put("minReplicas", minimum)
+    age = walk.optional_text(args, "minPodAge", path)
     if age is not None:
         try:
-            out.min_pod_age_seconds = parse_go_duration(age)
-            walk.set_keys.add("minPodAge")
+            walk.put("minPodAge", parse_go_duration(age))
             walk.note(
-                _at(path, "minPodAge"),
+                at(path, "minPodAge"),
                 "carried, but rebalancer measures a pod's age from its creationTimestamp, the "
                 "descheduler from status.startTime (later, by the time the pod waited to be "
                 "scheduled and started): a pod that waited is old enough here sooner",
@@ -651,26 +583,25 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> b
                 WIDER,
             )
         except ValueError as exc:
-            walk.bad(_at(path, "minPodAge"), str(exc))
-    policy = walk.text(args, "noEvictionPolicy", path)
+            walk.bad(at(path, "minPodAge"), str(exc))
+    policy = walk.optional_text(args, "noEvictionPolicy", path)
     if policy in ("", PREFERRED, MANDATORY):
-        out.no_eviction_policy = policy or PREFERRED
-        walk.set_keys.add("noEvictionPolicy")
+        walk.put("noEvictionPolicy", policy or PREFERRED)
     elif policy is not None:
         walk.bad(
-            _at(path, "noEvictionPolicy"),
+            at(path, "noEvictionPolicy"),
             f'must be "", {PREFERRED} or {MANDATORY}, got {show(policy)}',
         )
-    _threshold(walk, args, path, out)
-    _protections(walk, args, path, out)
+    _threshold(walk, args, path)
+    _protections(walk, args, path)
     return node_fit
 
 
-def _threshold(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> None:
-    raw = walk.mapping(
-        args.get("priorityThreshold"), _at(path, "priorityThreshold"), ("value", "name")
+def _threshold(walk: _Walk, args: Mapping[str, Any], path: str) -> None:
+    raw = walk.strict(
+        args.get("priorityThreshold"), at(path, "priorityThreshold"), ("value", "name")
     )
-    where = _at(path, "priorityThreshold")
+    where = at(path, "priorityThreshold")
     value, name = raw.get("value"), raw.get("name") or None
     if value is not None and name is not None:
         walk.bad(where, "only one of value and name may be set")
@@ -678,25 +609,22 @@ def _threshold(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) ->
         if (
             isinstance(value, bool)
             or not isinstance(value, int)
-            or not -INT32_MAX - 1 <= value <= INT32_MAX
+            or not INT32_MIN <= value <= INT32_MAX
         ):
-            walk.bad(_at(where, "value"), f"must be a 32-bit integer, got {show(value)}")
+            walk.bad(at(where, "value"), f"must be a 32-bit integer, got {show(value)}")
         else:
-            out.priority_threshold = PriorityThreshold(value=value)
-            walk.set_keys.add("priorityThreshold")
-    elif name is not None:
-        if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name):
-            walk.bad(_at(where, "name"), f"must be a PriorityClass name, got {show(name)}")
-        else:
-            out.priority_threshold = PriorityThreshold(value=None, name=name)
-            walk.set_keys.add("priorityThreshold")
+            walk.put("priorityThreshold", PriorityThreshold(value=value))
+    elif name is not None and walk.string(
+        name, at(where, "name"), DNS_SUBDOMAIN, "a PriorityClass name"
+    ):
+        walk.put("priorityThreshold", PriorityThreshold(value=None, name=name))
 
 
-def _protections(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) -> None:
+def _protections(walk: _Walk, args: Mapping[str, Any], path: str) -> None:
     """The deprecated booleans or podProtections (never both, as the descheduler checks)."""
-    flags = {key: walk.boolean(args, key, path, False) for key in _DEPRECATED_FLAGS}
-    where = _at(path, "podProtections")
-    raw = walk.mapping(
+    flags = {key: walk.flag(args, key, path, False) for key in _DEPRECATED_FLAGS}
+    where = at(path, "podProtections")
+    raw = walk.strict(
         args.get("podProtections"), where, ("extraEnabled", "defaultDisabled", "config")
     )
     disabled = _protection_list(walk, raw, "defaultDisabled", where, _DEFAULT_PROTECTIONS)
@@ -710,7 +638,7 @@ def _protections(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) 
         )
         return
     # Where each setting was written, for the notes: the flag, or the podProtections entry.
-    source = {key: _at(path, key) for key in flags}
+    source = {key: at(path, key) for key in flags}
     pvc_off = "not set or false"
     if disabled or extra:
         # podProtections: the default protections minus defaultDisabled, plus extraEnabled.
@@ -722,29 +650,29 @@ def _protections(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) 
         ):
             flags[key] = protection in disabled
             if flags[key]:
-                source[key] = _at(_at(where, "defaultDisabled"), disabled.index(protection))
+                source[key] = at(at(where, "defaultDisabled"), disabled.index(protection))
         flags["ignorePvcPods"] = "PodsWithPVC" in extra
         flags["ignorePodsWithoutPDB"] = "PodsWithoutPDB" in extra
-        source["ignorePvcPods"] = _at(where, "extraEnabled")
+        source["ignorePvcPods"] = at(where, "extraEnabled")
         pvc_off = "no PodsWithPVC"
-        out.evict_pods_with_resource_claims = "PodsWithResourceClaims" not in extra
-    out.evict_local_storage_pods = flags["evictLocalStoragePods"]
-    out.evict_pods_with_pvc = not flags["ignorePvcPods"]
-    if out.evict_pods_with_pvc:
+        walk.out["evictPodsWithResourceClaims"] = "PodsWithResourceClaims" not in extra
+    walk.out["evictLocalStoragePods"] = flags["evictLocalStoragePods"]
+    walk.out["evictPodsWithPVC"] = not flags["ignorePvcPods"]
+    if walk.out.get("evictPodsWithPVC"):
         walk.note(
             source["ignorePvcPods"],
             f"{pvc_off}: the descheduler evicts pods with PersistentVolumeClaims, so "
             "evictPodsWithPVC: true (rebalancer's own default is false)",
             "evictPodsWithPVC",
         )
-    if out.evict_pods_with_resource_claims:
+    if walk.out.get("evictPodsWithResourceClaims"):
         walk.note(
-            _at(where, "extraEnabled"),
+            at(where, "extraEnabled"),
             "no PodsWithResourceClaims: the descheduler evicts pods with DRA resourceClaims, "
             "so evictPodsWithResourceClaims: true (rebalancer's own default is false)",
             "evictPodsWithResourceClaims",
         )
-    out.ignore_pods_without_pdb = flags["ignorePodsWithoutPDB"]
+    walk.out["ignorePodsWithoutPDB"] = flags["ignorePodsWithoutPDB"]
     if flags["evictDaemonSetPods"]:
         walk.note(source["evictDaemonSetPods"], f"not carried: {_WHY_DAEMONSET}", None, NARROWER)
     if flags["evictFailedBarePods"]:
@@ -752,28 +680,27 @@ def _protections(walk: _Walk, args: Mapping[str, Any], path: str, out: _Fields) 
     if flags["evictSystemCriticalPods"]:
         if "priorityThreshold" in walk.set_keys:
             walk.note(
-                _at(path, "priorityThreshold"),
+                at(path, "priorityThreshold"),
                 "not carried: evictSystemCriticalPods turns priority filtering off",
                 "priorityThreshold",
             )
-        out.priority_threshold = PriorityThreshold(value=INT32_MAX)
-        walk.set_keys.add("priorityThreshold")
+        walk.put("priorityThreshold", PriorityThreshold(value=INT32_MAX))
         walk.note(
             source["evictSystemCriticalPods"],
             f"carried as priorityThreshold.value {INT32_MAX}: system-critical pods may be "
             "evicted, as in the descheduler (kube-system too, unless namespaces.exclude lists it)",
             "priorityThreshold",
         )
-    config = walk.mapping(raw.get("config"), _at(where, "config"), ("PodsWithPVC",))
-    pvc = walk.mapping(
-        config.get("PodsWithPVC"), _at(where, "config.PodsWithPVC"), ("protectedStorageClasses",)
+    config = walk.strict(raw.get("config"), at(where, "config"), ("PodsWithPVC",))
+    pvc = walk.strict(
+        config.get("PodsWithPVC"), at(where, "config.PodsWithPVC"), ("protectedStorageClasses",)
     )
     classes = walk.items(
-        pvc.get("protectedStorageClasses"), _at(where, "config.PodsWithPVC.protectedStorageClasses")
+        pvc.get("protectedStorageClasses"), at(where, "config.PodsWithPVC.protectedStorageClasses")
     )
     if classes and "PodsWithPVC" in extra:
         walk.note(
-            _at(where, "config.PodsWithPVC.protectedStorageClasses"),
+            at(where, "config.PodsWithPVC.protectedStorageClasses"),
             "not carried: rebalancer cannot protect PVC pods by storage class; every pod "
             "with a PersistentVolumeClaim is protected (evictPodsWithPVC: false)",
             "evictPodsWithPVC",
@@ -788,24 +715,20 @@ def _protection_list(
     walk: _Walk, raw: Mapping[str, Any], key: str, path: str, allowed: tuple[str, ...]
 ) -> tuple[str, ...]:
     found: list[str] = []
-    where = _at(path, key)
+    where = at(path, key)
     for index, item in enumerate(walk.items(raw.get(key), where)):
-        if item not in allowed:
-            hint = suggest(item, allowed) if isinstance(item, str) else ""
-            walk.bad(
-                _at(where, index), f"must be one of {', '.join(allowed)}, got {show(item)}{hint}"
-            )
-        elif item in found:
-            walk.bad(_at(where, index), f"{show(item)} is listed twice")
-        else:
-            found.append(item)
+        chosen = walk.choice(item, at(where, index), allowed)
+        if chosen in found:
+            walk.bad(at(where, index), f"{show(chosen)} is listed twice")
+        elif chosen is not None:
+            found.append(chosen)
     return tuple(found)
 
 
-def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
+def _top_level(walk: _Walk, raw: Mapping[str, Any]) -> None:
     selector = _node_selector(walk, raw, "")
     if selector is not None:
-        out.node_selector = and_selectors(selector, out.node_selector)
+        walk.out["nodeSelector"] = and_selectors(selector, walk.out.get("nodeSelector"))
         walk.note(
             "nodeSelector",
             "carried; pods on other nodes still count in the spread (as the scheduler "
@@ -818,8 +741,7 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
         "per_namespace": walk.count(raw, "maxNoOfPodsToEvictPerNamespace", ""),
     }
     if any(v is not None for v in limits.values()):
-        out.limits = Limits(**limits)
-        walk.set_keys.add("limits")
+        walk.put("limits", Limits(**limits))
         named = [key for key in _LIMIT_KEYS if raw.get(key) is not None]
         walk.note(
             named[0],
@@ -831,7 +753,7 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
         )
     grace = raw.get("gracePeriodSeconds")
     if grace is not None:
-        if isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace < 2**63:
+        if isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace <= INT64_MAX:
             walk.bad("gracePeriodSeconds", f"must be a 64-bit integer >= 0, got {show(grace)}")
         elif grace == 0:
             walk.note(
@@ -840,8 +762,7 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
                 "shortens a pod's own terminationGracePeriodSeconds",
             )
         else:
-            out.grace_period_seconds = grace
-            walk.set_keys.add("gracePeriodSeconds")
+            walk.put("gracePeriodSeconds", grace)
             walk.note(
                 "gracePeriodSeconds",
                 f"{grace} is carried as a floor: an eviction carries it only when it is longer "
@@ -854,22 +775,17 @@ def _top_level(walk: _Walk, raw: Mapping[str, Any], out: _Fields) -> None:
             walk.note(key, f"not carried: {why}")
 
 
-def _import_profile(walk: _Walk, raw: Mapping[str, Any], chosen: _Profile) -> _Fields:
-    """The rebalancer fields of one profile with the policy's top level."""
+def _import_profile(walk: _Walk, raw: Mapping[str, Any], chosen: _Profile) -> None:
+    """The rebalancer policy of one profile with the policy's top level, into ``walk.out``."""
     index, profile, _ = chosen
-    out = _Fields()
-    path = _at("profiles", index)
+    path = at("profiles", index)
     topology, topology_path, evictor, evictor_path = _plugin_args(walk, profile, path)
     # A plugin with no pluginConfig entry has its defaults; notes name it by its name.
-    unset = _at(path, "pluginConfig")
-    balance_fit = _topology(
-        walk, topology, topology_path or f"{unset}[{TOPOLOGY_PLUGIN}].args", out
-    )
-    evictor_fit = _evictor(walk, evictor, evictor_path or f"{unset}[{EVICTOR}].args", out)
-    out.node_fit = balance_fit or evictor_fit
-    walk.set_keys.add("nodeFit")
-    _top_level(walk, raw, out)
-    return out
+    unset = at(path, "pluginConfig")
+    balance_fit = _topology(walk, topology, topology_path or f"{unset}[{TOPOLOGY_PLUGIN}].args")
+    evictor_fit = _evictor(walk, evictor, evictor_path or f"{unset}[{EVICTOR}].args")
+    walk.put("nodeFit", balance_fit or evictor_fit)
+    _top_level(walk, raw)
 
 
 V1ALPHA1_HINT: Final = (
@@ -934,7 +850,7 @@ def from_descheduler(
     chosen = _choose(walk, raw, profile)
     if chosen is None:
         raise InputError(source, walk.problems)
-    out = _import_profile(walk, raw, chosen)
+    _import_profile(walk, raw, chosen)
     if walk.problems:
         raise InputError(source, walk.problems)
     wider = [n for n in walk.notes if n.scope == WIDER]
@@ -948,15 +864,15 @@ def from_descheduler(
             ],
         )
     for key, value in (
-        ("nodeSelector", out.node_selector),
-        ("labelSelector", out.label_selector),
+        ("nodeSelector", walk.out.get("nodeSelector")),
+        ("labelSelector", walk.out.get("labelSelector")),
     ):
         if value is not None:
             walk.set_keys.add(key)
-    # _Fields names the policy's fields it fills, so they pass across by name.
-    policy = Policy(**{f.name: getattr(out, f.name) for f in fields(out)})
     keep = {"apiVersion", "kind", *walk.set_keys}
-    document_out = {key: value for key, value in policy_to_dict(policy).items() if key in keep}
+    document_out = {
+        key: value for key, value in policy_to_dict(policy_with(walk.out)).items() if key in keep
+    }
     # What `policy check` makes of the document printed (minPodAge is written to the
     # millisecond), not the fields above.
     return Imported(
@@ -1059,7 +975,7 @@ def _templated(value: object, path: str) -> list[tuple[str, str]]:
     if isinstance(value, str):
         return [(path, value)] if "{{" in value else []
     if isinstance(value, dict):
-        return [hit for k, v in value.items() for hit in _templated(v, _at(path, str(k)))]
+        return [hit for k, v in value.items() for hit in _templated(v, at(path, str(k)))]
     if isinstance(value, list):
-        return [hit for i, v in enumerate(value) for hit in _templated(v, _at(path, i))]
+        return [hit for i, v in enumerate(value) for hit in _templated(v, at(path, i))]
     return []

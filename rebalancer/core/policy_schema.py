@@ -1,17 +1,15 @@
-"""The policy validator's rules as a JSON Schema (draft 07), for the chart's values.schema.json.
+"""The policy's rules as a JSON Schema (draft 07), for the chart's values.schema.json.
 
-:mod:`rebalancer.core.policy` is the authority: this module restates its rules in a form Helm
-checks before anything is installed, and ``tests/test_policy_schema.py`` draws random policies
-to show that both accept and reject the same ones. ``scripts/gen_chart_schema.py`` writes
-:func:`policy_values_schema` into ``charts/rebalancer/values.schema.json``.
+Derived from the one declaration of the policy's keys (:data:`rebalancer.core.policy.KEYS`):
+each key's :class:`~rebalancer.core.policy.Kind` (type and bounds) has its rule here, so a new
+key appears in the chart's schema the next time ``scripts/gen_chart_schema.py`` runs, and
+``tests/test_policy_schema.py`` draws random policies to show that the schema and the validator
+accept and refuse the same ones. A kind this module has no rule for gets an open schema that
+lets any value through to the validator (:data:`OPEN_KEYS` lists its keys, so the test can
+tell), never making the chart reject a good policy.
 
 The patterns reuse the validator's regular expressions where they are the same rule, and are
 written for RE2 (Helm's Go checker) and Python alike: no look-around, no back-references.
-
-A key the validator accepts but this module has no rule for yet gets one from its default
-(a boolean default: a boolean), else an open schema that lets any value through to the
-validator (:data:`OPEN_KEYS` lists them, so the test can tell): new policy fields appear in the
-chart's schema the next time the script runs, never making it reject a good policy.
 
 What JSON Schema cannot say, and so the schema accepts while the validator refuses:
 
@@ -26,40 +24,46 @@ What JSON Schema cannot say, and so the schema accepts while the validator refus
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
-from rebalancer.core.convert.selectors import DNS_SUBDOMAIN, LABEL_VALUE, SELECTOR_OPS
-from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT
+from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN
+from rebalancer.core.convert.selectors import LABEL_NAME, LABEL_VALUE, SELECTOR_OPS
+from rebalancer.core.model import SOFT
 from rebalancer.core.policy import (
-    _DEFAULT_CONSTRAINT_KEYS,
-    _LIMIT_KEYS,
-    _TOP_KEYS,  # the keys the validator accepts: new ones flow in from there
-    _WINDOW_KEYS,
     API_VERSION,
+    DEFAULT_CONSTRAINT,
+    HEADER_KEYS,
+    KEYS,
     KIND,
-    NO_EVICTION_POLICIES,
-    Policy,
-    policy_to_dict,
+    WHEN_UNSATISFIABLE,
+    WINDOW_KEYS,
+    ConstraintKinds,
+    Count,
+    DefaultConstraint,
+    DefaultConstraints,
+    Duration,
+    Flag,
+    Kind,
+    LabelKey,
+    Namespaces,
+    OneOf,
+    Selector,
+    Struct,
+    Threshold,
+    Windows,
+    keys_of,
 )
 
 Schema = dict[str, Any]
 
-INT32_MIN: Final = -(2**31)
-INT32_MAX: Final = 2**31 - 1
-INT64_MAX: Final = 2**63 - 1
-HEADER_KEYS: Final = ("apiVersion", "kind")
-"""Keys the chart writes itself; the values' policy must not set them."""
+
+def _bare(pattern: re.Pattern[str]) -> str:
+    return pattern.pattern.removeprefix("^").removesuffix("$")
 
 
-def _anchored(pattern: str) -> str:
-    return "^" + pattern.removeprefix("^").removesuffix("$") + "$"
-
-
-_DNS_SUBDOMAIN: Final = DNS_SUBDOMAIN.pattern.removeprefix("^").removesuffix("$")
-_LABEL_NAME: Final = "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-LABEL_KEY: Final = f"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$"
+LABEL_KEY: Final = f"^({_bare(DNS_SUBDOMAIN)}/)?{_bare(LABEL_NAME)}$"
 """``name`` or ``prefix/name``, as :func:`~rebalancer.core.convert.selectors.is_label_key`."""
-DNS_LABEL: Final = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _NUMBER: Final = r"([0-9]+(\.[0-9]+)?|\.[0-9]+)"
 _POSITIVE_NUMBER: Final = (
     r"([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*|\.[0-9]*[1-9][0-9]*)"
@@ -100,7 +104,7 @@ def label_selector_schema() -> Schema:
             "operator": {"enum": list(SELECTOR_OPS)},
             "values": {
                 "type": ["array", "null"],
-                "items": {"type": "string", "pattern": _anchored(LABEL_VALUE.pattern)},
+                "items": {"type": "string", "pattern": LABEL_VALUE.pattern},
                 "uniqueItems": True,
             },
         },
@@ -126,7 +130,7 @@ def label_selector_schema() -> Schema:
                 "propertyNames": {"pattern": LABEL_KEY},
                 "additionalProperties": {
                     "type": "string",
-                    "pattern": _anchored(LABEL_VALUE.pattern),
+                    "pattern": LABEL_VALUE.pattern,
                 },
             },
             "matchExpressions": {"type": ["array", "null"], "items": requirement},
@@ -134,34 +138,64 @@ def label_selector_schema() -> Schema:
     )
 
 
-def _default_constraint() -> Schema:
-    properties = {
-        "maxSkew": _integer(1),
-        "topologyKey": {"type": "string", "pattern": LABEL_KEY},
-        "whenUnsatisfiable": {"enum": [HARD, SOFT]},
-        "minDomains": _integer(1),
-        "nodeAffinityPolicy": {"enum": [HONOR, IGNORE]},
-        "nodeTaintsPolicy": {"enum": [HONOR, IGNORE]},
-    }
-    assert tuple(properties) == _DEFAULT_CONSTRAINT_KEYS, "defaultConstraints keys changed"
-    return _object(
-        properties,
-        required=["maxSkew", "topologyKey"],
-        # minDomains applies only to DoNotSchedule.
-        **{
-            "if": {
-                "required": ["whenUnsatisfiable"],
-                "properties": {"whenUnsatisfiable": {"const": SOFT}},
-            },
-            "then": {"properties": {"minDomains": {"const": 1}}},
+def _kind_schema(kind: Kind) -> Schema | None:
+    """The rule of a kind of value; None for a kind this module has no rule for."""
+    match kind:
+        case Flag():
+            return {"type": "boolean"}
+        case Count(minimum=low, maximum=high, nullable=nullable):
+            number = _integer(low, high)
+            return _nullable(number) if nullable else number
+        case OneOf(choices=choices):
+            return {"enum": list(choices)}
+        case LabelKey():
+            return {"type": "string", "pattern": LABEL_KEY}
+        case Duration():
+            return {"type": "string", "pattern": DURATION}
+        case Selector():
+            return _nullable(label_selector_schema())
+        case Struct(cls=cls, required=required, nullable=nullable):
+            properties = {key.name: _kind_schema(key.kind) or _OPEN for key in keys_of(cls)}
+            more: Schema = {"required": list(required)} if required else {}
+            found = _object(properties, **more, **_STRUCT_RULES.get(cls, {}))
+            return _nullable(found) if nullable else found
+        case ConstraintKinds():
+            return {
+                "type": "array",
+                "items": {"enum": list(WHEN_UNSATISFIABLE)},
+                "minItems": 1,
+                "uniqueItems": True,
+            }
+        case DefaultConstraints():
+            return {"type": ["array", "null"], "items": _kind_schema(DEFAULT_CONSTRAINT)}
+        case Namespaces():
+            return _namespaces()
+        case Threshold():
+            return _priority_threshold()
+        case Windows():
+            return _schedule()
+    return None
+
+
+_STRUCT_RULES: Final[dict[type, Schema]] = {
+    # minDomains applies only to DoNotSchedule.
+    DefaultConstraint: {
+        "if": {
+            "required": ["whenUnsatisfiable"],
+            "properties": {"whenUnsatisfiable": {"const": SOFT}},
         },
-    )
+        "then": {"properties": {"minDomains": {"const": 1}}},
+    },
+}
+"""What a struct's ``rule`` checks, as JSON Schema says it."""
+
+_OPEN: Final[Schema] = {"description": "checked by rebalancer when it starts"}
 
 
 def _namespaces() -> Schema:
     names: Schema = {
         "type": ["array", "null"],
-        "items": {"type": "string", "pattern": DNS_LABEL},
+        "items": {"type": "string", "pattern": DNS_LABEL.pattern},
         "uniqueItems": True,
     }
     return _object(
@@ -189,19 +223,13 @@ def _priority_threshold() -> Schema:
     )
 
 
-def _limits() -> Schema:
-    return _nullable(
-        _object({key: _nullable(_integer(0)) for key in _LIMIT_KEYS}),
-    )
-
-
 def _schedule() -> Schema:
     window = {
         "cron": {"type": "string", "pattern": CRON},
         "duration": {"type": "string", "pattern": POSITIVE_DURATION},
         "timeZone": {"type": "string", "pattern": TIME_ZONE},
     }
-    assert tuple(window) == _WINDOW_KEYS, "schedule window keys changed"
+    assert tuple(window) == WINDOW_KEYS, "schedule window keys changed"
     return _nullable(
         _object(
             {
@@ -216,59 +244,13 @@ def _schedule() -> Schema:
     )
 
 
-def _known() -> dict[str, Schema]:
-    """The rule of every key this module knows."""
-    boolean: Schema = {"type": "boolean"}
-    return {
-        "constraints": {
-            "type": "array",
-            "items": {"enum": [HARD, SOFT]},
-            "minItems": 1,
-            "uniqueItems": True,
-        },
-        "nodeFit": boolean,
-        "defaultConstraints": {"type": ["array", "null"], "items": _default_constraint()},
-        "namespaces": _namespaces(),
-        "labelSelector": _nullable(label_selector_schema()),
-        "namespaceLabelSelector": _nullable(label_selector_schema()),
-        "priorityThreshold": _priority_threshold(),
-        "evictLocalStoragePods": boolean,
-        "evictPodsWithPVC": boolean,
-        "evictPodsWithResourceClaims": boolean,
-        "evictBarePods": boolean,
-        "minPodAge": {"type": "string", "pattern": DURATION},
-        "limits": _limits(),
-        "gracePeriodSeconds": _nullable(_integer(1, INT64_MAX)),
-        "schedule": _schedule(),
-        "minReplicas": _integer(0),
-        "nodeSelector": _nullable(label_selector_schema()),
-        "ignorePodsWithoutPDB": boolean,
-        "noEvictionPolicy": {"enum": list(NO_EVICTION_POLICIES)},
-    }
-
-
-def _policy_keys() -> tuple[str, ...]:
-    return tuple(key for key in _TOP_KEYS if key not in HEADER_KEYS)
-
-
-def _from_default(key: str) -> Schema:
-    """The rule of a key this module does not know yet, from its default value."""
-    default = policy_to_dict(Policy()).get(key)
-    if isinstance(default, bool):
-        return {"type": "boolean"}
-    return {"description": "checked by rebalancer when it starts"}
-
-
-OPEN_KEYS: Final = tuple(
-    key for key in _policy_keys() if key not in _known() and "type" not in _from_default(key)
-)
+OPEN_KEYS: Final = tuple(key.name for key in KEYS if _kind_schema(key.kind) is None)
 """Policy keys whose schema lets every value through (the validator alone checks them)."""
 
 
 def policy_values_schema() -> Schema:
     """The schema of the chart's ``policy`` value: a RebalancerPolicy without its header."""
-    known = _known()
-    properties = {key: known.get(key) or _from_default(key) for key in _policy_keys()}
+    properties = {key.name: _kind_schema(key.kind) or _OPEN for key in KEYS}
     return _object(
         properties,
         description="The RebalancerPolicy without apiVersion and kind, checked as "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final
 
+from rebalancer.core.constants import INT64_MAX, INT64_MIN
 from rebalancer.core.model import (
     LabelSelector,
     Node,
@@ -130,10 +130,6 @@ def _node_requirement_matches(req: NodeSelectorRequirement, value: str | None) -
     return have > want if req.operator == "Gt" else have < want
 
 
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
-
-
 def _go_int64(text: str) -> int | None:
     """``strconv.ParseInt(text, 10, 64)``: an optional sign and ASCII digits, in int64 range.
 
@@ -144,7 +140,7 @@ def _go_int64(text: str) -> int | None:
     if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 100:
         return None
     number = int(text)
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
+    return number if INT64_MIN <= number <= INT64_MAX else None
 
 
 def term_matches(term: NodeSelectorTerm, node: Node) -> bool:

@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rebalancer.core.constants import INT32_MAX, INT32_MIN
 from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.policy import Policy
@@ -59,8 +60,6 @@ MAX_PER_WORKLOAD: Final = 50
 """Cost writes for one workload in one pass; the rest wait for the next pass."""
 MAX_PER_PASS: Final = 200
 """Cost writes in one pass, over all workloads."""
-INT32_MIN: Final = -(2**31)
-INT32_MAX: Final = 2**31 - 1
 _LOW: Final = -(2**62)  # the excess of a view that does not count the pod
 
 

@@ -43,6 +43,7 @@ from rebalancer.cluster.read.podconvert import (
     conditions,
     volumes,
 )
+from rebalancer.core.constants import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from rebalancer.core.convert import KINDS, SnapshotBuilder
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import epoch
@@ -52,10 +53,6 @@ __all__ = ["FastBuilder", "load_lines", "load_list"]
 
 _ABSENT: Final = Raw()
 _NULL: Final = Raw(b"null")
-_INT_MIN: Final = -(2**63)
-_INT_END: Final = 2**63  # int64, as the API has it (the converter names anything beyond)
-_INT32_MIN: Final = -(2**31)
-_INT32_END: Final = 2**31
 _JOIN: Final = b"\0".join
 # RFC 3339 as the API server writes it (UTC, whole seconds): its seconds are read as a number.
 _API_TIME: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9]Z")
@@ -377,11 +374,11 @@ class FastBuilder:
             else NO_VOLUMES
         )
         priority = spec.priority
-        if priority is not None and not _INT32_MIN <= priority < _INT32_END:
+        if priority is not None and not INT32_MIN <= priority <= INT32_MAX:
             raise Fallback
         grace = spec.terminationGracePeriodSeconds
-        if grace is not None and not _INT_MIN <= grace < _INT_END:
-            raise Fallback
+        if grace is not None and not INT64_MIN <= grace <= INT64_MAX:
+            raise Fallback  # the converter names it
         ready, disruption_target = conditions(status.conditions or ())
         timestamp = meta.creationTimestamp
         created = 0.0

@@ -1,8 +1,8 @@
 """Reading the fields of one API object and recording every problem with its path.
 
-Shared by the converters and the policy loader: each reader returns a usable default after a
-problem, so the walk goes on and every problem is reported at once. Paths are formatted only
-when a problem is recorded.
+Shared by the converters, the policy loader and the descheduler import: each reader returns a
+usable default after a problem, so the walk goes on and every problem is reported at once.
+Paths are formatted only when a problem is recorded.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import contextlib
 import difflib
 import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
+from rebalancer.core.constants import INT32_MAX
 from rebalancer.core.errors import InputError
 
 __all__ = ["EMPTY", "NO_VALUE", "Checker", "at", "raise_if", "show", "suggest"]
@@ -91,8 +93,10 @@ def _key_text(key: object) -> str:
     return _scalar(key).strip('"')
 
 
-def at(path: str, key: str) -> str:
-    """``path.key``, or ``key`` at the top."""
+def at(path: str, key: str | int) -> str:
+    """``path.key``, ``key`` at the top, or ``path[index]``."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
     return f"{path}.{key}" if path else key
 
 
@@ -113,10 +117,18 @@ class Checker:
     """Reads the fields of one object, recording each problem with the object's name.
 
     Every reader returns a usable default after a problem, so conversion goes on and finds the
-    next one. Paths are formatted only when a problem is recorded.
+    next one. Paths are formatted only when a problem is recorded. The API objects of a
+    snapshot are read with the readers that take the parent mapping and a key; a document a
+    person wrote (a policy, a descheduler policy) with those that take the value itself, whose
+    problems quote it with :attr:`quote`.
     """
 
     __slots__ = ("problems", "subject")
+
+    quote: Callable[[object], str] = staticmethod(show)
+    """How a bad value of a hand-written document is quoted in its problem."""
+    key_room: int | None = 80
+    """How much of a non-string key a problem shows (None: all of it)."""
 
     def __init__(self, subject: str, problems: list[str]) -> None:
         self.subject = subject
@@ -141,12 +153,9 @@ class Checker:
 
     def obj(self, parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
         value = parent.get(key)
-        if value is None:
-            return EMPTY
-        if type(value) is dict or isinstance(value, Mapping):
+        if type(value) is dict:
             return value
-        self.bad(at(path, key), "must be an object", value)
-        return EMPTY
+        return EMPTY if value is None else self.as_obj(value, at(path, key))
 
     def seq(self, parent: Mapping[str, Any], key: str, path: str) -> Sequence[Any]:
         value = parent.get(key)
@@ -189,14 +198,15 @@ class Checker:
         self.bad(at(path, key), "must be an integer", value)
         return None
 
-    def flag(self, parent: Mapping[str, Any], key: str, path: str) -> bool:
+    def flag(self, parent: Mapping[str, Any], key: str, path: str, default: bool = False) -> bool:
+        """A boolean field; absent is ``default``."""
         value = parent.get(key)
         if type(value) is bool:
             return value
         if value is None:
-            return False
+            return default
         self.bad(at(path, key), "must be true or false", value)
-        return False
+        return default
 
     def string_map(self, parent: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
         """A map of strings (labels, annotations, nodeSelector), shallow-copied."""
@@ -217,13 +227,20 @@ class Checker:
                 del result[name]
         return result
 
-    def known_keys(self, obj: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
-        """Report every key of ``obj`` not in ``allowed`` (with the closest allowed key)."""
-        for key in obj:
+    def known_keys(
+        self, obj: Mapping[Any, Any], path: str, allowed: Sequence[str], why: str = ""
+    ) -> dict[str, Any]:
+        """Report every key of ``obj`` not in ``allowed`` (with the closest allowed key and
+        ``why``); return the others."""
+        known: dict[str, Any] = {}
+        for key, value in obj.items():
             if type(key) is not str:
-                self.bad(at(path, str(key)[:80]), "keys must be strings")
+                self.bad(at(path, str(key)[: self.key_room]), "keys must be strings")
             elif key not in allowed:
-                self.bad(at(path, key), f"unknown key{suggest(key, allowed)}")
+                self.bad(at(path, key), f"unknown key{suggest(key, allowed)}{why}")
+            else:
+                known[key] = value
+        return known
 
     def strings(self, parent: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
         items = self.seq(parent, key, path)
@@ -237,3 +254,87 @@ class Checker:
             if type(item) is not str:
                 self.bad(f"{at(path, key)}[{i}]", "must be a string", item)
         return tuple(x for x in items if type(x) is str)
+
+    # Readers of a document a person wrote: each takes the value itself.
+
+    def mapping(
+        self,
+        value: object,
+        path: str,
+        allowed: Sequence[str],
+        *,
+        nullable: bool = False,
+        why: str = "",
+    ) -> dict[str, Any]:
+        """``value`` as a mapping whose unknown keys are reported; {} when it is no mapping."""
+        if value is None and nullable:
+            return {}
+        if not isinstance(value, dict):
+            self.bad(path, f"must be a mapping, got {self.quote(value)}")
+            return {}
+        return self.known_keys(value, path, allowed, why)
+
+    def items(self, value: object, path: str) -> list[Any]:
+        """``value`` as a list; null is an empty list."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.bad(path, f"must be a list, got {self.quote(value)}")
+            return []
+        return value
+
+    def boolean(self, value: object, path: str, default: bool) -> bool:
+        if isinstance(value, bool):
+            return value
+        self.bad(path, f"must be true or false, got {self.quote(value)}")
+        return default
+
+    def bounded_int(
+        self,
+        value: object,
+        path: str,
+        minimum: int,
+        *,
+        nullable: bool,
+        maximum: int = INT32_MAX,
+    ) -> int | None:
+        """An integer in [minimum, maximum] (a 32-bit one unless told), or null if nullable;
+        None after a problem."""
+        if value is None and nullable:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+            if value <= maximum:
+                return value
+            self.bad(path, f"must be at most {maximum}, got {self.quote(value)}")
+            return None
+        null = " or null" if nullable else ""
+        self.bad(path, f"must be an integer >= {minimum}{null}, got {self.quote(value)}")
+        return None
+
+    def string(self, value: object, path: str, pattern: re.Pattern[str], what: str) -> str | None:
+        if isinstance(value, str) and pattern.match(value):
+            return value
+        self.bad(path, f"must be {what}, got {self.quote(value)}")
+        return None
+
+    def choice(self, value: object, path: str, choices: Sequence[str]) -> str | None:
+        if isinstance(value, str) and value in choices:
+            return value
+        hint = suggest(value, choices) if isinstance(value, str) else ""
+        self.bad(path, f"must be one of {', '.join(choices)}, got {self.quote(value)}{hint}")
+        return None
+
+    def string_list(
+        self, value: object, path: str, pattern: re.Pattern[str], what: str
+    ) -> tuple[str, ...]:
+        """Strings matching ``pattern``, each once (null is none)."""
+        result: dict[str, None] = {}  # insertion-ordered; membership in constant time
+        for index, item in enumerate(self.items(value, path)):
+            text = self.string(item, at(path, index), pattern, what)
+            if text is None:
+                continue
+            if text in result:
+                self.bad(at(path, index), f"{self.quote(text)} is listed twice")
+            else:
+                result[text] = None
+        return tuple(result)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from rebalancer.core.constants import INT32_MAX
 from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches, fingerprint
 from rebalancer.core.convert.selectors import label_selector
@@ -21,8 +22,6 @@ from rebalancer.core.model import (
 )
 
 __all__ = ["spread_constraints"]
-
-INT32_MAX = 2**31 - 1
 
 
 def _positive(chk: Checker, obj: Mapping[str, Any], key: str, path: str, default: int) -> int:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
+from rebalancer.core.constants import DNS_SUBDOMAIN
 from rebalancer.core.convert.checker import Checker, show, suggest
 from rebalancer.core.model import (
     LabelSelector,
@@ -31,9 +32,8 @@ __all__ = [
 SELECTOR_OPS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_SELECTOR_OPS: Final = (*SELECTOR_OPS, "Gt", "Lt")
 
-DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE: Final = re.compile(f"^({LABEL_NAME.pattern[1:-1]})?$")
 LABEL_KEY_WHAT: Final = "a label key like app or example.com/tier"
 
 
@@ -42,7 +42,7 @@ def is_label_key(value: object) -> bool:
     if type(value) is not str:
         return False
     prefix, slash, name = value.rpartition("/")
-    return (not slash or DNS_SUBDOMAIN.match(prefix) is not None) and bool(_LABEL_NAME.match(name))
+    return (not slash or DNS_SUBDOMAIN.match(prefix) is not None) and bool(LABEL_NAME.match(name))
 
 
 def _check_labels(chk: Checker, labels: Mapping[str, str], path: str) -> None:
