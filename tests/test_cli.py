@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli.common import POLICY_ENV
+from rebalancer.cli.common import POLICY_ENV, PlanOptions
 from rebalancer.cli.main import main
+from rebalancer.cli.options import add_cluster_arguments
 from rebalancer.cluster.api.errors import ClusterError
 from rebalancer.core.policy import Policy, policy_to_dict
 
@@ -39,15 +40,17 @@ def bad_policy(tmp_path: Path) -> Path:
 def _fake_live(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Policy]]) -> None:
     """Register stand-in live commands that extend plan and add a run command."""
 
-    def plan_live(args: argparse.Namespace, policy: Policy) -> int:
-        calls.append((args.context, policy))
-        if args.context == "unreachable":
+    def plan_live(options: PlanOptions, policy: Policy) -> int:
+        assert options.connection is not None
+        context = options.connection.context or "kind"
+        calls.append((context, policy))
+        if context == "unreachable":
             raise ClusterError("cannot reach https://127.0.0.1:6443: connection refused")
         return 0
 
     def add_live_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         plan = subparsers.choices["plan"]
-        plan.add_argument("--context", default="kind")
+        add_cluster_arguments(plan)
         plan.set_defaults(live_handler=plan_live)
         run = subparsers.add_parser("run")
         run.set_defaults(handler=lambda args: 1)
@@ -175,7 +178,7 @@ def test_explain_pod_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[
 def test_live_hook_handles_plan_without_snapshot(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The live plan handler gets the arguments and the policy narrowed by -n."""
+    """The live plan handler gets the options and the policy narrowed by -n."""
     calls: list[tuple[str, Policy]] = []
     _fake_live(monkeypatch, calls)
     assert main(["plan", "--context", "prod", "-n", "shop"]) == 0

@@ -27,7 +27,7 @@ from rebalancer.cli import oneshot, shutdown
 from rebalancer.cli.common import (
     POLICY_ENV,
     Handler,
-    LivePlanHandler,
+    PlanOptions,
     add_log_arguments,
     add_output_argument,
     add_policy_arguments,
@@ -35,7 +35,6 @@ from rebalancer.cli.common import (
     count_type,
     max_input_bytes,
     resolve_policy,
-    table_style,
     write,
     write_plan,
 )
@@ -43,7 +42,8 @@ from rebalancer.cli.errorline import say, say_traceback
 from rebalancer.cli.exitcodes import exit_codes_text
 from rebalancer.cli.importpolicy import add_import_command
 from rebalancer.cli.live import add_live_commands
-from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
+from rebalancer.cli.options import ExplainOptions, explain_options, plan_options
+from rebalancer.cli.pushgateway import add_pushgateway_arguments
 from rebalancer.cli.render import REPORT_FORMATS, render_explanation
 from rebalancer.cli.version import add_version_command
 from rebalancer.cluster.api.deadline import Stopped
@@ -81,18 +81,18 @@ environment:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
-    check_pushgateway_args(args)
+    options = plan_options(args)
     if args.snapshot is None:
-        live: LivePlanHandler | None = args.live_handler
+        live: Callable[[PlanOptions, Policy], int] | None = args.live_handler
         if live is None:
             raise InputError(
                 "plan",
                 ["--snapshot FILE is required: live-cluster support is not available"],
             )
-        return live(args, policy)
+        return live(options, policy)
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
-    snapshot, rejected = _load_snapshot(args)
+    snapshot, rejected = _load_snapshot(args.snapshot, args.skip_invalid, _snapshot_bytes(args))
     for r in rejected:
         problems = "; ".join(r.problems)
         say(
@@ -101,7 +101,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         )
     with gc_paused():
         planned = plan(snapshot, policy, time.time())
-    write_plan(planned, policy, args, snapshot)
+    write_plan(planned, policy, options, snapshot)
     return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
@@ -111,32 +111,36 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     namespace, name = pod_of(args)
     policy = resolve_policy(args)
+    options = explain_options(args)
     if args.snapshot is None:
-        live: Callable[[argparse.Namespace, Policy, str, str], int] | None = args.live_handler
+        live: Callable[[ExplainOptions, Policy, str, str], int] | None = args.live_handler
         if live is None:
             raise InputError(
                 "explain",
                 ["--snapshot FILE is required: live-cluster support is not available"],
             )
-        return live(args, policy, namespace, name)
-    snapshot, _ = _load_snapshot(args)
+        return live(options, policy, namespace, name)
+    snapshot, _ = _load_snapshot(args.snapshot, False, _snapshot_bytes(args))
     with gc_paused():
         expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
-    write(render_explanation(expl, args.output, table_style(args)))
+    write(render_explanation(expl, options.output.format, options.output.style()))
     return EXIT_OK
 
 
-def _load_snapshot(args: argparse.Namespace) -> Loaded:
+def _snapshot_bytes(args: argparse.Namespace) -> int:
+    return max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES)
+
+
+def _load_snapshot(source: str, skip_invalid: bool, max_bytes: int) -> Loaded:
     """The ``--snapshot`` file and the objects left out (``--skip-invalid``); one without nodes
     is an error (a failed ``kubectl get`` piped in must not look like a balanced cluster)."""
     from rebalancer.cluster.read.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
 
-    source: str = args.snapshot
     oneshot.loading()
     loaded = load_snapshot_skipping(
         source,
-        skip_invalid=getattr(args, "skip_invalid", False),
-        max_bytes=max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES),
+        skip_invalid=skip_invalid,
+        max_bytes=max_bytes,
     )
     oneshot.keep(loaded)
     if not loaded[0].nodes:
