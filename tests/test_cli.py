@@ -1,4 +1,4 @@
-"""The command line: exit codes, stdout/stderr, environment fallbacks and the cli_live hook."""
+"""The command line: exit codes, stdout/stderr, environment fallbacks and the live commands."""
 
 from __future__ import annotations
 
@@ -25,12 +25,6 @@ HEADER = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
 
 
 @pytest.fixture
-def no_live(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run with no live-cluster commands registered."""
-    monkeypatch.setattr("rebalancer.cli.main.add_live_commands", lambda subparsers: None)
-
-
-@pytest.fixture
 def bad_policy(tmp_path: Path) -> Path:
     path = tmp_path / "bad.yaml"
     path.write_text(HEADER + "gracePeriodSeconds: 0\nnodefit: false\nlimits: {perNode: -1}\n")
@@ -38,7 +32,7 @@ def bad_policy(tmp_path: Path) -> Path:
 
 
 def _fake_live(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Policy]]) -> None:
-    """Register stand-in live commands that extend plan and add a run command."""
+    """Stand-ins for the live plan and the live commands (plan's cluster flags, a run)."""
 
     def plan_live(options: PlanOptions, policy: Policy) -> int:
         assert options.connection is not None
@@ -49,13 +43,13 @@ def _fake_live(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Policy]])
         return 0
 
     def add_live_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-        plan = subparsers.choices["plan"]
-        add_cluster_arguments(plan)
-        plan.set_defaults(live_handler=plan_live)
+        add_cluster_arguments(subparsers.choices["plan"])
+        add_cluster_arguments(subparsers.choices["explain"])
         run = subparsers.add_parser("run")
         run.set_defaults(handler=lambda args: 1)
 
     monkeypatch.setattr("rebalancer.cli.main.add_live_commands", add_live_commands)
+    monkeypatch.setattr("rebalancer.cli.main.plan_live", plan_live)
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,14 +119,6 @@ def test_policy_check_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
     err = capsys.readouterr().err
     assert str(missing) in err
     assert "Traceback" not in err
-
-
-def test_plan_without_snapshot_or_live_support(
-    no_live: None, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """plan without --snapshot and without live commands exits 2 asking for --snapshot."""
-    assert main(["plan"]) == 2
-    assert "--snapshot FILE is required" in capsys.readouterr().err
 
 
 def test_plan_with_a_missing_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,14 +19,13 @@ from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES, DEFAULT_WAVE_TIME
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
-from rebalancer.core.errors import InputError
+from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError
 from rebalancer.core.policy import Policy, parse_duration, restrict_to_namespace
 
 if TYPE_CHECKING:
     from rebalancer.cli.pushgateway import Pushgateway
     from rebalancer.cluster.read.live import Connection
     from rebalancer.core.model import Snapshot
-    from rebalancer.core.plan import Plan
     from rebalancer.core.steer import Steering
 
 Handler = Callable[[argparse.Namespace], int]
@@ -275,23 +274,25 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
     return state.inside, describe(state, policy.schedule.windows[0].time_zone)
 
 
-def write_plan(
-    planned: Plan,
+def plan_and_write(
+    snapshot: Snapshot,
+    rejected: Sequence[object],
     policy: Policy,
     options: PlanOptions,
-    snapshot: Snapshot | None = None,
-    *,
     server: Any = None,
-) -> None:
-    """Write a plan as ``-o`` asks, with what the next ``run`` does (:func:`run_shape`: its
-    waves, how long it may wait, whether the maintenance window is open). With ``snapshot``,
-    the deletion costs a run would write follow (steered scale-downs: when the policy turns
-    them on, or costs of ours remain).
-    ``server``: the API server's version and feature gates (JSON/YAML only; a plan from a
-    snapshot has none)."""
-    if snapshot is not None:
-        say_what_matches_nothing(options.namespace, policy, snapshot)
-    steering = steering_of(snapshot, policy) if snapshot is not None else None
+) -> int:
+    """Plan ``snapshot`` and write the plan as ``-o`` asks, with what the next ``run`` does
+    (:func:`run_shape`: its waves, how long it may wait, whether the maintenance window is
+    open), then the deletion costs a run would write (steered scale-downs: when the policy
+    turns them on, or costs of ours remain). ``server``: the API server's version and feature
+    gates (JSON/YAML only; a plan from a snapshot has none). Exit 1 when objects that could not
+    be read (``rejected``) left their namespaces out of the plan."""
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
+
+    with gc_paused():
+        planned = plan(snapshot, policy, time.time())
+    say_what_matches_nothing(options.namespace, policy, snapshot)
+    steering = steering_of(snapshot, policy)
     run = next_run(planned, run_shape(options, policy))
     output = options.output
     write(render_plan(planned, output.format, output.style(), steering, server=server, run=run))
@@ -299,6 +300,7 @@ def write_plan(
         from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
 
         push_plan(options.pushgateway, planned)
+    return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
 def add_run_shape_arguments(parser: argparse.ArgumentParser) -> None:

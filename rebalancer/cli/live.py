@@ -14,9 +14,8 @@ import argparse
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli import oneshot
@@ -26,10 +25,10 @@ from rebalancer.cli.common import (
     add_output_argument,
     add_policy_arguments,
     add_run_shape_arguments,
+    plan_and_write,
     resolve_policy,
     window_status,
     write,
-    write_plan,
 )
 from rebalancer.cli.errorline import say
 from rebalancer.cli.options import (
@@ -42,18 +41,16 @@ from rebalancer.cli.pushgateway import (
     add_pushgateway_arguments,
     push_metrics,
 )
-from rebalancer.cli.render import REPORT_FORMATS, render_explanation, render_run
+from rebalancer.cli.render import REPORT_FORMATS, render_run
 from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
-from rebalancer.cluster.gcpause import gc_paused
-from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, RebalancerError
+from rebalancer.core.errors import EXIT_OK, RebalancerError
 from rebalancer.core.policy import Policy
 
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
-    from rebalancer.cli.options import ExplainOptions
     from rebalancer.cluster.act.runner import RunReport
     from rebalancer.cluster.read.live import Connection
     from rebalancer.core.model import Snapshot
@@ -77,13 +74,10 @@ def configure_logging() -> None:
 
 
 def add_live_commands(subparsers: Subparsers) -> None:
-    """Add ``snapshot`` and ``run``, and make ``plan`` read a live cluster without --snapshot."""
-    plan = subparsers.choices["plan"]
-    add_cluster_arguments(plan)
-    plan.set_defaults(live_handler=plan_live)
-    explain = subparsers.choices["explain"]
-    add_cluster_arguments(explain)
-    explain.set_defaults(live_handler=explain_live)
+    """Add ``snapshot`` and ``run``, and the cluster's flags to ``plan`` and ``explain`` (which
+    read the live cluster without --snapshot)."""
+    add_cluster_arguments(subparsers.choices["plan"])
+    add_cluster_arguments(subparsers.choices["explain"])
 
     snapshot = subparsers.add_parser(
         "snapshot",
@@ -208,7 +202,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
 # Commands
 
 
-def _read_live(
+def read_live(
     connection: Connection, namespace: str | None, *, server: bool = False
 ) -> tuple[Snapshot, Sequence[object], dict[str, Any] | None]:
     """One read of the cluster as ``plan`` and ``explain`` make it (GETs only): the snapshot,
@@ -229,30 +223,9 @@ def _read_live(
 
 def plan_live(options: PlanOptions, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
-    from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, loaded on use
-
     assert options.connection is not None
-    snapshot, rejected, server = _read_live(options.connection, options.namespace, server=True)
-    with gc_paused():
-        planned = plan(snapshot, policy, time.time())
-    write_plan(planned, policy, options, snapshot, server=server)
-    # Objects rebalancer could not read left their namespaces out of the plan: exit 1.
-    return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
-
-
-def explain_live(options: ExplainOptions, policy: Policy, namespace: str, name: str) -> int:
-    """``explain`` without --snapshot: read the cluster as ``plan`` does (GETs only), plan,
-    and explain the pod, as ``explain --snapshot`` does on a snapshot of it."""
-    from rebalancer.core.explain import explain  # noqa: PLC0415  # the core, loaded on use
-    from rebalancer.core.planner import plan  # noqa: PLC0415
-
-    assert options.connection is not None
-    # the whole cluster; the pods in one streamed LIST whatever --paged-lists says
-    snapshot, _, _ = _read_live(replace(options.connection, paged=False), None)
-    with gc_paused():
-        expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
-    write(render_explanation(expl, options.output.format, options.output.style()))
-    return EXIT_OK
+    snapshot, rejected, server = read_live(options.connection, options.namespace, server=True)
+    return plan_and_write(snapshot, rejected, policy, options, server)
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

@@ -135,20 +135,15 @@ def checked_connection(args: argparse.Namespace) -> Connection:
 
 def _live_connection(args: argparse.Namespace) -> Connection | None:
     """The connection flags of ``plan`` or ``explain`` without ``--snapshot``."""
-    live = args.snapshot is None and hasattr(args, "connect_timeout")
-    return checked_connection(args) if live else None
+    return checked_connection(args) if args.snapshot is None else None
 
 
 def plan_options(args: argparse.Namespace) -> PlanOptions:
     """``plan``'s flags (the connection's only without ``--snapshot``)."""
-    pushgateway = pushgateway_of(args)
+    gateway = pushgateway_of(args)
+    live = _live_connection(args)
     return PlanOptions(
-        Output.of(args),
-        args.namespace,
-        args.max_waves,
-        args.wave_timeout,
-        pushgateway,
-        _live_connection(args),
+        Output.of(args), args.namespace, args.max_waves, args.wave_timeout, gateway, live
     )
 
 
@@ -238,8 +233,9 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     if problems:
         raise InputError("run", problems)
     gateway = pushgateway_of(args)
+    shown = Output.of(args)
     plan = PlanOptions(
-        Output.of(args), args.namespace, args.max_waves, args.wave_timeout, gateway, connection
+        shown, args.namespace, args.max_waves, args.wave_timeout, gateway, connection
     )
     from rebalancer.cluster.act.executor import ExecutorSettings  # noqa: PLC0415  # on use
     from rebalancer.cluster.act.lease import LeaseSettings  # noqa: PLC0415
@@ -247,6 +243,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     from rebalancer.cluster.act.runner import RunSettings  # noqa: PLC0415
 
     duration = math.ceil(lease_duration)
+    lease = LeaseSettings(args.lease_namespace, args.lease_name, duration, duration / 3, cooldown)
     settings = RunSettings(
         plan_only=args.dry_run,
         max_waves=args.max_waves,
@@ -254,14 +251,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
             server_dry_run=args.server_dry_run, wave_timeout_seconds=wave_timeout
         ),
         instance=os.environ.get("POD_NAME") or RunSettings().instance,
-        # held only by a run that evicts (neither dry run takes a Lease)
-        lease=LeaseSettings(
-            namespace=args.lease_namespace,
-            name=args.lease_name,
-            duration_seconds=duration,
-            renew_seconds=duration / 3,
-            cooldown_seconds=cooldown,
-        ),
+        lease=lease,  # held only by a run that evicts (neither dry run takes a Lease)
         workload_cooldown_seconds=workload_cooldown if interval is not None else 0.0,
     )
     watch = interval is not None and not args.relist

@@ -1,14 +1,9 @@
-"""The live cluster as the commands read it: ``plan``, ``explain`` and ``run`` take their
-snapshots from a :class:`LiveSource`.
-
-A source reads the whole cluster (or one namespace) with LISTs on every read, or, with
-``watch``, LISTs once and keeps the state current with WATCH between reads
-(:mod:`rebalancer.cluster.read.watch`); it checks that watch-fed state against the server on
-demand (:meth:`LiveSource.verify`), reads the server's version once (:meth:`server_info`) and
-closes what it opened. An object it cannot convert leaves its namespace out of the read
-(logged, and listed in :attr:`LiveSource.rejected`) instead of stopping everything.
-
-The client, the reader and the watch are loaded on use: the offline commands never need them.
+"""The live cluster as ``plan``, ``explain`` and ``run`` read it: a :class:`LiveSource`
+reads it, keeps it current with WATCH (:mod:`rebalancer.cluster.read.watch`), checks that
+state against the server (:meth:`LiveSource.verify`), reads the server's version and closes
+what it opened. An object it cannot convert leaves its namespace out of the read (logged, and
+listed in :attr:`LiveSource.rejected`) instead of stopping everything. The client, the reader
+and the watch are loaded on use: the offline commands never need them.
 """
 
 from __future__ import annotations
@@ -51,18 +46,6 @@ def connect(connection: Connection) -> Kube:
 
     timeout = (connection.connect_timeout, connection.request_timeout)
     return client(connection.kubeconfig, connection.context, timeout=timeout)
-
-
-def server_info(kube: Kube) -> dict[str, Any]:
-    """The server's version and behaviour-changing feature gates (GETs only; best effort)."""
-    from rebalancer.cluster.api.serverinfo import read_server_info  # noqa: PLC0415  # on use
-
-    def get(path: str) -> tuple[int, bytes]:
-        accept = "text/plain" if path == "/metrics" else "application/json"
-        response = kube.request("GET", path, accept=accept)
-        return response.status, response.body
-
-    return read_server_info(get).data()
 
 
 def warn_rejected(rejected: Sequence[Any], detail: str) -> None:
@@ -161,7 +144,16 @@ class LiveSource:
         return require_nodes(result.snapshot)
 
     def server_info(self) -> dict[str, Any]:
-        return server_info(self.kube)
+        """The server's version and behaviour-changing feature gates (GETs only; best
+        effort)."""
+        from rebalancer.cluster.api.serverinfo import read_server_info  # noqa: PLC0415
+
+        def get(path: str) -> tuple[int, bytes]:
+            accept = "text/plain" if path == "/metrics" else "application/json"
+            response = self.kube.request("GET", path, accept=accept)
+            return response.status, response.body
+
+        return read_server_info(get).data()
 
     def last_placement(self) -> float | None:
         """When the watch last saw a pod bound, deleted or terminating (``--react-after``);
@@ -185,11 +177,9 @@ class LiveSource:
         assert watch is not None, "a state check needs the watch"
 
         def list_at(name: str, version: str) -> Any:
-            deadline = read_deadline(self.connection)
-            resource = RESOURCES_BY_NAME[name]
-            return read_at_version(
-                list_page, resource, version, namespace=scope, deadline=deadline
-            ).snapshot
+            resource, deadline = RESOURCES_BY_NAME[name], read_deadline(self.connection)
+            read = read_at_version(list_page, resource, version, namespace=scope, deadline=deadline)
+            return read.snapshot
 
         def list_now(name: str) -> Any:
             return read_cluster(
