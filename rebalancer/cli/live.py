@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-SNAPSHOT_FORMATS: Final = ("yaml", "json")
 DEFAULT_COOLDOWN: Final = "10m"
 DEFAULT_WORKLOAD_COOLDOWN: Final = "10s"
 DEFAULT_REACT_AFTER: Final = "1s"
@@ -90,7 +88,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
     snapshot.add_argument(
         "-o",
         "--output",
-        choices=SNAPSHOT_FORMATS,
+        choices=("yaml", "json"),
         default="json",
         help="format (default json: one object per line, which plan --snapshot reads item by "
         "item; yaml is easier to read but much slower to load on large clusters)",
@@ -229,7 +227,7 @@ def plan_live(options: PlanOptions, policy: Policy) -> int:
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from rebalancer.cluster.read.live import connect, read_deadline, warn_rejected  # noqa: PLC0415
+    from rebalancer.cluster.read.live import connect, warn_rejected  # noqa: PLC0415
     from rebalancer.cluster.read.reader import ReadLimits, read_cluster  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.snapshot import dump_objects  # noqa: PLC0415  # on use
 
@@ -242,7 +240,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             keep_objects=True,
             trim=not args.full,
-            deadline=read_deadline(connection),
+            deadline=connection.deadline(),
             limits=ReadLimits(max_objects=connection.max_objects),
             skip_invalid=True,  # written all the same: a snapshot is for bug reports too
         )
@@ -291,8 +289,7 @@ class _Hooks:
     metrics: Metrics | None = None
     """With --interval and either flag: every run's metrics."""
 
-    def take_signals(self, stop: threading.Event) -> Callable[[], None]:
-        return install_stop_handlers(stop)
+    take_signals = staticmethod(install_stop_handlers)
 
     def serving(self) -> None:
         address = self.options.metrics_address

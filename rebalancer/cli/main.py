@@ -118,11 +118,7 @@ def _load_snapshot(source: str, skip_invalid: bool, max_bytes: int) -> Loaded:
     from rebalancer.cluster.read.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
 
     oneshot.loading()
-    loaded = load_snapshot_skipping(
-        source,
-        skip_invalid=skip_invalid,
-        max_bytes=max_bytes,
-    )
+    loaded = load_snapshot_skipping(source, skip_invalid=skip_invalid, max_bytes=max_bytes)
     oneshot.keep(loaded)
     if not loaded[0].nodes:
         shown = "standard input" if source == STDIN else source

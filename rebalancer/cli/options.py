@@ -133,15 +133,10 @@ def checked_connection(args: argparse.Namespace) -> Connection:
     return connection
 
 
-def _live_connection(args: argparse.Namespace) -> Connection | None:
-    """The connection flags of ``plan`` or ``explain`` without ``--snapshot``."""
-    return checked_connection(args) if args.snapshot is None else None
-
-
 def plan_options(args: argparse.Namespace) -> PlanOptions:
     """``plan``'s flags (the connection's only without ``--snapshot``)."""
     gateway = pushgateway_of(args)
-    live = _live_connection(args)
+    live = checked_connection(args) if args.snapshot is None else None  # else: none needed
     return PlanOptions(
         Output.of(args), args.namespace, args.max_waves, args.wave_timeout, gateway, live
     )
@@ -157,7 +152,9 @@ class ExplainOptions:
 
 
 def explain_options(args: argparse.Namespace) -> ExplainOptions:
-    return ExplainOptions(Output.of(args), _live_connection(args))
+    return ExplainOptions(
+        Output.of(args), checked_connection(args) if args.snapshot is None else None
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +168,12 @@ class RunOptions:
 
     def config(self) -> dict[str, Any]:
         """The settings the ``config`` log line shows."""
-        run, s = self.run, self.run.settings
+        run, s, c = self.run, self.run.settings, self.run.connection
         lease, executor = s.lease, s.executor
         assert lease is not None
-        mode = (
-            "dry-run" if s.plan_only else "server-dry-run" if executor.server_dry_run else "evict"
-        )
-        c = run.connection
+        dry = "dry-run" if s.plan_only else "server-dry-run" if executor.server_dry_run else ""
         return {
-            "mode": mode,
+            "mode": dry or "evict",
             "interval": format_duration(run.interval) if run.interval else None,
             "max_waves": s.max_waves,
             "wave_timeout": format_duration(executor.wave_timeout_seconds),

@@ -1,11 +1,8 @@
-"""A ``run`` against the live cluster, wired whole: connect, check RBAC, read, run.
-
-:func:`run_live` is where the command line hands a validated run over to the cluster layer:
-it connects, asks the API server for every permission the run needs before reading anything
-(:mod:`rebalancer.cluster.api.preflight`; exit 3 naming the verb and resource), opens the
-:class:`~rebalancer.cluster.read.live.LiveSource` the runs read, builds the
-:class:`~rebalancer.cluster.act.runner.Runner` and runs it once or every interval. What only
-the command line does (signals, metrics) it asks of its :class:`RunHooks`.
+"""A ``run`` against the live cluster, wired whole (:func:`run_live`): connect, ask for every
+permission the run needs before reading anything (:mod:`rebalancer.cluster.api.preflight`;
+exit 3 naming the verb and resource), open the :class:`~rebalancer.cluster.read.live.
+LiveSource`, build the :class:`~rebalancer.cluster.act.runner.Runner`, run it once or every
+interval. What only the command line does (signals, metrics) it asks of its :class:`RunHooks`.
 """
 
 from __future__ import annotations

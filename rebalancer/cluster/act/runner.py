@@ -316,12 +316,6 @@ def _api_selector(selector: LabelSelector | None) -> str:
     return "" if text in ("<none>", "<all>") else text
 
 
-def _default_plan_fn() -> PlanFn:
-    from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, imported when a run starts
-
-    return plan
-
-
 class Runner:
     """Runs the read -> plan -> execute-wave loop: snapshots from ``source``, every request
     through ``api``. ``server``: the API server's version and feature gates, read once (in
@@ -348,7 +342,11 @@ class Runner:
         self.server = server
         self.policy = policy
         self.settings = settings or RunSettings()
-        self._plan = plan_fn or _default_plan_fn()
+        if plan_fn is None:
+            from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, as a run starts
+
+            plan_fn = plan
+        self._plan = plan_fn
         self.stop = stop or threading.Event()
         self._clock = clock
         self._wall = wall_clock

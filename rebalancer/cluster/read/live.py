@@ -39,6 +39,12 @@ class Connection:
     max_objects: int = DEFAULT_MAX_OBJECTS
     paged: bool = False
 
+    def deadline(self) -> ReadDeadline:
+        """How long one read of the whole cluster may take (``--read-deadline``, and growth)."""
+        from rebalancer.cluster.read.reader import ReadDeadline  # noqa: PLC0415  # on use
+
+        return ReadDeadline(base_seconds=self.read_deadline)
+
 
 def connect(connection: Connection) -> Kube:
     """The API client for ``connection`` (exit 3 when no usable configuration is found)."""
@@ -60,13 +66,6 @@ def warn_rejected(rejected: Sequence[Any], detail: str) -> None:
             problems=list(r.problems),
             detail=detail,
         )
-
-
-def read_deadline(connection: Connection) -> ReadDeadline:
-    """How long one read of the whole cluster may take (``--read-deadline``, and growth)."""
-    from rebalancer.cluster.read.reader import ReadDeadline  # noqa: PLC0415  # on use
-
-    return ReadDeadline(base_seconds=connection.read_deadline)
 
 
 class LiveSource:
@@ -133,7 +132,7 @@ class LiveSource:
         result = read_cluster(
             self.kube.list_page,
             namespace=self.namespace,
-            deadline=read_deadline(self.connection),
+            deadline=self.connection.deadline(),
             limits=self._limits,
             skip_invalid=True,
             list_page_proto=self._pages,
@@ -177,7 +176,7 @@ class LiveSource:
         assert watch is not None, "a state check needs the watch"
 
         def list_at(name: str, version: str) -> Any:
-            resource, deadline = RESOURCES_BY_NAME[name], read_deadline(self.connection)
+            resource, deadline = RESOURCES_BY_NAME[name], self.connection.deadline()
             read = read_at_version(list_page, resource, version, namespace=scope, deadline=deadline)
             return read.snapshot
 
@@ -186,7 +185,7 @@ class LiveSource:
                 list_page,
                 namespace=scope,
                 resources=[RESOURCES_BY_NAME[name]],
-                deadline=read_deadline(self.connection),
+                deadline=self.connection.deadline(),
                 skip_invalid=True,
                 list_page_proto=self._pages,
             ).snapshot
