@@ -137,13 +137,10 @@ class PlanOptions:
 
     output: Output
     namespace: str | None = None
-    max_waves: int = DEFAULT_MAX_WAVES
-    """With ``wave_timeout``: what the summary says the next run is given."""
-    wave_timeout: str = DEFAULT_WAVE_TIMEOUT
-    """As given: read when the summary is written."""
+    max_waves: int = DEFAULT_MAX_WAVES  # with wave_timeout: what the next run is given
+    wave_timeout: str = DEFAULT_WAVE_TIMEOUT  # as given: read when the summary is written
     pushgateway: Pushgateway | None = None
-    connection: Connection | None = None
-    """The live cluster's (None with ``--snapshot``)."""
+    connection: Connection | None = None  # the live cluster's (None with --snapshot)
 
 
 class _LogAction(argparse.Action):

@@ -192,8 +192,7 @@ def _explain_argv(args: KubectlArgs) -> list[str]:
 
 
 def to_rebalancer(args: KubectlArgs) -> list[str]:
-    """The rebalancer command line: ``explain``'s with the pod named (with ``--snapshot``
-    offline, else on the live cluster, read as plan reads it); -n narrows the others."""
+    """The rebalancer command line: explain's with its pod named; -n narrows the others."""
     assert args.command is not None
     if args.command == "explain":
         return ["explain", *_explain_argv(args), *args.connection()]

@@ -286,8 +286,7 @@ class _Hooks:
     ``--pushgateway`` (a single run's metrics pushed at its end, an error's too)."""
 
     options: RunOptions
-    metrics: Metrics | None = None
-    """With --interval and either flag: every run's metrics."""
+    metrics: Metrics | None = None  # with --interval and either flag: every run's
 
     take_signals = staticmethod(install_stop_handlers)
 

@@ -147,8 +147,7 @@ class ExplainOptions:
     """``explain``'s flags (the pod aside)."""
 
     output: Output
-    connection: Connection | None = None
-    """The live cluster's (None with ``--snapshot``)."""
+    connection: Connection | None = None  # the live cluster's (None with --snapshot)
 
 
 def explain_options(args: argparse.Namespace) -> ExplainOptions:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from rebalancer.cluster.act.lease import LeaseSettings
 from rebalancer.cluster.act.runner import Runner, RunReport, RunSettings
 from rebalancer.cluster.api.preflight import preflight, run_checks
 from rebalancer.cluster.read.live import Connection, LiveSource, connect
@@ -60,13 +61,12 @@ def run_live(run: LiveRun, policy: Policy, hooks: RunHooks) -> RunReport | None:
         kube, run.connection, run.namespace, watch=run.watch, verify_every=run.verify_every
     )
     try:
-        lease = run.settings.lease
         if not run.settings.plan_only:
+            lease = run.settings.lease or LeaseSettings()  # asked about when the run evicts
             steering = run.evicting and policy.steer_scale_down
             checks = run_checks(evicting=run.evicting, watching=run.watch, steering=steering)
-            lease_namespace, lease_name = (lease.namespace, lease.name) if lease else (None, "")
             preflight(
-                kube, run.namespace, checks, lease_namespace=lease_namespace, lease_name=lease_name
+                kube, run.namespace, checks, lease_namespace=lease.namespace, lease_name=lease.name
             )
         stop = threading.Event()
         undo = hooks.take_signals(stop)

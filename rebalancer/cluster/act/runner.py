@@ -70,9 +70,8 @@ THRASH_GUARD_SECONDS: Final = 3600.0
 
 class Source(Protocol):
     """Where a run's snapshots come from (:class:`~rebalancer.cluster.read.live.LiveSource`, or
-    a test's fake cluster): ``read()`` the cluster; the objects the last read ``rejected``
-    (their namespaces left out); when a pod was ``last_placement()`` bound, deleted or started
-    terminating, when the source watches (None otherwise)."""
+    a test's fake): ``read()``; what the last read ``rejected`` (namespaces left out); when a
+    pod was last bound, deleted or started terminating, if the source watches (else None)."""
 
     @property
     def rejected(self) -> Sequence[object]: ...
@@ -317,9 +316,8 @@ def _api_selector(selector: LabelSelector | None) -> str:
 
 
 class Runner:
-    """Runs the read -> plan -> execute-wave loop: snapshots from ``source``, every request
-    through ``api``. ``server``: the API server's version and feature gates, read once (in
-    every run's summary line)."""
+    """Runs the read -> plan -> execute-wave loop: snapshots from ``source``, requests through
+    ``api``; ``server`` (its version and feature gates) is in every run's summary line."""
 
     def __init__(
         self,

@@ -70,10 +70,8 @@ def warn_rejected(rejected: Sequence[Any], detail: str) -> None:
 
 class LiveSource:
     """Snapshots of the live cluster, read with LISTs each time, or with ``watch`` kept current
-    by LIST + WATCH between reads (the first read LISTs, later ones send no request).
-
-    ``verify_every`` (with ``watch``; ``--verify-state-every``): every that many reads, the
-    state is checked against the server (:meth:`verify`)."""
+    by LIST + WATCH between reads (the first read LISTs, later ones send no request); with
+    ``verify_every`` (``--verify-state-every``), every that many reads are :meth:`verify`-ed."""
 
     def __init__(
         self,
