@@ -36,10 +36,7 @@ from rebalancer.cli.options import (
     checked_connection,
     run_options,
 )
-from rebalancer.cli.pushgateway import (
-    add_pushgateway_arguments,
-    push_metrics,
-)
+from rebalancer.cli.pushgateway import add_pushgateway_arguments, push_metrics
 from rebalancer.cli.render import REPORT_FORMATS, render_run
 from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
