@@ -26,7 +26,8 @@ from typing import Any
 import orjson
 import pytest
 
-from rebalancer.cluster.act.runner import Cluster
+from rebalancer.cluster.act.lease import LeaseApi
+from rebalancer.cluster.act.steering import PatchFn
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.core.convert import snapshot_from_objects
@@ -345,10 +346,12 @@ class FakeLister:
 
 class FakeCluster:
     """A tiny cluster: evictions remove the pod; a 'scheduler' places a Ready replacement.
+    It is both the runner's :class:`Source` and its :class:`ClusterApi`.
 
     The scheduler puts the replacement in the zone with the fewest web pods (ties: node name).
     ``answers`` scripts eviction statuses per pod name (default 201); ``on_post`` runs after
-    each eviction request, e.g. to send SIGTERM mid-wave.
+    each eviction request, e.g. to send SIGTERM mid-wave. It has no PodDisruptionBudget; the
+    Lease calls go to ``leases`` and deletion-cost patches to ``patch``, when a test sets them.
     """
 
     def __init__(self, zones: dict[str, int], *, answers: dict[str, tuple[int, Any]] | None = None):
@@ -365,6 +368,9 @@ class FakeCluster:
         self.on_post: Callable[[], None] = lambda: None
         self.stubborn = False  # True: every replacement lands back on the evicted pod's node
         self.namespaces: list[dict[str, Any]] = []  # Namespace objects, read with the rest
+        self.rejected: tuple[object, ...] = ()  # what the reads left out
+        self.leases: LeaseApi | None = None
+        self.patch: PatchFn | None = None
 
     def _add(self, node: str) -> str:
         n = next(self._ids)
@@ -378,10 +384,13 @@ class FakeCluster:
             counts[self.nodes[p["spec"]["nodeName"]]["metadata"]["labels"][ZONE_KEY]] += 1
         return counts
 
-    # Cluster.read
+    # Source
     def read(self) -> Snapshot:
         self.reads += 1
         return snapshot_from_objects([*self.namespaces, *self.nodes.values(), *self.pods.values()])
+
+    def last_placement(self) -> float | None:
+        return None
 
     # Transport
     def __getattr__(self, name: str) -> Any:
@@ -419,13 +428,33 @@ class FakeCluster:
             return None
         return replica_set(name, "uid-rs", len(self.pods))
 
+    # the rest of ClusterApi
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         self.events.append(dict(body))
 
-    def as_cluster(self, *, events: bool = True) -> Cluster:
-        return Cluster(
-            read=self.read, transport=self, create_event=self.create_event if events else None
-        )
+    def get_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def patch_pod_cost(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        if self.patch is None:
+            pytest.fail(f"the runner patched {namespace}/{name} unasked")
+        return self.patch(namespace, name, body)
+
+    def _leases(self) -> LeaseApi:
+        if self.leases is None:
+            pytest.fail("the runner used a Lease it was not given")
+        return self.leases
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._leases().get_lease(namespace, name)
+
+    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._leases().create_lease(namespace, body)
+
+    def update_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._leases().update_lease(namespace, name, body)
 
 
 def scripted_eviction(pod: dict[str, Any], wave: int) -> Eviction:

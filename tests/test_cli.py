@@ -1,4 +1,4 @@
-"""The command line: exit codes, stdout/stderr, environment fallbacks and the cli_live hook."""
+"""The command line: exit codes, stdout/stderr, environment fallbacks and the live commands."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from rebalancer import __version__
-from rebalancer.cli.common import POLICY_ENV
+from rebalancer.cli.common import POLICY_ENV, PlanOptions
 from rebalancer.cli.main import main
+from rebalancer.cli.options import add_cluster_arguments
 from rebalancer.cluster.api.errors import ClusterError
 from rebalancer.core.policy import Policy, policy_to_dict
 
@@ -24,12 +25,6 @@ HEADER = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
 
 
 @pytest.fixture
-def no_live(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run with no live-cluster commands registered."""
-    monkeypatch.setattr("rebalancer.cli.main.add_live_commands", lambda subparsers: None)
-
-
-@pytest.fixture
 def bad_policy(tmp_path: Path) -> Path:
     path = tmp_path / "bad.yaml"
     path.write_text(HEADER + "gracePeriodSeconds: 0\nnodefit: false\nlimits: {perNode: -1}\n")
@@ -37,22 +32,24 @@ def bad_policy(tmp_path: Path) -> Path:
 
 
 def _fake_live(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, Policy]]) -> None:
-    """Register stand-in live commands that extend plan and add a run command."""
+    """Stand-ins for the live plan and the live commands (plan's cluster flags, a run)."""
 
-    def plan_live(args: argparse.Namespace, policy: Policy) -> int:
-        calls.append((args.context, policy))
-        if args.context == "unreachable":
+    def plan_live(options: PlanOptions, policy: Policy) -> int:
+        assert options.connection is not None
+        context = options.connection.context or "kind"
+        calls.append((context, policy))
+        if context == "unreachable":
             raise ClusterError("cannot reach https://127.0.0.1:6443: connection refused")
         return 0
 
     def add_live_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-        plan = subparsers.choices["plan"]
-        plan.add_argument("--context", default="kind")
-        plan.set_defaults(live_handler=plan_live)
+        add_cluster_arguments(subparsers.choices["plan"])
+        add_cluster_arguments(subparsers.choices["explain"])
         run = subparsers.add_parser("run")
         run.set_defaults(handler=lambda args: 1)
 
     monkeypatch.setattr("rebalancer.cli.main.add_live_commands", add_live_commands)
+    monkeypatch.setattr("rebalancer.cli.main.plan_live", plan_live)
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,14 +121,6 @@ def test_policy_check_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "Traceback" not in err
 
 
-def test_plan_without_snapshot_or_live_support(
-    no_live: None, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """plan without --snapshot and without live commands exits 2 asking for --snapshot."""
-    assert main(["plan"]) == 2
-    assert "--snapshot FILE is required" in capsys.readouterr().err
-
-
 def test_plan_with_a_missing_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """plan with a snapshot path that does not exist exits 2 with a message naming it."""
     missing = tmp_path / "nope.yaml"
@@ -175,7 +164,7 @@ def test_explain_pod_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[
 def test_live_hook_handles_plan_without_snapshot(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The live plan handler gets the arguments and the policy narrowed by -n."""
+    """The live plan handler gets the options and the policy narrowed by -n."""
     calls: list[tuple[str, Policy]] = []
     _fake_live(monkeypatch, calls)
     assert main(["plan", "--context", "prod", "-n", "shop"]) == 0

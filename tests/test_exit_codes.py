@@ -128,7 +128,8 @@ def _run(answers: dict[str, tuple[int, object]]) -> tuple[FakeCluster, int, int,
     fake = FakeCluster({"a": 4, "b": 0}, answers=answers)
     clock = FakeClock()
     runner = Runner(
-        fake.as_cluster(),
+        fake,
+        fake,
         Policy(),
         RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", max_waves=1),
         plan_fn=ScriptedPlanner(fake, [2, 2]),

@@ -53,7 +53,8 @@ class NewestInA:
 def make(fake: FakeCluster, wall: Wall, **settings: float | int) -> Runner:
     clock = FakeClock()
     return Runner(
-        fake.as_cluster(events=False),
+        fake,
+        fake,
         Policy(),
         RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", **settings),  # type: ignore[arg-type]
         plan_fn=NewestInA(fake),
@@ -129,7 +130,8 @@ def test_no_cooldown_by_default_in_the_runner() -> None:
 def _real_runner(fake: FakeCluster, wall: Wall, **settings: float | int) -> Runner:
     clock = FakeClock()
     return Runner(
-        fake.as_cluster(events=False),
+        fake,
+        fake,
         Policy(),
         RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", **settings),  # type: ignore[arg-type]
         clock=clock,

@@ -13,12 +13,12 @@ import orjson
 import pytest
 import structlog
 
-from rebalancer.cli.live import Timeouts, _Reader
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics
-from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.act.runner import Runner, RunSettings
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.read.live import Connection, LiveSource
 from rebalancer.cluster.read.reader import read_cluster
 from rebalancer.core.convert import SnapshotBuilder
 from rebalancer.core.errors import InputError
@@ -119,15 +119,15 @@ def test_live_commands_warn_about_each_object_left_out() -> None:
         def list_stream(resource: str, namespace: str | None, **_: Any) -> Iterator[bytes]:
             raise errors.UnexpectedMediaType("LIST pods: answered application/json")  # as Kube
 
-    reader = _Reader(Kube(), None, Timeouts(5, 60, 120))  # type: ignore[arg-type]
+    source = LiveSource(Kube(), Connection(None, None, 5, 60, 120), None)  # type: ignore[arg-type]
     with structlog.testing.capture_logs() as logged:
-        snapshot = reader()
+        snapshot = source.read()
     assert {p.namespace for p in snapshot.pods} == {"good"}
     (warning,) = [e for e in logged if e["event"] == "cluster.invalid_object"]
     assert (warning["kind"], warning["namespace"], warning["name"]) == ("Pod", "broken", "b1")
     assert warning["log_level"] == "warning"
     assert "lots" in " ".join(warning["problems"])
-    assert len(reader.rejected) == 1
+    assert len(source.rejected) == 1
 
 
 def test_plan_snapshot_is_strict_unless_skip_invalid(
@@ -147,9 +147,10 @@ def test_plan_snapshot_is_strict_unless_skip_invalid(
 def test_a_run_with_an_unreadable_object_exits_1_and_counts_it() -> None:
     """The runner carries the count from the read: summary, exit 1, and the metric."""
     fake = FakeCluster({"a": 2, "b": 2})
-    left_out = ("Pod other/x",)
+    fake.rejected = ("Pod other/x",)
     runner = Runner(
-        Cluster(read=fake.read, transport=fake, rejected=lambda: left_out),
+        fake,
+        fake,
         Policy(),
         RunSettings(instance="t"),
         wall_clock=lambda: NOW,

@@ -25,9 +25,10 @@ from typing import Any
 import pytest
 import structlog
 
-from rebalancer.cli import live, logconfig
+from rebalancer.cli import logconfig
 from rebalancer.cli.main import build_parser, main
 from rebalancer.cli.render import TableStyle, render_plan
+from rebalancer.cluster.read import live
 from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
@@ -290,8 +291,8 @@ def test_explain_reads_the_live_cluster_without_snapshot(
         read.append(self.namespace)
         return load_snapshot(str(EXAMPLE))
 
-    monkeypatch.setattr(live, "_connect", lambda args, timeouts: Kube())
-    monkeypatch.setattr(live._Reader, "__call__", reader_call)
+    monkeypatch.setattr(live, "connect", lambda connection: Kube())
+    monkeypatch.setattr(live.LiveSource, "read", reader_call)
     monkeypatch.setattr(logconfig, "_chosen", {})
     assert _out(["explain", POD], capsys) == offline
     assert read == [None, "closed"]  # the whole cluster, as plan reads it

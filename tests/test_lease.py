@@ -30,7 +30,7 @@ from rebalancer.cluster.act.lease import (
     parse_records,
 )
 from rebalancer.cluster.act.outcome import Outcome, RunEnd
-from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.act.runner import Runner, RunSettings
 from rebalancer.cluster.api import errors
 from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
 from rebalancer.core.model import LabelSelector
@@ -290,8 +290,10 @@ def lease_runner(
     wave_timeout: float = 60.0,
 ) -> Runner:
     clock = FakeClock()
+    fake.leases = api
     return Runner(
-        Cluster(read=fake.read, transport=fake, create_event=None, lease=api),
+        fake,
+        fake,
         policy or Policy(),
         RunSettings(
             executor=ExecutorSettings(pdb_retries=1, wave_timeout_seconds=wave_timeout),
@@ -513,8 +515,10 @@ def test_dry_runs_take_no_lease(mode: str) -> None:
     fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
     api.force("cronjob-pod/abc", renewed=NOW)
     writes = len(api.writes)
+    fake.leases = api
     runner = Runner(
-        Cluster(read=fake.read, transport=fake, lease=api),
+        fake,
+        fake,
         Policy(),
         RunSettings(
             plan_only=mode == "dry-run",

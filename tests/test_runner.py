@@ -6,7 +6,7 @@ import io
 import json
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from rebalancer.cluster.act import runner as runner_mod
 from rebalancer.cluster.act.events import BLOCKED, REBALANCED
 from rebalancer.cluster.act.executor import ExecutorSettings
 from rebalancer.cluster.act.outcome import Outcome
-from rebalancer.cluster.act.runner import Cluster, Runner, RunSettings
+from rebalancer.cluster.act.runner import Runner, RunSettings
 from rebalancer.cluster.api import errors, kubeclient
 from rebalancer.cluster.api.kubeclient import connect
 from rebalancer.cluster.api.preflight import preflight, run_checks
@@ -44,18 +44,33 @@ ZONE = "topology.kubernetes.io/zone"
 NS = "shop"
 
 
+@dataclass
+class ReadBy:
+    """A source whose reads are ``read`` (the fake's, wrapped) and whose last placement is
+    ``placement``'s."""
+
+    read: Callable[[], Snapshot]
+    placement: Callable[[], float | None] = lambda: None
+    rejected: tuple[object, ...] = ()
+
+    def last_placement(self) -> float | None:
+        return self.placement()
+
+
 def runner(
     fake: FakeCluster,
     policy: Policy | None = None,
     *,
     plan_fn: Callable[..., Plan] | None = None,
     stop: threading.Event | None = None,
+    source: ReadBy | None = None,
     **settings: Any,
 ) -> Runner:
     clock = FakeClock()
     executor = ExecutorSettings(server_dry_run=settings.pop("server_dry_run", False), pdb_retries=1)
     return Runner(
-        fake.as_cluster(),
+        source or fake,
+        fake,
         policy or Policy(),
         RunSettings(executor=executor, instance="test", **settings),
         plan_fn=plan_fn,
@@ -227,8 +242,7 @@ def test_interval_mode_survives_a_failed_run_and_stops_on_request() -> None:
             raise errors.Unreachable("connection refused")
         return real_read()
 
-    r = runner(fake, plan_fn=ScriptedPlanner(fake, []), stop=stop)
-    r.cluster = replace(r.cluster, read=flaky_read)
+    r = runner(fake, plan_fn=ScriptedPlanner(fake, []), stop=stop, source=ReadBy(flaky_read))
     reports: list[Any] = []
     failures: list[RebalancerError] = []
 
@@ -275,16 +289,17 @@ def test_interval_runs_from_start_to_start(
     reads twice (one eviction, then the re-read), each read taking ``read_seconds`` of the
     runner's clock; the run's Ready wait is the fake's, which takes no time."""
     stop = _StopAfter(runs=2)
-    r = runner(FakeCluster({"a": 2, "b": 0}), plan_fn=None, stop=stop)
+    fake = FakeCluster({"a": 2, "b": 0})
+    source = ReadBy(fake.read)
+    r = runner(fake, plan_fn=None, stop=stop, source=source)
     clock = r._clock
     assert isinstance(clock, FakeClock)
-    real_read = r.cluster.read
 
     def slow_read() -> Snapshot:
         clock.now += read_seconds
-        return real_read()
+        return fake.read()
 
-    r.cluster = replace(r.cluster, read=slow_read)
+    source.read = slow_read
     assert r.run_forever(interval) == 0
     # the first run evicts once (two reads); the second finds it balanced (one read)
     assert stop.waits == [expected, max(0.0, interval - read_seconds)]
@@ -326,21 +341,18 @@ def test_pods_placed_bring_the_next_run_forward(
     fake = FakeCluster({"a": 1, "b": 1})
     clock = FakeClock()
     stop = _ClockStop(clock, until=100.0)
-    r = runner(fake, plan_fn=ScriptedPlanner(fake, []), stop=stop)
-    r._clock = clock
     starts: list[float] = []
-    real_read = r.cluster.read
 
     def read() -> Snapshot:
         starts.append(clock.now)
         if len(starts) == 2:
             stop.set()
-        return real_read()
+        return fake.read()
 
-    r.cluster = replace(r.cluster, read=read)
-    change = None if change_at is None else change_at
-
-    assert r.run_forever(interval, placements=lambda: change, react_after=react_after) == 0
+    source = ReadBy(read, lambda: change_at)
+    r = runner(fake, plan_fn=ScriptedPlanner(fake, []), stop=stop, source=source)
+    r._clock = clock
+    assert r.run_forever(interval, react_after=react_after) == 0
     assert starts == [0.0, second_run_at]
 
 
@@ -613,10 +625,12 @@ class BudgetCluster(FakeCluster):
 
 def budget_runner(fake: BudgetCluster, *, wait: bool) -> tuple[Runner, FakeClock]:
     clock = FakeClock()
-    cluster = Cluster(read=fake.read, transport=fake, get_pdb=fake.get_pdb if wait else None)
-    settings = RunSettings(executor=ExecutorSettings(pdb_retries=0), instance="test")
+    settle = RunSettings().pdb_settle_seconds if wait else 0.0
+    settings = RunSettings(
+        executor=ExecutorSettings(pdb_retries=0), instance="test", pdb_settle_seconds=settle
+    )
     run = Runner(
-        cluster, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
+        fake, fake, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
     )
     return run, clock
 
@@ -709,11 +723,10 @@ def test_a_pdb_whose_workload_shrank_ends_the_wait_once_all_it_expects_is_health
     fake = ShrunkCluster({"a": 3, "b": 0, "c": 0}, allowed_now=allowed_now, healthy_gap=healthy_gap)
     if disrupted:
         fake.disrupted = {"web-3": "2026-01-01T00:00:00Z"}
-    cluster = Cluster(read=fake.read, transport=fake, get_pdb=fake.get_pdb)
     clock = FakeClock()
     settings = RunSettings(executor=ExecutorSettings(pdb_retries=0), instance="test")
     run = Runner(
-        cluster, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
+        fake, fake, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
     )
     run.run_once("r1")
     if waits:
@@ -724,17 +737,17 @@ def test_a_pdb_whose_workload_shrank_ends_the_wait_once_all_it_expects_is_health
 
 def test_a_pdb_rbac_will_not_let_us_read_ends_the_wait_at_once() -> None:
     """403 on the PDB GET: no waiting (nothing to learn); the re-plan decides from the read."""
-    fake = BudgetCluster({"a": 3, "b": 0, "c": 0}, lag=10_000)
 
-    def forbidden(namespace: str, name: str) -> dict[str, Any] | None:
-        fake.gets += 1
-        raise errors.Forbidden(403, "denied", verb="get", resource="poddisruptionbudgets")
+    class Forbidden(BudgetCluster):
+        def get_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+            self.gets += 1
+            raise errors.Forbidden(403, "denied", verb="get", resource="poddisruptionbudgets")
 
+    fake = Forbidden({"a": 3, "b": 0, "c": 0}, lag=10_000)
     clock = FakeClock()
-    cluster = Cluster(read=fake.read, transport=fake, get_pdb=forbidden)
     settings = RunSettings(executor=ExecutorSettings(pdb_retries=0), instance="test")
     run = Runner(
-        cluster, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
+        fake, fake, Policy(), settings, clock=clock, wall_clock=lambda: NOW, sleep=clock.sleep
     )
     report = run.run_once("r1")
     assert fake.gets == 1

@@ -189,7 +189,7 @@ def test_read_server_minor(answer: tuple[int, bytes] | None, want: int | None) -
 def test_the_live_reader_stamps_the_server_minor_once() -> None:
     """The planner's per-release rules need the minor: the live reader asks /version on its
     first read only, and every snapshot it returns carries the answer."""
-    from rebalancer.cli.live import Timeouts, _Reader  # noqa: PLC0415
+    from rebalancer.cluster.read.live import Connection, LiveSource  # noqa: PLC0415
     from tests.test_invalid import list_page as pages  # noqa: PLC0415
 
     asked: list[str] = []
@@ -218,7 +218,7 @@ def test_the_live_reader_stamps_the_server_minor_once() -> None:
             asked.append(f"{method} {path}")
             return Response()
 
-    reader = _Reader(Kube(), None, Timeouts(5, 60, 120))  # type: ignore[arg-type]
-    assert reader().server_minor == 37
-    assert reader().server_minor == 37
+    source = LiveSource(Kube(), Connection(None, None, 5, 60, 120), None)  # type: ignore[arg-type]
+    assert source.read().server_minor == 37
+    assert source.read().server_minor == 37
     assert asked == ["GET /version"]

@@ -361,6 +361,10 @@ class KubeOverHistory:
     def __init__(self, api: HistoryApi) -> None:
         self.api = api
         self.watch_lines = api.watch_lines
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def list_page(
         self,
@@ -400,20 +404,23 @@ def test_the_loop_logs_each_version_and_each_fallback_with_its_reason(
     the resource as a ``gap`` (found at an exact version)."""
     import structlog  # noqa: PLC0415
 
-    from rebalancer.cli.live import Timeouts, _WatchReader  # noqa: PLC0415
+    from rebalancer.cluster.read.live import Connection, LiveSource  # noqa: PLC0415
 
-    monkeypatch.setattr("rebalancer.cli.live.VERIFY_PAUSE_SECONDS", 0.0)  # no real waits
+    monkeypatch.setattr("rebalancer.cluster.read.live.VERIFY_PAUSE_SECONDS", 0.0)  # no real waits
     kube: Any = KubeOverHistory(api)
-    reader = _WatchReader(kube, None, Timeouts(5, 5, 60), paged=True, verify=1)
+    connection = Connection(None, None, 5, 5, 60, paged=True)
+    reader = LiveSource(kube, connection, None, watch=True, verify_every=1)
     try:
         with structlog.testing.capture_logs() as logged:
-            reader()  # the first read, checked at the LISTs' versions
+            reader.read()  # the first read, checked at the LISTs' versions
             listed_at = str(api.version)
             api.lose_next.add("pods")
             api.put("pods", list_pod("web-9", "node-a1"))
             api.put("pods", list_pod("web-later", "node-b1"))
             later = str(api.version)
-            eventually(lambda: holds(reader._watch, "pods", "web-later"))
+            watch = reader._watch
+            assert watch is not None
+            eventually(lambda: holds(watch, "pods", "web-later"))
             reader.verify()
             with api.lock:
                 api.compacted = api.version
@@ -435,3 +442,4 @@ def test_the_loop_logs_each_version_and_each_fallback_with_its_reason(
     finally:
         api.close()
         reader.close()
+    assert kube.closed  # the source closes the connection it reads through

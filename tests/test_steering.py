@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -149,9 +148,10 @@ class Patching:
 
 def _runner(fake: FakeCluster, patch: Patching, policy: Policy, **settings: Any) -> Runner:
     clock = FakeClock()
-    cluster = replace(fake.as_cluster(), patch_pod_cost=patch)
+    fake.patch = patch
     return Runner(
-        cluster,
+        fake,
+        fake,
         policy,
         RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", **settings),
         clock=clock,

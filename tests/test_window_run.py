@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +20,6 @@ from rebalancer.cluster.act.executor import ExecutorSettings
 from rebalancer.cluster.act.runner import (
     OUTSIDE_WINDOW,
     WINDOW_CLOSED,
-    Cluster,
     Runner,
     RunReport,
     RunSettings,
@@ -49,16 +49,29 @@ class Wall:
         return self.now
 
 
-def _runner(fake: FakeCluster, policy: Policy, wall: Wall, planner: ScriptedPlanner) -> Runner:
-    def read() -> Snapshot:
-        snapshot = fake.read()
-        if wall.after_read:
-            wall.now = wall.after_read.pop(0)
+@dataclass
+class WallSource:
+    """The fake cluster's reads; each may move the wall clock (``wall.after_read``)."""
+
+    fake: FakeCluster
+    wall: Wall
+    rejected: tuple[object, ...] = ()
+
+    def read(self) -> Snapshot:
+        snapshot = self.fake.read()
+        if self.wall.after_read:
+            self.wall.now = self.wall.after_read.pop(0)
         return snapshot
 
+    def last_placement(self) -> float | None:
+        return None
+
+
+def _runner(fake: FakeCluster, policy: Policy, wall: Wall, planner: ScriptedPlanner) -> Runner:
     clock = FakeClock()
     return Runner(
-        Cluster(read=read, transport=fake, create_event=None),
+        WallSource(fake, wall),
+        fake,
         policy,
         RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test"),
         plan_fn=planner,

@@ -8,7 +8,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.printable import printable
@@ -18,18 +19,17 @@ from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES, DEFAULT_WAVE_TIME
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
-from rebalancer.core.errors import InputError
+from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError
 from rebalancer.core.policy import Policy, parse_duration, restrict_to_namespace
 
 if TYPE_CHECKING:
+    from rebalancer.cli.pushgateway import Pushgateway
+    from rebalancer.cluster.read.live import Connection
     from rebalancer.core.model import Snapshot
-    from rebalancer.core.plan import Plan
     from rebalancer.core.steer import Steering
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
-LivePlanHandler = Callable[[argparse.Namespace, Policy], int]
-"""``plan`` without ``--snapshot``: gets the arguments and the resolved policy."""
 
 POLICY_ENV: Final = "REBALANCER_POLICY"
 MAX_WAVES: Final = 1000
@@ -108,17 +108,39 @@ def add_output_argument(
     )
 
 
-def table_style(args: argparse.Namespace) -> TableStyle:
-    """How the table fits stdout: a terminal's width less its last column (a line that fills
-    it makes some terminals wrap), or :data:`PIPE_WIDTH` when stdout is not a terminal;
-    everything with -o wide."""
-    stream = sys.stdout
-    width = shutil.get_terminal_size().columns - 1 if stream.isatty() else PIPE_WIDTH
-    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-    style = TableStyle(
-        width=width, wide=bool(getattr(args, "wide", False)), unicode=encoding == "utf8"
-    )
-    return dataclasses.replace(style, rows=None) if getattr(args, "all_rows", False) else style
+@dataclass(frozen=True, slots=True)
+class Output:
+    """``-o``, ``--wide`` and ``--all``: how a command writes its result."""
+
+    format: Format
+    wide: bool = False
+    all_rows: bool = False
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Output:
+        return cls(args.output, getattr(args, "wide", False), getattr(args, "all_rows", False))
+
+    def style(self) -> TableStyle:
+        """How the table fits stdout: a terminal's width less its last column (a line that
+        fills it makes some terminals wrap), or :data:`PIPE_WIDTH` when stdout is not a
+        terminal; everything with -o wide."""
+        stream = sys.stdout
+        width = shutil.get_terminal_size().columns - 1 if stream.isatty() else PIPE_WIDTH
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        style = TableStyle(width=width, wide=self.wide, unicode=encoding == "utf8")
+        return dataclasses.replace(style, rows=None) if self.all_rows else style
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """``plan``'s flags (and those of ``run --dry-run``, which is ``plan``)."""
+
+    output: Output
+    namespace: str | None = None
+    max_waves: int = DEFAULT_MAX_WAVES  # with wave_timeout: what the next run is given
+    wave_timeout: str = DEFAULT_WAVE_TIMEOUT  # as given: read when the summary is written
+    pushgateway: Pushgateway | None = None
+    connection: Connection | None = None  # the live cluster's (None with --snapshot)
 
 
 class _LogAction(argparse.Action):
@@ -249,31 +271,33 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
     return state.inside, describe(state, policy.schedule.windows[0].time_zone)
 
 
-def write_plan(
-    planned: Plan,
+def plan_and_write(
+    snapshot: Snapshot,
+    rejected: Sequence[object],
     policy: Policy,
-    args: argparse.Namespace,
-    snapshot: Snapshot | None = None,
-    *,
+    options: PlanOptions,
     server: Any = None,
-) -> None:
-    """Write a plan as ``-o`` asks, with what the next ``run`` does (:func:`run_shape`: its
-    waves, how long it may wait, whether the maintenance window is open). With ``snapshot``,
-    the deletion costs a run would write follow (steered scale-downs: when the policy turns
-    them on, or costs of ours remain).
-    ``server``: the API server's version and feature gates (JSON/YAML only; a plan from a
-    snapshot has none)."""
-    fmt: Format = args.output
-    if snapshot is not None:
-        say_what_matches_nothing(args, policy, snapshot)
-    steering = steering_of(snapshot, policy) if snapshot is not None else None
-    run = next_run(planned, run_shape(args, policy))
-    text = render_plan(planned, fmt, table_style(args), steering, server=server, run=run)
-    write(text)
-    if getattr(args, "pushgateway", None):
+) -> int:
+    """Plan ``snapshot`` and write the plan as ``-o`` asks, with what the next ``run`` does
+    (:func:`run_shape`: its waves, how long it may wait, whether the maintenance window is
+    open), then the deletion costs a run would write (steered scale-downs: when the policy
+    turns them on, or costs of ours remain). ``server``: the API server's version and feature
+    gates (JSON/YAML only; a plan from a snapshot has none). Exit 1 when objects that could not
+    be read (``rejected``) left their namespaces out of the plan."""
+    from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
+
+    with gc_paused():
+        planned = plan(snapshot, policy, time.time())
+    say_what_matches_nothing(options.namespace, policy, snapshot)
+    steering = steering_of(snapshot, policy)
+    run = next_run(planned, run_shape(options, policy))
+    output = options.output
+    write(render_plan(planned, output.format, output.style(), steering, server=server, run=run))
+    if options.pushgateway is not None:
         from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
 
-        push_plan(args, planned)
+        push_plan(options.pushgateway, planned)
+    return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
 
 
 def add_run_shape_arguments(parser: argparse.ArgumentParser) -> None:
@@ -295,11 +319,10 @@ def add_run_shape_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_shape(args: argparse.Namespace, policy: Policy) -> RunShape:
-    """What the next ``run`` is given: ``--max-waves`` and ``--wave-timeout`` (``plan`` and
-    ``run`` take both; run's defaults otherwise), the policy's limits and window now."""
-    max_waves: int = getattr(args, "max_waves", None) or DEFAULT_MAX_WAVES
-    text: str = getattr(args, "wave_timeout", None) or DEFAULT_WAVE_TIMEOUT
+def run_shape(options: PlanOptions, policy: Policy) -> RunShape:
+    """What the next ``run`` is given: ``--max-waves`` and ``--wave-timeout``, the policy's
+    limits and window now."""
+    max_waves, text = options.max_waves, options.wave_timeout
     try:
         wave_timeout = parse_duration(text)
     except ValueError as exc:
@@ -325,13 +348,12 @@ def run_shape(args: argparse.Namespace, policy: Policy) -> RunShape:
     )
 
 
-def say_what_matches_nothing(args: argparse.Namespace, policy: Policy, snapshot: Snapshot) -> None:
+def say_what_matches_nothing(namespace: str | None, policy: Policy, snapshot: Snapshot) -> None:
     """On stderr: ``-n NAMESPACE`` that holds no pod, or a policy labelSelector that matches
     none, so that an empty plan is not read as a balanced one."""
     from rebalancer.cli.errorline import say  # noqa: PLC0415  # only to warn
     from rebalancer.core.selectors import selector_matches, selector_string  # noqa: PLC0415
 
-    namespace: str | None = getattr(args, "namespace", None)
     pods = snapshot.pods
     if namespace:
         pods = tuple(p for p in pods if p.namespace == namespace)

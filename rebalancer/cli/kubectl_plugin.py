@@ -160,18 +160,16 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     return "default"
 
 
-def _explain_argv(args: KubectlArgs) -> tuple[list[str], bool]:
-    """explain's arguments with the POD word turned into --pod NS/NAME; and whether a
-    --snapshot was given."""
+def _explain_argv(args: KubectlArgs) -> list[str]:
+    """explain's arguments with the POD word turned into --pod NS/NAME."""
     rest: list[str] = []
     pod: str | None = None
-    has_pod = has_snapshot = False
+    has_pod = False
     i = 0
     while i < len(args.rest):
         word = args.rest[i]
         name = word.partition("=")[0]
         has_pod = has_pod or name == "--pod"
-        has_snapshot = has_snapshot or name == "--snapshot"
         if name in EXPLAIN_VALUE_OPTIONS and "=" not in word and i + 1 < len(args.rest):
             rest += [word, args.rest[i + 1]]
             i += 2
@@ -190,21 +188,14 @@ def _explain_argv(args: KubectlArgs) -> tuple[list[str], bool]:
         rest = ["--pod", pod, *rest]
     elif not has_pod and not any(w in ("-h", "--help") for w in rest):
         raise UsageError("explain: which pod? kubectl rebalance explain POD (or NAMESPACE/POD)")
-    return rest, has_snapshot
-
-
-def _explain(args: KubectlArgs) -> int:
-    """``explain``: with ``--snapshot`` offline, else on the live cluster (the rebalancer's
-    explain reads it as plan does)."""
-    rest, has_snapshot = _explain_argv(args)
-    if has_snapshot or any(w in ("-h", "--help") for w in rest):
-        return rebalancer_main(["explain", *rest])
-    return rebalancer_main(["explain", *rest, *args.connection()])
+    return rest
 
 
 def to_rebalancer(args: KubectlArgs) -> list[str]:
-    """The rebalancer command line for plan, run and snapshot."""
+    """The rebalancer command line: explain's with its pod named; -n narrows the others."""
     assert args.command is not None
+    if args.command == "explain":
+        return ["explain", *_explain_argv(args), *args.connection()]
     out = [args.command, *args.rest, *args.connection()]
     if args.namespace:
         out += ["--namespace", args.namespace]
@@ -223,8 +214,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.rest[:1] == ["--version"]:
                 return rebalancer_main(["--version"])
             raise UsageError("a command is required")
-        if args.command == "explain":
-            return _explain(args)
         return rebalancer_main(to_rebalancer(args))
     except UsageError as exc:
         say(f"{USAGE}\nkubectl rebalance: error: {exc}")

@@ -3,10 +3,10 @@
 This is the shell around the pure core: it reads files, owns the clock (``time.time()`` is
 passed to the planner here) and turns errors into exit codes. It never computes a plan itself.
 
-The offline commands (``plan --snapshot``, ``explain``, ``policy check``) are here; the
-live-cluster ones are added by :func:`rebalancer.cli.live.add_live_commands`, which also makes
-``plan`` work without ``--snapshot`` by setting the plan parser's ``live_handler`` default.
-What both share (policy and output arguments, :func:`~rebalancer.cli.common.write`) is in
+The offline commands (``plan --snapshot``, ``explain --snapshot``, ``policy check``) are here;
+the live-cluster ones are added by :func:`rebalancer.cli.live.add_live_commands`, and ``plan``
+and ``explain`` without ``--snapshot`` are :mod:`rebalancer.cli.live`'s. What both share
+(policy and output arguments, :func:`~rebalancer.cli.common.write`) is in
 :mod:`rebalancer.cli.common`.
 
 Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it and maps
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import yaml
@@ -27,23 +27,22 @@ from rebalancer.cli import oneshot, shutdown
 from rebalancer.cli.common import (
     POLICY_ENV,
     Handler,
-    LivePlanHandler,
     add_log_arguments,
     add_output_argument,
     add_policy_arguments,
     add_run_shape_arguments,
     count_type,
     max_input_bytes,
+    plan_and_write,
     resolve_policy,
-    table_style,
     write,
-    write_plan,
 )
 from rebalancer.cli.errorline import say, say_traceback
 from rebalancer.cli.exitcodes import exit_codes_text
 from rebalancer.cli.importpolicy import add_import_command
-from rebalancer.cli.live import add_live_commands
-from rebalancer.cli.pushgateway import add_pushgateway_arguments, check_pushgateway_args
+from rebalancer.cli.live import add_live_commands, plan_live, read_live
+from rebalancer.cli.options import explain_options, plan_options
+from rebalancer.cli.pushgateway import add_pushgateway_arguments
 from rebalancer.cli.render import REPORT_FORMATS, render_explanation
 from rebalancer.cli.version import add_version_command
 from rebalancer.cluster.api.deadline import Stopped
@@ -53,13 +52,12 @@ from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
-    EXIT_EVICTIONS_FAILED,
     EXIT_INTERNAL,
     EXIT_OK,
     InputError,
     RebalancerError,
 )
-from rebalancer.core.policy import Policy, policy_to_dict
+from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
     from rebalancer.cluster.read.snapshot import Loaded
@@ -81,28 +79,18 @@ environment:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     policy = resolve_policy(args)
-    check_pushgateway_args(args)
-    if args.snapshot is None:
-        live: LivePlanHandler | None = args.live_handler
-        if live is None:
-            raise InputError(
-                "plan",
-                ["--snapshot FILE is required: live-cluster support is not available"],
-            )
-        return live(args, policy)
-    from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
-
-    snapshot, rejected = _load_snapshot(args)
+    options = plan_options(args)
+    if options.connection is not None:
+        return plan_live(options, policy)
+    limit = max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES)
+    snapshot, rejected = _load_snapshot(args.snapshot, args.skip_invalid, limit)
     for r in rejected:
         problems = "; ".join(r.problems)
         say(
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
             f"{r.namespace} left out: {problems}"
         )
-    with gc_paused():
-        planned = plan(snapshot, policy, time.time())
-    write_plan(planned, policy, args, snapshot)
-    return EXIT_EVICTIONS_FAILED if rejected else EXIT_OK
+    return plan_and_write(snapshot, rejected, policy, options)
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -111,33 +99,26 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     namespace, name = pod_of(args)
     policy = resolve_policy(args)
-    if args.snapshot is None:
-        live: Callable[[argparse.Namespace, Policy, str, str], int] | None = args.live_handler
-        if live is None:
-            raise InputError(
-                "explain",
-                ["--snapshot FILE is required: live-cluster support is not available"],
-            )
-        return live(args, policy, namespace, name)
-    snapshot, _ = _load_snapshot(args)
+    options = explain_options(args)
+    if options.connection is not None:
+        # the whole cluster, as plan reads it (the pods in one streamed LIST, --paged-lists or not)
+        snapshot = read_live(replace(options.connection, paged=False), None)[0]
+    else:
+        limit = max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES)
+        snapshot = _load_snapshot(args.snapshot, False, limit)[0]
     with gc_paused():
         expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
-    write(render_explanation(expl, args.output, table_style(args)))
+    write(render_explanation(expl, options.output.format, options.output.style()))
     return EXIT_OK
 
 
-def _load_snapshot(args: argparse.Namespace) -> Loaded:
+def _load_snapshot(source: str, skip_invalid: bool, max_bytes: int) -> Loaded:
     """The ``--snapshot`` file and the objects left out (``--skip-invalid``); one without nodes
     is an error (a failed ``kubectl get`` piped in must not look like a balanced cluster)."""
     from rebalancer.cluster.read.snapshot import load_snapshot_skipping  # noqa: PLC0415  # on use
 
-    source: str = args.snapshot
     oneshot.loading()
-    loaded = load_snapshot_skipping(
-        source,
-        skip_invalid=getattr(args, "skip_invalid", False),
-        max_bytes=max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES),
-    )
+    loaded = load_snapshot_skipping(source, skip_invalid=skip_invalid, max_bytes=max_bytes)
     oneshot.keep(loaded)
     if not loaded[0].nodes:
         shown = "standard input" if source == STDIN else source
@@ -241,7 +222,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     add_output_argument(parser, REPORT_FORMATS)
     add_run_shape_arguments(parser)
     add_pushgateway_arguments(parser)
-    parser.set_defaults(handler=_cmd_plan, live_handler=None)
+    parser.set_defaults(handler=_cmd_plan)
 
 
 def _add_explain(subparsers: Subparsers) -> None:
@@ -273,7 +254,7 @@ def _add_explain(subparsers: Subparsers) -> None:
     parser.add_argument("-n", "--namespace", metavar="NAMESPACE", help="the pod's namespace")
     add_policy_arguments(parser, namespace=False)
     add_output_argument(parser)
-    parser.set_defaults(handler=_cmd_explain, live_handler=None)
+    parser.set_defaults(handler=_cmd_explain)
 
 
 def _add_policy(subparsers: Subparsers) -> None:

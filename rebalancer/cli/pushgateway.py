@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
@@ -19,7 +20,6 @@ from rebalancer.core.errors import InputError
 
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
-    from rebalancer.cluster.act.runner import RunReport
     from rebalancer.core.plan import Plan
 
 PUSHGATEWAY_ENV: Final = "REBALANCER_PUSHGATEWAY"
@@ -44,52 +44,43 @@ def add_pushgateway_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_pushgateway_args(args: argparse.Namespace) -> None:
-    """Exit 2 before anything is read or sent when the URL or job cannot be used."""
+@dataclass(frozen=True, slots=True)
+class Pushgateway:
+    """``--pushgateway`` and ``--pushgateway-job``, checked."""
+
+    url: str
+    job: str
+
+
+def pushgateway_of(args: argparse.Namespace) -> Pushgateway | None:
+    """The Pushgateway asked for, if any; exit 2 before anything is read or sent when the URL
+    or job cannot be used."""
     url = getattr(args, "pushgateway", None)
     if not url:
-        return
+        return None
     problems = []
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         problems.append(f"--pushgateway: must be an http:// or https:// URL, got {url!r}")
-    if not args.pushgateway_job or "/" in args.pushgateway_job:
-        problems.append(
-            f"--pushgateway-job: must be a non-empty name without '/', got {args.pushgateway_job!r}"
-        )
+    job = args.pushgateway_job
+    if not job or "/" in job:
+        problems.append(f"--pushgateway-job: must be a non-empty name without '/', got {job!r}")
     if problems:
         raise InputError("arguments", problems)
+    return Pushgateway(url, job)
 
 
-def push_metrics(args: argparse.Namespace, metrics: Metrics) -> None:
+def push_metrics(gateway: Pushgateway, metrics: Metrics) -> None:
     try:
-        metrics.push(args.pushgateway, args.pushgateway_job)
+        metrics.push(gateway.url, gateway.job)
     except OSError as exc:  # URLError and HTTP errors are OSErrors
-        say(f"rebalancer: warning: could not push the metrics to {args.pushgateway}: {exc}")
+        say(f"rebalancer: warning: could not push the metrics to {gateway.url}: {exc}")
 
 
-def push_plan(args: argparse.Namespace, planned: Plan) -> None:
+def push_plan(gateway: Pushgateway, planned: Plan) -> None:
     """After ``plan`` or ``run --dry-run``: the plan's metrics (nothing evicted)."""
     from rebalancer.cli.metrics import Metrics  # noqa: PLC0415  # prometheus on use
 
     metrics = Metrics()
     metrics.record_plan(planned, time.monotonic() - _STARTED)
-    push_metrics(args, metrics)
-
-
-def push_report(args: argparse.Namespace, report: RunReport, *, evicting: bool) -> None:
-    """After a one-shot ``run``: the run's metrics."""
-    from rebalancer.cli.metrics import Metrics  # noqa: PLC0415  # prometheus on use
-
-    metrics = Metrics(evicting=evicting)
-    metrics.record(report)
-    push_metrics(args, metrics)
-
-
-def push_error(args: argparse.Namespace) -> None:
-    """A one-shot ``run`` that ended with an error: ``rebalancer_runs_total{result="error"}``."""
-    from rebalancer.cli.metrics import Metrics  # noqa: PLC0415  # prometheus on use
-
-    metrics = Metrics()
-    metrics.record_error()
-    push_metrics(args, metrics)
+    push_metrics(gateway, metrics)

@@ -16,6 +16,8 @@ import yaml
 
 from rebalancer.cli.buildinfo import BuildInfo, build_info
 from rebalancer.cli.common import write
+from rebalancer.cli.options import add_cluster_arguments, checked_connection
+from rebalancer.cluster.read.live import Connection, connect
 from rebalancer.core.errors import EXIT_OK
 
 if TYPE_CHECKING:
@@ -26,8 +28,6 @@ VERSION_FORMATS: Final = ("table", "json", "yaml")
 
 def add_version_command(subparsers: Subparsers) -> None:
     """Add ``version``: the client's build, and the server's version unless ``--client``."""
-    from rebalancer.cli.live import _add_cluster_arguments  # noqa: PLC0415  # on use
-
     parser = subparsers.add_parser(
         "version",
         help="print the client's version and commit, and the server's version",
@@ -45,23 +45,22 @@ def add_version_command(subparsers: Subparsers) -> None:
         default="table",
         help="output format (default: table)",
     )
-    _add_cluster_arguments(parser)
+    add_cluster_arguments(parser)
     parser.set_defaults(handler=_cmd_version)
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
     client = build_info()
-    server = None if args.client else _server_version(args)
+    server = None if args.client else _server_version(checked_connection(args))
     write(render_version(client, server, args.output))
     return EXIT_OK
 
 
-def _server_version(args: argparse.Namespace) -> dict[str, Any]:
+def _server_version(connection: Connection) -> dict[str, Any]:
     """The server's ``/version`` answer; a cluster error (exit 3) when it cannot be had."""
-    from rebalancer.cli.live import _checked_timeouts, _connect  # noqa: PLC0415  # on use
     from rebalancer.cluster.api.errors import ClusterError  # noqa: PLC0415  # on use
 
-    kube = _connect(args, _checked_timeouts(args))
+    kube = connect(connection)
     response = kube.request("GET", "/version", accept="application/json")
     if response.status != 200:
         raise ClusterError(f"GET /version answered {response.status}")

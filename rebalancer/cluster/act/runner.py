@@ -13,8 +13,9 @@ dropped (:func:`~rebalancer.cluster.api.deadline.interruptible`), no Event is cr
 Lease is not given back (that would be a request: it expires after its duration; the next run
 reads the evictions recorded in it). The run's report says what was sent before the stop.
 
-Everything with side effects comes in through :class:`Cluster` and the injected clocks, so the
-loop is tested against a fake cluster.
+Everything with side effects comes in through a :class:`Source` (the reads), a
+:class:`ClusterApi` (every request) and the injected clocks, so the loop is tested against a
+fake cluster that is both.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
@@ -33,7 +34,7 @@ from rebalancer.cluster.act.events import event_body
 from rebalancer.cluster.act.executor import EvictionIntent, Executor, ExecutorSettings, Transport
 from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
 from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.act.steering import CostOutcome, CostResult, PatchFn, write_costs
+from rebalancer.cluster.act.steering import CostOutcome, CostResult, write_costs
 from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
@@ -67,24 +68,27 @@ THRASH_GUARD_SECONDS: Final = 3600.0
 """How long a replacement is not evicted again for the view its predecessor left."""
 
 
-@dataclass(frozen=True, slots=True)
-class Cluster:
-    """What a run needs from the cluster, as plain functions (tests pass fakes)."""
+class Source(Protocol):
+    """Where a run's snapshots come from (:class:`~rebalancer.cluster.read.live.LiveSource`, or
+    a test's fake): ``read()``; what the last read ``rejected`` (namespaces left out); when a
+    pod was last bound, deleted or started terminating, if the source watches (else None)."""
 
-    read: Callable[[], Snapshot]
-    """Read the whole cluster (or one namespace) into a Snapshot."""
-    transport: Transport
-    """Eviction POSTs and the re-reads before each."""
-    create_event: Callable[[str, Mapping[str, Any]], None] | None = None
-    """Create a core/v1 Event in a namespace; None sends no events."""
-    get_pdb: Callable[[str, str], Mapping[str, Any] | None] | None = None
-    """GET a PodDisruptionBudget (None when gone); None: do not wait for budgets to return."""
-    lease: LeaseApi | None = None
-    """The Lease calls; None runs without a Lease (tests of a single process only)."""
-    rejected: Callable[[], Sequence[object]] | None = None
-    """The objects the last read could not convert (their namespaces were left out)."""
-    patch_pod_cost: PatchFn | None = None
-    """A merge patch of a pod's deletion cost (SPEC §7, steered scale-downs); None: no writes."""
+    @property
+    def rejected(self) -> Sequence[object]: ...
+    def read(self) -> Snapshot: ...
+    def last_placement(self) -> float | None: ...
+
+
+class ClusterApi(Transport, LeaseApi, Protocol):
+    """Every request a run sends: the executor's (evictions and the reads before each), the
+    Lease's, Events, PodDisruptionBudget GETs (None: gone) and deletion-cost patches (SPEC §7).
+    :class:`~rebalancer.cluster.api.kubeclient.Kube` has them, and so has the tests' fake."""
+
+    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
+    def get_pdb(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def patch_pod_cost(
+        self, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> tuple[int, dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +107,9 @@ class RunSettings:
     pdb_settle_seconds: float = 30.0
     """After a wave that spent PodDisruptionBudgets, how long to wait for the disruption
     controller to give the budget back (replacements Ready) before re-planning; the next plan
-    would otherwise skip those pods (``pdb``)."""
+    would otherwise skip those pods (``pdb``). 0: no wait, and no GET of the budgets."""
     lease: LeaseSettings | None = None
-    """The Lease a run that evicts must hold; None: none (then ``Cluster.lease`` is unused)."""
+    """The Lease a run that evicts must hold; None: none (tests of a single process only)."""
     workload_cooldown_seconds: float = 0.0
     """After a workload's replacements landed (Ready), later runs evict none of its pods for
     this long (the runner's memory; ``cooldown`` skips in the plan). 0: off."""
@@ -311,21 +315,18 @@ def _api_selector(selector: LabelSelector | None) -> str:
     return "" if text in ("<none>", "<all>") else text
 
 
-def _default_plan_fn() -> PlanFn:
-    from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, imported when a run starts
-
-    return plan
-
-
 class Runner:
-    """Runs the read -> plan -> execute-wave loop against a :class:`Cluster`."""
+    """Runs the read -> plan -> execute-wave loop: snapshots from ``source``, requests through
+    ``api``; ``server`` (its version and feature gates) is in every run's summary line."""
 
     def __init__(
         self,
-        cluster: Cluster,
+        source: Source,
+        api: ClusterApi,
         policy: Policy,
         settings: RunSettings | None = None,
         *,
+        server: Mapping[str, Any] | None = None,
         plan_fn: PlanFn | None = None,
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -334,10 +335,16 @@ class Runner:
     ) -> None:
         """``sleep`` (the waits between looks, retries and waves): by default a wait on
         ``stop``, which a stop ends."""
-        self.cluster = cluster
+        self.source = source
+        self.api = api
+        self.server = server
         self.policy = policy
         self.settings = settings or RunSettings()
-        self._plan = plan_fn or _default_plan_fn()
+        if plan_fn is None:
+            from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, as a run starts
+
+            plan_fn = plan
+        self._plan = plan_fn
         self.stop = stop or threading.Event()
         self._clock = clock
         self._wall = wall_clock
@@ -350,8 +357,6 @@ class Runner:
         self._landed: dict[str, float] = {}  # workload -> when its last replacement landed
         self._guard: dict[str, tuple[str, str, float]] = {}  # replacement -> view, pod, when
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
-        self.server: Mapping[str, Any] | None = None
-        """The API server's version and feature gates, read once (in the summary line)."""
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -418,10 +423,9 @@ class Runner:
 
     def _new_lease(self, run_id: str) -> Lease | None:
         s = self.settings
-        api = self.cluster.lease
-        if api is None or s.lease is None or s.plan_only or s.executor.server_dry_run:
+        if s.lease is None or s.plan_only or s.executor.server_dry_run:
             return None
-        return Lease(api, s.lease, f"{s.instance}/{run_id}", wall_clock=self._wall)
+        return Lease(self.api, s.lease, f"{s.instance}/{run_id}", wall_clock=self._wall)
 
     def _lease_held(self, run_id: str, lease: Lease, holder: Holder, started: float) -> RunReport:
         self._log.warning(
@@ -485,7 +489,7 @@ class Runner:
     def _run(self, run_id: str, started: float) -> RunReport:
         self._start_guards()
         snapshot = self._read()
-        invalid = len(self.cluster.rejected()) if self.cluster.rejected is not None else 0
+        invalid = len(self.source.rejected)
         earlier = self._earlier(snapshot)
         before = tuple(r.as_eviction() for r in earlier)
         first = self._plan_for(snapshot, before)
@@ -584,16 +588,15 @@ class Runner:
         from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, as current_skews
         from rebalancer.core.steer import ours, steer  # noqa: PLC0415
 
-        patch = self.cluster.patch_pod_cost
         s = self.settings
-        if patch is None or s.plan_only or s.executor.server_dry_run or self._stopping():
+        if s.plan_only or s.executor.server_dry_run or self._stopping():
             return ()
         if not self.policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
             return ()
         with gc_paused():
             analysis = analyze(snapshot, self.policy)
         steering = steer(snapshot, self.policy, analysis)
-        return write_costs(patch, steering)
+        return write_costs(self.api.patch_pod_cost, steering)
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
         """Wait until every PDB the wave spent allows again what it allowed before the wave,
@@ -605,20 +608,19 @@ class Runner:
         ``pdb_settle_seconds``: a budget that does not come back (another pod became
         unhealthy) only makes the next plan skip those pods.
         """
-        get = self.cluster.get_pdb
         spent = {
             (r.eviction.namespace, r.eviction.pdb)
             for r in results
             if r.outcome is Outcome.EVICTED and r.eviction.pdb
         }
-        if get is None or not spent:
+        if not spent or self.settings.pdb_settle_seconds <= 0:
             return
         wanted = {(p.namespace, p.name): budget(p) for p in snapshot.pdbs}
         waiting = {key: wanted[key] for key in sorted(spent) if key in wanted}
         deadline = self._clock() + self.settings.pdb_settle_seconds
         while waiting:
             for key, allowed in list(waiting.items()):
-                if _budget_back(get, *key, allowed):
+                if _budget_back(self.api.get_pdb, *key, allowed):
                     del waiting[key]
             now = self._clock()
             if not waiting or now >= deadline or self.stop.is_set():
@@ -633,7 +635,7 @@ class Runner:
         """Read the cluster; a stop drops the read at once (:class:`.deadline.Stopped`)."""
         started = self._clock()
         with deadline.interruptible():
-            snapshot = self.cluster.read()
+            snapshot = self.source.read()
         self._log.info(
             logs.READ,
             nodes=len(snapshot.nodes),
@@ -736,7 +738,7 @@ class Runner:
             (c.kind, c.namespace, c.name): _api_selector(c.selector) for c in snapshot.controllers
         }
         executor = Executor(
-            self.cluster.transport,
+            self.api,
             self.settings.executor,
             clock=self._clock,
             sleep=self._sleep,
@@ -775,15 +777,14 @@ class Runner:
         lease = self._lease
         if lease is not None and result.outcome is not Outcome.EVICTED:
             lease.not_evicted(result.eviction.uid)
-        create = self.cluster.create_event
-        if create is None or self.settings.executor.server_dry_run or deadline.stopping():
+        if self.settings.executor.server_dry_run or deadline.stopping():
             return  # stopping: nothing more is sent, Events included
         now = datetime.fromtimestamp(self._wall(), UTC)
         body = event_body(result, now=now, instance=self.settings.instance)
         if body is None:
             return
         try:
-            create(result.eviction.namespace, body)
+            self.api.create_event(result.eviction.namespace, body)
         except errors.ClusterError as exc:  # events are best effort
             self._log.warning(logs.EVENT_FAILED, pod=result.eviction.key, error=str(exc))
 
@@ -795,7 +796,6 @@ class Runner:
         on_report: Callable[[RunReport], None] | None = None,
         on_error: Callable[[RebalancerError], None] | None = None,
         *,
-        placements: Callable[[], float | None] | None = None,
         react_after: float = 0.0,
     ) -> int:
         """Start a run every ``interval_seconds`` until stopped; errors of one run are logged,
@@ -804,7 +804,7 @@ class Runner:
         (waves waiting for replacements) leaves the rest as the sleep, and one that took longer
         is followed by the next at once.
 
-        ``placements`` (the watch's :meth:`last_placement`) with ``react_after`` > 0: a pod
+        With ``react_after`` > 0 (and a source that watches, :meth:`Source.last_placement`): a pod
         bound, deleted or terminating since the run started brings the next run forward, to
         ``react_after`` after the last such change (so that a scale-down in progress is seen
         whole), but no sooner than ``react_after`` or a tenth of the interval after the run
@@ -827,27 +827,21 @@ class Runner:
                 break
             pause = max(0.0, interval_seconds - (self._clock() - started))
             self._log.info(logs.SLEEP, seconds=round(pause, 3), interval_seconds=interval_seconds)
-            if self._pause(started, interval_seconds, placements, react_after):
+            if self._pause(started, interval_seconds, react_after):
                 break
         return EXIT_OK
 
-    def _pause(
-        self,
-        started: float,
-        interval: float,
-        placements: Callable[[], float | None] | None,
-        react_after: float,
-    ) -> bool:
+    def _pause(self, started: float, interval: float, react_after: float) -> bool:
         """Sleep until the next run is due; True when stopped meanwhile."""
         deadline = started + interval
-        if placements is None or react_after <= 0:
+        if react_after <= 0:
             return self.stop.wait(max(0.0, deadline - self._clock()))
         earliest = started + max(react_after, interval / 10)
         while True:
             now = self._clock()
             if now >= deadline:
                 return False
-            last = placements()
+            last = self.source.last_placement()
             wake = deadline
             if last is not None and last >= started:
                 wake = min(deadline, max(last + react_after, earliest))
