@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
 
+from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, node_disrupted
 from rebalancer.core.model import Node, NodeSelector, Pod, Snapshot, shared_key
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
@@ -58,6 +59,8 @@ def static_reason(pod: Pod, node: Node, pins: Sequence[NodeSelector]) -> str | N
     """Filters that do not depend on other pods: cordon, readiness, taints, affinity, volumes."""
     if node.unschedulable and not any(tolerates(t, UNSCHEDULABLE_TAINT) for t in pod.tolerations):
         return "node is cordoned"
+    if node_disrupted(node):  # whatever the pod tolerates: the node is being drained
+        return f"node is being disrupted ({DISRUPTED_TAINT_KEY})"
     if not node.ready:
         return "node is not Ready"
     taint = untolerated_taint(pod.tolerations, node.taints, FILTER_EFFECTS)
