@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rebalancer.cluster.act.executor import node_problem, pod_problem
+from rebalancer.cluster.act.steering import MAX_WRITER_LOOKUPS, name_writers
 from rebalancer.cluster.read import fastdecode
 from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.karpenter import do_not_disrupt, field_writers, node_disrupted
@@ -18,6 +19,8 @@ from rebalancer.core.model import Snapshot, Taint, Toleration
 from rebalancer.core.plan import Eviction
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
+from rebalancer.core.spread import analyze
+from rebalancer.core.steer import Steering, SteerReason, SteerSkip, steer
 from tests.builders import NS, api_node, api_pod, list_node, list_pod, node, pod, zone_constraint
 
 NOW = 100_000.0
@@ -202,6 +205,116 @@ def test_the_annotation_is_read_on_every_path(tmp_path: Path, value: str, protec
     typed = fastdecode.load_list(data, str(path))
     assert typed is not None
     assert typed.build() == loaded
+
+
+# --- steering beside another writer of pod-deletion-cost ------------------------------------
+#
+# Zones a:3 b:1 (maxSkew 1), a ReplicaSet's pods: steering orders them and writes costs, unless
+# another writer owns one of them.
+
+
+def _steer_cluster(**costs: tuple[str | None, str | None]) -> Snapshot:
+    c = zone_constraint("web")
+    nodes = (node("n-a", "zone-a"), node("n-b", "zone-b"))
+    pods = []
+    for k, on in enumerate(["n-a", "n-a", "n-a", "n-b"]):
+        name = f"web-{k}"
+        cost, mark = costs.get(name, (None, None))
+        pods.append(
+            pod(
+                name,
+                on,
+                constraints=[c],
+                created=1000 + k,
+                resource_version=str(10 + k),
+                deletion_cost=cost,
+                cost_mark=mark,
+            )
+        )
+    return Snapshot(nodes=nodes, pods=tuple(pods))
+
+
+def _steering(snapshot: Snapshot) -> Steering:
+    policy = Policy(steer_scale_down=True)
+    return steer(snapshot, policy, analyze(snapshot, policy))
+
+
+def test_steering_writes_where_no_other_writer_is_seen() -> None:
+    result = _steering(_steer_cluster())
+    assert result.skipped == () and len(result.changes) == 4
+
+
+@pytest.mark.parametrize(
+    ("costs", "named"),
+    [
+        ({"web-2": ("7", None)}, "default/web-2"),  # a cost without rebalancer's mark
+        ({"web-1": ("7", "-3"), "web-2": ("5", None)}, "default/web-1"),  # cost and mark differ
+        ({"web-3": (None, "-1")}, "default/web-3"),  # rebalancer's cost removed by someone
+    ],
+)
+def test_a_foreign_cost_leaves_the_workload_alone_and_names_a_pod(
+    costs: dict[str, tuple[str | None, str | None]], named: str
+) -> None:
+    result = _steering(_steer_cluster(**costs))
+    assert result.changes == ()
+    assert [(s.reason, s.pods, s.pod) for s in result.skipped] == [
+        (SteerReason.FOREIGN_COST, 4, named)
+    ]
+
+
+def test_rebalancers_own_costs_are_not_foreign() -> None:
+    # Every pod carries the cost rebalancer wrote (cost == mark): nothing is skipped.
+    own = {f"web-{k}": (str(k - 4), str(k - 4)) for k in range(4)}
+    assert _steering(_steer_cluster(**own)).skipped == ()
+
+
+def _managed(*managers: str) -> list[dict[str, Any]]:
+    return [_entry(m, COST) for m in managers]
+
+
+def test_name_writers_reads_the_named_pod_and_leaves_rebalancer_out() -> None:
+    steering = _steering(_steer_cluster(**{"web-2": ("7", None)}))
+    reads: list[tuple[str, str]] = []
+    pods = {
+        ("default", "web-2"): {
+            "metadata": {"managedFields": _managed("rebalancer", "karpenter", "kruise-manager")}
+        }
+    }
+
+    def get_pod(namespace: str, name: str) -> dict[str, Any] | None:
+        reads.append((namespace, name))
+        return pods.get((namespace, name))
+
+    named = name_writers(get_pod, steering)
+    assert reads == [("default", "web-2")]
+    assert [s.writers for s in named.skipped] == [("karpenter", "kruise-manager")]
+    assert (
+        str(named.skipped[0])
+        == "foreign-cost (default/web-2, written by karpenter, kruise-manager)"
+    )
+    # The pod gone, or only rebalancer's entry: the skip stays unnamed.
+    assert name_writers(lambda ns, n: None, steering).skipped == steering.skipped
+    only_ours = {"metadata": {"managedFields": _managed("rebalancer")}}
+    assert name_writers(lambda ns, n: only_ours, steering).skipped == steering.skipped
+    odd = {"metadata": {"managedFields": "not a list"}}
+    assert name_writers(lambda ns, n: odd, steering).skipped == steering.skipped
+
+
+def test_name_writers_reads_a_bounded_number_of_pods() -> None:
+    skips = tuple(
+        SteerSkip(f"default/rs-{k}", SteerReason.FOREIGN_COST, 2, f"default/p-{k}")
+        for k in range(MAX_WRITER_LOOKUPS + 5)
+    )
+    steering = Steering(True, (), skips)
+    reads: list[str] = []
+
+    def get_pod(namespace: str, name: str) -> dict[str, Any] | None:
+        reads.append(name)
+        return {"metadata": {"managedFields": _managed("karpenter")}}
+
+    named = name_writers(get_pod, steering)
+    assert len(reads) == MAX_WRITER_LOOKUPS
+    assert [bool(s.writers) for s in named.skipped] == [True] * MAX_WRITER_LOOKUPS + [False] * 5
 
 
 # --- the executor's re-read just before an eviction ------------------------------------------
