@@ -306,6 +306,20 @@ class Namespace:
 
 
 @dataclass(frozen=True, slots=True)
+class NodePool:
+    """A Karpenter NodePool (``karpenter.sh/v1``): the nodes it can add, for which pods, and
+    how much room its limits leave (:mod:`rebalancer.core.nodepools`)."""
+
+    name: str
+    requirements: tuple[NodeSelectorRequirement, ...] = ()  # spec.template.spec.requirements
+    labels: Mapping[str, str] = field(default_factory=dict)  # spec.template.metadata.labels
+    taints: tuple[Taint, ...] = ()  # spec.template.spec.taints (not its startupTaints)
+    limits: Mapping[str, int] = field(default_factory=dict)  # spec.limits, in Node's units
+    used: Mapping[str, int] = field(default_factory=dict)  # status.resources, in Node's units
+    ready: bool = True  # no Ready condition that is False
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the planner reads, as one immutable value."""
 
@@ -320,3 +334,5 @@ class Snapshot:
     deployments: tuple[Deployment, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
     """The Namespace objects read (their labels); empty when the source had none."""
+    node_pools: tuple[NodePool, ...] = ()
+    """Karpenter's NodePools read (where served, or in the snapshot file); empty otherwise."""

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from itertools import chain, filterfalse
 
 from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, node_disrupted
-from rebalancer.core.model import Node, NodeSelector, Pod, Snapshot, shared_key
+from rebalancer.core.model import ZONE_KEY, Node, NodeSelector, Pod, Snapshot, shared_key
+from rebalancer.core.nodepools import pool_note
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
@@ -89,6 +90,7 @@ class Shared:
         self.own_views = analysis.own_views
         self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
+        self.node_pools = snapshot.node_pools  # Karpenter's: named in a no-fit reason only
         self.placement = analysis.placement  # read-only: each state copies it
         self._pods_on: dict[str, list[int]] | None = None  # node -> pods using its resources
         self._used: dict[str, dict[str, int]] = {}
@@ -387,13 +389,17 @@ class SimState:
         views = self.rank_views_of(i)
         checks = self.hard_checks(i)
         tried = [0, 0]  # nodes visited, nodes rejected by spread
+        no_room: list[str] = []  # nodes the spread allows but whose room is short
 
         def legal(node: str) -> bool:
             tried[0] += 1
             if not self.spread_ok(i, node, checks):
                 tried[1] += 1
                 return False
-            return not check_fit or self.fits(pod, node)
+            if not check_fit or self.fits(pod, node):
+                return True
+            no_room.append(node)
+            return False
 
         if views:
             found = self._pick(self._first_levels(statics, views[0]), views, 1, legal)
@@ -406,7 +412,21 @@ class SimState:
             if tried[1] == tried[0]
             else "no node has room for its requests"
         )
+        if no_room and self.shared.node_pools:
+            why += pool_note(self.shared.node_pools, pod, self._pool_domains(views, no_room))
         return Placement(None, why)
+
+    def _pool_domains(self, views: Sequence[int], nodes: Sequence[str]) -> tuple[str, list[str]]:
+        """The topology key the replacement is ranked by first (the zone without a view) and
+        the domains of ``nodes`` in it, in order of first appearance."""
+        if views:
+            view = self.views[views[0]]
+            key = view.spec.constraint.topology_key
+            found = [view.node_domain.get(n) for n in nodes]
+        else:
+            key = ZONE_KEY
+            found = [self.nodes[n].labels.get(ZONE_KEY) for n in nodes]
+        return key, list(dict.fromkeys(d for d in found if d is not None))
 
     def _pick(
         self,
