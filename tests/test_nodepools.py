@@ -304,3 +304,52 @@ def test_a_no_fit_reason_says_where_a_pool_can_add_a_node() -> None:
         "; no NodePool can add a node in zone-c for this pod"
         " (pb: its nodes cannot be in topology.kubernetes.io/zone=zone-c)"
     }
+
+
+# --- nodeFit: false with NodePools: a replacement waits for a node only where a pool can add one
+
+
+def _moves(snapshot: Snapshot) -> list[tuple[str, str | None]]:
+    result = plan(snapshot, Policy(node_fit=False), 100_000.0)
+    return [(e.name, e.target_node) for e in result.evictions]
+
+
+def test_without_pools_nodefit_false_plans_onto_a_full_node_as_before() -> None:
+    # a:3 b:1 c:1: one pod of zone a goes to zone b or c; n-b comes first by name, full or not.
+    (move,) = _moves(_packed())
+    assert move[1] == "n-b"
+
+
+def test_with_pools_a_replacement_waits_only_where_a_pool_can_add_a_node() -> None:
+    pc = _pool("pc", requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-c",)),))
+    (move,) = _moves(_packed(pc))
+    assert move[1] == "n-c"  # zone b has no pool for it, n-b no room
+
+
+def test_with_pools_none_of_which_can_help_nothing_is_planned() -> None:
+    pa = _pool("pa", requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-a",)),))
+    snapshot = _packed(pa)
+    assert _moves(snapshot) == []
+    reasons = {
+        s.reason.detail
+        for s in plan(snapshot, Policy(node_fit=False), 100_000.0).skipped
+        if s.reason.code == "no-fit"
+    }
+    assert reasons == {
+        "replacement would stay Pending: no node has room for its requests"
+        "; no NodePool can add a node in zone-b for this pod"
+        " (pa: its nodes cannot be in topology.kubernetes.io/zone=zone-b)"
+        "; no NodePool can add a node in zone-c for this pod"
+        " (pa: its nodes cannot be in topology.kubernetes.io/zone=zone-c)"
+    }
+
+
+def test_a_pool_at_its_limit_leaves_the_zone_unrepaired() -> None:
+    # Zone c's pool is at its cpu limit: the replacement may not wait there.
+    pc = _pool(
+        "pc",
+        requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-c",)),),
+        limits={"cpu": 4000},
+        used={"cpu": 4000},
+    )
+    assert _moves(_packed(pc)) == []
