@@ -8,7 +8,10 @@ one NodePool per zone. The scenarios:
 - a node Karpenter is disrupting (its NodeClaim deleted: Karpenter taints it
   ``karpenter.sh/disrupted`` and drains it, held here by a PodDisruptionBudget) is never the
   target of a replacement and its pods are not victims: the plan says ``node-disrupted``, and a
-  run sends no eviction for them (audit log).
+  run sends no eviction for them (audit log);
+- packed nodes with ``nodeFit: false`` and the NodePools in the snapshot file: a replacement
+  waits for a new node only in a zone whose pool has room under its limits; with every such
+  pool at its limit, nothing is planned and the ``no-fit`` reason names each pool's limit.
 
 The controller is built by ``e2e/cluster/build-karpenter.sh`` (cached; about 8 minutes cold).
 Without it the scenarios skip and say so, unless ``REBALANCER_E2E_KARPENTER=1`` asks the fixture
@@ -101,7 +104,9 @@ def deployment(name: str, replicas: int, *, zone: str | None = None) -> dict[str
     }
 
 
-def bare_pod(name: str, app: str, node: str, *, hold: bool = False) -> dict[str, Any]:
+def bare_pod(
+    name: str, app: str, node: str, *, hold: bool = False, cpu: str = "10m"
+) -> dict[str, Any]:
     """A pod bound to ``node`` directly, counted in ``app``'s zone view over Karpenter's nodes.
 
     It tolerates every taint: a taint alone would never keep its replacement off a node."""
@@ -113,9 +118,7 @@ def bare_pod(name: str, app: str, node: str, *, hold: bool = False) -> dict[str,
             "nodeName": node,
             "nodeSelector": {POOL_LABEL: "true"},
             "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {"name": "c", "image": IMAGE, "resources": {"requests": {"cpu": "10m"}}}
-            ],
+            "containers": [{"name": "c", "image": IMAGE, "resources": {"requests": {"cpu": cpu}}}],
             "terminationGracePeriodSeconds": 1,
             "topologySpreadConstraints": [
                 {
@@ -252,3 +255,70 @@ def test_a_node_karpenter_disrupts_is_never_a_target_and_its_pods_are_not_victim
     sent = [e["objectRef"]["name"] for e in evictions(rebalancer_requests(cluster, mark, ns))]
     assert not on_n & set(sent), sent
     assert on_n >= {"victims-c0", "victims-c1", "victims-c2", "target-c"}
+
+
+def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
+    cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
+) -> None:
+    """Packed Karpenter nodes (nodeFit: false, NodePools read from a snapshot file): the
+    replacement goes to a zone whose pool can launch a node for it, never to one whose pool is
+    at its limit; with every such pool at its limit the view is left unrepaired, saying why."""
+    ns = namespace
+    for zone in ZONES:
+        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
+    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
+    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
+    a, b, c = (node_in[z] for z in ZONES)
+    # Nodes left empty by the scenarios before are consolidated away (consolidateAfter 30s):
+    # then a replacement can go nowhere but these three nodes, or a new one.
+    cluster.wait_for(
+        "only the seeds' nodes left",
+        lambda: {n["metadata"]["name"] for n in karpenter.nodes()} == {a, b, c},
+        timeout=300,
+        interval=2.0,
+    )
+    # zones a:3 b:1 c:1 of "packed"; the nodes of b and c (2 CPUs) have no room left.
+    pods = [
+        *(bare_pod(f"packed-a{k}", "packed", a, cpu="100m") for k in range(3)),
+        bare_pod("packed-b", "packed", b, cpu="2"),
+        bare_pod("packed-c", "packed", c, cpu="2"),
+    ]
+    cluster.apply(pods, "-n", ns)
+    running_pods(cluster, ns, "app=packed", len(pods))
+    policy = write_policy(tmp_path, "wait", evictBarePods=True, nodeFit=False)
+
+    def at_limit(zone: str) -> None:
+        """The zone's pool limited to what it holds now."""
+        pool = cluster.get_json("nodepool", f"e2e-{zone}")
+        used = pool.get("status", {}).get("resources", {}).get("cpu")
+        assert used, pool.get("status")
+        patch = {"spec": {"limits": {"cpu": used}}}
+        cluster.kubectl("patch", "nodepool", f"e2e-{zone}", "--type=merge", "-p", json.dumps(patch))
+
+    def plan() -> dict[str, Any]:
+        snap = tmp_path / "snapshot.json"
+        listed = cluster.kubectl("get", "nodes,pods,nodepools", "-A", "-o", "json")
+        snap.write_text(listed.stdout)
+        args = ("plan", "--snapshot", str(snap), "-n", ns, "--policy", str(policy), "-o", "json")
+        planned = rebalancer(cluster, *args)
+        assert planned.returncode == 0, explain(planned)
+        result: dict[str, Any] = json.loads(planned.stdout)
+        return result
+
+    cluster.wait_for(
+        "NodePool status.resources",
+        lambda: all(p.get("status", {}).get("resources", {}).get("cpu") for p in karpenter.pools()),
+        timeout=60,
+        interval=1.0,
+    )
+    at_limit("zone-b")
+    (move,) = plan()["evictions"]
+    assert move["targetNode"] == c, move  # n-b sorts first, but its pool is at its limit
+    at_limit("zone-c")
+    left = plan()
+    assert left["evictions"] == []
+    reasons = {s["reason"] for s in left["skipped"] if s["code"] == "no-fit"}
+    assert reasons, left["skipped"]
+    for reason in reasons:
+        assert "e2e-zone-b: at its cpu limit" in reason, reason
+        assert "e2e-zone-c: at its cpu limit" in reason, reason
