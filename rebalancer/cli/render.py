@@ -931,6 +931,7 @@ def steering_data(steering: Steering) -> Data:
         ],
         "skipped": [
             {"workload": s.workload, "reason": str(s.reason), "pods": s.pods}
+            | ({"pod": s.pod, "writers": list(s.writers)} if s.pod else {})
             for s in steering.skipped
         ],
         "workloads": steering.workloads,
@@ -954,7 +955,7 @@ def steering_lines(steering: Steering) -> list[str]:
     )
     lines += _columns(rows) if steering.changes else ["  none"]
     for s in steering.skipped:
-        lines.append(f"  skipped {s.workload} ({s.pods} pods): {s.reason}")
+        lines.append(f"  skipped {s.workload} ({s.pods} pods): {s}")
     if steering.deferred:
         lines.append(f"  {steering.deferred} more left for later passes (bounded per pass)")
     return lines

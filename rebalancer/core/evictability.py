@@ -2,19 +2,20 @@
 
 The checks run in a fixed order and the first that applies names the reason: what the pod is
 (mirror, DaemonSet, bare), whether it is already leaving (terminating, DisruptionTarget), its
-node, priority, the policy's scope (namespaces, labelSelector, nodeSelector), then the
-protections a pod may opt out of (emptyDir, PVCs, DRA resourceClaims, minPodAge, minReplicas,
-ignorePodsWithoutPDB, a Mandatory ``prefer-no-eviction``), then the state of its workload:
-mid-rollout (:mod:`rebalancer.core.rollout`), and its PodDisruptionBudget as the Eviction API
-would judge it now (:mod:`rebalancer.core.budgets`).
+node (unreachable, or being disrupted by Karpenter), Karpenter's ``do-not-disrupt``, priority,
+the policy's scope (namespaces, labelSelector, nodeSelector), then the protections a pod may
+opt out of (emptyDir, PVCs, DRA resourceClaims, minPodAge, minReplicas, ignorePodsWithoutPDB,
+a Mandatory ``prefer-no-eviction``), then the state of its workload: mid-rollout
+(:mod:`rebalancer.core.rollout`), and its PodDisruptionBudget as the Eviction API would judge
+it now (:mod:`rebalancer.core.budgets`).
 
 A pod annotated ``descheduler.alpha.kubernetes.io/evict`` (any value) opts out of the
 protections, as the descheduler's DefaultEvictor lets it; nothing else moves for it: what
-SPEC §5 never evicts (mirror, DaemonSet, bare, leaving, unreachable node, priority threshold,
-rollout), the policy's scope and the PodDisruptionBudget's answer stay. Worked example: a
-ReplicaSet pod with an emptyDir volume, 5 minutes old, under ``minPodAge: 1h`` is skipped
-(``local-storage``); annotated, it is a candidate; annotated but at priority 2000000000 it is
-still skipped (``priority-threshold``).
+SPEC §5 never evicts (mirror, DaemonSet, bare, leaving, unreachable or disrupted node,
+``karpenter.sh/do-not-disrupt``, priority threshold, rollout), the policy's scope and the
+PodDisruptionBudget's answer stay. Worked example: a ReplicaSet pod with an emptyDir volume,
+5 minutes old, under ``minPodAge: 1h`` is skipped (``local-storage``); annotated, it is a
+candidate; annotated but at priority 2000000000 it is still skipped (``priority-threshold``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from dataclasses import dataclass
 
 from rebalancer.core.budgets import DisruptionBudgets
 from rebalancer.core.errors import InputError
+from rebalancer.core.karpenter import (
+    DISRUPTED_TAINT_KEY,
+    DO_NOT_DISRUPT_ANNOTATION,
+    node_disrupted,
+)
 from rebalancer.core.model import Node, Pod, PriorityClass, Snapshot
 from rebalancer.core.plan import SkipCode, SkipReason
 from rebalancer.core.policy import MANDATORY, Policy
@@ -145,6 +151,13 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
     node = ctx.nodes.get(pod.node_name or "")
     if node is not None and node_unreachable(node):
         return SkipReason(SkipCode.NODE_NOT_READY, f"node {node.name} is NotReady or unreachable")
+    if node is not None and node_disrupted(node):
+        return SkipReason(
+            SkipCode.NODE_DISRUPTED,
+            f"node {node.name} has the {DISRUPTED_TAINT_KEY} taint: it is being drained",
+        )
+    if pod.do_not_disrupt:
+        return SkipReason(SkipCode.DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT_ANNOTATION}")
     priority = ctx.priority(pod)
     if priority >= ctx.threshold:
         return SkipReason(

@@ -164,6 +164,7 @@ class Pod:
     resource_version: str = ""  # metadata.resourceVersion (a write's precondition)
     scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: a gang's PodGroup
     required_features: frozenset[str] = frozenset()  # node features it needs (convert.features)
+    do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt protects it (core.karpenter)
     label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
     """Pods converted in one snapshot with equal labels carry the same number (see template)."""
     template: int = field(default=NOT_SHARED, compare=False, repr=False)
@@ -188,7 +189,7 @@ def _positional(cls: type[_T]) -> Callable[..., _T]:
     """A constructor of ``cls`` (a frozen, slotted dataclass) taking every field in order.
 
     The dataclass's own ``__init__`` must go through ``object.__setattr__`` once per field (the
-    class forbids plain assignment): about 3 µs for a Pod's 31 fields. This one assigns them
+    class forbids plain assignment): about 3 µs for a Pod's 32 fields. This one assigns them
     to an instance of an unfrozen twin with the very same slots, then makes the instance a
     ``cls``: the same object, built in a fifth of the time (150,000 pods are built per load).
     Only for classes whose ``__init__`` does nothing but assign (no ``__post_init__``, every
@@ -211,7 +212,7 @@ def _positional(cls: type[_T]) -> Callable[..., _T]:
 
 
 new_pod: Final = _positional(Pod)
-"""``Pod(*values)`` with all 31 fields given in order, faster (the typed decoder's)."""
+"""``Pod(*values)`` with all 32 fields given in order, faster (the typed decoder's)."""
 
 
 IF_HEALTHY_BUDGET: Final = "IfHealthyBudget"
@@ -305,6 +306,20 @@ class Namespace:
 
 
 @dataclass(frozen=True, slots=True)
+class NodePool:
+    """A Karpenter NodePool (``karpenter.sh/v1``): the nodes it can add, for which pods, and
+    how much room its limits leave (:mod:`rebalancer.core.nodepools`)."""
+
+    name: str
+    requirements: tuple[NodeSelectorRequirement, ...] = ()  # spec.template.spec.requirements
+    labels: Mapping[str, str] = field(default_factory=dict)  # spec.template.metadata.labels
+    taints: tuple[Taint, ...] = ()  # spec.template.spec.taints (not its startupTaints)
+    limits: Mapping[str, int] = field(default_factory=dict)  # spec.limits, in Node's units
+    used: Mapping[str, int] = field(default_factory=dict)  # status.resources, in Node's units
+    ready: bool = True  # no Ready condition that is False
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the planner reads, as one immutable value."""
 
@@ -322,3 +337,5 @@ class Snapshot:
     server_minor: int | None = None
     """The API server's minor of 1.x when the source said (a live read), else None: the
     scheduler rules that changed between releases follow it (:mod:`rebalancer.core.spread`)."""
+    node_pools: tuple[NodePool, ...] = ()
+    """Karpenter's NodePools read (where served, or in the snapshot file); empty otherwise."""

@@ -18,6 +18,8 @@ class SkipCode(StrEnum):
     DISRUPTION_TARGET = "disruption-target"
     GANG_MEMBER = "gang-member"
     NODE_NOT_READY = "node-not-ready"
+    NODE_DISRUPTED = "node-disrupted"  # its node is being disrupted (karpenter.sh/disrupted)
+    DO_NOT_DISRUPT = "do-not-disrupt"  # annotated karpenter.sh/do-not-disrupt
     PRIORITY_THRESHOLD = "priority-threshold"
     NAMESPACE_EXCLUDED = "namespace-excluded"
     LABEL_SELECTOR = "label-selector"

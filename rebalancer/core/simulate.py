@@ -19,7 +19,17 @@ from itertools import chain, filterfalse
 from typing import cast
 
 from rebalancer.core.ids import Domain, PodId, ViewId
-from rebalancer.core.model import Node, NodeSelector, Pod, Snapshot, shared_key
+from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, node_disrupted
+from rebalancer.core.model import (
+    HOSTNAME_KEY,
+    ZONE_KEY,
+    Node,
+    NodeSelector,
+    Pod,
+    Snapshot,
+    shared_key,
+)
+from rebalancer.core.nodepools import pool_note, pool_refusal
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
@@ -60,6 +70,8 @@ def static_reason(pod: Pod, node: Node, pins: Sequence[NodeSelector]) -> str | N
     """Filters that do not depend on other pods: cordon, readiness, taints, affinity, volumes."""
     if node.unschedulable and not any(tolerates(t, UNSCHEDULABLE_TAINT) for t in pod.tolerations):
         return "node is cordoned"
+    if node_disrupted(node):  # whatever the pod tolerates: the node is being drained
+        return f"node is being disrupted ({DISRUPTED_TAINT_KEY})"
     if not node.ready:
         return "node is not Ready"
     taint = untolerated_taint(pod.tolerations, node.taints, FILTER_EFFECTS)
@@ -90,6 +102,8 @@ class Shared:
         self.own_views = analysis.own_views
         self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
+        self.node_pools = snapshot.node_pools  # Karpenter's (SPEC §5.10)
+        self.pool_cache: dict[tuple[str, str, str | None], bool] = {}  # (ns, pod, zone) -> can add
         self.placement = analysis.placement  # read-only: each state copies it
         self._pods_on: dict[str, list[PodId]] | None = None  # node -> pods using its resources
         self._used: dict[str, dict[str, int]] = {}
@@ -388,13 +402,24 @@ class SimState:
         views = self.rank_views_of(i)
         checks = self.hard_checks(i)
         tried = [0, 0]  # nodes visited, nodes rejected by spread
+        no_room: list[str] = []  # nodes the spread allows but whose room is short
+
+        pools = self.shared.node_pools
 
         def legal(node: str) -> bool:
             tried[0] += 1
             if not self.spread_ok(i, node, checks):
                 tried[1] += 1
                 return False
-            return not check_fit or self.fits(pod, node)
+            if not check_fit and not pools:
+                return True
+            if self.fits(pod, node):
+                return True
+            # nodeFit off, NodePools known: short of room only where a pool can add a node.
+            if not check_fit and self._pool_can_add(pod, node):
+                return True
+            no_room.append(node)
+            return False
 
         if views:
             found = self._pick(self._first_levels(statics, views[0]), views, 1, legal)
@@ -407,7 +432,36 @@ class SimState:
             if tried[1] == tried[0]
             else "no node has room for its requests"
         )
+        if no_room and pools:
+            why += pool_note(pools, pod, self._pool_domains(views, no_room))
         return Placement(None, why)
+
+    def _pool_can_add(self, pod: Pod, node: str) -> bool:
+        """Some NodePool can add a node for ``pod`` in ``node``'s zone (with no zone label:
+        anywhere), so a replacement short of room there waits for it (SPEC §5.10)."""
+        zone = self.nodes[node].labels.get(ZONE_KEY)
+        key = (pod.namespace, pod.name, zone)
+        cache = self.shared.pool_cache
+        found = cache.get(key)
+        if found is None:
+            key_name, domain = (ZONE_KEY, zone) if zone is not None else (HOSTNAME_KEY, node)
+            found = any(
+                pool_refusal(p, pod, key_name, domain) is None for p in self.shared.node_pools
+            )
+            cache[key] = found
+        return found
+
+    def _pool_domains(self, views: Sequence[int], nodes: Sequence[str]) -> tuple[str, list[str]]:
+        """The topology key the replacement is ranked by first (the zone without a view) and
+        the domains of ``nodes`` in it, in order of first appearance."""
+        if views:
+            view = self.views[views[0]]
+            key = view.spec.constraint.topology_key
+            found = [view.node_domain.get(n) for n in nodes]
+        else:
+            key = ZONE_KEY
+            found = [self.nodes[n].labels.get(ZONE_KEY) for n in nodes]
+        return key, list(dict.fromkeys(d for d in found if d is not None))
 
     def _pick(
         self,

@@ -39,7 +39,12 @@ longest run of pods whose costs still increase along the order, with room in bet
 others (``_fill``); only the rest are written, the earliest positions first, at most
 :data:`MAX_PER_WORKLOAD` per workload and :data:`MAX_PER_PASS` in all. A cost is rebalancer's
 when the pod's ``rebalancer/deletion-cost`` mark equals it; a workload where some pod carries a
-cost someone else set is left alone. With the option off, every cost of rebalancer's is removed.
+cost someone else set, or where someone else removed the cost rebalancer set (the mark is left
+without its cost), is left alone: another writer (Karpenter's deletion-cost management,
+OpenKruise's WorkloadSpread, a person) manages those costs, and writing over it would be a fight.
+The skip names the first such pod; the cluster side looks up which managers own its cost
+(:func:`rebalancer.core.karpenter.field_writers` of its ``managedFields``) and names them. With
+the option off, every cost of rebalancer's is removed.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ _LOW: Final = -(2**62)  # the excess of a view that does not count the pod
 class SteerReason(enum.StrEnum):
     """Why a workload's costs are left as they are."""
 
-    FOREIGN_COST = "foreign-cost"  # some pod carries a deletion cost rebalancer did not write
+    FOREIGN_COST = "foreign-cost"  # some pod's deletion cost was written by another writer
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +257,13 @@ class SteerSkip:
     workload: str
     reason: SteerReason
     pods: int
+    pod: str = ""  # FOREIGN_COST: the first pod (namespace/name) whose cost is another writer's
+    writers: tuple[str, ...] = ()  # the managers seen owning that pod's cost (filled live)
+
+    def __str__(self) -> str:
+        seen = f", written by {', '.join(self.writers)}" if self.writers else ""
+        shown = f" ({self.pod}{seen})" if self.pod else ""
+        return f"{self.reason}{shown}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +280,14 @@ class Steering:
 def ours(pod: Pod) -> bool:
     """The pod's deletion cost is the one rebalancer wrote (its mark says the same)."""
     return pod.deletion_cost is not None and pod.deletion_cost == pod.cost_mark
+
+
+def foreign(pod: Pod) -> bool:
+    """Another writer set the pod's deletion cost, or removed the one rebalancer set (the mark
+    is left without its cost: rebalancer writes and removes both at once)."""
+    if pod.deletion_cost is None:
+        return pod.cost_mark is not None
+    return pod.deletion_cost != pod.cost_mark
 
 
 def _own_cost(pod: Pod) -> int | None:
@@ -324,8 +344,11 @@ def steer(snapshot: Snapshot, policy: Policy, analysis: Analysis) -> Steering:
             continue
         name = f"{namespace}/{rs}"
         steered.update(members)
-        if any(pods[i].deletion_cost is not None and not ours(pods[i]) for i in members):
-            skipped.append(SteerSkip(name, SteerReason.FOREIGN_COST, len(members)))
+        first_foreign = next((pods[i] for i in members if foreign(pods[i])), None)
+        if first_foreign is not None:
+            skipped.append(
+                SteerSkip(name, SteerReason.FOREIGN_COST, len(members), first_foreign.key)
+            )
             continue
         group = related.get((namespace, rs), rs)
         order = _order(analysis, views, members, on_node, group, cache=counted)

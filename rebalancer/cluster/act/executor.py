@@ -57,6 +57,7 @@ from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
+from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
 from rebalancer.core.plan import Eviction, SkipCode, SkipReason
 
 
@@ -211,6 +212,10 @@ def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None
             return SkipReason(
                 SkipCode.NODE_NOT_READY, f"node {name} has the {taint.get('key')} taint"
             )
+        if isinstance(taint, Mapping) and taint.get("key") == DISRUPTED_TAINT_KEY:
+            return SkipReason(
+                SkipCode.NODE_DISRUPTED, f"node {name} has the {DISRUPTED_TAINT_KEY} taint"
+            )
     return None
 
 
@@ -236,6 +241,14 @@ def pod_problem(
         )
     if expected_labels is not None and _labels(pod) != dict(expected_labels):
         return SkipReason(SkipCode.LABELS_CHANGED, f"the labels of {key} changed since the plan")
+    annotations = meta.get("annotations")
+    marked = (
+        annotations.get(DO_NOT_DISRUPT_ANNOTATION) if isinstance(annotations, Mapping) else None
+    )
+    if isinstance(marked, str) and do_not_disrupt(marked):
+        return SkipReason(
+            SkipCode.DO_NOT_DISRUPT, f"{key} is annotated {DO_NOT_DISRUPT_ANNOTATION}"
+        )
     return None
 
 

@@ -34,7 +34,7 @@ from rebalancer.cluster.act.events import event_body
 from rebalancer.cluster.act.executor import EvictionIntent, Executor, ExecutorSettings, Transport
 from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
 from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.act.steering import CostOutcome, CostResult, write_costs
+from rebalancer.cluster.act.steering import CostOutcome, CostResult, name_writers, write_costs
 from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
@@ -595,7 +595,7 @@ class Runner:
             return ()
         with gc_paused():
             analysis = analyze(snapshot, self.policy)
-        steering = steer(snapshot, self.policy, analysis)
+        steering = name_writers(self.api.get_pod, steer(snapshot, self.policy, analysis))
         return write_costs(self.api.patch_pod_cost, steering)
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:

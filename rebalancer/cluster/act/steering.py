@@ -9,22 +9,65 @@ pod is ever sent (the client refuses any other PATCH).
 200: written. 409: the pod changed since it was read; skipped. 404: gone. 403: not allowed (no
 RBAC for it, or the admission policy refused it): the pass stops writing, since every further
 write would be refused alike. Anything else: failed, reported, the pass goes on.
+
+A workload left alone because another writer owns its costs (``foreign-cost``) is named with
+that writer: :func:`name_writers` reads the ``managedFields`` of the pod the skip names (one GET
+per skipped workload, at most :data:`MAX_WRITER_LOOKUPS` a pass) and keeps the managers that
+own its ``pod-deletion-cost``, rebalancer's own left out (e.g. ``karpenter``, or OpenKruise's
+``kruise-manager``).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 from rebalancer.core.convert.pods import COST_MARK_ANNOTATION, DELETION_COST_ANNOTATION
+from rebalancer.core.karpenter import field_writers
 from rebalancer.core.steer import CostChange, Steering
 
 PatchFn = Callable[[str, str, Mapping[str, Any]], tuple[int, dict[str, Any]]]
 """``patch(namespace, name, body) -> (status, answer)``: :meth:`Kube.patch_pod_cost`."""
+GetPodFn = Callable[[str, str], Mapping[str, Any] | None]
+"""``get_pod(namespace, name) -> the pod, or None``: :meth:`Kube.get_pod`."""
+MAX_WRITER_LOOKUPS: Final = 20
+"""Pods read in one pass to name the writer of a foreign cost; later skips stay unnamed."""
+OWN_MANAGER: Final = "rebalancer"
+"""The field manager of rebalancer's writes (the API server takes it from the User-Agent)."""
+
+
+def name_writers(get_pod: GetPodFn, steering: Steering) -> Steering:
+    """``steering`` with each ``foreign-cost`` skip naming the managers that own the deletion
+    cost of the pod it names (read live; rebalancer's own left out). A pod gone, a failed read
+    or a cost no manager owns leaves the skip unnamed."""
+    named = []
+    lookups = 0
+    for skip in steering.skipped:
+        if skip.pod and lookups < MAX_WRITER_LOOKUPS:
+            lookups += 1
+            namespace, _, name = skip.pod.partition("/")
+            try:
+                found = get_pod(namespace, name)
+            except errors.ClusterError:
+                found = None
+            meta = found.get("metadata") if isinstance(found, Mapping) else None
+            managed = meta.get("managedFields") if isinstance(meta, Mapping) else None
+            owners = field_writers(
+                managed if isinstance(managed, list) else [], DELETION_COST_ANNOTATION
+            )
+            writers = [w for w in owners if w != OWN_MANAGER]
+            if writers:
+                logs.get_logger("rebalancer.steering").info(
+                    logs.COSTS_FOREIGN, workload=skip.workload, pod=skip.pod, writers=writers
+                )
+                named.append(replace(skip, writers=tuple(writers)))
+                continue
+        named.append(skip)
+    return replace(steering, skipped=tuple(named))
 
 
 class CostOutcome(enum.StrEnum):

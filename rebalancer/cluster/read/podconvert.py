@@ -34,6 +34,7 @@ from rebalancer.core.convert.pods import (
     tolerations,
 )
 from rebalancer.core.convert.requests import pod_requests
+from rebalancer.core.karpenter import DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
 from rebalancer.core.model import (
     NodeSelector,
     OwnerRef,
@@ -270,6 +271,7 @@ class PodConverter:
             resource_version,
             pod_group,
             NO_FEATURES,  # a pod that may need node features takes the general path
+            False,  # do_not_disrupt: a pod it protects takes the general path (annotation_flags)
             label_set,
             template_number,
         )
@@ -425,9 +427,12 @@ def conditions(found: Iterable[_Condition]) -> tuple[bool, bool]:
 def annotation_flags(found: Mapping[str, str]) -> tuple[bool, bool, bool, str | None, str | None]:
     """The five annotations read (as :func:`rebalancer.core.convert.pods.pod`): whether the pod
     carries a static pod's mirror, the descheduler's evict and prefer-no-eviction; the deletion
-    cost and rebalancer's mark of it."""
+    cost and rebalancer's mark of it. A pod that ``karpenter.sh/do-not-disrupt`` protects raises
+    :class:`Fallback`: the general path reads it (the typed paths build every pod unprotected)."""
     if not found:
         return False, False, False, None, None
+    if do_not_disrupt(found.get(DO_NOT_DISRUPT_ANNOTATION)):
+        raise Fallback
     return (
         MIRROR_ANNOTATION in found,
         EVICT_ANNOTATION in found,

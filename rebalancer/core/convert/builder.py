@@ -17,6 +17,7 @@ from rebalancer.core.convert.budgets import pdb, priority_class
 from rebalancer.core.convert.checker import raise_if, show
 from rebalancer.core.convert.disruption import deployment
 from rebalancer.core.convert.memo import Caches
+from rebalancer.core.convert.nodepools import node_pool
 from rebalancer.core.convert.nodes import node
 from rebalancer.core.convert.pods import pod
 from rebalancer.core.convert.workloads import (
@@ -46,6 +47,7 @@ _CONVERTERS: Final[Mapping[str, _Converter]] = MappingProxyType(
         "ReplicationController": controller,
         "Deployment": deployment,
         "Namespace": namespace,
+        "NodePool": node_pool,
     }
 )
 KINDS: Final = frozenset(_CONVERTERS)
@@ -84,7 +86,9 @@ deployment_from_api: Final = partial(_one, deployment)
 # --- snapshots ------------------------------------------------------------------------------
 
 
-_CLUSTER_SCOPED: Final = frozenset({"Node", "PriorityClass", "PersistentVolume", "Namespace"})
+_CLUSTER_SCOPED: Final = frozenset(
+    {"Node", "PriorityClass", "PersistentVolume", "Namespace", "NodePool"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +269,7 @@ class SnapshotBuilder:
             controllers=ordered("controllers"),
             deployments=ordered("Deployment"),
             namespaces=ordered("Namespace"),
+            node_pools=ordered("NodePool"),
         )
 
 

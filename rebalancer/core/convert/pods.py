@@ -21,6 +21,7 @@ from rebalancer.core.convert.meta import controller_owner, epoch, identify
 from rebalancer.core.convert.nodes import TAINT_EFFECTS
 from rebalancer.core.convert.requests import pod_requests
 from rebalancer.core.convert.selectors import node_selector
+from rebalancer.core.karpenter import DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
 from rebalancer.core.model import (
     NodeSelector,
     Pod,
@@ -138,7 +139,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
     spec = chk.obj(obj, "spec", "")
     status = chk.obj(obj, "status", "")
     labels, label_set = caches.labels.get(chk, meta, "labels", "metadata")
-    # Annotations are checked, and only five are kept (three as flags, the deletion cost and
+    # Annotations are checked, and only six are kept (four as flags, the deletion cost and
     # rebalancer's mark of it as text): a pod's annotations are often its own, and nothing
     # else in them is read.
     annotations = chk.string_map(meta, "annotations", "metadata")
@@ -190,6 +191,7 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         resource_version=chk.text(meta, "resourceVersion", "metadata"),
         scheduling_group=pod_group(chk, spec),
         required_features=pod_features(chk, spec),
+        do_not_disrupt=do_not_disrupt(annotations.get(DO_NOT_DISRUPT_ANNOTATION)),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)

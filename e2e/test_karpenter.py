@@ -1,0 +1,324 @@
+"""Beside Karpenter (opt-in: --e2e, and Karpenter's kwok provider built).
+
+Karpenter's kwok provider (``e2e/cluster/karpenter.py``) runs beside the local control plane with
+one NodePool per zone. The scenarios:
+
+- a pending pod makes Karpenter launch a node in the zone the pod asks for, and the pod runs
+  there;
+- a node Karpenter is disrupting (its NodeClaim deleted: Karpenter taints it
+  ``karpenter.sh/disrupted`` and drains it, held here by a PodDisruptionBudget) is never the
+  target of a replacement and its pods are not victims: the plan says ``node-disrupted``, and a
+  run sends no eviction for them (audit log);
+- packed nodes with ``nodeFit: false`` and the NodePools in the snapshot file: a replacement
+  waits for a new node only in a zone whose pool has room under its limits; with every such
+  pool at its limit, nothing is planned and the ``no-fit`` reason names each pool's limit.
+
+The controller is built by ``e2e/cluster/build-karpenter.sh`` (cached; about 8 minutes cold).
+Without it the scenarios skip and say so, unless ``REBALANCER_E2E_KARPENTER=1`` asks the fixture
+to build it first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.cluster.controlplane import Cluster
+from e2e.cluster.karpenter import (
+    BUILD_KARPENTER_SH,
+    COLD_BUILD,
+    DISRUPTED_TAINT,
+    NODEPOOL_LABEL,
+    POOL_LABEL,
+    ZONE_LABEL,
+    Karpenter,
+    has_taint,
+    karpenter_dir,
+)
+from e2e.test_live import (
+    audit_mark,
+    evictions,
+    explain,
+    need_own_control_plane,
+    rebalancer,
+    rebalancer_requests,
+    write_policy,
+)
+
+pytestmark = pytest.mark.e2e
+
+IMAGE = "registry.k8s.io/pause:3.10"  # kwok runs nothing
+POOL_TOLERATION = {"key": POOL_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+@pytest.fixture(scope="module")
+def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
+    cp = need_own_control_plane(cluster)
+    build = os.environ.get("REBALANCER_E2E_KARPENTER", "") not in ("", "0")
+    directory = karpenter_dir(build=build)
+    if directory is None:
+        pytest.skip(
+            f"Karpenter's kwok provider is not built: run {BUILD_KARPENTER_SH} ({COLD_BUILD}), "
+            "or set REBALANCER_E2E_KARPENTER=1"
+        )
+    k = Karpenter(directory, cp)
+    try:
+        k.start()
+    except BaseException:
+        print(k.diagnostics())
+        k.stop()
+        raise
+    print(f"\nrebalancer-e2e: karpenter up in {k.startup_seconds}s")
+    try:
+        yield k
+    finally:
+        k.stop()
+
+
+def deployment(name: str, replicas: int, *, zone: str | None = None) -> dict[str, Any]:
+    """Pods for Karpenter's nodes only (they tolerate the pools' taint and select their label)."""
+    selector: dict[str, str] = {POOL_LABEL: "true"}
+    if zone is not None:
+        selector[ZONE_LABEL] = zone
+    pod_spec: dict[str, Any] = {
+        "nodeSelector": selector,
+        "tolerations": [POOL_TOLERATION],
+        "containers": [{"name": "c", "image": IMAGE, "resources": {"requests": {"cpu": "500m"}}}],
+        "terminationGracePeriodSeconds": 1,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name, "hold": "true"}}, "spec": pod_spec},
+        },
+    }
+
+
+def bare_pod(
+    name: str, app: str, node: str, *, hold: bool = False, cpu: str = "10m"
+) -> dict[str, Any]:
+    """A pod bound to ``node`` directly, counted in ``app``'s zone view over Karpenter's nodes.
+
+    It tolerates every taint: a taint alone would never keep its replacement off a node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app, "hold": "true" if hold else "no"}},
+        "spec": {
+            "nodeName": node,
+            "nodeSelector": {POOL_LABEL: "true"},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": IMAGE, "resources": {"requests": {"cpu": cpu}}}],
+            "terminationGracePeriodSeconds": 1,
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": ZONE_LABEL,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": app}},
+                }
+            ],
+        },
+    }
+
+
+def running_pods(cluster: Cluster, ns: str, selector: str, count: int) -> list[dict[str, Any]]:
+    def probe() -> list[dict[str, Any]] | None:
+        pods = [
+            p
+            for p in cluster.pods(ns, selector)
+            if p.get("status", {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        return pods if len(pods) >= count else None
+
+    found: list[dict[str, Any]] = cluster.wait_for(
+        f"{count} running pods {selector} in {ns}", probe, timeout=240, interval=1.0
+    )
+    return found
+
+
+def node_of(cluster: Cluster, name: str) -> dict[str, Any]:
+    node: dict[str, Any] = cluster.get_json("node", name)
+    return node
+
+
+def test_karpenter_launches_a_node_for_a_pending_pod(
+    cluster: Cluster, karpenter: Karpenter, namespace: str
+) -> None:
+    """No node fits the pod (it asks for a Karpenter node in zone-b): it stays Pending until
+    Karpenter launches one there from NodePool e2e-zone-b, then runs on it."""
+    cluster.apply(deployment("grow", 1, zone="zone-b"), "-n", namespace)
+    (pod,) = running_pods(cluster, namespace, "app=grow", 1)
+    node = node_of(cluster, pod["spec"]["nodeName"])
+    labels = node["metadata"]["labels"]
+    assert labels[NODEPOOL_LABEL] == "e2e-zone-b"
+    assert labels[ZONE_LABEL] == "zone-b"
+    assert labels[POOL_LABEL] == "true"
+    claims = [
+        c
+        for c in karpenter.node_claims()
+        if c["status"].get("nodeName") == node["metadata"]["name"]
+    ]
+    assert len(claims) == 1, karpenter.diagnostics()
+
+
+def test_a_node_karpenter_disrupts_is_never_a_target_and_its_pods_are_not_victims(
+    cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
+) -> None:
+    ns = namespace
+    # One Karpenter node per zone: a pod asking for each zone makes Karpenter launch them.
+    for zone in ZONES:
+        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
+    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
+    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
+    assert sorted(node_in) == list(ZONES), node_in
+    a, b, n = node_in["zone-a"], node_in["zone-b"], node_in["zone-c"]
+    # "victims": zones a:1 b:1 c:3, the excess on n. "target": zones a:3 b:2 c:1, the only
+    # room is in zone c, on n.
+    pods = [
+        bare_pod("victims-a", "victims", a),
+        bare_pod("victims-b", "victims", b),
+        *(bare_pod(f"victims-c{k}", "victims", n, hold=True) for k in range(3)),
+        *(bare_pod(f"target-a{k}", "target", a) for k in range(3)),
+        *(bare_pod(f"target-b{k}", "target", b) for k in range(2)),
+        bare_pod("target-c", "target", n, hold=True),
+    ]
+    cluster.apply(pods, "-n", ns)
+    running_pods(cluster, ns, "app in (victims,target)", len(pods))
+    policy = write_policy(tmp_path, "karpenter", evictBarePods=True)
+
+    def plan() -> dict[str, Any]:
+        planned = rebalancer(cluster, "plan", "-n", ns, "--policy", str(policy), "-o", "json")
+        assert planned.returncode == 0, explain(planned)
+        result: dict[str, Any] = json.loads(planned.stdout)
+        return result
+
+    # Before Karpenter disrupts n: each view is repaired through n.
+    before = plan()
+    moves = {(e["name"], e["node"], e["targetNode"]) for e in before["evictions"]}
+    assert any(node == n for _, node, _ in moves), moves  # a victim on n
+    assert any(target == n for _, _, target in moves), moves  # a replacement onto n
+
+    # Pods labelled hold=true may not be evicted at all now: the drain of n stays stuck.
+    cluster.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "hold"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"hold": "true"}}},
+        },
+        "-n",
+        ns,
+    )
+    cluster.wait_for(
+        "PodDisruptionBudget hold observed",
+        lambda: (
+            cluster.get_json("pdb", "hold", "-n", ns).get("status", {}).get("observedGeneration")
+        ),
+        timeout=60,
+    )
+    # Karpenter disrupts n: delete its NodeClaim; Karpenter taints it and starts draining.
+    (claim,) = [c for c in karpenter.node_claims() if c["status"].get("nodeName") == n]
+    cluster.kubectl("delete", "nodeclaim", claim["metadata"]["name"], "--wait=false")
+    cluster.wait_for(
+        f"{DISRUPTED_TAINT} on {n}",
+        lambda: has_taint(node_of(cluster, n), DISRUPTED_TAINT),
+        timeout=120,
+        interval=1.0,
+    )
+
+    after = plan()
+    assert all(e["node"] != n and e["targetNode"] != n for e in after["evictions"]), after[
+        "evictions"
+    ]
+    skipped = {s["name"]: s["code"] for s in after["skipped"]}
+    assert [skipped.get(f"victims-c{k}") for k in range(3)] == ["node-disrupted"] * 3, skipped
+
+    # A run sends no eviction for a pod on n (the audit log), while Karpenter tries to drain it.
+    mark = audit_mark(cluster)
+    ran = rebalancer(
+        cluster, "run", "-n", ns, "--policy", str(policy), "--wave-timeout", "30s", "-o", "json"
+    )
+    assert ran.returncode in (0, 1), explain(ran)  # 1: views left above maxSkew
+    on_n = {p["metadata"]["name"] for p in cluster.pods(ns) if p["spec"].get("nodeName") == n}
+    sent = [e["objectRef"]["name"] for e in evictions(rebalancer_requests(cluster, mark, ns))]
+    assert not on_n & set(sent), sent
+    assert on_n >= {"victims-c0", "victims-c1", "victims-c2", "target-c"}
+
+
+def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
+    cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
+) -> None:
+    """Packed Karpenter nodes (nodeFit: false, NodePools read from a snapshot file): the
+    replacement goes to a zone whose pool can launch a node for it, never to one whose pool is
+    at its limit; with every such pool at its limit the view is left unrepaired, saying why."""
+    ns = namespace
+    for zone in ZONES:
+        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
+    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
+    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
+    a, b, c = (node_in[z] for z in ZONES)
+    # Nodes left empty by the scenarios before are consolidated away (consolidateAfter 30s):
+    # then a replacement can go nowhere but these three nodes, or a new one.
+    cluster.wait_for(
+        "only the seeds' nodes left",
+        lambda: {n["metadata"]["name"] for n in karpenter.nodes()} == {a, b, c},
+        timeout=300,
+        interval=2.0,
+    )
+    # zones a:3 b:1 c:1 of "packed"; the nodes of b and c (2 CPUs) have no room left.
+    pods = [
+        *(bare_pod(f"packed-a{k}", "packed", a, cpu="100m") for k in range(3)),
+        bare_pod("packed-b", "packed", b, cpu="2"),
+        bare_pod("packed-c", "packed", c, cpu="2"),
+    ]
+    cluster.apply(pods, "-n", ns)
+    running_pods(cluster, ns, "app=packed", len(pods))
+    policy = write_policy(tmp_path, "wait", evictBarePods=True, nodeFit=False)
+
+    def at_limit(zone: str) -> None:
+        """The zone's pool limited to what it holds now."""
+        pool = cluster.get_json("nodepool", f"e2e-{zone}")
+        used = pool.get("status", {}).get("resources", {}).get("cpu")
+        assert used, pool.get("status")
+        patch = {"spec": {"limits": {"cpu": used}}}
+        cluster.kubectl("patch", "nodepool", f"e2e-{zone}", "--type=merge", "-p", json.dumps(patch))
+
+    def plan() -> dict[str, Any]:
+        snap = tmp_path / "snapshot.json"
+        listed = cluster.kubectl("get", "nodes,pods,nodepools", "-A", "-o", "json")
+        snap.write_text(listed.stdout)
+        args = ("plan", "--snapshot", str(snap), "-n", ns, "--policy", str(policy), "-o", "json")
+        planned = rebalancer(cluster, *args)
+        assert planned.returncode == 0, explain(planned)
+        result: dict[str, Any] = json.loads(planned.stdout)
+        return result
+
+    cluster.wait_for(
+        "NodePool status.resources",
+        lambda: all(p.get("status", {}).get("resources", {}).get("cpu") for p in karpenter.pools()),
+        timeout=60,
+        interval=1.0,
+    )
+    at_limit("zone-b")
+    (move,) = plan()["evictions"]
+    assert move["targetNode"] == c, move  # n-b sorts first, but its pool is at its limit
+    at_limit("zone-c")
+    left = plan()
+    assert left["evictions"] == []
+    reasons = {s["reason"] for s in left["skipped"] if s["code"] == "no-fit"}
+    assert reasons, left["skipped"]
+    for reason in reasons:
+        assert "e2e-zone-b: at its cpu limit" in reason, reason
+        assert "e2e-zone-c: at its cpu limit" in reason, reason

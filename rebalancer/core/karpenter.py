@@ -1,0 +1,87 @@
+"""What rebalancer reads of a node autoscaler that disrupts nodes itself (Karpenter): the marks
+that say a node or a pod is about to move, or must not be moved. Pure.
+
+Karpenter (sigs.k8s.io/karpenter, v1.x) writes and reads these names:
+
+- ``karpenter.sh/disrupted`` (taint, NoSchedule): put on a node its disruption (consolidation,
+  drift, expiry) or termination has chosen; the node is then drained through the Eviction API
+  and deleted. Such a node is never a target of a replacement (whatever the pod tolerates: the
+  node is going away), and its pods are not victims: they are about to move anyway.
+- ``karpenter.sh/do-not-disrupt`` (annotation on a pod): its owner asks that the pod not be
+  disrupted voluntarily. Karpenter takes ``"true"``, or a positive Go duration (``"5m"``) that
+  protects the pod for that long after it started; any other value is ignored. rebalancer does
+  not read a pod's start time, so a duration protects the pod as ``"true"`` does (Karpenter
+  itself protects a pod whose start time it does not know).
+
+Worked example: node n1 tainted ``karpenter.sh/disrupted:NoSchedule`` and node n2 without;
+a ReplicaSet pod on n1 is skipped (``node-disrupted``); one on n2 annotated
+``karpenter.sh/do-not-disrupt: "10m"`` is skipped (``do-not-disrupt``); one annotated
+``"false"`` or ``"soon"`` is a candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from rebalancer.core.model import Node
+
+DISRUPTED_TAINT_KEY: Final = "karpenter.sh/disrupted"
+DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
+
+
+def node_disrupted(node: Node) -> bool:
+    """The node carries Karpenter's disrupted taint (any effect, any value)."""
+    return any(t.key == DISRUPTED_TAINT_KEY for t in node.taints)
+
+
+def do_not_disrupt(value: str | None) -> bool:
+    """Whether a ``karpenter.sh/do-not-disrupt`` value protects the pod: ``"true"``, or a
+    positive Go duration (see the module docstring); absent or any other value does not."""
+    if value is None:
+        return False
+    if value == "true":
+        return True
+    return _positive_go_duration(value)
+
+
+# One part of a Go duration (time.ParseDuration): a decimal number and its unit.
+_PART: Final = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def _positive_go_duration(text: str) -> bool:
+    """Whether ``text`` is a Go duration above zero (``5m``, ``1h30m``, ``+90s``, ``.5h``)."""
+    body = text[1:] if text[:1] == "+" else text
+    if not body:
+        return False
+    pos = 0
+    positive = False
+    while pos < len(body):
+        match = _PART.match(body, pos)
+        if match is None:
+            return False
+        positive = positive or float(match.group(1)) > 0
+        pos = match.end()
+    return positive
+
+
+def field_writers(managed_fields: Iterable[object], annotation: str) -> tuple[str, ...]:
+    """The managers whose ``managedFields`` entry owns ``metadata.annotations[annotation]``
+    (``fieldsV1`` holds ``f:metadata`` > ``f:annotations`` > ``f:<annotation>``), in the order
+    of the entries, each once. Entries that are not objects, or not in the FieldsV1 format,
+    own nothing."""
+    key = f"f:{annotation}"
+    found: list[str] = []
+    for entry in managed_fields:
+        if not isinstance(entry, Mapping) or entry.get("fieldsType", "FieldsV1") != "FieldsV1":
+            continue
+        fields = entry.get("fieldsV1")
+        meta = fields.get("f:metadata") if isinstance(fields, Mapping) else None
+        annotations = meta.get("f:annotations") if isinstance(meta, Mapping) else None
+        if isinstance(annotations, Mapping) and key in annotations:
+            manager = entry.get("manager")
+            name = manager if isinstance(manager, str) and manager else "(no manager name)"
+            if name not in found:
+                found.append(name)
+    return tuple(found)
