@@ -3,8 +3,9 @@ request deadlines of :mod:`.deadline`.
 
 The ``kubernetes`` package works out where the server is and who we are (kubeconfig,
 in-cluster service account, exec plugins: :mod:`.kubeclient`); what it found is handed over
-here as an :class:`Endpoint` of plain values, and every request goes out through :func:`send`.
-urllib3 re-sends nothing and follows no redirect: retries are :mod:`.retry`'s alone.
+here as an :class:`Endpoint` of plain values, and every request goes out through
+:meth:`Transport.open`. urllib3 re-sends nothing and follows no redirect: retries are
+:mod:`.retry`'s alone.
 """
 
 from __future__ import annotations
