@@ -183,8 +183,8 @@ def refreshing(
 ) -> None:
     """Run ``plugin`` again (under ``timeout``) when its token is about to expire, before the
     request that would send it; installed as the configuration's refresh hook. A plugin that
-    gave a client certificate, or no expiry, is not run again (the client keeps one TLS
-    identity per connection pool)."""
+    gave a client certificate, or no expiry, is not run again (the connection pool of
+    :mod:`.transport` keeps one TLS identity)."""
     if credential.token is None or credential.expires is None:
         return
     current = [credential]
