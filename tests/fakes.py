@@ -1,5 +1,5 @@
-"""Test fakes shared by the test modules: a clock, the executor's recording API, the HTTP client
-under Kube, the paginated lister, a small cluster for the runner, a scripted planner, the API
+"""Test fakes shared by the test modules: a clock, the executor's recording API, a recording HTTP
+server for Kube, the paginated lister, a small cluster for the runner, a scripted planner, the API
 server's answers they replay, TCP servers that trickle or never answer, and where the tests
 find kubectl.
 
@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import io
+import http.server
 import itertools
 import shutil
 import socket
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from rebalancer.cluster.act.lease import LeaseApi
 from rebalancer.cluster.act.steering import PatchFn
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.api.transport import Endpoint
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.model import ZONE_KEY, Snapshot
 from rebalancer.core.plan import Eviction, Plan, ViewReport
@@ -240,73 +242,52 @@ def replica_set(name: str, uid: str, replicas: int) -> dict[str, Any]:
     }
 
 
-class BodyStream:
-    """Stands in for the urllib3 response under a client answer: its body read in pieces."""
+class RecordingServer:
+    """A real HTTP server on 127.0.0.1 that answers every request with ``status`` and
+    ``body`` and records what arrived: ``sent`` holds (method, path with its query, the body
+    parsed as JSON or None), ``headers`` each request's headers. It serves until the object is
+    garbage collected; :attr:`endpoint` is what :class:`Kube` connects to."""
 
-    def __init__(self, body: bytes) -> None:
-        self._body = io.BytesIO(body)
-        self.released = self.closed = False
-
-    def read(self, amt: int | None = None) -> bytes:
-        return self._body.read(amt)
-
-    def release_conn(self) -> None:
-        self.released = True
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@dataclass
-class _Raw:
-    status: int
-    body: bytes
-
-    def read(self) -> bytes:
-        return self.body
-
-    @property
-    def response(self) -> BodyStream:
-        return BodyStream(self.body)
-
-    def getheaders(self) -> dict[str, str]:
-        return {}
-
-
-class RecordingApiClient:
-    """Stands in for kubernetes.client.ApiClient; records what Kube would send."""
-
-    def __init__(self, status: int = 201, body: bytes = b"{}") -> None:
-        self.status = status
-        self.body = body
+    def __init__(
+        self, status: int = 201, body: bytes = b"{}", content_type: str = "application/json"
+    ) -> None:
         self.sent: list[tuple[str, str, Any]] = []
-        self.configuration = type("C", (), {"host": "https://127.0.0.1:6443"})()
+        self.headers: list[dict[str, str]] = []
+        sent, headers = self.sent, self.headers  # the handler holds these, never ``self``
 
-    def param_serialize(
-        self,
-        method: str,
-        path: str,
-        query_params: list[tuple[str, str]] | None = None,
-        header_params: dict[str, str] | None = None,
-        auth_settings: list[str] | None = None,
-    ) -> tuple[str, str, dict[str, str], None, None]:
-        query = "&".join(f"{k}={v}" for k, v in query_params or [])
-        url = self.configuration.host + path + (f"?{query}" if query else "")
-        return method, url, header_params or {}, None, None
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
 
-    def call_api(
-        self,
-        method: str,
-        url: str,
-        header_params: dict[str, str] | None = None,
-        body: Any = None,
-        _request_timeout: Any = None,
-    ) -> _Raw:
-        self.sent.append((method, url, body))
-        return _Raw(self.status, self.body)
+            def log_message(self, format: str, *args: Any) -> None:  # the base's name
+                pass
 
-    def close(self) -> None:
-        pass
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(length) if length else b""
+                sent.append((self.command, self.path, orjson.loads(data) if data else None))
+                headers.append(dict(self.headers.items()))
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_PATCH = _answer  # the names http.server calls
+
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = True
+        thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        thread.start()
+        self.endpoint = Endpoint(f"http://127.0.0.1:{httpd.server_address[1]}")
+        weakref.finalize(self, _stop_server, httpd, thread)
+
+
+def _stop_server(httpd: http.server.ThreadingHTTPServer, thread: threading.Thread) -> None:
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(5)
 
 
 class FakeLister:

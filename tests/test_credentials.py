@@ -19,7 +19,7 @@ from rebalancer.cli.main import main
 from rebalancer.cluster.api import errors, redact
 from rebalancer.cluster.api.kubeclient import connect
 from rebalancer.core.errors import EXIT_CLUSTER
-from tests.fakes import server
+from tests.fakes import RecordingServer, server
 
 TOKEN = "SECRET-TOKEN-4242abcd"
 EXEC_TOKEN = "SECRET-EXEC-9999zz"
@@ -62,13 +62,21 @@ def exec_plugin(tmp_path: Path, token_json: str) -> str:
     return f"{{exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: {path}}}}}"
 
 
-def header(kube_config: Path) -> str | None:
-    kube = connect(str(kube_config))
+def sent_authorization(tmp_path: Path, user: str, requests: int = 1) -> list[str | None]:
+    """The Authorization header a server on 127.0.0.1 received, request by request, from a
+    kubeconfig with ``user``."""
+    api = RecordingServer(200, b"{}")
+    kube = connect(str(kubeconfig(tmp_path, api.endpoint.server, user)))
     try:
-        value: str | None = kube._api.configuration.get_api_key_with_prefix("BearerToken")
-        return value
+        for _ in range(requests):
+            kube.request("GET", "/version")
     finally:
         kube.close()
+    return [h.get("Authorization") for h in api.headers]
+
+
+def header(tmp_path: Path, user: str) -> str | None:
+    return sent_authorization(tmp_path, user)[0]
 
 
 # -- trimming, as kubectl does ----------------------------------------------------------------
@@ -77,20 +85,14 @@ def header(kube_config: Path) -> str | None:
 @pytest.mark.parametrize("content", [f"{TOKEN}\n", f"{TOKEN}\r\n", f"  {TOKEN}\n\n", TOKEN])
 def test_a_token_file_is_trimmed(tmp_path: Path, content: str) -> None:
     """A tokenFile ending in a newline (what echo writes) sends the token alone."""
-    path = kubeconfig(tmp_path, "http://127.0.0.1:9", token_file(tmp_path, content))
-    assert header(path) == f"Bearer {TOKEN}"
+    assert header(tmp_path, token_file(tmp_path, content)) == f"Bearer {TOKEN}"
 
 
 def test_an_exec_token_is_trimmed_now_and_after_each_refresh(tmp_path: Path) -> None:
     """An exec plugin's token ending in a newline is trimmed, also when the client refreshes."""
-    path = kubeconfig(tmp_path, "http://127.0.0.1:9", exec_plugin(tmp_path, f'"{EXEC_TOKEN}\\n"'))
-    kube = connect(str(path))
-    try:
-        configuration = kube._api.configuration
-        for _ in range(3):  # each call runs the client's refresh hook, which re-sets the token
-            assert configuration.get_api_key_with_prefix("BearerToken") == f"Bearer {EXEC_TOKEN}"
-    finally:
-        kube.close()
+    user = exec_plugin(tmp_path, f'"{EXEC_TOKEN}\\n"')
+    # each request runs the client's refresh hook, which re-sets the token
+    assert sent_authorization(tmp_path, user, 3) == [f"Bearer {EXEC_TOKEN}"] * 3
 
 
 @pytest.mark.parametrize("inner", ["A B", "A\nB", "A\x1bB"])
@@ -226,8 +228,7 @@ def test_debug_traceback_is_redacted(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_remembered_credentials_are_redacted_whatever_surrounds_them(tmp_path: Path) -> None:
     """Once loaded, the token is redacted even where no pattern would see a credential."""
-    path = kubeconfig(tmp_path, "http://127.0.0.1:9", token_file(tmp_path, "abcdefghijkl\n"))
-    header(path)
+    header(tmp_path, token_file(tmp_path, "abcdefghijkl\n"))
     assert redact.redact("echo=abcdefghijkl;") == "echo=<redacted>;"
 
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 import orjson
 import pytest
 import structlog
-from kubernetes import client
 
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.deadline import Watchdog
 from rebalancer.cluster.api.kubeclient import Kube
+from rebalancer.cluster.api.transport import Endpoint
 from tests.fakes import HANG_GUARD, Behaviour, server, silence, trickle
 
 
@@ -35,10 +35,8 @@ def answer_after(seconds: float) -> Behaviour:
 
 
 def kube(port: int, request_timeout: float, warn_after: float = 5.0) -> Kube:
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
     return Kube(
-        client.ApiClient(configuration),
+        Endpoint(f"http://127.0.0.1:{port}"),
         source="test",
         timeout=(1.0, request_timeout),
         warn_after=warn_after,

@@ -34,6 +34,7 @@ from rebalancer.cluster.api import execplugin, redact
 from rebalancer.cluster.api.kubeclient import connect
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_OK
 from tests import hostile
+from tests.fakes import RecordingServer
 from tests.hostile import Request, hostile_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -361,16 +362,17 @@ def test_a_relative_command_is_found_beside_the_kubeconfig(
     (tmp_path / "bin").mkdir()
     plugin(tmp_path / "bin", "plugin.sh", f"#!/bin/sh\necho '{credential('tok-relative-1')}'\n")
     user = {"exec": {"apiVersion": V1, "command": "./bin/plugin.sh"}}
-    path = write_kubeconfig(tmp_path, "http://127.0.0.1:9", user)
+    api = RecordingServer(200, b"{}")
+    path = write_kubeconfig(tmp_path, api.endpoint.server, user)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     kube = connect(str(path))
     try:
-        token = kube._api.configuration.get_api_key_with_prefix("BearerToken")
+        kube.request("GET", "/version")
     finally:
         kube.close()
-    assert token == "Bearer tok-relative-1"
+    assert api.headers[0]["Authorization"] == "Bearer tok-relative-1"
 
 
 def test_a_plugin_that_asks_for_cluster_info_gets_the_fields_kubectl_passes(
@@ -419,17 +421,20 @@ def test_an_expiring_token_is_renewed_by_running_the_plugin_again(tmp_path: Path
         "'expirationTimestamp': when}}))\n"
     )
     user = plugin(tmp_path, "renew.py", script)
-    path = write_kubeconfig(tmp_path, "http://127.0.0.1:9", user)
+    api = RecordingServer(200, b"{}")
+    path = write_kubeconfig(tmp_path, api.endpoint.server, user)
 
     def tokens(expiry: str) -> list[str]:
         counter.write_text("0")
         expires.write_text(expiry)
+        api.headers.clear()
         kube = connect(str(path))
         try:
-            configuration = kube._api.configuration
-            return [configuration.get_api_key_with_prefix("BearerToken") for _ in range(3)]
+            for _ in range(3):
+                kube.request("GET", "/version")
         finally:
             kube.close()
+        return [h["Authorization"] for h in api.headers]
 
     soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5))
     later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))

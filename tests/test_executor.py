@@ -17,7 +17,7 @@ from rebalancer.core.errors import EXIT_CLUSTER, InputError
 from rebalancer.core.model import ZONE_KEY
 from rebalancer.core.plan import Eviction
 from tests.builders import NS, api_node, api_pod
-from tests.fakes import MULTI_PDB_500, PDB_429, FakeApi, FakeClock, RecordingApiClient
+from tests.fakes import MULTI_PDB_500, PDB_429, FakeApi, FakeClock, RecordingServer
 
 
 def evict(
@@ -552,37 +552,43 @@ def test_on_result_sees_every_result() -> None:
 @pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH"])
 def test_kube_refuses_anything_but_get_and_post(method: str) -> None:
     """The HTTP layer cannot send a DELETE (or any other write than POST)."""
-    api = RecordingApiClient()
+    api = RecordingServer()
     with pytest.raises(ValueError, match="never sends"):
-        Kube(api, source="test").request(method, f"/api/v1/namespaces/{NS}/pods/web-1")
+        Kube(api.endpoint, source="test").request(method, f"/api/v1/namespaces/{NS}/pods/web-1")
     assert api.sent == []
 
 
 def test_kube_posts_eviction_to_the_subresource() -> None:
     """post_eviction POSTs the body to pods/{name}/eviction, with dryRun=All when asked."""
-    api = RecordingApiClient(201, b'{"kind":"Status"}')
-    kube = Kube(api, source="test")
+    api = RecordingServer(201, b'{"kind":"Status"}')
+    kube = Kube(api.endpoint, source="test")
     body = eviction_body(evict("web-1"), dry_run=True)
     status, answer = kube.post_eviction(NS, "web-1", body)
     assert (status, answer) == (201, {"kind": "Status"})
     method, url, sent = api.sent[0]
     assert method == "POST"
-    assert url == f"https://127.0.0.1:6443/api/v1/namespaces/{NS}/pods/web-1/eviction?dryRun=All"
+    assert url == f"/api/v1/namespaces/{NS}/pods/web-1/eviction?dryRun=All"
     assert sent["deleteOptions"]["preconditions"] == {"uid": "uid-web-1"}
 
 
 def test_kube_returns_eviction_statuses_and_raises_forbidden() -> None:
     """Eviction error statuses come back as data, except 403 which names the denied request."""
-    kube = Kube(RecordingApiClient(429, orjson_bytes(PDB_429)), source="test")
+    busy, forbidding = RecordingServer(429, orjson_bytes(PDB_429)), forbidden()
+    kube = Kube(busy.endpoint, source="test")
     assert kube.post_eviction(NS, "web-1", eviction_body(evict("web-1")))[0] == 429
-    denied = Kube(RecordingApiClient(403, b'{"message":"forbidden"}'), source="test")
+    denied = Kube(forbidding.endpoint, source="test")
     with pytest.raises(errors.Forbidden, match=r"RBAC: cannot create pods/eviction"):
         denied.post_eviction(NS, "web-1", eviction_body(evict("web-1")))
 
 
 def test_kube_get_pod_404_is_none() -> None:
     """A GET of a missing pod is None, not an error."""
-    assert Kube(RecordingApiClient(404, b"{}"), source="test").get_pod(NS, "web-1") is None
+    missing = RecordingServer(404, b"{}")
+    assert Kube(missing.endpoint, source="test").get_pod(NS, "web-1") is None
+
+
+def forbidden() -> RecordingServer:
+    return RecordingServer(403, b'{"message":"forbidden"}')
 
 
 def orjson_bytes(value: Any) -> bytes:
@@ -818,21 +824,22 @@ def test_an_earlier_eviction_whose_owner_was_scaled_down_does_not_hold_the_workl
 def test_kube_get_owner_reads_the_apps_v1_object(kind: str, path: str) -> None:
     """get_owner GETs the ReplicaSet or StatefulSet by name; 404 is None, 403 names the
     denied request, other kinds are never asked for."""
-    api = RecordingApiClient(200, b'{"kind":"%s","spec":{"replicas":2}}' % kind.encode())
-    assert Kube(api, source="test").get_owner(NS, kind, "web-7d4f") == {
+    api = RecordingServer(200, b'{"kind":"%s","spec":{"replicas":2}}' % kind.encode())
+    assert Kube(api.endpoint, source="test").get_owner(NS, kind, "web-7d4f") == {
         "kind": kind,
         "spec": {"replicas": 2},
     }
-    assert api.sent == [("GET", f"https://127.0.0.1:6443{path}", None)]
-    assert Kube(RecordingApiClient(404, b"{}"), source="test").get_owner(NS, kind, "x") is None
-    denied = Kube(RecordingApiClient(403, b'{"message":"forbidden"}'), source="test")
+    assert api.sent == [("GET", path, None)]
+    missing, forbidding = RecordingServer(404, b"{}"), forbidden()
+    assert Kube(missing.endpoint, source="test").get_owner(NS, kind, "x") is None
+    denied = Kube(forbidding.endpoint, source="test")
     with pytest.raises(errors.Forbidden, match=r"RBAC: cannot get \w+\.apps"):
         denied.get_owner(NS, kind, "web-7d4f")
 
 
 def test_kube_get_owner_refuses_other_kinds() -> None:
     """A Job or a custom controller is never read: nothing is sent."""
-    api = RecordingApiClient(200, b"{}")
+    api = RecordingServer(200, b"{}")
     with pytest.raises(ValueError, match="no owner of kind 'Job'"):
-        Kube(api, source="test").get_owner(NS, "Job", "batch-1")
+        Kube(api.endpoint, source="test").get_owner(NS, "Job", "batch-1")
     assert api.sent == []

@@ -15,7 +15,7 @@ import structlog
 import urllib3
 
 from rebalancer.cli.main import main
-from rebalancer.cluster.api import deadline, errors, kubeclient
+from rebalancer.cluster.api import deadline, errors, kubeclient, transport
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH
 from rebalancer.cluster.read.reader import ReadDeadline, ReadLimits, read_cluster
@@ -215,14 +215,14 @@ def test_every_connect_attempt_shares_the_connect_timeout() -> None:
     """The retries of a connection share one connect timeout: each attempt gets what is left
     of it, and once it is spent an attempt fails at once instead of waiting again."""
     watchdog = deadline.Watchdog(warn_after=0)
-    conn = kubeclient._WatchedHTTPConnection("127.0.0.1", 9, timeout=5.0)
+    conn = transport._WatchedHTTPConnection("127.0.0.1", 9, timeout=5.0)
     with watchdog.watch("GET /", 60) as watch:
         watch.connect_by = time.monotonic() + 0.5
-        kubeclient._connect_budget(conn)
+        transport._connect_budget(conn)
         assert isinstance(conn.timeout, float) and 0 < conn.timeout <= 0.5
         watch.connect_by = time.monotonic() - 0.1
         with pytest.raises(urllib3.exceptions.ConnectTimeoutError):
-            kubeclient._connect_budget(conn)
+            transport._connect_budget(conn)
 
 
 def test_an_unanswered_connect_exits_3_naming_the_connect_timeout(

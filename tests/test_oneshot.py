@@ -1,6 +1,6 @@
-"""The console script ends the process as soon as the command is done (os._exit after flushing
-and the exit handlers): same output, same exit codes as :func:`main` in-process, exit handlers
-still run, and threads still running are waited for as before."""
+"""The console script freezes its loaded input out of the garbage collector's reach: same
+output, same exit codes as :func:`main` in-process, exit handlers still run, threads still
+running are waited for, and the collector is on again once the input is loaded."""
 
 from __future__ import annotations
 
@@ -76,6 +76,19 @@ def test_exit_handlers_run_and_output_is_flushed(tmp_path: Path) -> None:
     json.loads(text.removesuffix("handler ran\n"))
 
 
+def test_the_loaded_input_is_frozen_and_the_collector_back_on() -> None:
+    """After the load the objects alive are in the collector's permanent generation, and the
+    collector runs again for what comes after."""
+    prelude = (
+        "import atexit, gc\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count(), gc.isenabled()))"
+    )
+    result = _script("plan", "--snapshot", str(SNAPSHOT), "-o", "json", prelude=prelude)
+    assert result.returncode == 0
+    last = result.stdout.decode().splitlines()[-1].split()
+    assert last[0] == "frozen" and int(last[1]) > 1000 and last[2] == "True"
+
+
 def test_a_thread_still_running_is_waited_for(tmp_path: Path) -> None:
     """With a non-daemon thread left, the interpreter's usual exit waits for it."""
     done = tmp_path / "done"
@@ -101,4 +114,4 @@ def test_main_leaves_the_collector_and_nothing_held(capsys: pytest.CaptureFixtur
     capsys.readouterr()
     assert gc.isenabled()
     assert not oneshot.active()
-    assert oneshot._held == []
+    assert gc.get_freeze_count() == 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ from rebalancer.cluster.read.watch import ClusterWatch
 from rebalancer.core.convert import SnapshotBuilder, snapshot_from_objects
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
-from tests.fakes import BodyStream, FakeLister
+from tests.fakes import FakeLister, RecordingServer
 from tests.protoenc import envelope, pod_page
 from tests.test_fastdecode import EVERY_FIELD, check_sharing
 
@@ -687,72 +687,33 @@ def test_kept_objects_are_read_as_json() -> None:
     assert not proto.calls and result.objects is not None
 
 
-@dataclass
-class _Answer:
-    status: int
-    body: bytes
-    headers: Mapping[str, str]
-
-    def read(self) -> bytes:
-        return self.body
-
-    @property
-    def response(self) -> BodyStream:
-        return BodyStream(self.body)
-
-    def getheaders(self) -> Mapping[str, str]:
-        return self.headers
-
-
-class _Api:
-    """Stands in for kubernetes.client.ApiClient: one scripted answer, the headers recorded."""
-
-    def __init__(self, status: int, body: bytes, content_type: str) -> None:
-        self.answer = _Answer(status, body, {"Content-Type": content_type})
-        self.sent: list[dict[str, str]] = []
-        self.configuration = type("C", (), {"host": "https://127.0.0.1:6443"})()
-
-    def param_serialize(
-        self,
-        method: str,
-        path: str,
-        query_params: Any = None,
-        header_params: Any = None,
-        auth_settings: Any = None,
-    ) -> tuple[str, str, dict[str, str], None, None]:
-        return method, self.configuration.host + path, dict(header_params or {}), None, None
-
-    def call_api(self, method: str, url: str, header_params: Any = None, **_: Any) -> _Answer:
-        self.sent.append(dict(header_params or {}))
-        return self.answer
-
-    def close(self) -> None:
-        pass
+def _pages(server: RecordingServer) -> Callable[[str, str | None, int, str | None], bytes]:
+    return protobuf_pages(Kube(server.endpoint, source="t"))
 
 
 def test_kube_asks_for_protobuf_and_checks_the_content_type() -> None:
     page = pod_page([EVERY_FIELD])
-    api = _Api(200, page, PROTOBUF)
-    assert protobuf_pages(Kube(api, source="t"))("pods", None, 5, None) == page
-    assert api.sent[0]["Accept"] == "application/vnd.kubernetes.protobuf, application/json"
+    api = RecordingServer(200, page, PROTOBUF)
+    assert _pages(api)("pods", None, 5, None) == page
+    assert api.headers[0]["Accept"] == "application/vnd.kubernetes.protobuf, application/json"
     json_page = b'{"kind":"PodList","items":[]}'
     assert (
-        protobuf_pages(Kube(_Api(200, json_page, "application/json"), source="t"))(
-            "pods", None, 5, None
-        )
+        _pages(RecordingServer(200, json_page, "application/json"))("pods", None, 5, None)
         == json_page
     )
+    protobuf_answering_json = RecordingServer(200, json_page, PROTOBUF)
     with pytest.raises(errors.ClusterError, match="Content-Type"):
-        protobuf_pages(Kube(_Api(200, json_page, PROTOBUF), source="t"))("pods", None, 5, None)
+        _pages(protobuf_answering_json)("pods", None, 5, None)
+    json_answering_protobuf = RecordingServer(200, page, "application/json")
     with pytest.raises(errors.ClusterError, match="Content-Type"):
-        protobuf_pages(Kube(_Api(200, page, "application/json"), source="t"))("pods", None, 5, None)
+        _pages(json_answering_protobuf)("pods", None, 5, None)
 
 
 def test_kube_reads_a_protobuf_error_answer() -> None:
     status = pb.Status(message="too old", reason="Expired", code=410)
-    api = _Api(410, envelope("Status", status.SerializeToString()), PROTOBUF)
+    api = RecordingServer(410, envelope("Status", status.SerializeToString()), PROTOBUF)
     with pytest.raises(errors.Gone, match="too old"):
-        protobuf_pages(Kube(api, source="t"))("pods", None, 5, "tok")
+        _pages(api)("pods", None, 5, "tok")
 
 
 def test_is_protobuf_is_the_magic() -> None:

@@ -16,7 +16,7 @@ from rebalancer.cluster.api.resources import RESOURCES
 from rebalancer.cluster.read.reader import read_cluster
 from rebalancer.core.errors import EXIT_CLUSTER, InputError
 from tests.builders import cluster_items
-from tests.fakes import FakeLister, RecordingApiClient
+from tests.fakes import FakeLister, RecordingServer
 
 
 def snapshot_file(tmp_path: Path, items: Mapping[str, list[dict[str, Any]]]) -> Path:
@@ -117,13 +117,13 @@ def test_a_page_that_is_not_json_is_a_cluster_error() -> None:
 
 def test_kube_list_page_sends_limit_continue_and_namespace() -> None:
     """The real transport puts limit, continue and the namespace into the LIST URL."""
-    api = RecordingApiClient(200, b'{"items":[]}')
-    kube = Kube(api, source="test")
+    api = RecordingServer(200, b'{"items":[]}')
+    kube = Kube(api.endpoint, source="test")
     kube.list_page("pods", "shop", 3, "tok")
     kube.list_page("nodes", "shop", 3, None)
     kube.list_page("poddisruptionbudgets", None, 500, None)
     kube.list_page("replicasets", None, 500, None)
-    urls = [u.removeprefix("https://127.0.0.1:6443") for _, u, _ in api.sent]
+    urls = [u for _, u, _ in api.sent]
     assert urls == [
         "/api/v1/namespaces/shop/pods?limit=3&continue=tok",
         "/api/v1/nodes?limit=3",
@@ -135,13 +135,14 @@ def test_kube_list_page_sends_limit_continue_and_namespace() -> None:
 
 def test_kube_list_forbidden_names_verb_and_resource() -> None:
     """A denied LIST exits 3 with 'RBAC: cannot list <resource> (<scope>)'."""
-    kube = Kube(RecordingApiClient(403, b'{"message":"nope"}'), source="test")
+    forbidden, gone = RecordingServer(403, b'{"message":"nope"}'), RecordingServer(410, b"{}")
+    kube = Kube(forbidden.endpoint, source="test")
     with pytest.raises(errors.Forbidden) as caught:
         kube.list_page("replicasets", None, 500, None)
     assert str(caught.value).startswith("RBAC: cannot list replicasets.apps (cluster-wide)")
     assert caught.value.exit_code == EXIT_CLUSTER
     with pytest.raises(errors.Gone):
-        Kube(RecordingApiClient(410, b"{}"), source="test").list_page("pods", None, 1, "t")
+        Kube(gone.endpoint, source="test").list_page("pods", None, 1, "t")
 
 
 class _GeneralBuilder:

@@ -11,13 +11,13 @@ from typing import Any
 
 import orjson
 import pytest
-from kubernetes import client
 
 from rebalancer.cluster.act.executor import Executor, ExecutorSettings
 from rebalancer.cluster.act.outcome import Outcome
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.cluster.api.retry import RetryPolicy
+from rebalancer.cluster.api.transport import Endpoint
 from tests.builders import NS, api_node, api_pod
 from tests.fakes import PDB_429, FakeClock, server
 from tests.test_executor import evict
@@ -61,10 +61,8 @@ def routed(route: Route, seen: list[tuple[str, str]]) -> Callable[[socket.socket
 
 
 def kube(port: int, sleeps: list[float]) -> Kube:
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
     return Kube(
-        client.ApiClient(configuration), source="test", timeout=(1.0, 5.0), sleep=sleeps.append
+        Endpoint(f"http://127.0.0.1:{port}"), source="test", timeout=(1.0, 5.0), sleep=sleeps.append
     )
 
 

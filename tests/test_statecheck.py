@@ -27,7 +27,7 @@ from rebalancer.cluster.read.watch import ClusterWatch
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.model import Snapshot
 from tests.builders import cluster_items, list_pod
-from tests.fakes import RecordingApiClient
+from tests.fakes import RecordingServer
 from tests.test_watch import FAST, FakeApi, eventually
 
 _State = dict[tuple[str, str], dict[str, Any]]
@@ -342,12 +342,12 @@ def test_a_gone_version_is_version_unavailable_not_a_restart(api: HistoryApi) ->
 def test_kube_pins_only_the_first_page_of_a_list() -> None:
     """resourceVersion and resourceVersionMatch=Exact on the first page; the continue pages
     carry only their token (the API refuses resourceVersionMatch beside continue)."""
-    api = RecordingApiClient(200, b'{"items":[]}')
-    kube = Kube(api, source="test")
+    api = RecordingServer(200, b'{"items":[]}')
+    kube = Kube(api.endpoint, source="test")
     kube.list_page("pods", "shop", 3, None, resource_version="4711")
     kube.list_page("pods", "shop", 3, "tok", resource_version="4711")
     kube.list_page("nodes", None, 3, None)
-    urls = [u.removeprefix("https://127.0.0.1:6443") for _, u, _ in api.sent]
+    urls = [u for _, u, _ in api.sent]
     assert urls == [
         "/api/v1/namespaces/shop/pods?limit=3&resourceVersion=4711&resourceVersionMatch=Exact",
         "/api/v1/namespaces/shop/pods?limit=3&continue=tok",

@@ -17,7 +17,7 @@ from rebalancer.cluster.act.steering import CostOutcome, patch_body, write_costs
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.core.policy import Policy
 from rebalancer.core.steer import CostChange, Steering
-from tests.fakes import NOW, FakeClock, FakeCluster, RecordingApiClient
+from tests.fakes import NOW, FakeClock, FakeCluster, RecordingServer
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "skewed-cluster.yaml"
 COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -40,13 +40,15 @@ def test_the_patch_carries_the_cost_its_mark_and_the_resource_version_only() -> 
 
 def test_the_client_patches_a_pods_cost_as_a_merge_patch() -> None:
     """patch_pod_cost sends PATCH to the pod itself, the body unchanged."""
-    api = RecordingApiClient(200, b"{}")
-    status, _ = Kube(api, source="test").patch_pod_cost("shop", "web-1", patch_body(change("x")))
+    api = RecordingServer(200, b"{}")
+    status, _ = Kube(api.endpoint, source="test").patch_pod_cost(
+        "shop", "web-1", patch_body(change("x"))
+    )
     assert status == 200
     assert api.sent == [
         (
             "PATCH",
-            "https://127.0.0.1:6443/api/v1/namespaces/shop/pods/web-1",
+            "/api/v1/namespaces/shop/pods/web-1",
             patch_body(change("x")),
         )
     ]
@@ -89,9 +91,9 @@ def test_the_client_patches_a_pods_cost_as_a_merge_patch() -> None:
 def test_the_client_refuses_any_other_patch(path: str, body: dict[str, Any]) -> None:
     """A PATCH of anything but a pod's cost and mark (labels, images, other annotations, no
     resourceVersion, a subresource, another kind) raises before anything is sent."""
-    api = RecordingApiClient(200, b"{}")
+    api = RecordingServer(200, b"{}")
     with pytest.raises(ValueError, match="never sends PATCH"):
-        Kube(api, source="test").request("PATCH", path, body=body)
+        Kube(api.endpoint, source="test").request("PATCH", path, body=body)
     assert api.sent == []
 
 

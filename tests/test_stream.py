@@ -19,11 +19,11 @@ from typing import Any
 
 import orjson
 import pytest
-from kubernetes import client
 
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import STREAM_CHUNK, Kube
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.api.transport import Endpoint
 from rebalancer.cluster.read.encoding import protobuf_stream
 from rebalancer.cluster.read.protodecode import MAGIC, PROTOBUF, parse_page
 from rebalancer.cluster.read.protodecode import schema_pb2 as pb
@@ -403,10 +403,8 @@ def test_the_read_deadline_is_checked_after_each_batch() -> None:
 
 
 def kube(port: int, request_timeout: float) -> Kube:
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
     return Kube(
-        client.ApiClient(configuration),
+        Endpoint(f"http://127.0.0.1:{port}"),
         source="test",
         timeout=(1.0, request_timeout),
         sleep=lambda _: None,

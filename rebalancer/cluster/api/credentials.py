@@ -3,9 +3,9 @@
 kubectl trims the whitespace around a ``tokenFile``'s content (``echo`` ends it in a newline)
 and around an exec plugin's token; the Python client sends either as read, and a header value
 ending in a newline makes ``http.client`` raise ``ValueError`` with the token in its message.
-:func:`tidy` trims every bearer token the client configuration holds, now and after each
-refresh (exec plugins and in-cluster tokens are re-read when they expire), refuses a token
-that an HTTP header cannot carry, and remembers each credential so that
+:func:`tidy` trims every bearer token the client configuration holds, :func:`authorization`
+the header of each request (exec plugins and in-cluster tokens are re-read when they expire);
+both refuse a token that an HTTP header cannot carry, and remember each credential so that
 :func:`rebalancer.cluster.api.redact.redact` replaces it wherever it might be printed.
 
 A kubeconfig user's ``exec`` plugin is run by rebalancer, never by the client
@@ -73,7 +73,7 @@ def _trim_all(configuration: Any) -> None:
 
 
 def tidy(configuration: Any) -> None:
-    """Trim and remember the credentials of a client ``Configuration``, now and on refresh."""
+    """Trim and remember the credentials of a client ``Configuration``."""
     _trim_all(configuration)
     for attribute in ("password", "proxy", "host"):
         value = getattr(configuration, attribute, None)
@@ -84,16 +84,13 @@ def tidy(configuration: Any) -> None:
         else:
             userinfo = urlsplit(value).netloc.rpartition("@")[0]
             redact.remember(userinfo)
-    hook: Callable[[Any], None] | None = getattr(configuration, "refresh_api_key_hook", None)
-    if hook is None or getattr(hook, "_rebalancer_trims", False):
-        return
 
-    def refreshed(config: Any) -> None:
-        hook(config)
-        tidy(config)  # the client's hook may have installed a new hook: wrap that one too
 
-    refreshed._rebalancer_trims = True  # type: ignore[attr-defined]  # marks the wrapper
-    configuration.refresh_api_key_hook = refreshed
+def authorization(configuration: Any) -> str | None:
+    """The Authorization header of a client ``Configuration`` now, trimmed and remembered: its
+    refresh hook runs first (an exec plugin's token renewed, the service account's re-read)."""
+    value = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+    return _trimmed(value) if isinstance(value, str) and value else None
 
 
 # -- exec credential plugins ------------------------------------------------------------------
@@ -186,8 +183,8 @@ def refreshing(
 ) -> None:
     """Run ``plugin`` again (under ``timeout``) when its token is about to expire, before the
     request that would send it; installed as the configuration's refresh hook. A plugin that
-    gave a client certificate, or no expiry, is not run again (the client keeps one TLS
-    identity per connection pool)."""
+    gave a client certificate, or no expiry, is not run again (the connection pool of
+    :mod:`.transport` keeps one TLS identity)."""
     if credential.token is None or credential.expires is None:
         return
     current = [credential]

@@ -1,4 +1,7 @@
-"""The one place that builds the ``kubernetes`` client and talks HTTP to the API server.
+"""The API adapter: the requests rebalancer sends to the API server, and the one place that
+uses the ``kubernetes`` package, for configuration and credentials only (kubeconfig, in-cluster
+service account, exec plugins). Requests go out through rebalancer's own HTTP pool
+(:mod:`.transport`), never through the package's API client.
 
 Everything above this module sees plain dicts and bytes, and rebalancer's own errors
 (:mod:`rebalancer.core.errors`); no client object or client exception leaks out. Requests go through
@@ -17,13 +20,13 @@ in-cluster service account when ``$KUBERNETES_SERVICE_HOST`` is set, else ``~/.k
 
 from __future__ import annotations
 
-import http.client
 import os
 import re
 import ssl
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, NoReturn
 from urllib.parse import quote
@@ -31,19 +34,17 @@ from urllib.parse import quote
 import orjson
 import urllib3
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import should_bypass_proxies
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from rebalancer import __version__
 from rebalancer.cluster import logs
-from rebalancer.cluster.api import credentials, deadline, errors
+from rebalancer.cluster.api import credentials, deadline, errors, redact, transport
 from rebalancer.cluster.api.preflight import review_answer
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.cluster.api.retry import GET as GET_RETRY
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
+from rebalancer.cluster.api.transport import Endpoint
 from rebalancer.cluster.inputs import check_kubeconfig
 from rebalancer.core.errors import InputError
 
@@ -69,59 +70,9 @@ MAX_BODY_BYTES: Final = 1024**3
 ERROR_BODY_BYTES: Final = 1 << 20
 """The largest error answer read (a Status is a few hundred bytes)."""
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
-NO_RETRIES: Final = urllib3.Retry(total=0, redirect=0, raise_on_status=False)
-"""urllib3 re-sends nothing: every retry is :meth:`Kube.request`'s (:mod:`.retry`)."""
 StatusOf = Callable[[bytes], Mapping[str, Any] | None]
 """``status_of(body)``: an error answer in another encoding than JSON, as the JSON fields of its
 ``metav1.Status`` (None: not one); given by the caller that asked for that encoding."""
-
-
-class _WatchedHTTPConnection(HTTPConnection):
-    """Attaches its socket to the calling thread's deadline watch (see :mod:`.deadline`)."""
-
-    def connect(self) -> None:
-        _connect_budget(self)
-        super().connect()
-        _attach(self)
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _attach(self)  # a kept-alive connection: already connected
-        super().request(*args, **kwargs)
-
-
-class _WatchedHTTPSConnection(_WatchedHTTPConnection, HTTPSConnection):
-    """The TLS form of :class:`_WatchedHTTPConnection` (its methods come first in the MRO)."""
-
-
-def _connect_budget(conn: HTTPConnection) -> None:
-    """Give this connection attempt only what is left of the request's connect timeout, so
-    that urllib3's retries of a connection that times out share it (``--connect-timeout 5s``
-    gives up after 5 s, not after 5 s per attempt)."""
-    watch = deadline.current()
-    if watch is None or watch.connect_by is None:
-        return
-    left = watch.connect_by - time.monotonic()
-    if left <= 0:
-        raise urllib3.exceptions.ConnectTimeoutError(
-            "no connection within the connect timeout (--connect-timeout), retries included"
-        )
-    timeout = conn.timeout
-    if not isinstance(timeout, int | float) or timeout > left:
-        conn.timeout = left
-
-
-def _attach(conn: HTTPConnection) -> None:
-    watch = deadline.current()
-    if watch is not None:
-        watch.attach(conn.sock)
-
-
-class _WatchedHTTPConnectionPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTPConnection
-
-
-class _WatchedHTTPSConnectionPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPSConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +95,7 @@ class Response:
 
 
 class Kube:
-    """A connection to one API server; wraps a ``kubernetes.client.ApiClient``.
+    """A connection to one API server (:class:`~.transport.Endpoint`).
 
     Every method returns plain data. Connection failures raise :class:`errors.Unreachable`;
     error statuses raise an :class:`errors.ApiError` subclass, except :meth:`post_eviction`,
@@ -153,7 +104,7 @@ class Kube:
 
     def __init__(
         self,
-        api_client: Any,
+        endpoint: Endpoint,
         *,
         source: str,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
@@ -164,7 +115,8 @@ class Kube:
     ) -> None:
         """``timeout`` is (connect seconds, whole-request seconds); a GET answered 429 or 5xx,
         or cut off, is sent again as ``retry`` says (:mod:`.retry`)."""
-        self._api = api_client
+        self.endpoint = endpoint
+        self._http = transport.Transport(endpoint)
         self.source = source
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
@@ -172,13 +124,6 @@ class Kube:
         self._sleep = sleep
         self._log = logs.get_logger("rebalancer.kube")
         self._watchdog = deadline.Watchdog(warn_after=warn_after, on_slow=self._slow)
-        pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-        if pool_manager is not None:
-            pool_manager.pool_classes_by_scheme = {
-                "http": _WatchedHTTPConnectionPool,
-                "https": _WatchedHTTPSConnectionPool,
-            }
-            pool_manager.connection_pool_kw["retries"] = NO_RETRIES
 
     def _slow(self, what: str, waited: float, limit: float) -> None:
         self._log.warning(
@@ -191,10 +136,10 @@ class Kube:
 
     @property
     def server(self) -> str:
-        return str(self._api.configuration.host)
+        return self.endpoint.server
 
     def close(self) -> None:
-        self._api.close()
+        self._http.close()
 
     # -- the single HTTP entry point -------------------------------------------------------
 
@@ -324,16 +269,13 @@ class Kube:
         headers: dict[str, str],
     ) -> Response:
         try:
-            raw = self._call(method, path, query, headers, body=body)
-            data = self._body(raw.response, f"{method} {path}")
-            status = int(raw.status)
-            response_headers = {str(k): str(v) for k, v in (raw.getheaders() or {}).items()}
-        except ApiException as exc:  # raised for TLS errors, with status 0
-            if exc.status:
-                text = exc.body if isinstance(exc.body, bytes) else str(exc.body or "").encode()
-                return Response(int(exc.status), text, {})
-            raise self._tls_failed(method, path, exc.reason) from exc
-        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            payload = orjson.dumps(dict(body)) if body is not None else None
+            raw = self._http.open(
+                method, path, headers, timeout=self.timeout, query=query, body=payload
+            )
+            data = self._body(raw, f"{method} {path}")
+            response_headers = {str(k): str(v) for k, v in raw.headers.items()}
+        except transport.BROKEN as exc:
             cause = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real one
             if isinstance(cause, urllib3.exceptions.SSLError | ssl.SSLError):
                 raise self._tls_failed(method, path, cause) from exc
@@ -348,7 +290,7 @@ class Kube:
                 else errors.Unreachable
             )
             raise unreachable(f"cannot reach {self.server} ({method} {path}): {cause}") from exc
-        return Response(status, data or b"", response_headers)
+        return Response(raw.status, data, response_headers)
 
     def _tls_failed(self, method: str, path: str, reason: object) -> errors.ClusterError:
         """A TLS failure (an untrusted or mismatched certificate, a client certificate the
@@ -360,33 +302,9 @@ class Kube:
             "certificate (not retried)"
         )
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        query: Sequence[tuple[str, str]],
-        headers: dict[str, str],
-        *,
-        body: Mapping[str, Any] | None = None,
-        timeout: tuple[float, float] | None = None,
-    ) -> Any:
-        """Send one request through the client; its answer, the body not read yet."""
-        _, url, headers, _, _ = self._api.param_serialize(
-            method,
-            path,
-            query_params=list(query) or None,
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        return self._api.call_api(
-            method,
-            url,
-            header_params=headers,
-            body=dict(body) if body is not None else None,
-            _request_timeout=timeout or self.timeout,  # the read timeout bounds each recv
-        )
-
-    def _body(self, response: Any, request: str, limit: int | None = None) -> bytes:
+    def _body(
+        self, response: urllib3.BaseHTTPResponse, request: str, limit: int | None = None
+    ) -> bytes:
         """The whole body of a urllib3 response, read in chunks and refused past ``limit``
         bytes (default :attr:`max_body_bytes`): a server that answers without end never
         fills memory. The connection goes back to the pool only when the body was read."""
@@ -548,7 +466,7 @@ class Kube:
             response = None
             finished = False
             try:
-                response = self._open(path, accept)
+                response = self._http.open("GET", path, {"Accept": accept}, timeout=self.timeout)
                 status = int(response.status)
                 headers = {str(k): str(v) for k, v in response.headers.items()}
                 if status >= 400:
@@ -568,7 +486,7 @@ class Kube:
                     raise self._stream_stalled(path)
                 finished = True
                 return None
-            except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            except transport.BROKEN as exc:
                 # The socket's read timeout (the same seconds, per recv) may beat the watchdog.
                 if watch.fired or isinstance(
                     exc, urllib3.exceptions.ReadTimeoutError | TimeoutError
@@ -590,20 +508,6 @@ class Kube:
             f"the answer from {self.server} to GET {path} stalled: no {STREAM_CHUNK >> 20} MiB "
             f"within {self.timeout[1]:g}s (--request-timeout)"
         )
-
-    def _open(
-        self,
-        path: str,
-        accept: str,
-        query: Sequence[tuple[str, str]] = (),
-        timeout: tuple[float, float] | None = None,
-    ) -> Any:
-        """Send a GET of ``path`` asking for ``accept``; the urllib3 response, body not read."""
-        try:
-            raw = self._call("GET", path, query, {"Accept": accept}, timeout=timeout)
-        except ApiException as exc:
-            raise errors.Unreachable(f"cannot reach {self.server}: {exc.reason}") from exc
-        return raw.response
 
     def watch_lines(
         self,
@@ -628,10 +532,14 @@ class Kube:
         ]
         path = spec.path(scoped)
         try:
-            response = self._open(
-                path, JSON, query, (self.timeout[0], timeout_seconds + self.timeout[1])
+            response = self._http.open(
+                "GET",
+                path,
+                {"Accept": JSON},
+                timeout=(self.timeout[0], timeout_seconds + self.timeout[1]),
+                query=query,
             )
-        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+        except transport.BROKEN as exc:
             cause = getattr(exc, "reason", None) or exc
             raise errors.Unreachable(f"cannot reach {self.server} (WATCH {path}): {cause}") from exc
         if int(response.status) >= 400:
@@ -645,7 +553,7 @@ class Kube:
             )
         return self._lines(response, path)
 
-    def _lines(self, response: Any, path: str) -> Iterator[bytes]:
+    def _lines(self, response: urllib3.BaseHTTPResponse, path: str) -> Iterator[bytes]:
         """The lines of a streamed answer; the connection is released at the end."""
         pending = b""
         finished = False
@@ -661,7 +569,7 @@ class Kube:
             if pending.strip():
                 yield pending
             finished = True
-        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+        except transport.BROKEN as exc:
             raise errors.Unreachable(f"WATCH {path} broke off: {exc}") from exc
         finally:
             if finished:
@@ -937,12 +845,37 @@ def _load_kubeconfig(
     return f"users[{user.name}]", f"clusters[{user.cluster_name}]"
 
 
-def _check_tls_files(configuration: Any, source: str, entries: tuple[str, str]) -> None:
+def _endpoint(configuration: Any) -> Endpoint:
+    """What the client's ``Configuration`` found, as plain values; the Authorization header
+    is asked of it at each request (its refresh hook renews an exec plugin's token, re-reads
+    the service account's)."""
+    host = str(configuration.host)
+    proxy = configuration.proxy or None
+    if proxy and should_bypass_proxies(host, configuration.no_proxy or ""):
+        proxy = None
+    if proxy and proxy.lower().startswith("socks"):
+        raise errors.ClusterError(
+            f"cannot reach {host}: the proxy {redact.redact(proxy)} is a SOCKS proxy, which "
+            "rebalancer does not support (an HTTP or HTTPS proxy-url works)"
+        )
+    return Endpoint(
+        server=host,
+        ca_file=configuration.ssl_ca_cert or None,
+        cert_file=configuration.cert_file or None,
+        key_file=configuration.key_file or None,
+        verify=bool(configuration.verify_ssl),
+        server_name=configuration.tls_server_name or None,
+        proxy=proxy,
+        authorization=partial(credentials.authorization, configuration),
+    )
+
+
+def _check_tls_files(endpoint: Endpoint, source: str, entries: tuple[str, str]) -> None:
     """A client certificate and key, or a CA bundle, that TLS cannot load: a cluster error
     (exit 3) naming the kubeconfig fields, now, rather than on every request."""
     user, cluster = entries
     context = ssl.create_default_context()
-    cert, key, ca = configuration.cert_file, configuration.key_file, configuration.ssl_ca_cert
+    cert, key, ca = endpoint.cert_file, endpoint.key_file, endpoint.ca_file
     try:
         if cert:
             context.load_cert_chain(cert, key or None)
@@ -997,16 +930,15 @@ def connect(
         if files and not isinstance(exc, OSError):  # what the file says is wrong: bad input
             raise InputError(source, [f"cannot load cluster credentials: {exc}"]) from exc
         raise errors.ClusterError(f"cannot load cluster credentials: {exc}") from exc
-    _check_tls_files(configuration, source, entries)
-    if not configuration.verify_ssl:
+    credentials.tidy(configuration)
+    endpoint = _endpoint(configuration)
+    _check_tls_files(endpoint, source, entries)
+    if not endpoint.verify:
         # Said once here; urllib3 would warn on every request, outside the log.
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         logs.get_logger("rebalancer.kube").warning(
             logs.TLS_INSECURE,
-            server=str(configuration.host),
+            server=endpoint.server,
             detail="insecure-skip-tls-verify: the server's certificate is not checked",
         )
-    credentials.tidy(configuration)
-    api = client.ApiClient(configuration)
-    api.user_agent = f"rebalancer/{__version__}"
-    return Kube(api, source=source, timeout=timeout, warn_after=warn_after)
+    return Kube(endpoint, source=source, timeout=timeout, warn_after=warn_after)
