@@ -25,7 +25,7 @@ from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.core.errors import EXIT_OK
 from tests.builders import NS, api_pod
-from tests.fakes import FakeApi, FakeClock, FakeCluster, RecordingApiClient, ScriptedPlanner
+from tests.fakes import FakeApi, FakeClock, FakeCluster, RecordingServer, ScriptedPlanner
 from tests.test_executor import evict, executor, one
 from tests.test_runner import runner
 
@@ -132,10 +132,12 @@ def test_a_budget_refusal_is_blocked_by_pdb_with_its_cause(
     "answer", [forbidden(NEGATIVE_MSG, NEGATIVE_CAUSE), forbidden(NEGATIVE_MSG, None)]
 )
 def test_kube_returns_a_budgets_403_and_raises_rbacs(answer: dict[str, Any]) -> None:
-    kube = Kube(RecordingApiClient(403, orjson.dumps(answer)), source="test")
+    budget = RecordingServer(403, orjson.dumps(answer))
+    rbac = RecordingServer(403, orjson.dumps(RBAC_403))
+    kube = Kube(budget.endpoint, source="test")
     status, body = kube.post_eviction(NS, "web-1", eviction_body(evict("web-1")))
     assert (status, body) == (403, answer)
-    denied = Kube(RecordingApiClient(403, orjson.dumps(RBAC_403)), source="test")
+    denied = Kube(rbac.endpoint, source="test")
     with pytest.raises(errors.Forbidden, match=r"RBAC: cannot create pods/eviction"):
         denied.post_eviction(NS, "web-1", eviction_body(evict("web-1")))
 
