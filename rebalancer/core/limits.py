@@ -33,7 +33,7 @@ class RunLimits:
         self.total = len(before)
         self.node: Counter[str] = Counter(e.node for e in before)
         self.namespace: Counter[str] = Counter(e.namespace for e in before)
-        self.workload: Counter[str] = Counter(f"{e.namespace}/{e.workload}" for e in before)
+        self.workload: Counter[tuple[str, str]] = Counter((e.namespace, e.workload) for e in before)
 
     def allows(self, node: str, namespace: str, workload: str) -> SkipReason | None:
         """None when the limits allow one more eviction; else the limit reached (``limit``)."""
@@ -45,8 +45,7 @@ class RunLimits:
         if lim.per_namespace is not None and self.namespace[namespace] >= lim.per_namespace:
             detail = f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
             return SkipReason(SkipCode.LIMIT, detail)
-        wl = f"{namespace}/{workload}"
-        if lim.per_workload is not None and self.workload[wl] >= lim.per_workload:
+        if lim.per_workload is not None and self.workload[namespace, workload] >= lim.per_workload:
             detail = f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
             return SkipReason(SkipCode.LIMIT, detail)
         return None
@@ -56,4 +55,4 @@ class RunLimits:
         self.total += 1
         self.node[node] += 1
         self.namespace[namespace] += 1
-        self.workload[f"{namespace}/{workload}"] += 1
+        self.workload[namespace, workload] += 1

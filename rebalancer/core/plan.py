@@ -125,6 +125,20 @@ class Eviction:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def workload_key(self) -> str:
+        """Its workload across namespaces (:func:`workload_key`)."""
+        return workload_key(self.namespace, self.workload, self.name)
+
+
+def workload_key(namespace: str, workload: str, name: str, *, marked: bool = True) -> str:
+    """The workload a pod belongs to, across namespaces: ``namespace/Kind/name``. A pod with no
+    controller (``workload`` "") is a workload of its own: ``pod:namespace/name``, as the
+    executor groups and logs it, or ``namespace/name`` unmarked, as the cooldown names it."""
+    if workload:
+        return f"{namespace}/{workload}"
+    return f"pod:{namespace}/{name}" if marked else f"{namespace}/{name}"
+
 
 @dataclass(frozen=True, slots=True)
 class Hold:

@@ -465,12 +465,6 @@ class EvictionIntent:
     ready_before: int
 
 
-def _workload_key(eviction: Eviction) -> str:
-    if eviction.workload:
-        return f"{eviction.namespace}/{eviction.workload}"
-    return f"pod:{eviction.key}"  # no controller: nothing to wait for, its own group
-
-
 class Executor:
     """Executes waves of evictions against a :class:`Transport`."""
 
@@ -529,7 +523,7 @@ class Executor:
         until = self._clock() + self.settings.wave_timeout_seconds
         groups: OrderedDict[str, deque[Eviction]] = OrderedDict()
         for e in evictions:
-            groups.setdefault(_workload_key(e), deque()).append(e)
+            groups.setdefault(e.workload_key, deque()).append(e)
         results: list[EvictionResult] = []
         stuck: dict[str, SkipReason] = {}  # workload -> why its next pods are not evicted
         if not dry_run:

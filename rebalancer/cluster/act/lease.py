@@ -40,7 +40,7 @@ from typing import Any, Final, NoReturn, Protocol
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.read.nesting import too_deep
-from rebalancer.core.plan import Eviction
+from rebalancer.core.plan import Eviction, workload_key
 
 RECORD_ANNOTATION: Final = "rebalancer/evictions"
 DEFAULT_NAMESPACE: Final = "rebalancer"
@@ -149,8 +149,8 @@ class EvictionRecord:
 
     @property
     def workload_key(self) -> str:
-        """The executor's key for the workload: ``namespace/Kind/name``."""
-        return f"{self.namespace}/{self.workload}" if self.workload else f"pod:{self.key}"
+        """The executor's key for the workload (:func:`~rebalancer.core.plan.workload_key`)."""
+        return workload_key(self.namespace, self.workload, self.name)
 
     def as_eviction(self) -> Eviction:
         """The record as a past eviction, for the planner's limits (``evicted_before``)."""

@@ -46,7 +46,15 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
+from rebalancer.core.plan import (
+    Eviction,
+    Plan,
+    Skip,
+    SkipCode,
+    SkipReason,
+    ViewReport,
+    workload_key,
+)
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.scope import NamespaceScope
@@ -682,7 +690,7 @@ class Runner:
                 continue
             e = r.eviction
             if self.settings.workload_cooldown_seconds > 0:
-                self._landed[_workload_of(e)] = now
+                self._landed[e.workload_key] = now
             if self.settings.thrash_guard_seconds > 0:
                 self._guard[r.replacement] = (_guard_view(e), e.key, now)
 
@@ -719,12 +727,13 @@ class Runner:
         }
 
     def _held(self, e: Eviction, now: float) -> SkipReason | None:
-        landed = self._cooling.get(_workload_of(e))
+        landed = self._cooling.get(e.workload_key)
         if landed is not None:
             left = self.settings.workload_cooldown_seconds - (now - landed)
+            workload = workload_key(e.namespace, e.workload, e.name, marked=False)
             return SkipReason(
                 SkipCode.COOLDOWN,
-                f"{_workload_of(e)}: replacements landed {now - landed:.0f}s ago, "
+                f"{workload}: replacements landed {now - landed:.0f}s ago, "
                 f"{left:.0f}s of cooldown left",
             )
         guard = self._guard.get(e.key)
@@ -889,10 +898,6 @@ def _fully_healthy(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def _workload_of(e: Eviction) -> str:
-    return f"{e.namespace}/{e.workload or e.name}"
-
-
 def _guard_reason(guard: tuple[str, str, float], now: float) -> SkipReason:
     view, replaced, when = guard
     return SkipReason(
@@ -903,7 +908,7 @@ def _guard_reason(guard: tuple[str, str, float], now: float) -> SkipReason:
 
 def _guard_view(e: Eviction) -> str:
     """The view an eviction repairs, as the thrash guard tells views apart."""
-    return f"{_workload_of(e)}|{e.topology_key}"
+    return f"{e.workload_key}|{e.topology_key}"
 
 
 def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[int, ...]], ...]:
