@@ -45,7 +45,6 @@ class _ScrubbingFormatter(logging.Formatter):
         return scrub(super().format(record))
 
 
-LEVELS: Final = ("debug", "info", "warning", "error")
 FORMATS: Final = ("json", "text")
 _chosen: dict[str, str] = {}
 

@@ -256,10 +256,6 @@ class NextRun:
     def max_seconds(self) -> float:
         return self.waves * self.shape.wave_timeout
 
-    @property
-    def window_open(self) -> bool | None:
-        return None if self.shape.window is None else self.shape.window[0]
-
 
 def next_run(plan: Plan, shape: RunShape) -> NextRun:
     """What the next ``run`` with ``shape`` does with ``plan``: its first --max-waves waves,

@@ -59,6 +59,7 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
 from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
 from rebalancer.core.plan import Eviction, SkipCode, SkipReason
+from rebalancer.core.selectors import NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY
 
 
 def _log() -> Any:
@@ -66,8 +67,6 @@ def _log() -> Any:
     return logs.get_logger("rebalancer.executor")
 
 
-UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
-NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
 OWNER_KINDS: Final = frozenset({"ReplicaSet", "StatefulSet"})
 """Controllers (apps/v1) whose ``spec.replicas`` tells whether a replacement is still coming;
 for any other owner (none, a Job, a custom controller) the wait goes on as it is."""
@@ -208,14 +207,11 @@ def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None
             SkipCode.NODE_NOT_READY, f"node {name} is NotReady (Ready={ready or 'missing'})"
         )
     for taint in _part(node, "spec").get("taints") or ():
-        if isinstance(taint, Mapping) and taint.get("key") in (UNREACHABLE_TAINT, NOT_READY_TAINT):
-            return SkipReason(
-                SkipCode.NODE_NOT_READY, f"node {name} has the {taint.get('key')} taint"
-            )
-        if isinstance(taint, Mapping) and taint.get("key") == DISRUPTED_TAINT_KEY:
-            return SkipReason(
-                SkipCode.NODE_DISRUPTED, f"node {name} has the {DISRUPTED_TAINT_KEY} taint"
-            )
+        key = taint.get("key") if isinstance(taint, Mapping) else None
+        if key in (UNREACHABLE_TAINT_KEY, NOT_READY_TAINT_KEY):
+            return SkipReason(SkipCode.NODE_NOT_READY, f"node {name} has the {key} taint")
+        if key == DISRUPTED_TAINT_KEY:
+            return SkipReason(SkipCode.NODE_DISRUPTED, f"node {name} has the {key} taint")
     return None
 
 
