@@ -1,10 +1,12 @@
 """The policy's eviction limits, counted over a run (pure).
 
 ``limits.total``, ``perNode``, ``perNamespace`` and ``perWorkload`` bound the evictions of a
-whole run (across loop passes, within ``--cooldown``): :class:`RunLimits` starts from the
-evictions made earlier in the run and counts each one a plan adds. Invariant: each counter is
-the number of those evictions on its node, in its namespace, of its workload; a plan never
-takes an eviction :meth:`~RunLimits.allows` refuses.
+run together with those of earlier runs within ``run --cooldown`` (the Lease's record):
+:class:`RunLimits` starts from those and the run's own earlier waves (``evicted_before``) and
+counts each one a plan adds. Invariant: each counter is the number of those evictions on its
+node, in its namespace, of its workload (``(namespace, Kind/name)``; the pods of a namespace
+with no controller count as one workload); a plan never takes an eviction
+:meth:`~RunLimits.allows` refuses.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """The run loop: the shell between the pure planner and the executor (SPEC §3 waves).
 
 One run: read the cluster, plan, execute wave 1 only, wait for the replacements, read again,
-re-plan with the evictions done so far (``evicted_before``, so the policy limits hold for the
-whole run), and so on, until the plan is empty, nothing could be evicted, the wave budget is
-spent, or a stop was requested (SIGTERM). ``--interval`` starts a run every interval (start to
-start), sleeping in between; the sleep ends at once on SIGTERM.
+re-plan with the evictions done so far (``evicted_before``: the policy limits count them, and
+the earlier runs' within the cooldown), and so on, until the plan is empty, nothing could be
+evicted, re-planning finds the same spread, the wave budget is spent, or a stop was requested
+(SIGTERM); the summary's ``end`` (:class:`~rebalancer.cluster.act.outcome.RunEnd`) says
+which. ``--interval`` starts a run every interval (start to start), sleeping in between; the
+sleep ends at once on SIGTERM.
 
 A stop (the ``stop`` event, or the process-wide
 :func:`~rebalancer.cluster.api.deadline.stop_requests` of a signal) sends nothing more: the
@@ -73,7 +75,7 @@ PDB_POLL_SECONDS: Final = 0.5
 REACT_POLL_SECONDS: Final = 0.25
 """How often a sleeping loop looks at the watch's last placement change."""
 THRASH_GUARD_SECONDS: Final = 3600.0
-"""How long a replacement is not evicted again for the view its predecessor left."""
+"""How long a replacement this runner saw land is not evicted again, for any view."""
 
 
 class Source(Protocol):
