@@ -93,7 +93,8 @@ def skip_data(skip: Skip) -> Data:
     }
 
 
-def view_data(view: ViewReport) -> Data:
+def _view_head(view: ViewReport) -> Data:
+    """What names a view: the keys both a view and an unrepaired one start with."""
     return {
         "namespace": view.namespace,
         "topologyKey": view.topology_key,
@@ -101,6 +102,12 @@ def view_data(view: ViewReport) -> Data:
         "whenUnsatisfiable": view.when_unsatisfiable,
         "selector": view.selector,
         "minDomains": view.min_domains,
+    }
+
+
+def view_data(view: ViewReport) -> Data:
+    return {
+        **_view_head(view),
         "domains": dict(sorted(view.domains)),
         "globalMin": view.global_min,
         "skew": view.skew,
@@ -108,14 +115,8 @@ def view_data(view: ViewReport) -> Data:
 
 
 def unrepaired_data(left: Unrepaired) -> Data:
-    view = left.view
     return {
-        "namespace": view.namespace,
-        "topologyKey": view.topology_key,
-        "maxSkew": view.max_skew,
-        "whenUnsatisfiable": view.when_unsatisfiable,
-        "selector": view.selector,
-        "minDomains": view.min_domains,
+        **_view_head(left.view),
         "skewBefore": left.skew_before,
         "skewAfter": left.skew_after,
         "evictionsNeeded": left.needed,

@@ -402,7 +402,7 @@ class Runner:
             self._lease = lease
             return self._run(run_id, started)
         except deadline.Stopped:  # before the first wave (the waves stop on their own)
-            return self._stopped(run_id, started)
+            return self._sent_nothing(run_id, started, RunEnd.STOPPED)
         finally:
             self._lease = None
             if lease is not None:
@@ -416,17 +416,21 @@ class Runner:
         if seconds > 0:
             self.stop.wait(seconds)
 
-    def _stopped(self, run_id: str, started: float) -> RunReport:
-        """The report of a run stopped before its first wave: nothing was sent."""
+    def _sent_nothing(
+        self, run_id: str, started: float, end: RunEnd, holder: Holder | None = None
+    ) -> RunReport:
+        """The report of a run that sent nothing: stopped before its first wave, or the Lease
+        held by another rebalancer (``holder``)."""
         report = RunReport(
             run_id=run_id,
             first_plan=EMPTY_PLAN,
             waves=(),
             final_plan=None,
-            end=RunEnd.STOPPED,
+            end=end,
             skews=(),
             duration_seconds=self._clock() - started,
             server_dry_run=self.settings.executor.server_dry_run,
+            lease_holder=holder,
         )
         self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
         return report
@@ -446,18 +450,7 @@ class Runner:
             renewed=holder.renewed,
             expires_in_seconds=round(holder.expires_in, 1),
         )
-        report = RunReport(
-            run_id=run_id,
-            first_plan=EMPTY_PLAN,
-            waves=(),
-            final_plan=None,
-            end=RunEnd.LEASE_HELD,
-            skews=(),
-            duration_seconds=self._clock() - started,
-            lease_holder=holder,
-        )
-        self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
-        return report
+        return self._sent_nothing(run_id, started, RunEnd.LEASE_HELD, holder)
 
     def _server(self) -> dict[str, Any]:
         return {} if self.server is None else {"server": dict(self.server)}
