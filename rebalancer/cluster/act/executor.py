@@ -172,10 +172,13 @@ def _part(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _own_grace(pod: Mapping[str, Any]) -> int | None:
     """The pod's ``spec.terminationGracePeriodSeconds``; None when unset or not an integer."""
-    value = _part(pod, "spec").get("terminationGracePeriodSeconds")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return _integer(_part(pod, "spec").get("terminationGracePeriodSeconds"))
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> str | None:
@@ -190,6 +193,12 @@ def _controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if isinstance(ref, Mapping) and ref.get("controller"):
             return ref
     return None
+
+
+def _owned_by(pod: Mapping[str, Any], owner_uid: str) -> bool:
+    """Whether the pod's controller is the one with this uid."""
+    ref = _controller(pod)
+    return ref is not None and ref.get("uid") == owner_uid
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -272,8 +281,7 @@ def earlier_settled(record: EvictionRecord, pods: Sequence[Mapping[str, Any]]) -
         meta = _part(pod, "metadata")
         if meta.get("uid") == record.uid:
             return not meta.get("deletionTimestamp")
-        ref = _controller(pod)
-        if ref is None or ref.get("uid") != record.owner_uid:
+        if not _owned_by(pod, record.owner_uid):
             continue
         if _is_ready(pod):
             ready += 1
@@ -333,8 +341,7 @@ def replacement_moot(
     ready = sum(
         1
         for pod in pods
-        if (pod_ref := _controller(pod)) is not None
-        and pod_ref.get("uid") == uid
+        if _owned_by(pod, uid)
         and _part(pod, "metadata").get("uid") != evicted_uid
         and _is_ready(pod)
     )
@@ -358,10 +365,6 @@ def replacement_moot(
     return Moot(label, replicas, ready) if replicas <= ready else None
 
 
-def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _ordinal(pod: str, stateful_set: str) -> int | None:
     """The ordinal of a StatefulSet's pod, from its name ``<set>-<ordinal>``; None if not one."""
     prefix = f"{stateful_set}-"
@@ -370,10 +373,8 @@ def _ordinal(pod: str, stateful_set: str) -> int | None:
 
 
 def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
-    ref = _controller(pod)
     return (
-        ref is not None
-        and ref.get("uid") == pending.owner_uid
+        _owned_by(pod, pending.owner_uid)
         and _part(pod, "metadata").get("uid") not in pending.known
         and _is_ready(pod)
     )
@@ -617,11 +618,7 @@ class Executor:
         key = (str(owner.get("kind", "")), e.namespace, str(owner.get("name", "")))
         selector = self._owner_selectors.get(key, "")
         siblings = self._transport.list_pods(e.namespace, selector)
-        mine = [
-            p
-            for p in siblings
-            if (ref := _controller(p)) is not None and ref.get("uid") == owner.get("uid")
-        ]
+        mine = [p for p in siblings if _owned_by(p, owner["uid"])]
         known = frozenset(str(_part(p, "metadata").get("uid")) for p in mine)
         ready = sum(1 for p in mine if _is_ready(p))
         return _Pending(
