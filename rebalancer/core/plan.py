@@ -77,6 +77,11 @@ class Skip:
     reason: SkipReason
 
 
+ViewKey = tuple[str, str, str, int, str]
+"""What tells a run's views apart from plan to plan (and in the metrics): namespace,
+topologyKey, selector, maxSkew, whenUnsatisfiable."""
+
+
 @dataclass(frozen=True, slots=True)
 class ViewReport:
     """The domain counts of one spread view (one constraint as its pods see it)."""
@@ -92,6 +97,16 @@ class ViewReport:
     skew: int
     pods: tuple[str, ...] = ()  # namespace/name of the pods that declare this view
     workloads: tuple[str, ...] = ()  # their workloads (Kind/name, "" for none), sorted, distinct
+
+    @property
+    def key(self) -> ViewKey:
+        return (
+            self.namespace,
+            self.topology_key,
+            self.selector,
+            self.max_skew,
+            self.when_unsatisfiable,
+        )
 
     @property
     def violated(self) -> bool:

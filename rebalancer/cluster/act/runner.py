@@ -48,15 +48,7 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import (
-    Eviction,
-    Plan,
-    Skip,
-    SkipCode,
-    SkipReason,
-    ViewReport,
-    workload_key,
-)
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewKey, workload_key
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.scope import NamespaceScope
@@ -140,6 +132,16 @@ class ViewSkew:
     when_unsatisfiable: str
     before: int
     after: int | None  # None when the run could not observe the end state
+
+    @property
+    def key(self) -> ViewKey:
+        return (
+            self.namespace,
+            self.topology_key,
+            self.selector,
+            self.max_skew,
+            self.when_unsatisfiable,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,27 +244,17 @@ class RunReport:
         }
 
 
-def _view_key(namespace: str, topology_key: str, selector: str, max_skew: int, when: str) -> str:
-    return f"{namespace}|{topology_key}|{selector}|{max_skew}|{when}"
-
-
-def _report_key(view: ViewReport) -> str:
-    return _view_key(
-        view.namespace, view.topology_key, view.selector, view.max_skew, view.when_unsatisfiable
-    )
-
-
-def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
+def current_skews(snapshot: Snapshot, policy: Policy) -> dict[ViewKey, int]:
     """The skew of every view of a snapshot, keyed like the plan's view reports."""
     from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
 
-    skews: dict[str, int] = {}
+    skews: dict[ViewKey, int] = {}
     with gc_paused():
         analysis = analyze(snapshot, policy)
     for view in analysis.views:
         spec = view.spec
         c = spec.constraint
-        key = _view_key(
+        key = (
             spec.namespace,
             c.topology_key,
             selector_string(c.selector),
@@ -273,19 +265,18 @@ def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
     return skews
 
 
-def violated_skews(plan: Plan) -> dict[str, int]:
+def violated_skews(plan: Plan) -> dict[ViewKey, int]:
     """The skew of every view the plan found violated, keyed like :func:`current_skews`: on
     the snapshot that plan was made from, these are :func:`current_skews`' values for every
     key a run reports (a view of a key left out here is within the key's maxSkew, so below the
     largest skew of the key's violated views)."""
-    skews: dict[str, int] = {}
+    skews: dict[ViewKey, int] = {}
     for view in plan.violations:
-        key = _report_key(view)
-        skews[key] = max(skews.get(key, 0), view.skew)
+        skews[view.key] = max(skews.get(view.key, 0), view.skew)
     return skews
 
 
-def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]:
+def _skews(first: Plan, after: Mapping[ViewKey, int] | None) -> tuple[ViewSkew, ...]:
     return tuple(
         ViewSkew(
             v.namespace,
@@ -294,7 +285,7 @@ def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]
             v.max_skew,
             v.when_unsatisfiable,
             v.skew,
-            None if after is None else after.get(_report_key(v), 0),
+            None if after is None else after.get(v.key, 0),
         )
         for v in first.violations
     )
@@ -499,7 +490,7 @@ class Runner:
         loop = _Loop(snapshot, first, earlier=before)
         self._records = earlier
         self._waves(loop)
-        after: Mapping[str, int] | None = None
+        after: Mapping[ViewKey, int] | None = None
         last = loop.waves[-1].results if loop.waves else ()
         if loop.final is not None or not any(r.outcome is Outcome.EVICTED for r in last):
             # nothing evicted since the read; when that read is the first plan's own, the plan
