@@ -554,33 +554,16 @@ def _eviction_lines(plan: Plan, style: TableStyle) -> list[str]:
     which target, and the key and skew it repairs (:func:`short_reason`); ``wide``: the
     priority and the whole reason too."""
     shown = plan.evictions[: _shown(style)]
+
+    def row(e: Eviction, *last: str) -> list[str]:
+        workload = short_workload(e.workload) or "<none>"
+        return [str(e.wave), e.key, workload, e.node, target_cell(e), *last]
+
+    head = ["WAVE", "POD", "WORKLOAD", "NODE", "TARGET"]
     if style.wide:
-        rows = [["WAVE", "POD", "WORKLOAD", "NODE", "TARGET", "PRIORITY", "REASON"]]
-        rows.extend(
-            [
-                str(e.wave),
-                e.key,
-                short_workload(e.workload) or "<none>",
-                e.node,
-                target_cell(e),
-                str(e.priority),
-                e.reason,
-            ]
-            for e in shown
-        )
-        return _columns(rows)
-    rows = [["WAVE", "POD", "WORKLOAD", "NODE", "TARGET", "REASON"]]
-    rows.extend(
-        [
-            str(e.wave),
-            e.key,
-            short_workload(e.workload) or "<none>",
-            e.node,
-            target_cell(e),
-            short_reason(e),
-        ]
-        for e in shown
-    )
+        wide = [row(e, str(e.priority), e.reason) for e in shown]
+        return _columns([[*head, "PRIORITY", "REASON"], *wide])
+    rows = [[*head, "REASON"], *(row(e, short_reason(e)) for e in shown)]
     # The pod's name repeats its workload's: it is cut (in its middle) first, the workload and
     # the target last.
     shrink: list[Shrink] = [(1, 20, "middle"), (5, 10, "end"), (3, 8, "middle"), (2, 16, "middle")]
