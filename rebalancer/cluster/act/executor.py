@@ -58,7 +58,7 @@ from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
 from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
-from rebalancer.core.plan import Eviction, SkipCode, SkipReason
+from rebalancer.core.plan import Eviction, SkipCode, SkipReason, workload_key
 from rebalancer.core.selectors import NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY
 
 
@@ -504,7 +504,8 @@ class Executor:
         self._earlier: dict[str, list[EvictionRecord]] = {}
         self._owner_unread: set[str] = set()  # workloads whose owner could not be read
         for record in earlier:
-            self._earlier.setdefault(record.workload_key, []).append(record)
+            key = workload_key(record.namespace, record.workload, record.name)
+            self._earlier.setdefault(key, []).append(record)
 
     # -- public ----------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from typing import Any, Final, NoReturn, Protocol
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.read.nesting import too_deep
-from rebalancer.core.plan import Eviction, workload_key
+from rebalancer.core.plan import Eviction
 
 RECORD_ANNOTATION: Final = "rebalancer/evictions"
 DEFAULT_NAMESPACE: Final = "rebalancer"
@@ -146,11 +146,6 @@ class EvictionRecord:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    @property
-    def workload_key(self) -> str:
-        """The executor's key for the workload (:func:`~rebalancer.core.plan.workload_key`)."""
-        return workload_key(self.namespace, self.workload, self.name)
 
     def as_eviction(self) -> Eviction:
         """The record as a past eviction, for the planner's limits (``evicted_before``)."""
