@@ -5,11 +5,12 @@ Eviction that always carries ``deleteOptions.preconditions.uid``. There is no co
 deletes a pod: a 429 is retried a few times and then reported, never "forced".
 
 Before each eviction the pod and its node are read again; the eviction is dropped when the
-plan's premise no longer holds (pod gone, replaced, terminating, moved, relabelled, or its node
-NotReady or unreachable). Within one workload, pods are evicted one at a time: the next one
-waits until the previous one's replacement is scheduled and Ready, bounded by the wave timeout,
-or until no replacement is coming any more: the owning ReplicaSet or StatefulSet is gone, or
-was scaled down past it since the eviction (:func:`replacement_moot`).
+plan's premise no longer holds (pod gone, replaced, terminating, moved, relabelled, annotated
+``karpenter.sh/do-not-disrupt``, or its node NotReady, unreachable or being disrupted).
+Within one workload, pods are evicted one at a time: the next one waits until the previous
+one's replacement is scheduled and Ready, bounded by the wave timeout, or until no replacement
+is coming any more: the owning ReplicaSet or StatefulSet is gone, or was scaled down past it
+since the eviction (:func:`replacement_moot`).
 Workloads proceed side by side, in rounds: the first pod of every workload, wait, the second...
 
 Status codes (SPEC §5):
