@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from rebalancer.core.limits import RunLimits
 from rebalancer.core.plan import Eviction, workload_key
+from rebalancer.core.policy import Limits, Policy
 
 CASES = [
     # namespace, workload, pod, marked key, unmarked key
@@ -32,3 +34,24 @@ def test_an_evictions_key_is_the_marked_one() -> None:
         "shop", "web-1", "u2", "n1", 0, "", 1, "ReplicaSet/web", "a", "zone", None, None
     )
     assert owned.workload_key == "shop/ReplicaSet/web"
+
+
+def _evicted(namespace: str, workload: str, name: str) -> Eviction:
+    return Eviction(namespace, name, "u", "n1", 0, "", 1, workload, "a", "zone", None, None)
+
+
+def test_the_limits_count_a_workload_per_namespace_and_bare_pods_as_one() -> None:
+    """``perWorkload: 1`` with one eviction of shop's Deployment/web and one bare pod of shop
+    made earlier: web and shop's bare pods are spent; the same names in blog are not."""
+    policy = Policy(limits=Limits(per_workload=1))
+    limits = RunLimits(
+        policy, [_evicted("shop", "Deployment/web", "web-1"), _evicted("shop", "", "x")]
+    )
+    assert limits.allows("n2", "shop", "Deployment/web") is not None
+    assert limits.allows("n2", "shop", "") is not None
+    assert limits.allows("n2", "shop", "Deployment/api") is None
+    assert limits.allows("n2", "blog", "Deployment/web") is None
+    assert limits.allows("n2", "blog", "") is None
+    limits.spend("n2", "blog", "")
+    reached = limits.allows("n3", "blog", "")
+    assert reached is not None and reached.detail == "limits.perWorkload (1) reached for "
