@@ -111,7 +111,9 @@ def test_a_workload_cools_down_after_its_replacements_land() -> None:
     second = runner.run_once("r2")
     assert second.evicted == 0
     assert skip_codes(second.first_plan) == {"web-2": "cooldown"}
-    assert "50s of cooldown left" in second.first_plan.skipped[0].reason.detail
+    assert second.first_plan.skipped[0].reason.detail == (
+        "shop/ReplicaSet/web-rs: replacements landed 10s ago, 50s of cooldown left"
+    )
     wall.now += 51
     third = runner.run_once("r3")
     assert [name for name, _ in fake.posts] == ["web-4", "web-3", "web-2"]

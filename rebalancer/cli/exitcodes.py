@@ -79,9 +79,3 @@ def exit_codes_text(indent: int = 2, width: int = 79) -> str:
             break_on_hyphens=False,
         )
     return "\n".join(lines) + "\n"
-
-
-def exit_codes_markdown() -> str:
-    """The table as Markdown (README.md, docs/reference.md)."""
-    rows = [f"| {code} | {meaning} |" for code, meaning in EXIT_CODES]
-    return "\n".join(["| code | meaning |", "| ---- | ------- |", *rows]) + "\n"

@@ -36,13 +36,13 @@ from rebalancer.core.fromdescheduler import (
     from_descheduler,
     unwrap,
 )
+from rebalancer.core.policy import HEADER_KEYS
 
 __all__ = ["add_import_command", "render"]
 
 POLICY: str = "policy"
 HELM_VALUES: str = "helm-values"
 _WIDTH = 100
-_HEADER_KEYS = ("apiVersion", "kind")
 
 
 def _comment(note: Note, indent: str) -> list[str]:
@@ -67,7 +67,7 @@ def render(imported: Imported, header: Sequence[str], output: str = POLICY) -> s
     apiVersion and kind (the chart writes them)."""
     helm = output == HELM_VALUES
     document = {
-        key: value for key, value in imported.document.items() if not (helm and key in _HEADER_KEYS)
+        key: value for key, value in imported.document.items() if not (helm and key in HEADER_KEYS)
     }
     indent = "  " if helm else ""
     lines = [f"# {header[0]}"] if header else []  # the source's path stays on one line

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Final, TextIO
+from typing import Any, TextIO
 
 import orjson
 import structlog
@@ -45,8 +45,6 @@ class _ScrubbingFormatter(logging.Formatter):
         return scrub(super().format(record))
 
 
-LEVELS: Final = ("debug", "info", "warning", "error")
-FORMATS: Final = ("json", "text")
 _chosen: dict[str, str] = {}
 
 

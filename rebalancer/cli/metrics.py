@@ -51,7 +51,7 @@ from rebalancer.cluster.act.outcome import Outcome, RunEnd
 from rebalancer.cluster.act.runner import RunReport, ViewSkew
 
 if TYPE_CHECKING:
-    from rebalancer.core.plan import Plan, ViewReport
+    from rebalancer.core.plan import Plan, ViewKey
 
 VIEW_LABELS: Final = ("namespace", "topology_key", "selector", "max_skew", "when_unsatisfiable")
 UNREPAIRED_LABELS: Final = ("namespace", "workload")
@@ -91,32 +91,20 @@ def stable_selector(selector: str) -> str:
     return _HASH_PART.sub("", selector).lstrip(",") or "<all>"
 
 
-def _view_key(view: ViewReport | ViewSkew) -> tuple[str, str, str, int, str]:
-    return (
-        view.namespace,
-        view.topology_key,
-        view.selector,
-        view.max_skew,
-        view.when_unsatisfiable,
-    )
-
-
-def repairable_views(plan: Plan) -> dict[tuple[str, str, str, int, str], str]:
+def repairable_views(plan: Plan) -> dict[ViewKey, str]:
     """The violated views the plan brings within maxSkew, each with its workload: the
     ``Kind/name`` of the pods the plan evicts from it (sorted and joined when several), else
     its selector without revision hashes."""
-    after: dict[tuple[str, str, str, int, str], int] = {}
+    after: dict[ViewKey, int] = {}
     for view in plan.after:
-        key = _view_key(view)
-        after[key] = max(after.get(key, 0), view.skew)
+        after[view.key] = max(after.get(view.key, 0), view.skew)
     evicted: dict[str, str] = {e.key: e.workload for e in plan.evictions if e.workload}
-    out: dict[tuple[str, str, str, int, str], str] = {}
+    out: dict[ViewKey, str] = {}
     for view in plan.violations:
-        key = _view_key(view)
-        if after.get(key, view.skew) > view.max_skew:
+        if after.get(view.key, view.skew) > view.max_skew:
             continue  # the policy cannot repair it: no alert, however long it stays
         workloads = sorted({evicted[pod] for pod in view.pods if pod in evicted})
-        out[key] = ",".join(workloads) or stable_selector(view.selector)
+        out[view.key] = ",".join(workloads) or stable_selector(view.selector)
     return out
 
 
@@ -126,7 +114,7 @@ def unrepaired(plan: Plan, skews: Iterable[ViewSkew]) -> dict[tuple[str, str], i
     workloads = repairable_views(plan)
     out: dict[tuple[str, str], int] = {}
     for view in skews:
-        workload = workloads.get(_view_key(view))
+        workload = workloads.get(view.key)
         if workload is None or view.after is None or view.after <= view.max_skew:
             continue
         key = (view.namespace, workload)
@@ -257,7 +245,7 @@ class Metrics:
         self.duration.observe(duration_seconds)
         self._finished(OK, duration_seconds, dict.fromkeys(map(str, Outcome), 0))
         self.last_invalid.set(0)
-        self._skews(ViewSkew(*_view_key(v), v.skew, None) for v in plan.violations)
+        self._skews(ViewSkew(*v.key, v.skew, None) for v in plan.violations)
 
     def _finished(self, result: str, duration_seconds: float, evictions: dict[str, int]) -> None:
         """The run counter and the gauges of the last run."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.common import Output, PlanOptions, count_type
 from rebalancer.cli.pushgateway import pushgateway_of
 from rebalancer.cluster.read.live import DEFAULT_MAX_OBJECTS, Connection
+from rebalancer.core.constants import DNS_SUBDOMAIN
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import format_duration, parse_duration
 
@@ -26,7 +26,6 @@ DEFAULT_CONNECT_TIMEOUT: Final = "5s"
 DEFAULT_REQUEST_TIMEOUT: Final = "60s"
 DEFAULT_READ_DEADLINE: Final = "2m"
 MAX_OBJECTS: Final = 100_000_000
-_DNS_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
     # flag: (lowest, highest) seconds; 0 as the lowest means "> 0" unless it is the cooldown.
@@ -211,7 +210,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         ("--lease-namespace", args.lease_namespace),
         ("--lease-name", args.lease_name),
     ):
-        if not _DNS_NAME.match(value or ""):
+        if not DNS_SUBDOMAIN.match(value or ""):
             problems.append(f"{flag}: must be a DNS name (a-z, 0-9, '-', '.'), got {value!r}")
     address = args.metrics_bind_address or ""
     if address:

@@ -93,7 +93,8 @@ def skip_data(skip: Skip) -> Data:
     }
 
 
-def view_data(view: ViewReport) -> Data:
+def _view_head(view: ViewReport) -> Data:
+    """What names a view: the keys both a view and an unrepaired one start with."""
     return {
         "namespace": view.namespace,
         "topologyKey": view.topology_key,
@@ -101,6 +102,12 @@ def view_data(view: ViewReport) -> Data:
         "whenUnsatisfiable": view.when_unsatisfiable,
         "selector": view.selector,
         "minDomains": view.min_domains,
+    }
+
+
+def view_data(view: ViewReport) -> Data:
+    return {
+        **_view_head(view),
         "domains": dict(sorted(view.domains)),
         "globalMin": view.global_min,
         "skew": view.skew,
@@ -108,14 +115,8 @@ def view_data(view: ViewReport) -> Data:
 
 
 def unrepaired_data(left: Unrepaired) -> Data:
-    view = left.view
     return {
-        "namespace": view.namespace,
-        "topologyKey": view.topology_key,
-        "maxSkew": view.max_skew,
-        "whenUnsatisfiable": view.when_unsatisfiable,
-        "selector": view.selector,
-        "minDomains": view.min_domains,
+        **_view_head(left.view),
         "skewBefore": left.skew_before,
         "skewAfter": left.skew_after,
         "evictionsNeeded": left.needed,
@@ -553,33 +554,16 @@ def _eviction_lines(plan: Plan, style: TableStyle) -> list[str]:
     which target, and the key and skew it repairs (:func:`short_reason`); ``wide``: the
     priority and the whole reason too."""
     shown = plan.evictions[: _shown(style)]
+
+    def row(e: Eviction, *last: str) -> list[str]:
+        workload = short_workload(e.workload) or "<none>"
+        return [str(e.wave), e.key, workload, e.node, target_cell(e), *last]
+
+    head = ["WAVE", "POD", "WORKLOAD", "NODE", "TARGET"]
     if style.wide:
-        rows = [["WAVE", "POD", "WORKLOAD", "NODE", "TARGET", "PRIORITY", "REASON"]]
-        rows.extend(
-            [
-                str(e.wave),
-                e.key,
-                short_workload(e.workload) or "<none>",
-                e.node,
-                target_cell(e),
-                str(e.priority),
-                e.reason,
-            ]
-            for e in shown
-        )
-        return _columns(rows)
-    rows = [["WAVE", "POD", "WORKLOAD", "NODE", "TARGET", "REASON"]]
-    rows.extend(
-        [
-            str(e.wave),
-            e.key,
-            short_workload(e.workload) or "<none>",
-            e.node,
-            target_cell(e),
-            short_reason(e),
-        ]
-        for e in shown
-    )
+        wide = [row(e, str(e.priority), e.reason) for e in shown]
+        return _columns([[*head, "PRIORITY", "REASON"], *wide])
+    rows = [[*head, "REASON"], *(row(e, short_reason(e)) for e in shown)]
     # The pod's name repeats its workload's: it is cut (in its middle) first, the workload and
     # the target last.
     shrink: list[Shrink] = [(1, 20, "middle"), (5, 10, "end"), (3, 8, "middle"), (2, 16, "middle")]

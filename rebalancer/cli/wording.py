@@ -27,17 +27,6 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def _view_key(view: ViewReport) -> tuple[str, str, str, str, int, int]:
-    return (
-        view.namespace,
-        view.topology_key,
-        view.when_unsatisfiable,
-        view.selector,
-        view.max_skew,
-        view.min_domains,
-    )
-
-
 def ranked_domains(before: Mapping[str, int], after: Mapping[str, int] | None) -> list[str]:
     """Every domain of a view, most-populated first (before the plan), ties by name."""
     names = set(before) | set(after or {})
@@ -47,8 +36,8 @@ def ranked_domains(before: Mapping[str, int], after: Mapping[str, int] | None) -
 def worst_first(plan: Plan) -> list[tuple[ViewReport, ViewReport | None]]:
     """The violated views with their state after the plan, the most above maxSkew first
     (then in the planner's order)."""
-    after = {_view_key(v): v for v in plan.after}
-    pairs = [(v, after.get(_view_key(v))) for v in plan.violations]
+    after = {(v.key, v.min_domains): v for v in plan.after}
+    pairs = [(v, after.get((v.key, v.min_domains))) for v in plan.violations]
     return sorted(pairs, key=lambda pair: -pair[0].excess)
 
 
@@ -255,10 +244,6 @@ class NextRun:
     @property
     def max_seconds(self) -> float:
         return self.waves * self.shape.wave_timeout
-
-    @property
-    def window_open(self) -> bool | None:
-        return None if self.shape.window is None else self.shape.window[0]
 
 
 def next_run(plan: Plan, shape: RunShape) -> NextRun:

@@ -19,3 +19,6 @@ DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 """An RFC 1123 label: a namespace's name."""
 DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 """An RFC 1123 subdomain: most objects' names (a PriorityClass), a label key's prefix."""
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+"""The phases of a finished pod: it runs nowhere, and nothing re-creates it for being evicted."""

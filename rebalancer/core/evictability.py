@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rebalancer.core.budgets import DisruptionBudgets
+from rebalancer.core.constants import TERMINAL_PHASES
 from rebalancer.core.errors import InputError
 from rebalancer.core.karpenter import (
     DISRUPTED_TAINT_KEY,
@@ -113,16 +114,13 @@ class EvictionContext:
         return resolve_priority(pod, self.classes, self.default_priority)
 
 
-_GONE_PHASES = frozenset({"Succeeded", "Failed"})
-
-
 def workload_sizes(pods: Iterable[Pod]) -> dict[tuple[str, str, str], int]:
     """The live pods of each workload (its controller's namespace, kind and name): neither
     leaving (terminating, DisruptionTarget) nor finished (Succeeded, Failed)."""
     sizes: Counter[tuple[str, str, str]] = Counter()
     for pod in pods:
         owner = pod.owner
-        if owner is not None and not pod.leaving and pod.phase not in _GONE_PHASES:
+        if owner is not None and not pod.leaving and pod.phase not in TERMINAL_PHASES:
             sizes[(pod.namespace, owner.kind, owner.name)] += 1
     return dict(sizes)
 

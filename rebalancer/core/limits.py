@@ -1,10 +1,12 @@
 """The policy's eviction limits, counted over a run (pure).
 
 ``limits.total``, ``perNode``, ``perNamespace`` and ``perWorkload`` bound the evictions of a
-whole run (across loop passes, within ``--cooldown``): :class:`RunLimits` starts from the
-evictions made earlier in the run and counts each one a plan adds. Invariant: each counter is
-the number of those evictions on its node, in its namespace, of its workload; a plan never
-takes an eviction :meth:`~RunLimits.allows` refuses.
+run together with those of earlier runs within ``run --cooldown`` (the Lease's record):
+:class:`RunLimits` starts from those and the run's own earlier waves (``evicted_before``) and
+counts each one a plan adds. Invariant: each counter is the number of those evictions on its
+node, in its namespace, of its workload (``(namespace, Kind/name)``; the pods of a namespace
+with no controller count as one workload); a plan never takes an eviction
+:meth:`~RunLimits.allows` refuses.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class RunLimits:
         self.total = len(before)
         self.node: Counter[str] = Counter(e.node for e in before)
         self.namespace: Counter[str] = Counter(e.namespace for e in before)
-        self.workload: Counter[str] = Counter(f"{e.namespace}/{e.workload}" for e in before)
+        self.workload: Counter[tuple[str, str]] = Counter((e.namespace, e.workload) for e in before)
 
     def allows(self, node: str, namespace: str, workload: str) -> SkipReason | None:
         """None when the limits allow one more eviction; else the limit reached (``limit``)."""
@@ -45,8 +47,7 @@ class RunLimits:
         if lim.per_namespace is not None and self.namespace[namespace] >= lim.per_namespace:
             detail = f"limits.perNamespace ({lim.per_namespace}) reached in {namespace}"
             return SkipReason(SkipCode.LIMIT, detail)
-        wl = f"{namespace}/{workload}"
-        if lim.per_workload is not None and self.workload[wl] >= lim.per_workload:
+        if lim.per_workload is not None and self.workload[namespace, workload] >= lim.per_workload:
             detail = f"limits.perWorkload ({lim.per_workload}) reached for {workload}"
             return SkipReason(SkipCode.LIMIT, detail)
         return None
@@ -56,4 +57,4 @@ class RunLimits:
         self.total += 1
         self.node[node] += 1
         self.namespace[namespace] += 1
-        self.workload[f"{namespace}/{workload}"] += 1
+        self.workload[namespace, workload] += 1

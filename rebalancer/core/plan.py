@@ -77,6 +77,11 @@ class Skip:
     reason: SkipReason
 
 
+ViewKey = tuple[str, str, str, int, str]
+"""What tells a run's views apart from plan to plan (and in the metrics): namespace,
+topologyKey, selector, maxSkew, whenUnsatisfiable."""
+
+
 @dataclass(frozen=True, slots=True)
 class ViewReport:
     """The domain counts of one spread view (one constraint as its pods see it)."""
@@ -92,6 +97,16 @@ class ViewReport:
     skew: int
     pods: tuple[str, ...] = ()  # namespace/name of the pods that declare this view
     workloads: tuple[str, ...] = ()  # their workloads (Kind/name, "" for none), sorted, distinct
+
+    @property
+    def key(self) -> ViewKey:
+        return (
+            self.namespace,
+            self.topology_key,
+            self.selector,
+            self.max_skew,
+            self.when_unsatisfiable,
+        )
 
     @property
     def violated(self) -> bool:
@@ -124,6 +139,20 @@ class Eviction:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def workload_key(self) -> str:
+        """Its workload across namespaces (:func:`workload_key`)."""
+        return workload_key(self.namespace, self.workload, self.name)
+
+
+def workload_key(namespace: str, workload: str, name: str, *, marked: bool = True) -> str:
+    """The workload a pod belongs to, across namespaces: ``namespace/Kind/name``. A pod with no
+    controller (``workload`` "") is a workload of its own: ``pod:namespace/name``, as the
+    executor groups and logs it, or ``namespace/name`` unmarked, as the cooldown names it."""
+    if workload:
+        return f"{namespace}/{workload}"
+    return f"pod:{namespace}/{name}" if marked else f"{namespace}/{name}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -518,7 +518,8 @@ _LIMIT: Final = Count(0, nullable=True)
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Upper bounds on evictions in one run; ``None`` means unlimited."""
+    """Upper bounds on the evictions of a run, counting those of earlier runs within
+    ``run --cooldown`` (:mod:`~rebalancer.core.limits`); ``None`` means unlimited."""
 
     total: int | None = field(default=None, metadata=_key("total", _LIMIT))
     per_node: int | None = field(default=None, metadata=_key("perNode", _LIMIT))

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, cast
 
+from rebalancer.core.constants import TERMINAL_PHASES
 from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.model import (
     HONOR,
@@ -41,8 +42,6 @@ from rebalancer.core.selectors import (
     untolerated_taint,
 )
 
-# kube-scheduler's informer never sees finished pods, so they count nowhere.
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 DEFAULT_OWNER_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
 
 
@@ -206,7 +205,7 @@ class PodIndex:
         group: list[int] = []
         for i, pod in zip(numbers, pods, strict=True) if numbers is not None else enumerate(pods):
             node = pod.node_name
-            if node is None or pod.phase in TERMINAL_PHASES:
+            if node is None or pod.phase in TERMINAL_PHASES:  # kube-scheduler never sees them
                 continue
             if pod.leaving:  # terminating, or DisruptionTarget: still on its node, not counted
                 self.terminating[i] = node

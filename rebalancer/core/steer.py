@@ -55,11 +55,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from rebalancer.core.constants import INT32_MAX, INT32_MIN
+from rebalancer.core.constants import INT32_MAX, INT32_MIN, TERMINAL_PHASES
 from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.policy import Policy
-from rebalancer.core.spread import TERMINAL_PHASES, Analysis, considered
+from rebalancer.core.spread import Analysis, considered
 
 MAX_PER_WORKLOAD: Final = 50
 """Cost writes for one workload in one pass; the rest wait for the next pass."""

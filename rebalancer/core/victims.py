@@ -181,7 +181,9 @@ def fewest_returning(
     """
     try:
         limit = MAX_WORK // max(1, len(sizes))
-        return _order_search(sizes, removals, structural, max_skew, band_forced_zero, limit=limit)
+        search = _OrderSearch(sizes, removals, structural, max_skew, band_forced_zero, limit=limit)
+        found = search.run()
+        return None if found is None else (found[0], _flat(found[1]))
     except _TooMany:
         return _fullest_first(sizes, removals, structural, max_skew, band_forced_zero)
 
@@ -223,26 +225,13 @@ class _Frame:
         self.t = -1  # the receiving domain holding the replacement while a child runs, or -1
 
 
-def _order_search(
-    sizes: Sequence[int],
-    removals: Sequence[int],
-    structural: Sequence[Sequence[bool]],
-    max_skew: int,
-    forced_zero: bool,
-    *,
-    limit: int,
-) -> tuple[int, list[int]] | None:
-    """The fewest victims that could return over the orders of one split, and an order
-    reaching it (see :class:`_OrderSearch`); raises :class:`_TooMany` past ``limit``."""
-    found = _OrderSearch(sizes, removals, structural, max_skew, forced_zero, limit=limit).run()
-    if found is None:
-        return None
-    order: list[int] = []
-    rest = found[1]
-    while rest is not None:
-        order.append(rest[0])
-        rest = rest[1]
-    return found[0], order
+def _flat(order: _Order) -> list[int]:
+    """The domains of an order as a list, first first."""
+    flat: list[int] = []
+    while order is not None:
+        flat.append(order[0])
+        order = order[1]
+    return flat
 
 
 class _OrderSearch:

@@ -5,11 +5,12 @@ Eviction that always carries ``deleteOptions.preconditions.uid``. There is no co
 deletes a pod: a 429 is retried a few times and then reported, never "forced".
 
 Before each eviction the pod and its node are read again; the eviction is dropped when the
-plan's premise no longer holds (pod gone, replaced, terminating, moved, relabelled, or its node
-NotReady or unreachable). Within one workload, pods are evicted one at a time: the next one
-waits until the previous one's replacement is scheduled and Ready, bounded by the wave timeout,
-or until no replacement is coming any more: the owning ReplicaSet or StatefulSet is gone, or
-was scaled down past it since the eviction (:func:`replacement_moot`).
+plan's premise no longer holds (pod gone, replaced, terminating, moved, relabelled, annotated
+``karpenter.sh/do-not-disrupt``, or its node NotReady, unreachable or being disrupted).
+Within one workload, pods are evicted one at a time: the next one waits until the previous
+one's replacement is scheduled and Ready, bounded by the wave timeout, or until no replacement
+is coming any more: the owning ReplicaSet or StatefulSet is gone, or was scaled down past it
+since the eviction (:func:`replacement_moot`).
 Workloads proceed side by side, in rounds: the first pod of every workload, wait, the second...
 
 Status codes (SPEC §5):
@@ -58,7 +59,8 @@ from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
 from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
-from rebalancer.core.plan import Eviction, SkipCode, SkipReason
+from rebalancer.core.plan import Eviction, SkipCode, SkipReason, workload_key
+from rebalancer.core.selectors import NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY
 
 
 def _log() -> Any:
@@ -66,8 +68,6 @@ def _log() -> Any:
     return logs.get_logger("rebalancer.executor")
 
 
-UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
-NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
 OWNER_KINDS: Final = frozenset({"ReplicaSet", "StatefulSet"})
 """Controllers (apps/v1) whose ``spec.replicas`` tells whether a replacement is still coming;
 for any other owner (none, a Job, a custom controller) the wait goes on as it is."""
@@ -173,10 +173,13 @@ def _part(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _own_grace(pod: Mapping[str, Any]) -> int | None:
     """The pod's ``spec.terminationGracePeriodSeconds``; None when unset or not an integer."""
-    value = _part(pod, "spec").get("terminationGracePeriodSeconds")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return _integer(_part(pod, "spec").get("terminationGracePeriodSeconds"))
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> str | None:
@@ -191,6 +194,12 @@ def _controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if isinstance(ref, Mapping) and ref.get("controller"):
             return ref
     return None
+
+
+def _owned_by(pod: Mapping[str, Any], owner_uid: str) -> bool:
+    """Whether the pod's controller is the one with this uid."""
+    ref = _controller(pod)
+    return ref is not None and ref.get("uid") == owner_uid
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -208,14 +217,11 @@ def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None
             SkipCode.NODE_NOT_READY, f"node {name} is NotReady (Ready={ready or 'missing'})"
         )
     for taint in _part(node, "spec").get("taints") or ():
-        if isinstance(taint, Mapping) and taint.get("key") in (UNREACHABLE_TAINT, NOT_READY_TAINT):
-            return SkipReason(
-                SkipCode.NODE_NOT_READY, f"node {name} has the {taint.get('key')} taint"
-            )
-        if isinstance(taint, Mapping) and taint.get("key") == DISRUPTED_TAINT_KEY:
-            return SkipReason(
-                SkipCode.NODE_DISRUPTED, f"node {name} has the {DISRUPTED_TAINT_KEY} taint"
-            )
+        key = taint.get("key") if isinstance(taint, Mapping) else None
+        if key in (UNREACHABLE_TAINT_KEY, NOT_READY_TAINT_KEY):
+            return SkipReason(SkipCode.NODE_NOT_READY, f"node {name} has the {key} taint")
+        if key == DISRUPTED_TAINT_KEY:
+            return SkipReason(SkipCode.NODE_DISRUPTED, f"node {name} has the {key} taint")
     return None
 
 
@@ -276,8 +282,7 @@ def earlier_settled(record: EvictionRecord, pods: Sequence[Mapping[str, Any]]) -
         meta = _part(pod, "metadata")
         if meta.get("uid") == record.uid:
             return not meta.get("deletionTimestamp")
-        ref = _controller(pod)
-        if ref is None or ref.get("uid") != record.owner_uid:
+        if not _owned_by(pod, record.owner_uid):
             continue
         if _is_ready(pod):
             ready += 1
@@ -337,8 +342,7 @@ def replacement_moot(
     ready = sum(
         1
         for pod in pods
-        if (pod_ref := _controller(pod)) is not None
-        and pod_ref.get("uid") == uid
+        if _owned_by(pod, uid)
         and _part(pod, "metadata").get("uid") != evicted_uid
         and _is_ready(pod)
     )
@@ -362,10 +366,6 @@ def replacement_moot(
     return Moot(label, replicas, ready) if replicas <= ready else None
 
 
-def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _ordinal(pod: str, stateful_set: str) -> int | None:
     """The ordinal of a StatefulSet's pod, from its name ``<set>-<ordinal>``; None if not one."""
     prefix = f"{stateful_set}-"
@@ -374,10 +374,8 @@ def _ordinal(pod: str, stateful_set: str) -> int | None:
 
 
 def _is_ready_replacement(pod: Mapping[str, Any], pending: _Pending) -> bool:
-    ref = _controller(pod)
     return (
-        ref is not None
-        and ref.get("uid") == pending.owner_uid
+        _owned_by(pod, pending.owner_uid)
         and _part(pod, "metadata").get("uid") not in pending.known
         and _is_ready(pod)
     )
@@ -465,12 +463,6 @@ class EvictionIntent:
     ready_before: int
 
 
-def _workload_key(eviction: Eviction) -> str:
-    if eviction.workload:
-        return f"{eviction.namespace}/{eviction.workload}"
-    return f"pod:{eviction.key}"  # no controller: nothing to wait for, its own group
-
-
 class Executor:
     """Executes waves of evictions against a :class:`Transport`."""
 
@@ -513,7 +505,8 @@ class Executor:
         self._earlier: dict[str, list[EvictionRecord]] = {}
         self._owner_unread: set[str] = set()  # workloads whose owner could not be read
         for record in earlier:
-            self._earlier.setdefault(record.workload_key, []).append(record)
+            key = workload_key(record.namespace, record.workload, record.name)
+            self._earlier.setdefault(key, []).append(record)
 
     # -- public ----------------------------------------------------------------------------
 
@@ -529,7 +522,7 @@ class Executor:
         until = self._clock() + self.settings.wave_timeout_seconds
         groups: OrderedDict[str, deque[Eviction]] = OrderedDict()
         for e in evictions:
-            groups.setdefault(_workload_key(e), deque()).append(e)
+            groups.setdefault(e.workload_key, deque()).append(e)
         results: list[EvictionResult] = []
         stuck: dict[str, SkipReason] = {}  # workload -> why its next pods are not evicted
         if not dry_run:
@@ -627,11 +620,7 @@ class Executor:
         key = (str(owner.get("kind", "")), e.namespace, str(owner.get("name", "")))
         selector = self._owner_selectors.get(key, "")
         siblings = self._transport.list_pods(e.namespace, selector)
-        mine = [
-            p
-            for p in siblings
-            if (ref := _controller(p)) is not None and ref.get("uid") == owner.get("uid")
-        ]
+        mine = [p for p in siblings if _owned_by(p, owner["uid"])]
         known = frozenset(str(_part(p, "metadata").get("uid")) for p in mine)
         ready = sum(1 for p in mine if _is_ready(p))
         return _Pending(

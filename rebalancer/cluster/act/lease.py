@@ -147,11 +147,6 @@ class EvictionRecord:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    @property
-    def workload_key(self) -> str:
-        """The executor's key for the workload: ``namespace/Kind/name``."""
-        return f"{self.namespace}/{self.workload}" if self.workload else f"pod:{self.key}"
-
     def as_eviction(self) -> Eviction:
         """The record as a past eviction, for the planner's limits (``evicted_before``)."""
         return Eviction(

@@ -46,7 +46,8 @@ class RunEnd(StrEnum):
     BALANCED = "balanced"  # no violation left
     NOTHING_TO_EVICT = "nothing-to-evict"  # violations left, but no allowed eviction repairs them
     NOTHING_EVICTED = "nothing-evicted"  # a wave made no progress (all blocked, failed, skipped)
-    NO_PROGRESS = "no-progress"  # the replacements landed where the evicted pods were
+    NO_PROGRESS = "no-progress"  # re-planned, the same spread: the replacements landed back
+    # where the evicted pods were, or two domains swapped their counts
     MAX_WAVES = "max-waves"  # the wave budget is spent; the next run goes on
     STOPPED = "stopped"  # SIGTERM
     SERVER_DRY_RUN = "server-dry-run"  # one wave sent with dryRun=All

@@ -1,10 +1,12 @@
 """The run loop: the shell between the pure planner and the executor (SPEC §3 waves).
 
 One run: read the cluster, plan, execute wave 1 only, wait for the replacements, read again,
-re-plan with the evictions done so far (``evicted_before``, so the policy limits hold for the
-whole run), and so on, until the plan is empty, nothing could be evicted, the wave budget is
-spent, or a stop was requested (SIGTERM). ``--interval`` starts a run every interval (start to
-start), sleeping in between; the sleep ends at once on SIGTERM.
+re-plan with the evictions done so far (``evicted_before``: the policy limits count them, and
+the earlier runs' within the cooldown), and so on, until the plan is empty, nothing could be
+evicted, re-planning finds the same spread, the wave budget is spent, or a stop was requested
+(SIGTERM); the summary's ``end`` (:class:`~rebalancer.cluster.act.outcome.RunEnd`) says
+which. ``--interval`` starts a run every interval (start to start), sleeping in between; the
+sleep ends at once on SIGTERM.
 
 A stop (the ``stop`` event, or the process-wide
 :func:`~rebalancer.cluster.api.deadline.stop_requests` of a signal) sends nothing more: the
@@ -46,7 +48,7 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewReport
+from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewKey, workload_key
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.scope import NamespaceScope
@@ -65,7 +67,7 @@ PDB_POLL_SECONDS: Final = 0.5
 REACT_POLL_SECONDS: Final = 0.25
 """How often a sleeping loop looks at the watch's last placement change."""
 THRASH_GUARD_SECONDS: Final = 3600.0
-"""How long a replacement is not evicted again for the view its predecessor left."""
+"""How long a replacement this runner saw land is not evicted again, for any view."""
 
 
 class Source(Protocol):
@@ -130,6 +132,16 @@ class ViewSkew:
     when_unsatisfiable: str
     before: int
     after: int | None  # None when the run could not observe the end state
+
+    @property
+    def key(self) -> ViewKey:
+        return (
+            self.namespace,
+            self.topology_key,
+            self.selector,
+            self.max_skew,
+            self.when_unsatisfiable,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,27 +244,17 @@ class RunReport:
         }
 
 
-def _view_key(namespace: str, topology_key: str, selector: str, max_skew: int, when: str) -> str:
-    return f"{namespace}|{topology_key}|{selector}|{max_skew}|{when}"
-
-
-def _report_key(view: ViewReport) -> str:
-    return _view_key(
-        view.namespace, view.topology_key, view.selector, view.max_skew, view.when_unsatisfiable
-    )
-
-
-def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
+def current_skews(snapshot: Snapshot, policy: Policy) -> dict[ViewKey, int]:
     """The skew of every view of a snapshot, keyed like the plan's view reports."""
     from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
 
-    skews: dict[str, int] = {}
+    skews: dict[ViewKey, int] = {}
     with gc_paused():
         analysis = analyze(snapshot, policy)
     for view in analysis.views:
         spec = view.spec
         c = spec.constraint
-        key = _view_key(
+        key = (
             spec.namespace,
             c.topology_key,
             selector_string(c.selector),
@@ -263,19 +265,18 @@ def current_skews(snapshot: Snapshot, policy: Policy) -> dict[str, int]:
     return skews
 
 
-def violated_skews(plan: Plan) -> dict[str, int]:
+def violated_skews(plan: Plan) -> dict[ViewKey, int]:
     """The skew of every view the plan found violated, keyed like :func:`current_skews`: on
     the snapshot that plan was made from, these are :func:`current_skews`' values for every
     key a run reports (a view of a key left out here is within the key's maxSkew, so below the
     largest skew of the key's violated views)."""
-    skews: dict[str, int] = {}
+    skews: dict[ViewKey, int] = {}
     for view in plan.violations:
-        key = _report_key(view)
-        skews[key] = max(skews.get(key, 0), view.skew)
+        skews[view.key] = max(skews.get(view.key, 0), view.skew)
     return skews
 
 
-def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]:
+def _skews(first: Plan, after: Mapping[ViewKey, int] | None) -> tuple[ViewSkew, ...]:
     return tuple(
         ViewSkew(
             v.namespace,
@@ -284,7 +285,7 @@ def _skews(first: Plan, after: Mapping[str, int] | None) -> tuple[ViewSkew, ...]
             v.max_skew,
             v.when_unsatisfiable,
             v.skew,
-            None if after is None else after.get(_report_key(v), 0),
+            None if after is None else after.get(v.key, 0),
         )
         for v in first.violations
     )
@@ -392,7 +393,7 @@ class Runner:
             self._lease = lease
             return self._run(run_id, started)
         except deadline.Stopped:  # before the first wave (the waves stop on their own)
-            return self._stopped(run_id, started)
+            return self._sent_nothing(run_id, started, RunEnd.STOPPED)
         finally:
             self._lease = None
             if lease is not None:
@@ -406,17 +407,21 @@ class Runner:
         if seconds > 0:
             self.stop.wait(seconds)
 
-    def _stopped(self, run_id: str, started: float) -> RunReport:
-        """The report of a run stopped before its first wave: nothing was sent."""
+    def _sent_nothing(
+        self, run_id: str, started: float, end: RunEnd, holder: Holder | None = None
+    ) -> RunReport:
+        """The report of a run that sent nothing: stopped before its first wave, or the Lease
+        held by another rebalancer (``holder``)."""
         report = RunReport(
             run_id=run_id,
             first_plan=EMPTY_PLAN,
             waves=(),
             final_plan=None,
-            end=RunEnd.STOPPED,
+            end=end,
             skews=(),
             duration_seconds=self._clock() - started,
             server_dry_run=self.settings.executor.server_dry_run,
+            lease_holder=holder,
         )
         self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
         return report
@@ -436,18 +441,7 @@ class Runner:
             renewed=holder.renewed,
             expires_in_seconds=round(holder.expires_in, 1),
         )
-        report = RunReport(
-            run_id=run_id,
-            first_plan=EMPTY_PLAN,
-            waves=(),
-            final_plan=None,
-            end=RunEnd.LEASE_HELD,
-            skews=(),
-            duration_seconds=self._clock() - started,
-            lease_holder=holder,
-        )
-        self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
-        return report
+        return self._sent_nothing(run_id, started, RunEnd.LEASE_HELD, holder)
 
     def _server(self) -> dict[str, Any]:
         return {} if self.server is None else {"server": dict(self.server)}
@@ -496,7 +490,7 @@ class Runner:
         loop = _Loop(snapshot, first, earlier=before)
         self._records = earlier
         self._waves(loop)
-        after: Mapping[str, int] | None = None
+        after: Mapping[ViewKey, int] | None = None
         last = loop.waves[-1].results if loop.waves else ()
         if loop.final is not None or not any(r.outcome is Outcome.EVICTED for r in last):
             # nothing evicted since the read; when that read is the first plan's own, the plan
@@ -682,7 +676,7 @@ class Runner:
                 continue
             e = r.eviction
             if self.settings.workload_cooldown_seconds > 0:
-                self._landed[_workload_of(e)] = now
+                self._landed[e.workload_key] = now
             if self.settings.thrash_guard_seconds > 0:
                 self._guard[r.replacement] = (_guard_view(e), e.key, now)
 
@@ -719,12 +713,13 @@ class Runner:
         }
 
     def _held(self, e: Eviction, now: float) -> SkipReason | None:
-        landed = self._cooling.get(_workload_of(e))
+        landed = self._cooling.get(e.workload_key)
         if landed is not None:
             left = self.settings.workload_cooldown_seconds - (now - landed)
+            workload = workload_key(e.namespace, e.workload, e.name, marked=False)
             return SkipReason(
                 SkipCode.COOLDOWN,
-                f"{_workload_of(e)}: replacements landed {now - landed:.0f}s ago, "
+                f"{workload}: replacements landed {now - landed:.0f}s ago, "
                 f"{left:.0f}s of cooldown left",
             )
         guard = self._guard.get(e.key)
@@ -889,10 +884,6 @@ def _fully_healthy(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def _workload_of(e: Eviction) -> str:
-    return f"{e.namespace}/{e.workload or e.name}"
-
-
 def _guard_reason(guard: tuple[str, str, float], now: float) -> SkipReason:
     view, replaced, when = guard
     return SkipReason(
@@ -903,7 +894,7 @@ def _guard_reason(guard: tuple[str, str, float], now: float) -> SkipReason:
 
 def _guard_view(e: Eviction) -> str:
     """The view an eviction repairs, as the thrash guard tells views apart."""
-    return f"{_workload_of(e)}|{e.topology_key}"
+    return f"{e.workload_key}|{e.topology_key}"
 
 
 def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[int, ...]], ...]:

@@ -125,7 +125,6 @@ class Caches:
         "templates",
         "tolerations",
     )
-    QUANTITY_LIMIT: Final = 100_000
 
     def __init__(self) -> None:
         numbers = itertools.count(EMPTY_NUMBER + 1).__next__

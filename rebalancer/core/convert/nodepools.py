@@ -6,24 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rebalancer.core.convert.checker import Checker
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import identify
 from rebalancer.core.convert.nodes import _taint as taint  # the Node converter's own rule
+from rebalancer.core.convert.nodes import ready_condition
 from rebalancer.core.convert.quantities import resource_list, to_units
 from rebalancer.core.convert.selectors import _node_requirement
 from rebalancer.core.model import NodePool
 
 __all__ = ["node_pool"]
-
-
-def _ready(chk: Checker, status: Mapping[str, Any]) -> bool:
-    """Not ready only when a Ready condition says False (a pool not yet reconciled has none)."""
-    for i, raw in enumerate(chk.seq(status, "conditions", "status")):
-        condition = chk.as_obj(raw, f"status.conditions[{i}]")
-        if condition.get("type") == "Ready":
-            return condition.get("status") != "False"
-    return True
 
 
 def node_pool(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> NodePool:
@@ -56,5 +47,5 @@ def node_pool(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> No
                 chk, chk.obj(status, "resources", "status"), "status.resources", caches.quantities
             )
         ),
-        ready=_ready(chk, status),
+        ready=ready_condition(chk, status) != "False",  # a pool not yet reconciled has none
     )

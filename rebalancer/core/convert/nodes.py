@@ -26,13 +26,13 @@ def _taint(chk: Checker, raw: object, path: str) -> Taint:
     return Taint(key=key, value=chk.text(obj, "value", path), effect=effect)
 
 
-def _node_ready(chk: Checker, status: Mapping[str, Any]) -> bool:
-    """The Ready condition is "True"; False or Unknown, or no Ready condition, is not ready."""
+def ready_condition(chk: Checker, status: Mapping[str, Any]) -> object:
+    """The ``status`` of the object's first Ready condition; None when it has none."""
     for i, raw in enumerate(chk.seq(status, "conditions", "status")):
         condition = chk.as_obj(raw, f"status.conditions[{i}]")
         if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+            return condition.get("status")
+    return None
 
 
 def node(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Node:
@@ -52,6 +52,6 @@ def node(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Node:
             for i, t in enumerate(chk.seq(spec, "taints", "spec"))
         ),
         unschedulable=chk.flag(spec, "unschedulable", "spec"),
-        ready=_node_ready(chk, status),
+        ready=ready_condition(chk, status) == "True",  # not False, Unknown, nor missing
         declared_features=node_features(chk, status),
     )
