@@ -126,9 +126,13 @@ def release(registry: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
         check=True,
     ).stdout.strip():
         pytest.skip("the work tree has uncommitted changes: a release is built from a commit")
-    syft = _last_lines(["bash", str(ROOT / "scripts" / "build-syft.sh"), "--path"], timeout=60)
+    syft = _last_lines(
+        ["bash", str(ROOT / "scripts" / "build-gotool.sh"), "syft", "--path"], timeout=60
+    )
     if not Path(syft["SYFT"]).is_file():
-        pytest.skip("syft is not built yet (scripts/build-syft.sh; CI builds it in the background)")
+        pytest.skip(
+            "syft is not built yet (scripts/build-gotool.sh syft; CI builds it in the background)"
+        )
     base = _last_lines(["bash", str(IMAGE_SH)], timeout=3600)["BASE_TAR"]
     head = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
