@@ -567,3 +567,98 @@ def test_a_pdb_refusal_leaves_the_job_succeeded_and_the_pod_running(
     pod = real.get_json("pod", victim, "-n", ns)
     assert pod["status"]["phase"] == "Running" and not pod["metadata"].get("deletionTimestamp")
     real.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def _run_report(logs: str) -> dict[str, Any]:
+    """The run's JSON report (output json: pretty-printed on stdout) out of the Job's logs,
+    where the one-line JSON log records of stderr come too."""
+    lines = logs.splitlines()
+    start = lines.index("{")
+    end = lines.index("}", start)
+    report: dict[str, Any] = json.loads("\n".join(lines[start : end + 1]))
+    return report
+
+
+def test_helm_upgrade_from_the_previous_chart_keeps_the_values_and_the_plan(
+    real: RealNodeCluster,
+    installed: dict[str, Any],
+    registry: str,
+    tmp_path: Path,
+) -> None:
+    """The chart of the previous commit, packaged as version 0.0.1 (a previous release),
+    installed with a user's values (the imported policy, a schedule, a label, dry run, JSON
+    output); `helm upgrade --reuse-values` to the released chart from the registry: the values
+    are kept, the CronJob keeps its schedule and label, the policy ConfigMap is unchanged, and
+    a Job after the upgrade plans what a Job before it planned (dry run, nothing evicted)."""
+    version = _version()
+    subprocess.run(
+        f"git -C {shlex.quote(str(ROOT))} archive HEAD~1 charts/rebalancer | tar -x -C "
+        f"{shlex.quote(str(tmp_path))}",
+        shell=True,
+        check=True,
+        timeout=60,
+    )
+    _helm(real, "package", str(tmp_path / "charts" / "rebalancer"), "--version", "0.0.1",
+          "--destination", str(tmp_path))  # fmt: skip
+    previous = tmp_path / "rebalancer-0.0.1.tgz"
+    user = tmp_path / "user.yaml"
+    user.write_text(
+        yaml.safe_dump(
+            {
+                "image": {"repository": f"{registry}/rebalancer", "digest": installed["digest"]},
+                "schedule": "*/30 * * * *",
+                "suspend": True,
+                "dryRun": "client",
+                "output": "json",
+                "commonLabels": {"team": "platform"},
+            }
+        )
+    )
+    ns = _namespace(real, "rn-up", SWITCH_LABEL)
+    real.apply(deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}))
+    assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+    target = "rb-upgrade"
+    _helm(real, "install", "up", str(previous), "-n", target, "--create-namespace",
+          "-f", str(installed["values"]), "-f", str(user))  # fmt: skip
+
+    def state() -> tuple[Any, ...]:
+        cron = real.get_json("cronjob", "up-rebalancer", "-n", target)
+        cm = real.get_json("configmap", "up-rebalancer", "-n", target)
+        values = yaml.safe_load(_helm(real, "get", "values", "up", "-n", target, "-o", "yaml"))
+        return values, cron["spec"]["schedule"], cron["metadata"]["labels"]["team"], cm["data"]
+
+    def planned(job: str) -> list[tuple[str, str, str | None]]:
+        real.kubectl("create", "job", "--from=cronjob/up-rebalancer", job, "-n", target)
+        got: dict[str, Any] = real.wait_for(
+            f"the Job {job} to succeed",
+            lambda: (
+                real.get_json("job", job, "-n", target)
+                if real.get_json("job", job, "-n", target).get("status", {}).get("succeeded")
+                else None
+            ),
+            timeout=240,
+        )
+        assert got["status"]["succeeded"] == 1
+        report = _run_report(real.kubectl("logs", f"job/{job}", "-n", target).stdout)
+        return [(e["namespace"], e["name"], e.get("targetDomain"))
+                for e in report["plan"]["evictions"]]  # fmt: skip
+
+    before = state()
+    plan_before = planned("before")
+    t0 = time.monotonic()
+    _helm(real, "upgrade", "up", f"oci://{registry}/charts/rebalancer", "--version", version,
+          "--plain-http", "-n", target, "--reuse-values")  # fmt: skip
+    upgraded = time.monotonic() - t0
+    history = yaml.safe_load(_helm(real, "history", "up", "-n", target, "-o", "yaml"))
+    charts = [h["chart"] for h in history]
+    print(f"\nhelm upgrade 0.0.1 -> {version}: {upgraded:.1f}s, history {charts}")
+    assert charts == ["rebalancer-0.0.1", f"rebalancer-{version}"], history
+    after = state()
+    assert after == before
+    plan_after = planned("after")
+    print(f"plan before the upgrade: {plan_before}\nplan after:              {plan_after}")
+    assert len(plan_before) == 2 and {e[0] for e in plan_before} == {ns}, plan_before
+    assert plan_after == plan_before
+    assert counts(real, ns) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}  # a dry run
+    _helm(real, "uninstall", "up", "-n", target)
+    real.kubectl("delete", "namespace", ns, "--wait=false", check=False)
