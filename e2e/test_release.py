@@ -32,7 +32,7 @@ import tomllib
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -362,7 +362,7 @@ def installed(
     real: RealNodeCluster,
     release: tuple[Path, dict[str, str]],
     tmp_path_factory: pytest.TempPathFactory,
-) -> dict[str, Any]:
+) -> Iterator[dict[str, Any]]:
     """The docs' descheduler values imported with `rebalancer policy import --output
     helm-values`, then the printed `helm install` line run with them (evicting, suspended)."""
     out, printed = release
@@ -389,7 +389,8 @@ def installed(
     print(f"\n{printed['HELM_INSTALL']} -n {RELEASE_NS} -f {values.name} -f {run.name}: "
           f"{time.monotonic() - t0:.1f}s")  # fmt: skip
     digest = (out / "IMAGE_DIGEST").read_text().strip()
-    return {"digest": digest, "policy": policy, "values": values}
+    yield {"digest": digest, "policy": policy, "values": values}
+    _helm(real, "uninstall", "rebalancer", "-n", RELEASE_NS, "--wait")
 
 
 def _namespace(real: RealNodeCluster, prefix: str, labels: dict[str, str] | None = None) -> str:
@@ -402,6 +403,21 @@ def _namespace(real: RealNodeCluster, prefix: str, labels: dict[str, str] | None
         timeout=60,
     )
     return name
+
+
+@pytest.fixture
+def namespaces(real: RealNodeCluster) -> Iterator[Callable[..., str]]:
+    """Makes namespaces (a prefix, labels) for one test; deletes them after it, pass or fail,
+    so that no pod is left on the real nodes when they stop."""
+    made: list[str] = []
+
+    def make(prefix: str, labels: dict[str, str] | None = None) -> str:
+        made.append(_namespace(real, prefix, labels))
+        return made[-1]
+
+    yield make
+    for name in made:
+        real.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 def _run_job(real: RealNodeCluster, name: str, *, wait: bool = True) -> dict[str, Any]:
@@ -482,14 +498,14 @@ def test_the_released_chart_pulls_the_image_by_digest_onto_real_nodes(
 
 
 def test_the_imported_policy_evicts_only_in_its_scope_on_real_nodes(
-    real: RealNodeCluster, installed: dict[str, Any]
+    real: RealNodeCluster, installed: dict[str, Any], namespaces: Callable[..., str]
 ) -> None:
     """The docs' descheduler values (namespaceLabelSelector rebalance=enabled,
     maxNoOfPodsToEvictPerNamespace 2), imported and installed with the chart: of two namespaces
     skewed alike, [0, 3, 3], the Job evicts 2 in the labelled one (hand count: one out of each
     full zone) and none in the other, whose spread stays as it was."""
-    inside = _namespace(real, "rn-in", SWITCH_LABEL)
-    outside = _namespace(real, "rn-out")
+    inside = namespaces("rn-in", SWITCH_LABEL)
+    outside = namespaces("rn-out")
     for ns in (inside, outside):
         real.apply(deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}))
         assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
@@ -518,19 +534,17 @@ def test_the_imported_policy_evicts_only_in_its_scope_on_real_nodes(
     assert {ev["involvedObject"]["name"] for ev in events["items"]} == {
         e["objectRef"]["name"] for e in sent
     }
-    for ns in (inside, outside):
-        real.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def test_a_pdb_refusal_leaves_the_job_succeeded_and_the_pod_running(
-    real: RealNodeCluster, installed: dict[str, Any]
+    real: RealNodeCluster, installed: dict[str, Any], namespaces: Callable[..., str]
 ) -> None:
     """[0, 3, 3] under a PDB allowing 2: the plan evicts 2 in one wave, one at a time (the
     second once the first's replacement is Ready, 10 s after it starts). Right after the first
     eviction the PDB goes to maxUnavailable 0: the second gets 429 from the API server. The Job
     Succeeds, the summary says 1 evicted and 1 blocked by PDB, a RebalanceBlocked Event names
     the pod, and that pod is still running."""
-    ns = _namespace(real, "rn-pdb", SWITCH_LABEL)
+    ns = namespaces("rn-pdb", SWITCH_LABEL)
     real.apply([
         deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5", "READY_AFTER": "10",
                                               "READY_FILE": "/tmp/ready"}, readiness_file=True),
@@ -566,7 +580,6 @@ def test_a_pdb_refusal_leaves_the_job_succeeded_and_the_pod_running(
     assert {ev["involvedObject"]["name"] for ev in blocked["items"]} == {victim}, blocked
     pod = real.get_json("pod", victim, "-n", ns)
     assert pod["status"]["phase"] == "Running" and not pod["metadata"].get("deletionTimestamp")
-    real.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def _run_report(logs: str) -> dict[str, Any]:
@@ -584,6 +597,7 @@ def test_helm_upgrade_from_the_previous_chart_keeps_the_values_and_the_plan(
     installed: dict[str, Any],
     registry: str,
     tmp_path: Path,
+    namespaces: Callable[..., str],
 ) -> None:
     """The chart of the previous commit, packaged as version 0.0.1 (a previous release),
     installed with a user's values (the imported policy, a schedule, a label, dry run, JSON
@@ -614,16 +628,14 @@ def test_helm_upgrade_from_the_previous_chart_keeps_the_values_and_the_plan(
             }
         )
     )
-    ns = _namespace(real, "rn-up", SWITCH_LABEL)
+    ns = namespaces("rn-up", SWITCH_LABEL)
     real.apply(deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}))
     assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
     target = "rb-upgrade"
-    _helm(real, "install", "up", str(previous), "-n", target, "--create-namespace",
-          "-f", str(installed["values"]), "-f", str(user))  # fmt: skip
 
     def state() -> tuple[Any, ...]:
         cron = real.get_json("cronjob", "up-rebalancer", "-n", target)
-        cm = real.get_json("configmap", "up-rebalancer", "-n", target)
+        cm = real.get_json("configmap", "up-rebalancer-policy", "-n", target)
         values = yaml.safe_load(_helm(real, "get", "values", "up", "-n", target, "-o", "yaml"))
         return values, cron["spec"]["schedule"], cron["metadata"]["labels"]["team"], cm["data"]
 
@@ -643,22 +655,25 @@ def test_helm_upgrade_from_the_previous_chart_keeps_the_values_and_the_plan(
         return [(e["namespace"], e["name"], e.get("targetDomain"))
                 for e in report["plan"]["evictions"]]  # fmt: skip
 
-    before = state()
-    plan_before = planned("before")
-    t0 = time.monotonic()
-    _helm(real, "upgrade", "up", f"oci://{registry}/charts/rebalancer", "--version", version,
-          "--plain-http", "-n", target, "--reuse-values")  # fmt: skip
-    upgraded = time.monotonic() - t0
-    history = yaml.safe_load(_helm(real, "history", "up", "-n", target, "-o", "yaml"))
-    charts = [h["chart"] for h in history]
-    print(f"\nhelm upgrade 0.0.1 -> {version}: {upgraded:.1f}s, history {charts}")
-    assert charts == ["rebalancer-0.0.1", f"rebalancer-{version}"], history
-    after = state()
-    assert after == before
-    plan_after = planned("after")
-    print(f"plan before the upgrade: {plan_before}\nplan after:              {plan_after}")
-    assert len(plan_before) == 2 and {e[0] for e in plan_before} == {ns}, plan_before
-    assert plan_after == plan_before
-    assert counts(real, ns) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}  # a dry run
-    _helm(real, "uninstall", "up", "-n", target)
-    real.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    _helm(real, "install", "up", str(previous), "-n", target, "--create-namespace",
+          "-f", str(installed["values"]), "-f", str(user))  # fmt: skip
+    try:
+        before = state()
+        plan_before = planned("before")
+        t0 = time.monotonic()
+        _helm(real, "upgrade", "up", f"oci://{registry}/charts/rebalancer", "--version", version,
+              "--plain-http", "-n", target, "--reuse-values")  # fmt: skip
+        upgraded = time.monotonic() - t0
+        history = yaml.safe_load(_helm(real, "history", "up", "-n", target, "-o", "yaml"))
+        charts = [h["chart"] for h in history]
+        print(f"\nhelm upgrade 0.0.1 -> {version}: {upgraded:.1f}s, history {charts}")
+        assert charts == ["rebalancer-0.0.1", f"rebalancer-{version}"], history
+        after = state()
+        assert after == before
+        plan_after = planned("after")
+        print(f"plan before the upgrade: {plan_before}\nplan after:              {plan_after}")
+        assert len(plan_before) == 2 and {e[0] for e in plan_before} == {ns}, plan_before
+        assert plan_after == plan_before
+        assert counts(real, ns) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}  # a dry run
+    finally:
+        _helm(real, "uninstall", "up", "-n", target, "--wait")
