@@ -584,11 +584,20 @@ def test_a_pdb_refusal_leaves_the_job_succeeded_and_the_pod_running(
 
 def _run_report(logs: str) -> dict[str, Any]:
     """The run's JSON report (output json: pretty-printed on stdout) out of the Job's logs,
-    where the one-line JSON log records of stderr come too."""
-    lines = logs.splitlines()
-    start = lines.index("{")
-    end = lines.index("}", start)
-    report: dict[str, Any] = json.loads("\n".join(lines[start : end + 1]))
+    where stderr's one-line JSON log records come too (between its lines, maybe)."""
+    lines = [
+        line
+        for line in logs.splitlines()
+        if not (line.startswith("{") and line.endswith("}") and '"event"' in line)
+    ]
+    blocks = []
+    for start, line in enumerate(lines):
+        if line == "{":
+            end = lines.index("}", start)
+            blocks.append(json.loads("\n".join(lines[start : end + 1])))
+    reports = [b for b in blocks if "plan" in b and "summary" in b]
+    assert len(reports) == 1, f"no single run report in the logs:\n{logs[-4000:]}"
+    report: dict[str, Any] = reports[0]
     return report
 
 
