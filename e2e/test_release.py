@@ -582,9 +582,10 @@ def test_a_pdb_refusal_leaves_the_job_succeeded_and_the_pod_running(
     assert pod["status"]["phase"] == "Running" and not pod["metadata"].get("deletionTimestamp")
 
 
-def _run_report(logs: str) -> dict[str, Any]:
-    """The run's JSON report (output json: pretty-printed on stdout) out of the Job's logs,
-    where stderr's one-line JSON log records come too (between its lines, maybe)."""
+def _run_plan(logs: str) -> dict[str, Any]:
+    """The run's plan out of the Job's logs (output json, pretty-printed on stdout: the plan of
+    a dry run, or the report of a run with its ``plan``), where stderr's one-line JSON log
+    records come too (between its lines, maybe)."""
     lines = [
         line
         for line in logs.splitlines()
@@ -595,10 +596,10 @@ def _run_report(logs: str) -> dict[str, Any]:
         if line == "{":
             end = lines.index("}", start)
             blocks.append(json.loads("\n".join(lines[start : end + 1])))
-    reports = [b for b in blocks if "plan" in b and "summary" in b]
-    assert len(reports) == 1, f"no single run report in the logs:\n{logs[-4000:]}"
-    report: dict[str, Any] = reports[0]
-    return report
+    plans = [b.get("plan", b) for b in blocks if "plan" in b or "evictions" in b]
+    assert len(plans) == 1, f"no single plan in the logs:\n{logs[-4000:]}"
+    plan: dict[str, Any] = plans[0]
+    return plan
 
 
 def test_helm_upgrade_from_the_previous_chart_keeps_the_values_and_the_plan(
@@ -660,9 +661,9 @@ def test_helm_upgrade_from_the_previous_chart_keeps_the_values_and_the_plan(
             timeout=240,
         )
         assert got["status"]["succeeded"] == 1
-        report = _run_report(real.kubectl("logs", f"job/{job}", "-n", target).stdout)
+        plan = _run_plan(real.kubectl("logs", f"job/{job}", "-n", target).stdout)
         return [(e["namespace"], e["name"], e.get("targetDomain"))
-                for e in report["plan"]["evictions"]]  # fmt: skip
+                for e in plan["evictions"]]  # fmt: skip
 
     _helm(real, "install", "up", str(previous), "-n", target, "--create-namespace",
           "-f", str(installed["values"]), "-f", str(user))  # fmt: skip
