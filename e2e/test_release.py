@@ -6,6 +6,12 @@ requirements.lock at its locked version and the base's Debian packages, SHA256SU
 image and the chart are in the registry, the printed ``helm install`` line pins the image by the
 digest the registry serves, and ``rebalancer version`` in the image names this commit.
 
+Then on real nodes (e2e/cluster/realnodes.py, containerd told the registry is plain HTTP): the
+printed ``helm install`` line, run with the docs' descheduler values imported by ``rebalancer
+policy import --output helm-values``, makes the kubelets pull the image by digest from the
+registry; a Job from the CronJob Succeeds and evicts only in the imported scope; a PDB refusing
+an eviction mid-run (429) leaves the Job Succeeded and the pod running.
+
 The base image is the e2e's Debian base (e2e/image/build-rebalancer-image.sh): the Dockerfile's
 own base, pinned by digest, lives in a registry this machine cannot reach.
 """
@@ -16,6 +22,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -23,14 +30,20 @@ import sys
 import time
 import tomllib
 import urllib.request
-from collections.abc import Iterator
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from packaging.utils import canonicalize_name
 
-from e2e.cluster.realnodes import host_support
+from e2e.cluster.controlplane import build
+from e2e.cluster.realnodes import RealNodeCluster, build_nodes, host_support
+from e2e.test_live import audit_mark, wait_audit
+from e2e.test_realnodes import APP, build_skew, counts, deployment, pdb, settle
 
 pytestmark = pytest.mark.e2e
 
@@ -126,9 +139,13 @@ def release(registry: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
         check=True,
     ).stdout.strip():
         pytest.skip("the work tree has uncommitted changes: a release is built from a commit")
-    syft = _last_lines(["bash", str(ROOT / "scripts" / "build-syft.sh"), "--path"], timeout=60)
+    syft = _last_lines(
+        ["bash", str(ROOT / "scripts" / "build-gotool.sh"), "syft", "--path"], timeout=60
+    )
     if not Path(syft["SYFT"]).is_file():
-        pytest.skip("syft is not built yet (scripts/build-syft.sh; CI builds it in the background)")
+        pytest.skip(
+            "syft is not built yet (scripts/build-gotool.sh syft; CI builds it in the background)"
+        )
     base = _last_lines(["bash", str(IMAGE_SH)], timeout=3600)["BASE_TAR"]
     head = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
@@ -281,3 +298,392 @@ def test_the_image_says_which_commit_it_is(
         subprocess.run([*buildah, "rm", ctr], capture_output=True, check=False)
     client = json.loads(answer)["clientVersion"]
     assert client == {"version": _version(), "commit": head, "python": client["python"]}
+
+
+# -- the release installed on real nodes ----------------------------------------------------------
+#
+# The real-node cluster of e2e/cluster/realnodes.py, its containerd told that the registry above
+# speaks plain HTTP (hosts.toml). The chart is installed with the `helm install` line
+# release.sh printed, from the registry: no image is loaded into the nodes, each pulls the
+# released image by digest. One install serves the scenarios below; each runs a Job from the
+# CronJob (`kubectl create job --from`), the CronJob itself suspended.
+
+RELEASE_NS = "rebalancer"
+SA_USER = f"system:serviceaccount:{RELEASE_NS}:rebalancer"
+SWITCH_LABEL = {"rebalance": "enabled"}  # the scope of the docs' worked switch
+
+
+@pytest.fixture(scope="module")
+def real(registry: str) -> Iterator[RealNodeCluster]:
+    """Three real nodes whose containerd may pull from the release registry."""
+    c = RealNodeCluster(build(quiet=True), build_nodes(quiet=True), real_nodes=3)
+    c.start()
+    print(f"\nrebalancer-e2e: real-node cluster up in {c.startup_seconds}s {c.startup_phases}")
+    try:
+        hosts = c.trust_registry(registry)
+        print(f"containerd registry host config {hosts}:\n{hosts.read_text()}")
+        yield c
+    finally:
+        c.stop()
+
+
+def _helm(real: RealNodeCluster, *args: str, timeout: float = 300) -> str:
+    helm = Path(_last_lines(["bash", str(ROOT / "scripts" / "build-tools.sh")], 3600)["BIN_DIR"])
+    home = real.run_dir / "helm"
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    proc = subprocess.run(
+        [str(helm / "helm"), *args, "--kubeconfig", str(real.kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, f"helm {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _docs_switch_values() -> str:
+    """The descheduler chart values of docs/descheduler.md's worked switch (its first YAML
+    block under that heading)."""
+    text = (ROOT / "docs" / "descheduler.md").read_text()
+    section = text[text.index("## Worked switch") :]
+    start = section.index("```yaml\n") + len("```yaml\n")
+    return section[start : section.index("```", start)]
+
+
+@pytest.fixture(scope="module")
+def installed(
+    real: RealNodeCluster,
+    release: tuple[Path, dict[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, Any]]:
+    """The docs' descheduler values imported with `rebalancer policy import --output
+    helm-values`, then the printed `helm install` line run with them (evicting, suspended)."""
+    out, printed = release
+    work = tmp_path_factory.mktemp("install")
+    (work / "descheduler-values.yaml").write_text(_docs_switch_values())
+    imported = subprocess.run(
+        [sys.executable, "-m", "rebalancer", "policy", "import", "--output", "helm-values",
+         str(work / "descheduler-values.yaml")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    values = work / "rebalancer-values.yaml"
+    values.write_text(imported.stdout)
+    policy = yaml.safe_load(imported.stdout)["policy"]
+    assert policy["namespaceLabelSelector"]["matchLabels"] == SWITCH_LABEL, policy
+    run = work / "run.yaml"
+    run.write_text(yaml.safe_dump({"dryRun": "none", "suspend": True,
+                                   "extraArgs": ["--wave-timeout", "120s"]}))  # fmt: skip
+    line = shlex.split(printed["HELM_INSTALL"])
+    assert line[:2] == ["helm", "install"], line
+    t0 = time.monotonic()
+    _helm(real, *line[1:], "-n", RELEASE_NS, "--create-namespace", "-f", str(values),
+          "-f", str(run), "--wait")  # fmt: skip
+    print(f"\n{printed['HELM_INSTALL']} -n {RELEASE_NS} -f {values.name} -f {run.name}: "
+          f"{time.monotonic() - t0:.1f}s")  # fmt: skip
+    digest = (out / "IMAGE_DIGEST").read_text().strip()
+    yield {"digest": digest, "policy": policy, "values": values}
+    _helm(real, "uninstall", "rebalancer", "-n", RELEASE_NS, "--wait")
+
+
+def _namespace(real: RealNodeCluster, prefix: str, labels: dict[str, str] | None = None) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    real.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": labels or {}}})  # fmt: skip
+    real.wait_for(
+        f"default ServiceAccount in {name}",
+        lambda: real.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
+        timeout=60,
+    )
+    return name
+
+
+@pytest.fixture
+def namespaces(real: RealNodeCluster) -> Iterator[Callable[..., str]]:
+    """Makes namespaces (a prefix, labels) for one test; deletes them after it, pass or fail,
+    so that no pod is left on the real nodes when they stop."""
+    made: list[str] = []
+
+    def make(prefix: str, labels: dict[str, str] | None = None) -> str:
+        made.append(_namespace(real, prefix, labels))
+        return made[-1]
+
+    yield make
+    for name in made:
+        real.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def _run_job(real: RealNodeCluster, name: str, *, wait: bool = True) -> dict[str, Any]:
+    """A Job from the CronJob; with ``wait``, waited for (see :func:`_job_result`)."""
+    real.kubectl("create", "job", "--from=cronjob/rebalancer", name, "-n", RELEASE_NS)
+    return _job_result(real, name) if wait else {}
+
+
+def _job_result(real: RealNodeCluster, name: str, timeout: float = 300) -> dict[str, Any]:
+    """The Job once finished: its status, logs, summary line (None if none) and pod."""
+    t0 = time.monotonic()
+
+    def finished() -> dict[str, Any] | None:
+        job: dict[str, Any] = real.get_json("job", name, "-n", RELEASE_NS)
+        s = job.get("status", {})
+        return job if s.get("succeeded") or s.get("failed") else None
+
+    job = real.wait_for(f"the Job {name} to finish", finished, timeout=timeout)
+    logs = real.kubectl("logs", f"job/{name}", "-n", RELEASE_NS).stdout
+    lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+    summaries = [line for line in lines if line.get("event") == "run.summary"]
+    (pod,) = real.pods(RELEASE_NS, f"job-name={name}")
+    conditions = {c["type"]: c["status"] for c in job["status"].get("conditions", [])}
+    print(f"\nJob {name}: finished {time.monotonic() - t0:.0f}s after the wait began, "
+          f"succeeded={job['status'].get('succeeded')} failed={job['status'].get('failed')} "
+          f"conditions={conditions}")  # fmt: skip
+    if summaries:
+        print(f"Job {name} summary line: {json.dumps(summaries[0], sort_keys=True)}")
+    return {"job": job, "logs": logs, "summary": summaries[0] if summaries else None, "pod": pod}
+
+
+def _sa_evictions(real: RealNodeCluster, mark: int, ns: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in real.audit_events()[mark:]
+        if e.get("stage") == "ResponseComplete"
+        and e.get("objectRef", {}).get("subresource") == "eviction"
+        and e.get("objectRef", {}).get("namespace") == ns
+        and e.get("user", {}).get("username") == SA_USER
+    ]
+
+
+def test_the_released_chart_pulls_the_image_by_digest_onto_real_nodes(
+    real: RealNodeCluster, installed: dict[str, Any], registry: str
+) -> None:
+    """The chart from the registry pins the image by digest; the kubelet's containerd pulls it
+    from the registry (no image was loaded) and the Job Succeeds: the pulled digest is the one
+    the release pushed."""
+    digest = installed["digest"]
+    cron = real.get_json("cronjob", "rebalancer", "-n", RELEASE_NS)
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{registry}/rebalancer:{_version()}@{digest}", container
+    ran = _run_job(real, "by-digest")
+    pod = ran["pod"]
+    assert ran["job"]["status"].get("succeeded") == 1, (ran["job"]["status"], ran["logs"][-3000:])
+    assert ran["summary"] is not None and ran["summary"]["failed"] == 0, ran["logs"][-2000:]
+    (status,) = pod["status"]["containerStatuses"]
+    node = real.real_node(pod["spec"]["nodeName"])
+    on_node = {ref: d for ref, d in real.image_digests(node).items() if ref.startswith(registry)}
+    pulled = [
+        ev["message"]
+        for ev in real.get_json(
+            "events",
+            "-n",
+            RELEASE_NS,
+            "--field-selector",
+            f"involvedObject.name={pod['metadata']['name']}",
+        )["items"]
+        if ev["reason"] in ("Pulling", "Pulled")
+    ]
+    print(f"released digest:     {digest}")
+    print(f"pod imageID:         {status['imageID']}")
+    print(f"containerd of {node.name}: {on_node}")
+    print("kubelet events: " + " | ".join(pulled))
+    assert status["imageID"] == f"{registry}/rebalancer@{digest}", status
+    assert f"{registry}/rebalancer@{digest}" in on_node, on_node
+    assert any(m.startswith("Successfully pulled image") for m in pulled), pulled
+
+
+def test_the_imported_policy_evicts_only_in_its_scope_on_real_nodes(
+    real: RealNodeCluster, installed: dict[str, Any], namespaces: Callable[..., str]
+) -> None:
+    """The docs' descheduler values (namespaceLabelSelector rebalance=enabled,
+    maxNoOfPodsToEvictPerNamespace 2), imported and installed with the chart: of two namespaces
+    skewed alike, [0, 3, 3], the Job evicts 2 in the labelled one (hand count: one out of each
+    full zone) and none in the other, whose spread stays as it was."""
+    inside = namespaces("rn-in", SWITCH_LABEL)
+    outside = namespaces("rn-out")
+    for ns in (inside, outside):
+        real.apply(deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}))
+        assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+    mark = audit_mark(real)
+    ran = _run_job(real, "imported")
+    assert ran["job"]["status"].get("succeeded") == 1, (ran["job"]["status"], ran["logs"][-3000:])
+    assert ran["summary"]["evicted"] == 2, ran["summary"]
+    sent = wait_audit(real, "2 evictions", lambda: len(_sa_evictions(real, mark, inside)) >= 2
+                      and _sa_evictions(real, mark, inside))  # fmt: skip
+    assert [e["responseStatus"]["code"] for e in sent] == [201, 201], sent
+    time.sleep(2)
+    assert _sa_evictions(real, mark, outside) == []
+    every = [
+        e["objectRef"]["namespace"]
+        for e in real.audit_events()[mark:]
+        if e.get("objectRef", {}).get("subresource") == "eviction"
+        and e.get("user", {}).get("username") == SA_USER
+        and e.get("stage") == "ResponseComplete"
+    ]
+    print(f"evictions by namespace: {dict(Counter(every))} (in scope: {inside})")
+    assert set(every) == {inside}, every
+    settle(real, inside, 6)
+    assert counts(real, inside) == {"zone-a": 2, "zone-b": 2, "zone-c": 2}
+    assert counts(real, outside) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+    events = real.get_json("events", "-n", inside, "--field-selector", "reason=Rebalanced")
+    assert {ev["involvedObject"]["name"] for ev in events["items"]} == {
+        e["objectRef"]["name"] for e in sent
+    }
+
+
+def test_a_pdb_refusal_leaves_the_job_succeeded_and_the_pod_running(
+    real: RealNodeCluster, installed: dict[str, Any], namespaces: Callable[..., str]
+) -> None:
+    """[0, 3, 3] under a PDB allowing 2: the plan evicts 2 in one wave, one at a time (the
+    second once the first's replacement is Ready, 10 s after it starts). Right after the first
+    eviction the PDB goes to maxUnavailable 0: the second gets 429 from the API server. The Job
+    Succeeds, the summary says 1 evicted and 1 blocked by PDB, a RebalanceBlocked Event names
+    the pod, and that pod is still running."""
+    ns = namespaces("rn-pdb", SWITCH_LABEL)
+    real.apply([
+        deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5", "READY_AFTER": "10",
+                                              "READY_FILE": "/tmp/ready"}, readiness_file=True),
+        pdb(ns, maxUnavailable=2),
+    ])  # fmt: skip
+    assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+
+    def allows(n: int) -> bool:
+        status = real.get_json("pdb", APP, "-n", ns).get("status", {})
+        return bool(status.get("disruptionsAllowed") == n)
+
+    real.wait_for("the PDB to allow 2", lambda: allows(2), timeout=60)
+    mark = audit_mark(real)
+    _run_job(real, "pdb-refuses", wait=False)
+    (first,) = wait_audit(
+        real, "the first eviction", lambda: _sa_evictions(real, mark, ns), timeout=120
+    )
+    assert first["responseStatus"]["code"] == 201, first
+    real.kubectl("patch", "pdb", APP, "-n", ns, "--type=merge",
+                 "-p", '{"spec":{"maxUnavailable":0}}')  # fmt: skip
+    real.wait_for("the PDB to allow 0", lambda: allows(0), timeout=30)
+    ran = _job_result(real, "pdb-refuses")
+    summary = ran["summary"]
+    assert ran["job"]["status"].get("succeeded") == 1, (ran["job"]["status"], ran["logs"][-3000:])
+    assert (summary["evicted"], summary["blocked_by_pdb"], summary["failed"]) == (1, 1, 0)
+    sent = _sa_evictions(real, mark, ns)
+    codes = [(e["objectRef"]["name"], e["responseStatus"]["code"]) for e in sent]
+    print(f"evictions sent: {codes}")
+    refused = {name for name, code in codes if code == 429}
+    assert len(refused) == 1 and [c for _, c in codes].count(201) == 1, codes
+    (victim,) = refused
+    blocked = real.get_json("events", "-n", ns, "--field-selector", "reason=RebalanceBlocked")
+    assert {ev["involvedObject"]["name"] for ev in blocked["items"]} == {victim}, blocked
+    pod = real.get_json("pod", victim, "-n", ns)
+    assert pod["status"]["phase"] == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def _run_plan(logs: str) -> dict[str, Any]:
+    """The run's plan out of the Job's logs (output json, pretty-printed on stdout: the plan of
+    a dry run, or the report of a run with its ``plan``), where stderr's one-line JSON log
+    records come too (between its lines, maybe)."""
+    lines = [
+        line
+        for line in logs.splitlines()
+        if not (line.startswith("{") and line.endswith("}") and '"event"' in line)
+    ]
+    blocks = []
+    for start, line in enumerate(lines):
+        if line == "{":
+            end = lines.index("}", start)
+            blocks.append(json.loads("\n".join(lines[start : end + 1])))
+    plans = [b.get("plan", b) for b in blocks if "plan" in b or "evictions" in b]
+    assert len(plans) == 1, f"no single plan in the logs:\n{logs[-4000:]}"
+    plan: dict[str, Any] = plans[0]
+    return plan
+
+
+def test_helm_upgrade_from_the_previous_chart_keeps_the_values_and_the_plan(
+    real: RealNodeCluster,
+    installed: dict[str, Any],
+    registry: str,
+    tmp_path: Path,
+    namespaces: Callable[..., str],
+) -> None:
+    """The chart of the previous commit, packaged as version 0.0.1 (a previous release),
+    installed with a user's values (the imported policy, a schedule, a label, dry run, JSON
+    output); `helm upgrade --reuse-values` to the released chart from the registry: the values
+    are kept, the CronJob keeps its schedule and label, the policy ConfigMap is unchanged, and
+    a Job after the upgrade plans what a Job before it planned (dry run, nothing evicted)."""
+    version = _version()
+    subprocess.run(
+        f"git -C {shlex.quote(str(ROOT))} archive HEAD~1 charts/rebalancer | tar -x -C "
+        f"{shlex.quote(str(tmp_path))}",
+        shell=True,
+        check=True,
+        timeout=60,
+    )
+    _helm(real, "package", str(tmp_path / "charts" / "rebalancer"), "--version", "0.0.1",
+          "--destination", str(tmp_path))  # fmt: skip
+    previous = tmp_path / "rebalancer-0.0.1.tgz"
+    user = tmp_path / "user.yaml"
+    user.write_text(
+        yaml.safe_dump(
+            {
+                "image": {"repository": f"{registry}/rebalancer", "digest": installed["digest"]},
+                "schedule": "*/30 * * * *",
+                "suspend": True,
+                "dryRun": "client",
+                "output": "json",
+                "commonLabels": {"team": "platform"},
+            }
+        )
+    )
+    ns = namespaces("rn-up", SWITCH_LABEL)
+    real.apply(deployment(real, ns, 6, grace=2, env={"TERM_DELAY": "0.5"}))
+    assert build_skew(real, ns, 2) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}
+    target = "rb-upgrade"
+
+    def state() -> tuple[Any, ...]:
+        cron = real.get_json("cronjob", "up-rebalancer", "-n", target)
+        cm = real.get_json("configmap", "up-rebalancer-policy", "-n", target)
+        values = yaml.safe_load(_helm(real, "get", "values", "up", "-n", target, "-o", "yaml"))
+        return values, cron["spec"]["schedule"], cron["metadata"]["labels"]["team"], cm["data"]
+
+    def planned(job: str) -> list[tuple[str, str, str | None]]:
+        real.kubectl("create", "job", "--from=cronjob/up-rebalancer", job, "-n", target)
+        got: dict[str, Any] = real.wait_for(
+            f"the Job {job} to succeed",
+            lambda: (
+                real.get_json("job", job, "-n", target)
+                if real.get_json("job", job, "-n", target).get("status", {}).get("succeeded")
+                else None
+            ),
+            timeout=240,
+        )
+        assert got["status"]["succeeded"] == 1
+        plan = _run_plan(real.kubectl("logs", f"job/{job}", "-n", target).stdout)
+        return [(e["namespace"], e["name"], e.get("targetDomain"))
+                for e in plan["evictions"]]  # fmt: skip
+
+    _helm(real, "install", "up", str(previous), "-n", target, "--create-namespace",
+          "-f", str(installed["values"]), "-f", str(user))  # fmt: skip
+    try:
+        before = state()
+        plan_before = planned("before")
+        t0 = time.monotonic()
+        _helm(real, "upgrade", "up", f"oci://{registry}/charts/rebalancer", "--version", version,
+              "--plain-http", "-n", target, "--reuse-values")  # fmt: skip
+        upgraded = time.monotonic() - t0
+        history = yaml.safe_load(_helm(real, "history", "up", "-n", target, "-o", "yaml"))
+        charts = [h["chart"] for h in history]
+        print(f"\nhelm upgrade 0.0.1 -> {version}: {upgraded:.1f}s, history {charts}")
+        assert charts == ["rebalancer-0.0.1", f"rebalancer-{version}"], history
+        after = state()
+        assert after == before
+        plan_after = planned("after")
+        print(f"plan before the upgrade: {plan_before}\nplan after:              {plan_after}")
+        assert len(plan_before) == 2 and {e[0] for e in plan_before} == {ns}, plan_before
+        assert plan_after == plan_before
+        assert counts(real, ns) == {"zone-a": 0, "zone-b": 3, "zone-c": 3}  # a dry run
+    finally:
+        _helm(real, "uninstall", "up", "-n", target, "--wait")

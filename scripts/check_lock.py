@@ -17,7 +17,7 @@ import argparse
 import re
 import sys
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -56,21 +56,32 @@ def parse_lock(text: str) -> dict[str, Pin]:
     return pins
 
 
-def check_pins(requirements: Iterable[str], pins: Mapping[str, Pin], lock: str) -> list[str]:
-    """Problems with ``requirements`` against ``pins``: missing, outside the specifier, or
-    without a hash; and pins without a hash at all."""
-    problems: list[str] = []
+def _misses(
+    requirements: Iterable[str], pins: Mapping[str, Pin]
+) -> Iterator[tuple[str, Pin | None]]:
+    """Each requirement (that applies without extras) that ``pins`` does not meet: with the pin
+    at a version outside its specifier, or None when it is not locked at all."""
     for text in requirements:
         req = Requirement(text)
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
             continue
         pin = pins.get(canonicalize_name(req.name))
-        if pin is None:
-            problems.append(f"{lock}: {req.name} ({text}) is not locked: run scripts/lock.sh")
-        elif not req.specifier.contains(Version(pin.version), prereleases=True):
-            problems.append(
-                f"{lock}: {req.name}=={pin.version} is outside {text!r}: run scripts/lock.sh"
-            )
+        if pin is None or not req.specifier.contains(Version(pin.version), prereleases=True):
+            yield text, pin
+
+
+def check_pins(requirements: Iterable[str], pins: Mapping[str, Pin], lock: str) -> list[str]:
+    """Problems with ``requirements`` against ``pins``: missing, outside the specifier, or
+    without a hash; and pins without a hash at all."""
+    problems = []
+    for text, pin in _misses(requirements, pins):
+        name = Requirement(text).name
+        wrong = (
+            f"{name} ({text}) is not locked"
+            if pin is None
+            else f"{name}=={pin.version} is outside {text!r}"
+        )
+        problems.append(f"{lock}: {wrong}: run scripts/lock.sh")
     problems.extend(
         f"{lock}: {p.name}=={p.version} has no hash" for p in pins.values() if not p.hashes
     )
@@ -90,17 +101,12 @@ def check_closed(pins: Mapping[str, Pin], lock: str) -> tuple[list[str], int]:
         if Version(dist.version) != Version(pin.version):
             continue
         checked += 1
-        for text in dist.requires or ():
-            req = Requirement(text)
-            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-                continue
-            dep = pins.get(canonicalize_name(req.name))
-            if dep is None:
-                problems.append(f"{lock}: {pin.name} needs {text!r}, which is not locked")
-            elif not req.specifier.contains(Version(dep.version), prereleases=True):
-                problems.append(
-                    f"{lock}: {pin.name} needs {text!r}, locked at {dep.name}=={dep.version}"
-                )
+        problems.extend(
+            f"{lock}: {pin.name} needs {text!r}, which is not locked"
+            if dep is None
+            else f"{lock}: {pin.name} needs {text!r}, locked at {dep.name}=={dep.version}"
+            for text, dep in _misses(dist.requires or (), pins)
+        )
     return problems, checked
 
 

@@ -18,7 +18,7 @@
 # another, or --base-archive a docker-archive tarball of one (a registry that cannot be reached
 # from here, as in the e2e: e2e/image/build-rebalancer-image.sh makes such a base).
 # Needs buildah (Debian's package; installed when missing and root), helm (scripts/build-tools.sh)
-# and syft (scripts/build-syft.sh); both are built from Go modules when missing.
+# and syft (scripts/build-gotool.sh syft); both are built from Go modules when missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -58,7 +58,7 @@ say() { echo "release.sh: [$(( SECONDS - T0 ))s] $*"; }
 
 TOOLS="$(bash scripts/build-tools.sh --bin-dir)"
 HELM="$TOOLS/helm"
-SYFT="$(bash scripts/build-syft.sh | sed -n 's/^SYFT=//p')"
+SYFT="$(bash scripts/build-gotool.sh syft | sed -n 's/^SYFT=//p')"
 [[ -x "$HELM" ]] || HELM="$(bash scripts/build-tools.sh | sed -n 's/^BIN_DIR=//p')/helm"
 if ! command -v buildah >/dev/null; then
   [[ $(id -u) == 0 ]] || { echo "release.sh: buildah is missing (apt-get install buildah)" >&2; exit 1; }

@@ -23,7 +23,7 @@ else
   phase "build packaging tools: helm, promtool (cached)"
   bash scripts/build-tools.sh
   phase "build actionlint, for the release workflow (cached)"
-  bash scripts/build-actionlint.sh
+  bash scripts/build-gotool.sh actionlint
 fi
 
 phase "browser for the HTML report test"
@@ -77,7 +77,7 @@ other_builds_log=$(mktemp)
 # the release test skips, saying so, while it is not built yet.
 versions_built=$(mktemp -u)
 setsid -w bash -c 'for minor in 1.32 1.37; do nice -n 10 bash e2e/cluster/build.sh --k8s "$minor" || exit 1; done
-                   touch "$1"; nice -n 10 bash scripts/build-syft.sh' _ "$versions_built" \
+                   touch "$1"; nice -n 10 bash scripts/build-gotool.sh syft' _ "$versions_built" \
   >"$other_builds_log" 2>&1 &
 other_builds=$!
 versions_budget=${REBALANCER_VERSIONS_BUDGET:-4200}
@@ -120,7 +120,7 @@ if kill -0 "$other_builds" 2>/dev/null; then
     "the release e2e is SKIPPED; the next run finishes it from Go's build cache"
 fi
 wait "$other_builds" 2>/dev/null || true
-grep -E 'build-syft.sh: .*(done|cached)' "$other_builds_log" || true
+grep -E 'build-gotool.sh syft: .*(done|cached)' "$other_builds_log" || true
 
 phase "e2e tests (real nodes, and the release)"
 # -rP: the eviction timelines, the CronJob summary line and who deleted each pod.

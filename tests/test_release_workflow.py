@@ -15,14 +15,16 @@ WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 
 def _actionlint() -> str:
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-actionlint.sh"), "--path"],
+        ["bash", str(ROOT / "scripts" / "build-gotool.sh"), "actionlint", "--path"],
         capture_output=True,
         text=True,
         check=True,
     )
     path = proc.stdout.strip().removeprefix("ACTIONLINT=")
     if not Path(path).is_file():
-        pytest.skip("actionlint is not built (bash scripts/build-actionlint.sh; CI builds it)")
+        pytest.skip(
+            "actionlint is not built (bash scripts/build-gotool.sh actionlint; CI builds it)"
+        )
     return path
 
 

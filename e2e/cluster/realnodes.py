@@ -543,6 +543,7 @@ class RealNodeCluster(ControlPlane):
     def _start_real_nodes(self) -> None:
         nodes_root = self.run_dir / "nodes"
         nodes_root.mkdir(exist_ok=True)
+        self.registry_hosts_dir.mkdir(exist_ok=True)
         images = write_test_images(self.nodes_bin_dir / "testimage", self.run_dir / "images")
         ports = free_ports(self.real_node_count + 2)
         for i in range(self.real_node_count):
@@ -668,6 +669,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".registry]
+    # One hosts.toml per registry (trust_registry), read at each pull.
+    config_path = {q(str(self.registry_hosts_dir))}
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = {q(PAUSE_IMAGE)}
 
@@ -816,6 +820,27 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         )
 
     # ---- access --------------------------------------------------------------------------
+    @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's registry host configuration of every real node (``config_path``)."""
+        return self.run_dir / "registry-hosts"
+
+    def trust_registry(self, host: str) -> Path:
+        """Let every real node's containerd pull from ``host`` (``127.0.0.1:PORT``) over plain
+        HTTP: its hosts.toml, which containerd reads at each pull (no restart)."""
+        d = self.registry_hosts_dir / host
+        d.mkdir(parents=True, exist_ok=True)
+        server = json.dumps(f"http://{host}")
+        (d / "hosts.toml").write_text(
+            f'server = {server}\n\n[host.{server}]\n  capabilities = ["pull", "resolve"]\n'
+        )
+        return d / "hosts.toml"
+
+    def image_digests(self, node: RealNode) -> dict[str, str]:
+        """The images in a node's containerd (``ctr images ls``): reference -> digest."""
+        lines = self._ctr(node, "images", "ls").stdout.splitlines()[1:]
+        return {f[0]: f[2] for f in (line.split() for line in lines) if len(f) > 2}
+
     def load_image(self, tar: Path) -> None:
         """Import a docker-archive tarball into every real node's containerd."""
         for node in self.real_nodes:

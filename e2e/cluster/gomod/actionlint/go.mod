@@ -1,5 +1,5 @@
 // Wrapper module used only to build actionlint, which checks the release workflow
-// (see scripts/build-actionlint.sh). Not imported by anything.
+// (see scripts/build-gotool.sh actionlint). Not imported by anything.
 module rebalancer.local/tools/actionlint
 
 go 1.26.7

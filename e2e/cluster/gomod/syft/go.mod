@@ -1,5 +1,5 @@
 // Wrapper module used only to build syft, which writes the release image's SBOM
-// (see scripts/build-syft.sh). Not imported by anything.
+// (see scripts/build-gotool.sh syft). Not imported by anything.
 module rebalancer.local/tools/syft
 
 go 1.26.8
