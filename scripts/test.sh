@@ -73,17 +73,19 @@ fi
 # stopped and the 1.32/1.37 scenarios skipped, saying so; Go's build cache keeps what was
 # compiled, so the next run finishes the builds.
 other_builds_log=$(mktemp)
-# syft (the release's SBOM, for e2e/test_release.py) is built last in the same background chain;
-# the release test skips, saying so, while it is not built yet.
+# syft (the release's SBOM, for e2e/test_release.py) and Karpenter's kwok provider (for
+# e2e/test_karpenter.py; about 8 min cold) are built last in the same background chain; those
+# tests skip, saying so, while theirs is not built yet.
 versions_built=$(mktemp -u)
 setsid -w bash -c 'for minor in 1.32 1.37; do nice -n 10 bash e2e/cluster/build.sh --k8s "$minor" || exit 1; done
-                   touch "$1"; nice -n 10 bash scripts/build-gotool.sh syft' _ "$versions_built" \
+                   touch "$1"; nice -n 10 bash scripts/build-gotool.sh syft
+                   nice -n 10 bash e2e/cluster/build-karpenter.sh' _ "$versions_built" \
   >"$other_builds_log" 2>&1 &
 other_builds=$!
 versions_budget=${REBALANCER_VERSIONS_BUDGET:-4200}
 
 phase "e2e tests (kwok nodes)"
-"$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}"
+"$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}" --ignore=e2e/test_karpenter.py
 
 # The scenarios that differ by Kubernetes version (marked k8s_versions) again on the oldest and
 # the newest supported minor; the full set above ran on the default, 1.35. Real nodes stay on 1.35.
@@ -110,17 +112,21 @@ else
   done
 fi
 
-phase "e2e: wait for syft (the release's SBOM)"
+phase "e2e: wait for syft (the release's SBOM) and Karpenter's kwok provider"
 while kill -0 "$other_builds" 2>/dev/null && (( $(date +%s) - start < versions_budget )); do
   sleep 10
 done
 if kill -0 "$other_builds" 2>/dev/null; then
   kill -- -"$other_builds" 2>/dev/null || true
-  echo "syft's first (cold) build was still running after ${versions_budget}s of this script:" \
-    "the release e2e is SKIPPED; the next run finishes it from Go's build cache"
+  echo "syft's or Karpenter's first (cold) build was still running after ${versions_budget}s of" \
+    "this script: the release or Karpenter e2e is SKIPPED; the next run finishes it from Go's" \
+    "build cache"
 fi
 wait "$other_builds" 2>/dev/null || true
-grep -E 'build-gotool.sh syft: .*(done|cached)' "$other_builds_log" || true
+grep -E 'build-gotool.sh syft: .*(done|cached)|KARPENTER_DIR=' "$other_builds_log" || true
+
+phase "e2e tests (Karpenter's kwok provider beside rebalancer)"
+"$PY" -m pytest e2e/test_karpenter.py --e2e -v -rs
 
 phase "e2e tests (real nodes, and the release)"
 # -rP: the eviction timelines, the CronJob summary line and who deleted each pod.
