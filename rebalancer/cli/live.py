@@ -224,23 +224,25 @@ def plan_live(options: PlanOptions, policy: Policy) -> int:
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from rebalancer.cluster.read import reader  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.live import connect, warn_rejected  # noqa: PLC0415
-    from rebalancer.cluster.read.reader import ReadLimits, read_cluster  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.snapshot import dump_objects  # noqa: PLC0415  # on use
 
     configure_logging()
     connection = checked_connection(args)
     kube = connect(connection)
     try:
-        result = read_cluster(
-            kube.list_page,
-            namespace=args.namespace,
-            keep_objects=True,
-            trim=not args.full,
-            deadline=connection.deadline(),
-            limits=ReadLimits(max_objects=connection.max_objects),
-            skip_invalid=True,  # written all the same: a snapshot is for bug reports too
-        )
+        read: dict[str, Any] = {
+            "namespace": args.namespace,
+            "keep_objects": True,
+            "trim": not args.full,
+            "deadline": connection.deadline(),
+            "limits": reader.ReadLimits(max_objects=connection.max_objects),
+            "skip_invalid": True,  # written all the same: a snapshot is for bug reports too
+        }
+        result = reader.read_cluster(kube.list_page, **read)
+        # Karpenter's NodePools after the rest, where served and allowed
+        result = reader.with_optional(result, kube.list_page, reader.served(kube.list_page), **read)
     finally:
         kube.close()
     logs.get_logger("rebalancer.cli").info(logs.READ, **dict(result.counts), pages=result.pages)
