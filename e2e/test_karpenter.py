@@ -306,8 +306,12 @@ def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
         taken = rebalancer(cluster, "snapshot", "-o", "json")
         assert taken.returncode == 0, explain(taken)
         written.write_text(taken.stdout)
-        kinds = [item["kind"] for item in json.loads(taken.stdout)["items"]]
+        items = json.loads(taken.stdout)["items"]
+        kinds = [item["kind"] for item in items]
         assert kinds.count("NodePool") == len(ZONES), kinds
+        assert kinds[0] == "ServerVersion", kinds  # the server's minor, first
+        version = json.loads(cluster.kubectl("get", "--raw", "/version").stdout)
+        assert items[0]["minor"] == version["minor"], items[0]
         assert "read.absent" not in taken.stderr, taken.stderr
         found = []
         for source in (("--snapshot", str(snap)), (), ("--snapshot", str(written))):
