@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import structlog
 import yaml
 
 from rebalancer.cli.main import main
@@ -113,6 +115,14 @@ def test_two_items_are_refused(tmp_path: Path) -> None:
         _load(_write(tmp_path, twice, "lines"))
 
 
+@pytest.fixture
+def _logging_back_to_defaults() -> Iterator[None]:
+    """``rebalancer snapshot`` configures logging onto the captured stderr, which closes when
+    the test ends: later tests must not log there."""
+    yield
+    structlog.reset_defaults()
+
+
 class VersionedServer(Server):
     """The fake API server, answering ``GET /version`` as a 1.37 cluster does."""
 
@@ -125,6 +135,7 @@ class VersionedServer(Server):
         return self._Version()
 
 
+@pytest.mark.usefixtures("_logging_back_to_defaults")
 @pytest.mark.parametrize(("server", "minor"), [(VersionedServer(), 37), (Server(), None)])
 def test_rebalancer_snapshot_writes_the_minor_first(
     monkeypatch: pytest.MonkeyPatch,
