@@ -9,9 +9,10 @@ one NodePool per zone. The scenarios:
   ``karpenter.sh/disrupted`` and drains it, held here by a PodDisruptionBudget) is never the
   target of a replacement and its pods are not victims: the plan says ``node-disrupted``, and a
   run sends no eviction for them (audit log);
-- packed nodes with ``nodeFit: false`` and the NodePools in the snapshot file: a replacement
-  waits for a new node only in a zone whose pool has room under its limits; with every such
-  pool at its limit, nothing is planned and the ``no-fit`` reason names each pool's limit.
+- packed nodes with ``nodeFit: false`` and the NodePools (in a snapshot file, read live, and
+  written by ``rebalancer snapshot``): a replacement waits for a new node only in a zone whose
+  pool has room under its limits; with every such pool at its limit, nothing is planned and
+  the ``no-fit`` reason names each pool's limit.
 
 The controller is built by ``e2e/cluster/build-karpenter.sh`` (cached; about 8 minutes cold).
 Without it the scenarios skip and say so, unless ``REBALANCER_E2E_KARPENTER=1`` asks the fixture
@@ -260,9 +261,10 @@ def test_a_node_karpenter_disrupts_is_never_a_target_and_its_pods_are_not_victim
 def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
     cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
 ) -> None:
-    """Packed Karpenter nodes (nodeFit: false, NodePools read from a snapshot file): the
-    replacement goes to a zone whose pool can launch a node for it, never to one whose pool is
-    at its limit; with every such pool at its limit the view is left unrepaired, saying why."""
+    """Packed Karpenter nodes (nodeFit: false, NodePools from a snapshot file, read live and
+    from what `rebalancer snapshot` wrote, each the same): the replacement goes to a zone whose
+    pool can launch a node for it, never to one whose pool is at its limit; with every such
+    pool at its limit the view is left unrepaired, saying why."""
     ns = namespace
     for zone in ZONES:
         cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
@@ -295,15 +297,29 @@ def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
         patch = {"spec": {"limits": {"cpu": used}}}
         cluster.kubectl("patch", "nodepool", f"e2e-{zone}", "--type=merge", "-p", json.dumps(patch))
 
-    def plan() -> dict[str, Any]:
-        snap = tmp_path / "snapshot.json"
+    def plans() -> list[dict[str, Any]]:
+        """The plan three ways, each with the NodePools: from `kubectl get` (a snapshot file),
+        read live, and from what `rebalancer snapshot` wrote."""
+        snap, written = tmp_path / "snapshot.json", tmp_path / "written.json"
         listed = cluster.kubectl("get", "nodes,pods,nodepools", "-A", "-o", "json")
         snap.write_text(listed.stdout)
-        args = ("plan", "--snapshot", str(snap), "-n", ns, "--policy", str(policy), "-o", "json")
-        planned = rebalancer(cluster, *args)
-        assert planned.returncode == 0, explain(planned)
-        result: dict[str, Any] = json.loads(planned.stdout)
-        return result
+        taken = rebalancer(cluster, "snapshot", "-o", "json")
+        assert taken.returncode == 0, explain(taken)
+        written.write_text(taken.stdout)
+        items = json.loads(taken.stdout)["items"]
+        kinds = [item["kind"] for item in items]
+        assert kinds.count("NodePool") == len(ZONES), kinds
+        assert kinds[0] == "ServerVersion", kinds  # the server's minor, first
+        version = json.loads(cluster.kubectl("get", "--raw", "/version").stdout)
+        assert items[0]["minor"] == version["minor"], items[0]
+        assert "read.absent" not in taken.stderr, taken.stderr
+        found = []
+        for source in (("--snapshot", str(snap)), (), ("--snapshot", str(written))):
+            args = ("plan", *source, "-n", ns, "--policy", str(policy), "-o", "json")
+            planned = rebalancer(cluster, *args)
+            assert planned.returncode == 0, explain(planned)
+            found.append(json.loads(planned.stdout))
+        return found
 
     cluster.wait_for(
         "NodePool status.resources",
@@ -312,13 +328,14 @@ def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
         interval=1.0,
     )
     at_limit("zone-b")
-    (move,) = plan()["evictions"]
-    assert move["targetNode"] == c, move  # n-b sorts first, but its pool is at its limit
+    for planned in plans():
+        (move,) = planned["evictions"]
+        assert move["targetNode"] == c, move  # n-b sorts first, but its pool is at its limit
     at_limit("zone-c")
-    left = plan()
-    assert left["evictions"] == []
-    reasons = {s["reason"] for s in left["skipped"] if s["code"] == "no-fit"}
-    assert reasons, left["skipped"]
-    for reason in reasons:
-        assert "e2e-zone-b: at its cpu limit" in reason, reason
-        assert "e2e-zone-c: at its cpu limit" in reason, reason
+    for left in plans():
+        assert left["evictions"] == []
+        reasons = {s["reason"] for s in left["skipped"] if s["code"] == "no-fit"}
+        assert reasons, left["skipped"]
+        for reason in reasons:
+            assert "e2e-zone-b: at its cpu limit" in reason, reason
+            assert "e2e-zone-c: at its cpu limit" in reason, reason

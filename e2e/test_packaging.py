@@ -254,6 +254,7 @@ def test_installed_chart_grants_exactly_what_each_mode_uses(
         expected = {
             **{resource: set(read) for resource in READ},
             "namespaces": read - {"get"},  # listed only, for namespaceLabelSelector
+            "nodepools.karpenter.sh": read - {"get"},  # listed where served (Karpenter's)
             "pods/eviction": {"create"},
             "events": {"create"},
             **AUTHENTICATED,

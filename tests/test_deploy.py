@@ -72,6 +72,7 @@ def test_clusterrole_has_exactly_the_verbs_rebalancer_needs() -> None:
         ("apps", "replicasets"): read,
         ("apps", "statefulsets"): read,
         ("apps", "deployments"): read,
+        ("karpenter.sh", "nodepools"): {"list"},
         ("", "pods/eviction"): {"create"},
         ("", "events"): {"create"},
         ("authorization.k8s.io", "selfsubjectaccessreviews"): {"create"},

@@ -228,6 +228,7 @@ def test_restrict_to_namespace_refuses(policy: Policy, namespace: str, problem: 
 DOCUMENTED_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("constraints", ("constraints",)),
     ("nodeFit", ("node_fit",)),
+    ("maxWaitingForNodes", ("max_waiting_for_nodes",)),
     ("defaultConstraints", ("default_constraints",)),
     ("namespaces", ("namespaces_include", "namespaces_exclude")),
     ("namespaceLabelSelector", ("namespace_label_selector",)),

@@ -435,6 +435,20 @@ def test_preflight_scopes_to_the_namespace_and_only_warns_about_events() -> None
     assert ("list", "nodes", None) in access.asked
 
 
+def test_preflight_only_warns_without_nodepools_and_asks_cluster_wide() -> None:
+    """A ClusterRole from before NodePools were read: the run goes on (they read as none)."""
+    denied = {"list nodepools", "watch nodepools"}
+    access = FakeAccess(denied)
+    checks = run_checks(evicting=False, watching=True, steering=False)
+    with structlog.testing.capture_logs() as logged:
+        preflight(access, "shop", checks)
+    assert ("list", "nodepools", None) in access.asked
+    assert ("watch", "nodepools", None) in access.asked
+    warned = [e["missing"] for e in logged if e["event"] == "run.preflight_warning"]
+    assert warned == ["list nodepools.karpenter.sh", "watch nodepools.karpenter.sh"]
+    assert [e["event"] for e in logged][-1] == "run.preflight"
+
+
 _ASKED_BY_EVERY_RUN = {
     "create pods/eviction",
     "get pods",
@@ -444,6 +458,7 @@ _ASKED_BY_EVERY_RUN = {
     "create events",
     "list deployments.apps",
     "get poddisruptionbudgets.policy",
+    "list nodepools.karpenter.sh",
 }
 
 
@@ -458,7 +473,7 @@ def test_a_run_asks_for_what_its_mode_uses(evicting: bool, watching: bool, steer
         expected |= {"get leases.coordination.k8s.io", "create leases.coordination.k8s.io"}
         expected |= {"update leases.coordination.k8s.io"}
     if watching:
-        expected |= {"watch pods", "watch nodes"}
+        expected |= {"watch pods", "watch nodes", "watch nodepools.karpenter.sh"}
     if steering:
         expected |= {"patch pods"}
     checks = run_checks(evicting=evicting, watching=watching, steering=steering)

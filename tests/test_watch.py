@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from rebalancer.cluster.api import errors
-from rebalancer.cluster.api.resources import RESOURCES, RESOURCES_BY_NAME
+from rebalancer.cluster.api.resources import OPTIONAL_RESOURCES, RESOURCES, RESOURCES_BY_NAME
 from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import InputError
@@ -37,20 +37,22 @@ def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 class FakeApi:
-    """Objects per resource, one resourceVersion counter, an event log per resource."""
+    """Objects per resource, one resourceVersion counter, an event log per resource. An
+    optional resource (NodePools) is served only when ``items`` has it; else a LIST is 404."""
 
     def __init__(self, items: dict[str, list[dict[str, Any]]]) -> None:
         self.lock = threading.Condition()
         self.version = 100
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+        self.served = (*RESOURCES, *(r for r in OPTIONAL_RESOURCES if r.name in items))
         # (version, line, is an ERROR event): ERROR events reach only the watches open then
-        self.log: dict[str, list[tuple[int, bytes, bool]]] = {r.name: [] for r in RESOURCES}
+        self.log: dict[str, list[tuple[int, bytes, bool]]] = {r.name: [] for r in self.served}
         self.compacted = 0  # versions at or below this answer 410
         self.list_calls: list[tuple[str, str | None]] = []
         self.watch_calls: list[tuple[str, str]] = []
         self.break_next: dict[str, int] = {}  # resource -> watch opens to refuse
         self.closed = False
-        for resource in RESOURCES:
+        for resource in self.served:
             store = self.objects.setdefault(resource.name, {})
             for item in items.get(resource.name, []):
                 obj = copy.deepcopy(item)
@@ -107,7 +109,7 @@ class FakeApi:
 
     def expected(self) -> Snapshot:
         objects = []
-        for resource in RESOURCES:
+        for resource in self.served:
             for obj in self.objects[resource.name].values():
                 objects.append({"kind": resource.kind, **copy.deepcopy(obj)})
         return snapshot_from_objects(objects, source="cluster")
@@ -120,6 +122,8 @@ class FakeApi:
         with self.lock:
             if token is None:
                 self.list_calls.append((resource, namespace))
+            if resource not in self.objects:
+                raise errors.NotFound(404, "the server could not find the requested resource")
             selected = sorted(self.objects[resource].items())
             start = int(token) if token else 0
             page = [o for _, o in selected[start : start + limit]]

@@ -48,6 +48,7 @@ from rebalancer.core.policy import Policy
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
     from rebalancer.cluster.act.runner import RunReport
+    from rebalancer.cluster.api.kubeclient import Kube
     from rebalancer.cluster.read.live import Connection
     from rebalancer.core.model import Snapshot
 
@@ -223,30 +224,43 @@ def plan_live(options: PlanOptions, policy: Policy) -> int:
     return plan_and_write(snapshot, rejected, policy, options, server)
 
 
+def _get_json(kube: Kube, path: str) -> tuple[int, bytes]:
+    response = kube.request("GET", path, accept="application/json")
+    return response.status, response.body
+
+
 def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from rebalancer.cluster.api.serverinfo import read_server_minor  # noqa: PLC0415  # on use
+    from rebalancer.cluster.read import reader  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.live import connect, warn_rejected  # noqa: PLC0415
-    from rebalancer.cluster.read.reader import ReadLimits, read_cluster  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.snapshot import dump_objects  # noqa: PLC0415  # on use
+    from rebalancer.core.convert.serverversion import server_version_item  # noqa: PLC0415
 
     configure_logging()
     connection = checked_connection(args)
     kube = connect(connection)
     try:
-        result = read_cluster(
-            kube.list_page,
-            namespace=args.namespace,
-            keep_objects=True,
-            trim=not args.full,
-            deadline=connection.deadline(),
-            limits=ReadLimits(max_objects=connection.max_objects),
-            skip_invalid=True,  # written all the same: a snapshot is for bug reports too
-        )
+        read: dict[str, Any] = {
+            "namespace": args.namespace,
+            "keep_objects": True,
+            "trim": not args.full,
+            "deadline": connection.deadline(),
+            "limits": reader.ReadLimits(max_objects=connection.max_objects),
+            "skip_invalid": True,  # written all the same: a snapshot is for bug reports too
+        }
+        result = reader.read_cluster(kube.list_page, **read)
+        # Karpenter's NodePools after the rest, where served and allowed
+        result = reader.with_optional(result, kube.list_page, reader.served(kube.list_page), **read)
+        minor = read_server_minor(lambda path: _get_json(kube, path))
     finally:
         kube.close()
     logs.get_logger("rebalancer.cli").info(logs.READ, **dict(result.counts), pages=result.pages)
     # Written all the same (a snapshot is for bug reports); `plan --snapshot` names it too.
     warn_rejected(result.rejected, "written to the snapshot as read")
-    data: bytes = dump_objects(result.objects or (), args.output)
+    objects = result.objects or ()
+    if minor is not None:  # first: a plan of the file follows that release's scheduler rules
+        objects = (server_version_item(minor), *objects)
+    data: bytes = dump_objects(objects, args.output)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return EXIT_OK

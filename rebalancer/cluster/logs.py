@@ -22,6 +22,9 @@ READ: Final = "cluster.read"
 READ_ROUTE: Final = "read.route"
 """How a read takes the cluster in (route: protobuf-stream, protobuf-pages, json-typed, json),
 and why; again with the reason when a route declines, or a read starts again (410)."""
+READ_ABSENT: Final = "read.absent"
+"""A kind read where served (Karpenter's NodePools) is not: not served (404) or not allowed
+(403); read as none, logged once per source with the resource and the reason."""
 PLANNED: Final = "wave.planned"
 """A (re-)plan: evictions in all waves, in the first wave, violations."""
 WAVE_DONE: Final = "wave.done"

@@ -171,7 +171,8 @@ class Planner:
         gmin = state.gmin(v)
         source = state.remove(i)
         source_count = state.counts[v].get(self.analysis.views[v].node_domain[source], 0) + 1
-        placement = state.place(i, check_fit=self.policy.node_fit)
+        policy = self.policy
+        placement = state.place(i, policy.node_fit, policy.max_waiting_for_nodes)
         if placement.node == source:
             state.add(i, source)
             return SkipReason(
@@ -196,6 +197,8 @@ class Planner:
             state.remove(i)
             state.add(i, source)
             return SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
+        if placement.waits:
+            state.waiting.add(i)
         return Move(i, v, source, placement.node, source_count, gmin)
 
     def _note_no_fit(self, i: PodId, why: SkipReason) -> None:

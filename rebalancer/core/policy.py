@@ -547,6 +547,11 @@ class Policy:
     """whenUnsatisfiable kinds to rebalance: DoNotSchedule, and ScheduleAnyway for soft ones."""
     node_fit: bool = field(default=True, metadata=_key("nodeFit", _FLAG))
     """False: allow evictions whose replacement stays Pending (cluster-autoscaler adds room)."""
+    max_waiting_for_nodes: int | None = field(
+        default=None, metadata=_key("maxWaitingForNodes", _LIMIT)
+    )
+    """With node_fit off: at most this many replacements of one plan go where no node has room
+    for them yet (they wait for new nodes); None means no bound."""
     default_constraints: tuple[DefaultConstraint, ...] = field(
         default=(), metadata=_key("defaultConstraints", DefaultConstraints())
     )

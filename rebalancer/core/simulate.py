@@ -47,6 +47,7 @@ from rebalancer.core.spread import Analysis, global_min
 class Placement:
     node: str | None  # None: the replacement would stay Pending
     reason: str  # why no node, when node is None
+    waits: bool = False  # nodeFit off: no room on node yet, the replacement waits for a new one
 
 
 def volume_pins(
@@ -239,6 +240,9 @@ class SimState:
         self.placement = dict(sh.placement)
         self.track_members = track_members
         self._members: dict[ViewId, dict[Domain, set[PodId]]] = {}
+        self.waiting: set[PodId] = set()
+        """Pods whose replacement went where no node had room for it (nodeFit off): it waits
+        for a new node. Counted against ``maxWaitingForNodes``; forgotten when moved again."""
 
     def fresh(self) -> SimState:
         """A new state at the start of the plan, sharing this one's caches."""
@@ -315,6 +319,7 @@ class SimState:
     def remove(self, i: PodId) -> str:
         """Evict pod i: it stops counting and frees its resources. Returns its node."""
         node = self.placement.pop(i)
+        self.waiting.discard(i)
         _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], -1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
@@ -387,13 +392,17 @@ class SimState:
         own = self.own_views.get(i, [])
         return own + [v for v in self.selector_views(i) if v in self.rank_views and v not in own]
 
-    def place(self, i: PodId, check_fit: bool = True) -> Placement:
+    def place(self, i: PodId, check_fit: bool = True, max_waiting: int | None = None) -> Placement:
         """Where the replacement of pod i lands on the current state (it must be removed).
 
         Candidates are narrowed view by view: first the nodes whose domain has the lowest
         count in the first ranking view, then, among those, the lowest count in the next
         view, and so on; ties go to the node name. The first level holding a legal node
         (spread, and fit unless ``check_fit`` is off) wins.
+
+        With ``check_fit`` off, a node without room is legal only where a NodePool can add a
+        node (when NodePools are known), and only while fewer than ``max_waiting`` replacements
+        of the plan wait for new nodes (:attr:`waiting`; None: no bound).
         """
         pod = self.analysis.pods[i]
         statics = self.shared.static_nodes(i)
@@ -405,19 +414,24 @@ class SimState:
         no_room: list[str] = []  # nodes the spread allows but whose room is short
 
         pools = self.shared.node_pools
+        may_wait = max_waiting is None or len(self.waiting) < max_waiting
+        held = [False]  # a node a pool could fill, refused by max_waiting
 
         def legal(node: str) -> bool:
             tried[0] += 1
             if not self.spread_ok(i, node, checks):
                 tried[1] += 1
                 return False
-            if not check_fit and not pools:
+            if not check_fit and not pools and may_wait:
                 return True
             if self.fits(pod, node):
                 return True
-            # nodeFit off, NodePools known: short of room only where a pool can add a node.
-            if not check_fit and self._pool_can_add(pod, node):
-                return True
+            # nodeFit off: short of room only where a pool (if any are known) can add a node,
+            # and while max_waiting allows one more replacement to wait.
+            if not check_fit and (not pools or self._pool_can_add(pod, node)):
+                if may_wait:
+                    return True
+                held[0] = True
             no_room.append(node)
             return False
 
@@ -426,7 +440,8 @@ class SimState:
         else:
             found = self._pick([statics], views, 0, legal)
         if found is not None:
-            return Placement(found, "")
+            waits = not check_fit and max_waiting is not None and not self.fits(pod, found)
+            return Placement(found, "", waits)
         why = (
             "every node is blocked by its own spread constraints"
             if tried[1] == tried[0]
@@ -434,6 +449,14 @@ class SimState:
         )
         if no_room and pools:
             why += pool_note(pools, pod, self._pool_domains(views, no_room))
+        if held[0]:
+            n = len(self.waiting)
+            so_many = (
+                "1 replacement of this plan waits for a new node"
+                if n == 1
+                else f"{n} replacements of this plan wait for new nodes"
+            )
+            why += f"; {so_many} already, as many as maxWaitingForNodes allows"
         return Placement(None, why)
 
     def _pool_can_add(self, pod: Pod, node: str) -> bool:

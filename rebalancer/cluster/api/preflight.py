@@ -58,10 +58,16 @@ RUN_CHECKS: Final = (
     Check("list", "deployments", group="apps"),
     # The wait for a PodDisruptionBudget's budget to come back between waves (GET).
     Check("get", "poddisruptionbudgets", group="policy", required=False),
+    # Karpenter's NodePools, read where served: without them the read goes on (read.absent).
+    Check("list", "nodepools", group="karpenter.sh", required=False),
 )
 """What ``run`` needs beyond the LISTs (which fail on their own with the resource named)."""
 
-WATCH_CHECKS: Final = (Check("watch", "pods"), Check("watch", "nodes"))
+WATCH_CHECKS: Final = (
+    Check("watch", "pods"),
+    Check("watch", "nodes"),
+    Check("watch", "nodepools", group="karpenter.sh", required=False),
+)
 """Loop mode keeps a WATCH on every resource it reads (a denied one fails the run named)."""
 
 LEASE_CHECKS: Final = tuple(
@@ -80,7 +86,7 @@ STEER_CHECKS: Final = (Check("patch", "pods"),)
 """What ``steerScaleDown: true`` adds: PATCH of pods (the steer overlay's Role; the admission
 policy beside it lets the ServiceAccount change nothing but the deletion cost)."""
 
-CLUSTER_SCOPED: Final = frozenset({"nodes"})
+CLUSTER_SCOPED: Final = frozenset({"nodes", "nodepools"})
 
 _REVIEW: Final = "SelfSubjectAccessReview"
 

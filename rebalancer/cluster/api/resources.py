@@ -49,4 +49,11 @@ RESOURCES: Final = (
 )
 """What rebalancer reads, in read order (the order of a written snapshot)."""
 
-RESOURCES_BY_NAME: Final = {r.name: r for r in RESOURCES}
+NODEPOOLS: Final = Resource("nodepools", "NodePool", "karpenter.sh/v1", namespaced=False)
+"""Karpenter's NodePools: where a node can be added (read where served)."""
+
+OPTIONAL_RESOURCES: Final = (NODEPOOLS,)
+"""What rebalancer reads where the API server serves it and RBAC allows it, after
+:data:`RESOURCES`; a kind that is not served (404) or not allowed (403) is read as none."""
+
+RESOURCES_BY_NAME: Final = {r.name: r for r in (*RESOURCES, *OPTIONAL_RESOURCES)}

@@ -16,6 +16,7 @@ from rebalancer.cluster import logs
 
 if TYPE_CHECKING:
     from rebalancer.cluster.api.kubeclient import Kube
+    from rebalancer.cluster.api.resources import Resource
     from rebalancer.cluster.read.reader import ReadDeadline
     from rebalancer.cluster.read.watch import ClusterWatch
     from rebalancer.core.model import Snapshot
@@ -100,44 +101,66 @@ class LiveSource:
         self._pages = encoding.protobuf_pages(kube)  # the pods' LISTs as protobuf, when served
         # the pods in one LIST, streamed (paginated as above when it is not taken)
         self._stream = None if connection.paged else encoding.protobuf_stream(kube)
-        self._watch: ClusterWatch | None = None
-        if watch:
+        self._watching = watch
+        self._watch: ClusterWatch | None = None  # started by the first read
+        self._optional: tuple[Resource, ...] | None = None  # asked by the first read
+
+    def _served(self) -> tuple[Resource, ...]:
+        """The optional kinds (Karpenter's NodePools) the first read found served and allowed;
+        one not found is none for the life of this source, logged once."""
+        from rebalancer.cluster.read.reader import served  # noqa: PLC0415
+
+        if self._optional is None:
+            self._optional = served(self.kube.list_page)
+        return self._optional
+
+    def _started_watch(self) -> ClusterWatch | None:
+        if self._watching and self._watch is None:
+            from rebalancer.cluster.api.resources import RESOURCES  # noqa: PLC0415
             from rebalancer.cluster.read.watch import ClusterWatch, WatchSettings  # noqa: PLC0415
 
             settings = WatchSettings(
-                sync_timeout=max(WatchSettings().sync_timeout, connection.read_deadline),
-                max_objects=connection.max_objects,
+                sync_timeout=max(WatchSettings().sync_timeout, self.connection.read_deadline),
+                max_objects=self.connection.max_objects,
             )
             self._watch = ClusterWatch(
-                kube.list_page,
-                kube.watch_lines,
-                namespace=namespace,
+                self.kube.list_page,
+                self.kube.watch_lines,
+                namespace=self.namespace,
+                resources=(*RESOURCES, *self._served()),
                 settings=settings,
                 list_page_proto=self._pages,
                 list_stream=self._stream,
             )
+        return self._watch
 
     def read(self) -> Snapshot:
         """The cluster now; a cluster without nodes is an error (exit 3)."""
-        from rebalancer.cluster.read.reader import read_cluster, require_nodes  # noqa: PLC0415
+        from rebalancer.cluster.read.reader import (  # noqa: PLC0415
+            read_cluster,
+            require_nodes,
+            with_optional,
+        )
 
-        if self._watch is not None:
-            snapshot = require_nodes(self._stamped(self._watch.snapshot(skip_invalid=True)))
-            self.rejected = self._watch.rejected
+        watch = self._started_watch()
+        if watch is not None:
+            snapshot = require_nodes(self._stamped(watch.snapshot(skip_invalid=True)))
+            self.rejected = watch.rejected
             warn_rejected(self.rejected, _LEFT_OUT)
             self._reads += 1
             if self._verify_every and self._reads % self._verify_every == 0:
                 self.verify()
             return snapshot
+        read: dict[str, Any] = {
+            "namespace": self.namespace,
+            "deadline": self.connection.deadline(),
+            "limits": self._limits,
+            "skip_invalid": True,
+        }
         result = read_cluster(
-            self.kube.list_page,
-            namespace=self.namespace,
-            deadline=self.connection.deadline(),
-            limits=self._limits,
-            skip_invalid=True,
-            list_page_proto=self._pages,
-            list_stream=self._stream,
+            self.kube.list_page, list_page_proto=self._pages, list_stream=self._stream, **read
         )
+        result = with_optional(result, self.kube.list_page, self._served(), **read)
         self.rejected = result.rejected
         warn_rejected(result.rejected, _LEFT_OUT)
         return require_nodes(self._stamped(result.snapshot))

@@ -30,7 +30,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
@@ -38,7 +38,7 @@ import orjson
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import deadline, errors
-from rebalancer.cluster.api.resources import RESOURCES, Resource
+from rebalancer.cluster.api.resources import OPTIONAL_RESOURCES, RESOURCES, Resource
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.read import fastdecode, protodecode
 from rebalancer.cluster.read.nesting import too_deep
@@ -300,6 +300,50 @@ def require_nodes(snapshot: Snapshot) -> Snapshot:
             "API server that is not the cluster's)"
         )
     return snapshot
+
+
+def served(
+    list_page: ListPage, optional: Sequence[Resource] = OPTIONAL_RESOURCES
+) -> tuple[Resource, ...]:
+    """Of the ``optional`` resources (read where served), those this client may LIST: one
+    request each (a page of one object). One the server does not serve (404: Karpenter is not
+    installed) or RBAC does not allow (403: a ClusterRole from before it was read) is left
+    out, logged (``read.absent``) and never an error; any other failure raises."""
+    log = logs.get_logger("rebalancer.read")
+    found = []
+    for resource in optional:
+        try:
+            list_page(resource.name, None, 1, None)
+        except (errors.NotFound, errors.Forbidden) as exc:
+            reason = "not served" if isinstance(exc, errors.NotFound) else "forbidden"
+            log.info(logs.READ_ABSENT, resource=resource.rbac_name, reason=reason)
+            continue
+        found.append(resource)
+    return tuple(found)
+
+
+def with_optional(
+    base: ReadResult,
+    list_page: ListPage,
+    optional: Sequence[Resource],
+    **read: Any,
+) -> ReadResult:
+    """``base`` (a read of :data:`RESOURCES`) with the ``optional`` resources found
+    :func:`served` read after it (``read``: :func:`read_cluster`'s keywords, as for ``base``):
+    their objects after ``base``'s, in the snapshot as Karpenter's NodePools."""
+    if not optional:
+        return base
+    extra = read_cluster(list_page, resources=optional, **read)
+    objects = None
+    if base.objects is not None:
+        objects = (*base.objects, *(extra.objects or ()))
+    return ReadResult(
+        snapshot=replace(base.snapshot, node_pools=extra.snapshot.node_pools),
+        objects=objects,
+        counts=(*base.counts, *extra.counts),
+        pages=base.pages + extra.pages,
+        rejected=(*base.rejected, *extra.rejected),
+    )
 
 
 def read_cluster(

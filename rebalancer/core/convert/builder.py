@@ -20,6 +20,8 @@ from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.nodepools import node_pool
 from rebalancer.core.convert.nodes import node
 from rebalancer.core.convert.pods import pod
+from rebalancer.core.convert.serverversion import KIND as SERVER_VERSION
+from rebalancer.core.convert.serverversion import server_minor
 from rebalancer.core.convert.workloads import (
     CONTROLLER_KINDS,
     controller,
@@ -50,8 +52,9 @@ _CONVERTERS: Final[Mapping[str, _Converter]] = MappingProxyType(
         "NodePool": node_pool,
     }
 )
-KINDS: Final = frozenset(_CONVERTERS)
-"""The kinds a snapshot is built from; every other kind is counted and ignored."""
+KINDS: Final = frozenset({*_CONVERTERS, SERVER_VERSION})
+"""The kinds a snapshot is built from (``ServerVersion``: the server's minor, not an object);
+every other kind is counted and ignored."""
 
 
 _BUCKETS: Final = {kind: "controllers" if kind in CONTROLLER_KINDS else kind for kind in KINDS}
@@ -143,6 +146,8 @@ class SnapshotBuilder:
         self._rejected: list[tuple[Rejected, int, int]] = []  # (object, its problems' span)
         self._pods = self._buckets["Pod"]
         self._pods_converted = 0  # by add_pod, not yet in _counts
+        self._server_minor: int | None = None  # a ServerVersion item's
+        self._server_versions = 0
 
     @property
     def problems(self) -> tuple[str, ...]:
@@ -175,6 +180,9 @@ class SnapshotBuilder:
             return
         convert = _CONVERTERS.get(kind)
         if convert is None:
+            if kind == SERVER_VERSION:
+                self._server_version(obj)
+                return
             self._ignored[kind] = self._ignored.get(kind, 0) + 1
             return
         self._counts[kind] = self._counts.get(kind, 0) + 1
@@ -190,6 +198,13 @@ class SnapshotBuilder:
                 self._rejected.append((found, before, len(self._problems)))
             return
         self._put(kind, item)
+
+    def _server_version(self, obj: Mapping[str, Any]) -> None:
+        self._server_versions += 1
+        if self._server_versions > 1:
+            self._problems.append(f"{SERVER_VERSION} item: appears more than once")
+            return
+        self._server_minor = server_minor(obj, self._problems)
 
     @property
     def caches(self) -> Caches:
@@ -270,6 +285,7 @@ class SnapshotBuilder:
             deployments=ordered("Deployment"),
             namespaces=ordered("Namespace"),
             node_pools=ordered("NodePool"),
+            server_minor=self._server_minor,
         )
 
 
@@ -280,7 +296,7 @@ def convert_one(obj: Mapping[str, Any], caches: Caches) -> tuple[Any, list[str]]
     kind = obj.get("kind")
     convert = _CONVERTERS.get(kind) if type(kind) is str else None
     if convert is None:
-        return None, [f"kind must be one of {', '.join(sorted(KINDS))}, got {show(kind)}"]
+        return None, [f"kind must be one of {', '.join(sorted(_CONVERTERS))}, got {show(kind)}"]
     problems: list[str] = []
     item = convert(obj, problems, caches)
     return (None if problems else item), problems
