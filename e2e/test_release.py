@@ -27,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import tomllib
 import urllib.request
@@ -249,6 +250,13 @@ def test_registry_serves_the_digest_the_install_line_pins(
     assert f"--set image.repository={registry}/rebalancer --set image.digest={served}" in line
     with urllib.request.urlopen(f"http://{registry}/v2/charts/rebalancer/tags/list") as r:
         assert version in json.load(r)["tags"]
+    # the released chart's default image is the one pushed, pinned by its digest
+    with tarfile.open(out / f"rebalancer-{version}.tgz") as chart:
+        member = chart.extractfile("rebalancer/values.yaml")
+        assert member is not None
+        image = yaml.safe_load(member.read())["image"]
+    assert (image["repository"], image["digest"]) == (f"{registry}/rebalancer", served)
+    assert image["tag"] == ""  # the chart's appVersion
 
 
 def test_the_image_says_which_commit_it_is(

@@ -13,7 +13,8 @@
 #   sbom.cdx.json                         CycloneDX SBOM of the image (its Python and OS packages)
 #   IMAGE_ID, SHA256SUMS                  the image id, and the checksums of every file above
 # With --registry it then pushes the image and the chart (OCI) there and prints the exact
-# `helm install` line, the image pinned by digest. --plain-http: the registry speaks HTTP
+# `helm install` line, the image pinned by digest; the chart it packages then has that image,
+# by digest, as its default (values.yaml's image.repository and image.digest). --plain-http: the registry speaks HTTP
 # (a local one). The base image is the Dockerfile's (pinned by digest) unless --base names
 # another, or --base-archive a docker-archive tarball of one (a registry that cannot be reached
 # from here, as in the e2e: e2e/image/build-rebalancer-image.sh makes such a base).
@@ -104,8 +105,28 @@ say "wheel and sdist"
 "$PY" -m build --sdist --wheel --outdir "$OUT" . >"$WORK/build.log" 2>&1 \
   || { cat "$WORK/build.log" >&2; exit 1; }
 
+tls=(); helm_http=()
+if [[ -n "$REGISTRY" ]]; then
+  if [[ $PLAIN_HTTP == 1 ]]; then tls=(--tls-verify=false); helm_http=(--plain-http); fi
+  say "push image to $REGISTRY"
+  "${B[@]}" push -q "${tls[@]}" --digestfile "$WORK/digest" "$IMAGE" \
+    "docker://$REGISTRY/rebalancer:$VERSION" >/dev/null
+  DIGEST="$(cat "$WORK/digest")"
+  echo "$DIGEST" >"$OUT/IMAGE_DIGEST"
+fi
+
 say "chart"
-"$HELM" package charts/rebalancer --version "$VERSION" --app-version "$VERSION" \
+chart=charts/rebalancer
+if [[ -n "$REGISTRY" ]]; then
+  # The released chart's default image is the one just pushed, pinned by its digest.
+  cp -r charts/rebalancer "$WORK/chart"
+  chart="$WORK/chart"
+  sed -i -e "s|^  repository: rebalancer .*|  repository: $REGISTRY/rebalancer|" \
+    -e "s|^  digest: \"\" .*|  digest: \"$DIGEST\"|" "$chart/values.yaml"
+  grep -q "^  digest: \"$DIGEST\"" "$chart/values.yaml" \
+    || { echo "release.sh: could not set the chart's default image" >&2; exit 1; }
+fi
+"$HELM" package "$chart" --version "$VERSION" --app-version "$VERSION" \
   --destination "$OUT" >/dev/null
 
 if [[ $PLUGIN == 1 ]]; then
@@ -121,13 +142,7 @@ say "wrote $OUT:"
 (cd "$OUT" && ls -1)
 
 if [[ -n "$REGISTRY" ]]; then
-  tls=(); helm_http=()
-  if [[ $PLAIN_HTTP == 1 ]]; then tls=(--tls-verify=false); helm_http=(--plain-http); fi
-  say "push image and chart to $REGISTRY"
-  "${B[@]}" push -q "${tls[@]}" --digestfile "$WORK/digest" "$IMAGE" \
-    "docker://$REGISTRY/rebalancer:$VERSION" >/dev/null
-  DIGEST="$(cat "$WORK/digest")"
-  echo "$DIGEST" >"$OUT/IMAGE_DIGEST"
+  say "push chart to $REGISTRY"
   "$HELM" push "${helm_http[@]}" "$OUT/rebalancer-$VERSION.tgz" "oci://$REGISTRY/charts" >/dev/null
   plain=""; [[ $PLAIN_HTTP == 1 ]] && plain=" --plain-http"
   echo "HELM_INSTALL=helm install rebalancer oci://$REGISTRY/charts/rebalancer --version $VERSION$plain" \
