@@ -12,7 +12,11 @@ one NodePool per zone. The scenarios:
 - packed nodes with ``nodeFit: false`` and the NodePools (in a snapshot file, read live, and
   written by ``rebalancer snapshot``): a replacement waits for a new node only in a zone whose
   pool has room under its limits; with every such pool at its limit, nothing is planned and
-  the ``no-fit`` reason names each pool's limit.
+  the ``no-fit`` reason names each pool's limit;
+- packed nodes with ``nodeFit: true``: without the NodePools the view is ``no-fit``; with them
+  the plan waits for a node from the one pool that can add one (zone-c: zone-b's is at its
+  limit), a run evicts, Karpenter launches the node in zone-c, the replacement runs there and
+  the view is within maxSkew.
 
 The controller is built by ``e2e/cluster/build-karpenter.sh`` (cached; about 8 minutes cold).
 Without it the scenarios skip and say so, unless ``REBALANCER_E2E_KARPENTER=1`` asks the fixture
@@ -339,3 +343,121 @@ def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
         for reason in reasons:
             assert "e2e-zone-b: at its cpu limit" in reason, reason
             assert "e2e-zone-c: at its cpu limit" in reason, reason
+
+
+def test_nodefit_true_repairs_through_a_node_karpenter_launches(
+    cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
+) -> None:
+    """Packed Karpenter nodes with ``nodeFit: true``: without the NodePools the view is
+    ``no-fit``; with them (read live) the plan names the pool that can add a node and the zone,
+    a run evicts, Karpenter launches a node there, the replacement lands on it and the view is
+    within maxSkew."""
+    ns = namespace
+    for zone in ZONES:  # the scenario before may have left pools at their limits
+        patch = {"spec": {"limits": {"cpu": karpenter.cpu_limit}}}
+        cluster.kubectl("patch", "nodepool", f"e2e-{zone}", "--type=merge", "-p", json.dumps(patch))
+    for zone in ZONES:
+        seed = deployment(f"seed-{zone}", 1, zone=zone)
+        # Consolidation leaves the seeds' nodes alone while the test runs.
+        seed["spec"]["template"]["metadata"]["annotations"] = {
+            "karpenter.sh/do-not-disrupt": "true"
+        }
+        cluster.apply(seed, "-n", ns)
+    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
+    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
+    a, b, c = (node_in[z] for z in ZONES)
+    cluster.wait_for(
+        "only the seeds' nodes left",
+        lambda: {n["metadata"]["name"] for n in karpenter.nodes()} == {a, b, c},
+        timeout=300,
+        interval=2.0,
+    )
+    # zones a:3 b:1 c:1 of "packed"; the nodes of b and c have no room left. A ReplicaSet
+    # adopts the five pods, so an evicted one is replaced from its template (100m, the spread).
+    pods = [
+        *(bare_pod(f"packed-a{k}", "packed", a, cpu="100m") for k in range(3)),
+        bare_pod("packed-b", "packed", b, cpu="2"),
+        bare_pod("packed-c", "packed", c, cpu="2"),
+    ]
+    cluster.apply(pods, "-n", ns)
+    running_pods(cluster, ns, "app=packed", len(pods))
+    template = bare_pod("t", "packed", a, cpu="100m")
+    del template["spec"]["nodeName"]
+    cluster.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "refill"},
+            "spec": {
+                "replicas": len(pods),
+                "selector": {"matchLabels": {"app": "packed"}},
+                "template": {
+                    "metadata": {"labels": template["metadata"]["labels"]},
+                    "spec": template["spec"],
+                },
+            },
+        },
+        "-n",
+        ns,
+    )
+    cluster.wait_for(
+        "the ReplicaSet adopts the five pods",
+        lambda: all(p["metadata"].get("ownerReferences") for p in cluster.pods(ns, "app=packed")),
+        timeout=60,
+        interval=1.0,
+    )
+    # zone-b's pool may add no node: zone-c is the one place a new node can come from.
+    cluster.wait_for(
+        "NodePool status.resources",
+        lambda: all(p.get("status", {}).get("resources", {}).get("cpu") for p in karpenter.pools()),
+        timeout=60,
+        interval=1.0,
+    )
+    used = cluster.get_json("nodepool", "e2e-zone-b")["status"]["resources"]["cpu"]
+    patch = {"spec": {"limits": {"cpu": used}}}
+    cluster.kubectl("patch", "nodepool", "e2e-zone-b", "--type=merge", "-p", json.dumps(patch))
+    policy = write_policy(tmp_path, "fit", nodeFit=True)
+
+    def plan(*source: str) -> dict[str, Any]:
+        args = ("plan", *source, "-n", ns, "--policy", str(policy), "-o", "json")
+        planned = rebalancer(cluster, *args)
+        assert planned.returncode == 0, explain(planned)
+        result: dict[str, Any] = json.loads(planned.stdout)
+        return result
+
+    # Without NodePools (a snapshot file without them): no-fit, nothing planned.
+    snap = tmp_path / "no-pools.json"
+    snap.write_text(cluster.kubectl("get", "nodes,pods", "-A", "-o", "json").stdout)
+    bare = plan("--snapshot", str(snap))
+    assert bare["evictions"] == [], bare["evictions"]
+    reasons = {s["reason"] for s in bare["skipped"] if s["code"] == "no-fit"}
+    assert reasons == {"no-fit: replacement would stay Pending: no node has room for its requests"}
+
+    # With them (read live): one eviction from zone-a, waiting for e2e-zone-c's node.
+    (move,) = plan()["evictions"]
+    assert move["node"] == a and move["targetNode"] == c, move
+    assert (
+        f"waits for a node from NodePool e2e-zone-c in zone-c (node {c} has no room)"
+        in (move["reason"])
+    ), move
+
+    mark = audit_mark(cluster)
+    ran = rebalancer(
+        cluster, "run", "-n", ns, "--policy", str(policy), "--wave-timeout", "120s", "-o", "json"
+    )
+    assert ran.returncode == 0, explain(ran) + karpenter.diagnostics()
+    sent = [e["objectRef"]["name"] for e in evictions(rebalancer_requests(cluster, mark, ns))]
+    assert len(sent) == 1 and sent[0].startswith("packed-a"), sent
+
+    def zone_of(pod: dict[str, Any]) -> str:
+        labels: dict[str, str] = node_of(cluster, pod["spec"]["nodeName"])["metadata"]["labels"]
+        return labels[ZONE_LABEL]
+
+    running = running_pods(cluster, ns, "app=packed", len(pods))
+    new = [p for p in running if not p["metadata"]["name"].startswith("packed-")]
+    assert len(new) == 1, [p["metadata"]["name"] for p in running]
+    landed = node_of(cluster, new[0]["spec"]["nodeName"])["metadata"]["labels"]
+    assert landed[NODEPOOL_LABEL] == "e2e-zone-c" and landed[ZONE_LABEL] == "zone-c", landed
+    assert new[0]["spec"]["nodeName"] not in {a, b, c}  # a node Karpenter launched for it
+    counts = {z: sum(1 for p in running if zone_of(p) == z) for z in ZONES}
+    assert counts == {"zone-a": 2, "zone-b": 1, "zone-c": 2}, counts

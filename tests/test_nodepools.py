@@ -296,14 +296,25 @@ def test_without_pools_the_no_fit_reason_is_as_before() -> None:
     }
 
 
-def test_a_no_fit_reason_says_where_a_pool_can_add_a_node() -> None:
-    pb = _pool("pb", requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-b",)),))
-    assert _no_fit(_packed(pb)) == {
+def test_a_no_fit_reason_says_why_no_pool_can_add_a_node() -> None:
+    pa = _pool("pa", requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-a",)),))
+    assert _no_fit(_packed(pa)) == {
         "replacement would stay Pending: no node has room for its requests"
-        "; NodePool pb can add a node in zone-b"
+        "; no NodePool can add a node in zone-b for this pod"
+        " (pa: its nodes cannot be in topology.kubernetes.io/zone=zone-b)"
         "; no NodePool can add a node in zone-c for this pod"
-        " (pb: its nodes cannot be in topology.kubernetes.io/zone=zone-c)"
+        " (pa: its nodes cannot be in topology.kubernetes.io/zone=zone-c)"
     }
+
+
+def test_with_nodefit_true_a_replacement_waits_for_the_pool_that_can_add_a_node() -> None:
+    # zone b's pool can add a node, zone c has none: the pod of zone a waits on n-b's zone.
+    pb = _pool("pb", requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-b",)),))
+    (eviction,) = plan(_packed(pb), Policy(), 100_000.0).evictions
+    assert (eviction.name, eviction.target_node) == ("web-a2", "n-b")
+    assert "; replacement waits for a node from NodePool pb in zone-b (node n-b has no room);" in (
+        eviction.reason
+    )
 
 
 # --- nodeFit: false with NodePools: a replacement waits for a node only where a pool can add one

@@ -17,3 +17,4 @@ class Move:
     target: str | None  # None only with nodeFit: false and no room anywhere
     source_count: int  # view's pods in the source domain, before the move
     global_min: int  # view's global minimum, before the move
+    pool: str = ""  # what a replacement short of room waits for: ``NodePool p in zone-b``

@@ -199,7 +199,7 @@ class Planner:
             return SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
         if placement.waits:
             state.waiting.add(i)
-        return Move(i, v, source, placement.node, source_count, gmin)
+        return Move(i, v, source, placement.node, source_count, gmin, placement.pool)
 
     def _note_no_fit(self, i: PodId, why: SkipReason) -> None:
         if why.code is SkipCode.NO_FIT:

@@ -219,7 +219,9 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         analysis.nodes[m.target].labels.get(spec.topology_key, "?") if m.target else None
     )
     landing = (
-        f"replacement expected in {target_domain} (node {m.target})"
+        f"replacement waits for a node from {m.pool} (node {m.target} has no room)"
+        if m.pool
+        else f"replacement expected in {target_domain} (node {m.target})"
         if m.target
         else "replacement waits for new capacity (nodeFit: false)"
     )

@@ -47,7 +47,8 @@ from rebalancer.core.spread import Analysis, global_min
 class Placement:
     node: str | None  # None: the replacement would stay Pending
     reason: str  # why no node, when node is None
-    waits: bool = False  # nodeFit off: no room on node yet, the replacement waits for a new one
+    waits: bool = False  # no room on node yet, the replacement waits for a new one (counted)
+    pool: str = ""  # NodePools known, no room on node: ``NodePool p in zone-b``, what it waits for
 
 
 def volume_pins(
@@ -104,7 +105,7 @@ class Shared:
         self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
         self.node_pools = snapshot.node_pools  # Karpenter's (SPEC §5.10)
-        self.pool_cache: dict[tuple[str, str, str | None], bool] = {}  # (ns, pod, zone) -> can add
+        self.pool_cache: dict[tuple[str, str, str | None], str] = {}  # (ns, pod, zone) -> pool
         self.placement = analysis.placement  # read-only: each state copies it
         self._pods_on: dict[str, list[PodId]] | None = None  # node -> pods using its resources
         self._used: dict[str, dict[str, int]] = {}
@@ -402,7 +403,9 @@ class SimState:
 
         With ``check_fit`` off, a node without room is legal only where a NodePool can add a
         node (when NodePools are known), and only while fewer than ``max_waiting`` replacements
-        of the plan wait for new nodes (:attr:`waiting`; None: no bound).
+        of the plan wait for new nodes (:attr:`waiting`; None: no bound). With ``check_fit`` on
+        and NodePools known, a replacement that fits no node is placed, in a second search, as
+        with it off: onto a node without room where a pool can add one (SPEC §5.10).
         """
         pod = self.analysis.pods[i]
         statics = self.shared.static_nodes(i)
@@ -417,31 +420,41 @@ class SimState:
         may_wait = max_waiting is None or len(self.waiting) < max_waiting
         held = [False]  # a node a pool could fill, refused by max_waiting
 
-        def legal(node: str) -> bool:
-            tried[0] += 1
-            if not self.spread_ok(i, node, checks):
-                tried[1] += 1
-                return False
-            if not check_fit and not pools and may_wait:
-                return True
-            if self.fits(pod, node):
-                return True
-            # nodeFit off: short of room only where a pool (if any are known) can add a node,
-            # and while max_waiting allows one more replacement to wait.
-            if not check_fit and (not pools or self._pool_can_add(pod, node)):
-                if may_wait:
+        def search(wait_ok: bool) -> str | None:
+            def legal(node: str) -> bool:
+                tried[0] += 1
+                if not self.spread_ok(i, node, checks):
+                    tried[1] += 1
+                    return False
+                if wait_ok and not pools and may_wait:
                     return True
-                held[0] = True
-            no_room.append(node)
-            return False
+                if self.fits(pod, node):
+                    return True
+                # short of room only where a pool (if any are known) can add a node, and while
+                # max_waiting allows one more replacement to wait.
+                if wait_ok and (not pools or self._pool_for(pod, node)):
+                    if may_wait:
+                        return True
+                    held[0] = True
+                no_room.append(node)
+                return False
 
-        if views:
-            found = self._pick(self._first_levels(statics, views[0]), views, 1, legal)
-        else:
-            found = self._pick([statics], views, 0, legal)
+            if views:
+                return self._pick(self._first_levels(statics, views[0]), views, 1, legal)
+            return self._pick([statics], views, 0, legal)
+
+        found = search(not check_fit)
+        if found is None and check_fit and pools:
+            tried[:] = [0, 0]
+            no_room.clear()
+            found = search(True)
         if found is not None:
-            waits = not check_fit and max_waiting is not None and not self.fits(pod, found)
-            return Placement(found, "", waits)
+            if not pools or self.fits(pod, found):
+                waits = not check_fit and max_waiting is not None and not self.fits(pod, found)
+                return Placement(found, "", waits)
+            zone = self.nodes[found].labels.get(ZONE_KEY)
+            pool = f"NodePool {self._pool_for(pod, found)}" + (f" in {zone}" if zone else "")
+            return Placement(found, "", True, pool)
         why = (
             "every node is blocked by its own spread constraints"
             if tried[1] == tried[0]
@@ -459,17 +472,23 @@ class SimState:
             why += f"; {so_many} already, as many as maxWaitingForNodes allows"
         return Placement(None, why)
 
-    def _pool_can_add(self, pod: Pod, node: str) -> bool:
-        """Some NodePool can add a node for ``pod`` in ``node``'s zone (with no zone label:
-        anywhere), so a replacement short of room there waits for it (SPEC §5.10)."""
+    def _pool_for(self, pod: Pod, node: str) -> str:
+        """The first NodePool (by name) that can add a node for ``pod`` in ``node``'s zone
+        (with no zone label: anywhere), so a replacement short of room there waits for it;
+        "" for none (SPEC §5.10)."""
         zone = self.nodes[node].labels.get(ZONE_KEY)
         key = (pod.namespace, pod.name, zone)
         cache = self.shared.pool_cache
         found = cache.get(key)
         if found is None:
             key_name, domain = (ZONE_KEY, zone) if zone is not None else (HOSTNAME_KEY, node)
-            found = any(
-                pool_refusal(p, pod, key_name, domain) is None for p in self.shared.node_pools
+            found = next(
+                (
+                    p.name
+                    for p in sorted(self.shared.node_pools, key=lambda p: p.name)
+                    if pool_refusal(p, pod, key_name, domain) is None
+                ),
+                "",
             )
             cache[key] = found
         return found
