@@ -298,8 +298,9 @@ def test_an_empty_selector_counts_as_the_servers_scheduler_counts(
     Ignore, so zones b and c, empty, still count) shows the cluster's own rule: where {}
     counts, 6 + 1 - 0 > maxSkew 1 keeps it Pending; where it counts nothing it runs in zone-a.
     The live plan follows the server (no eviction up to 1.37; [6, 0, 0] -> [2, 2, 2], 4
-    evictions, from 1.38); a snapshot file names no server and is planned with the newest rule,
-    so on 1.37 the two rules give different plans of one cluster."""
+    evictions, from 1.38), and so does the file ``rebalancer snapshot`` writes (its
+    ``ServerVersion`` item); the same file without that item names no server and is planned
+    with the newest rule, so up to 1.37 the two rules give different plans of one cluster."""
     version = minor(cluster)
     counts = version >= (1, 38)
     skewed(cluster, namespace, pool, EMPTY_SELECTOR)
@@ -309,11 +310,17 @@ def test_an_empty_selector_counts_as_the_servers_scheduler_counts(
     assert len(live["evictions"]) == (4 if counts else 0), live
     snap = rebalancer(cluster, "snapshot", "-n", namespace, "-o", "json")
     assert snap.returncode == 0, explain(snap)
-    path = tmp_path / "snapshot.json"
-    path.write_text(snap.stdout)
-    offline = rebalancer(cluster, "plan", "--snapshot", str(path), "-o", "json")
-    assert offline.returncode == 0, explain(offline)
-    assert len(json.loads(offline.stdout)["evictions"]) == 4, offline.stdout
+    written = json.loads(snap.stdout)
+    kinds = [item["kind"] for item in written["items"]]
+    recorded = written["items"][0].get("minor", "").rstrip("+")
+    assert kinds[0] == "ServerVersion" and recorded == str(version[1]), kinds
+    anonymous = {**written, "items": [i for i in written["items"] if i["kind"] != "ServerVersion"]}
+    for document, evictions in ((written, 4 if counts else 0), (anonymous, 4)):
+        path = tmp_path / "snapshot.json"
+        path.write_text(json.dumps(document))
+        offline = rebalancer(cluster, "plan", "--snapshot", str(path), "-o", "json")
+        assert offline.returncode == 0, explain(offline)
+        assert len(json.loads(offline.stdout)["evictions"]) == evictions, offline.stdout
 
     probe_spec = {
         "affinity": {
