@@ -78,6 +78,7 @@ from bench.trace import (
     Trace,
     Workload,
     full_trace,
+    karpenter_trace,
     short_trace,
 )
 
@@ -124,6 +125,9 @@ class Result:
     # how many took only pods of the workload's most crowded nodes (the ReplicaSet's
     # "doubled-up" rank), how many moved a view from within maxSkew to beyond it
     scale_downs: dict[str, int] = field(default_factory=dict)
+    pending_pod_seconds: float = 0.0  # per sample, the namespace's pods not yet on a node
+    # Karpenter's trace only (bench/karpenter_churn.py); None elsewhere
+    karpenter: dict[str, float] | None = None
 
     @property
     def beyond_pdb(self) -> bool:
@@ -175,7 +179,9 @@ class Replay:
             for z in range(trace.zones)
             for n in range(trace.nodes_per_zone)
         }
+        self.zones = sorted(set(self.nodes.values()))
         self.samples: list[tuple[float, int]] = []
+        self.pending: list[tuple[float, int]] = []  # per sample: pods not yet bound to a node
         # per sample: seconds since t0, workload -> (pod, node) of its bound, non-terminating pods
         self.layouts: list[tuple[float, dict[str, list[tuple[str, str]]]]] = []
         self.first_seen: dict[str, tuple[str, float]] = {}  # pod -> (workload, wall time)
@@ -220,12 +226,16 @@ class Replay:
                 {
                     "name": "app",
                     "image": "bench/app:1",
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                    "resources": {"requests": {"cpu": w.cpu, "memory": "16Mi"}},
                 }
             ],
         }
 
     def setup(self) -> None:
+        self.setup_nodes()
+        self.setup_workloads()
+
+    def setup_nodes(self) -> None:
         cp = self.cp
         manifests = []
         for name, zone in self.nodes.items():
@@ -237,6 +247,9 @@ class Replay:
             lambda: all(cp.node_ready(n) for n in self.nodes) or None,
             timeout=120,
         )
+
+    def setup_workloads(self) -> None:
+        cp = self.cp
         cp.kubectl("create", "namespace", self.ns)
         cp.wait_for(
             f"default ServiceAccount in {self.ns}",
@@ -370,17 +383,18 @@ class Replay:
 
         kube = connect(str(self.cp.kubeconfig))
         by_name = {w.name: w for w in self.trace.workloads}
-        zones = sorted(set(self.nodes.values()))
         next_at = time.time()
         while not self._stop.is_set():
             now = time.time()
             try:
+                self.observe(kube, now - t0)
                 pods = kube.list_pods(self.ns)
             except Exception:  # a slow moment: skip this sample
                 pods = None
             if pods is not None:
                 placed: dict[str, list[tuple[str, str]]] = {w: [] for w in by_name}
                 lost: Counter[str] = Counter()
+                unbound = 0
                 for p in pods:
                     meta, spec, status = p["metadata"], p["spec"], p.get("status") or {}
                     app = (meta.get("labels") or {}).get("app", "")
@@ -408,11 +422,14 @@ class Replay:
                     node = spec.get("nodeName")
                     if node in self.nodes and not meta.get("deletionTimestamp"):
                         placed[app].append((name, node))
+                    elif not node and not meta.get("deletionTimestamp"):
+                        unbound += 1
                 excess = sum(
-                    max(0, zone_skew(on, self.nodes, zones) - by_name[app].max_skew)
+                    max(0, zone_skew(on, self.nodes, self.zones) - by_name[app].max_skew)
                     for app, on in placed.items()
                 )
                 self.samples.append((now - t0, excess))
+                self.pending.append((now - t0, unbound))
                 self.layouts.append((now - t0, placed))
                 self.lost.append((now, lost))
             rss = rss_bytes(self.pid) if self.pid is not None else 0
@@ -421,6 +438,20 @@ class Replay:
             next_at += SAMPLE_SECONDS
             self._stop.wait(max(0.0, next_at - time.time()))
         kube.close()
+
+    def observe(self, kube: Any, at: float) -> None:
+        """Each sample, before the pods are listed (``at``: seconds since the trace's start):
+        nothing here; Karpenter's replay reads its nodes."""
+
+    def score_more(
+        self,
+        result: Result,
+        events: Sequence[dict[str, Any]],
+        matched: Sequence[tuple[float, str, str, str | None]],
+        mine: set[str],
+    ) -> None:
+        """More figures from the audit log's ``events`` (the replay's window) and the matched
+        evictions: none here; Karpenter's replay adds its own."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -737,10 +768,11 @@ class Contest:
         speedup: float,
         interval: str,
         descheduler: Path | None,
+        replay: type[Replay] | None = None,
     ) -> None:
         self.cp = cp
         self.result = Result(contestant)
-        self.replay = Replay(cp, trace, contestant, speedup=speedup)
+        self.replay = (replay or Replay)(cp, trace, contestant, speedup=speedup)
         self.interval = interval
         self.descheduler = descheduler
         self.argv: list[str] | None = None
@@ -887,6 +919,7 @@ def run_contestant(
     interval: str,
     descheduler: Path | None = None,
     idle_window: float = 0.0,
+    replay: type[Replay] | None = None,
 ) -> Result:
     """One contestant alone on the control plane."""
     (result,) = run_together(
@@ -897,6 +930,7 @@ def run_contestant(
         interval=interval,
         descheduler=descheduler,
         idle_window=idle_window,
+        replay=replay,
     )
     return result
 
@@ -910,12 +944,22 @@ def run_together(
     interval: str,
     descheduler: Path | None = None,
     idle_window: float = 0.0,
+    replay: type[Replay] | None = None,
 ) -> list[Result]:
     """The contestants at the same time, each on its own nodes and namespace, the trace
     started for all at the same moment (kube-apiserver CPU over the replay is then shared:
-    recorded only for one contestant alone; the idle CPU is measured per tool)."""
+    recorded only for one contestant alone; the idle CPU is measured per tool). ``replay``:
+    the kind of replay (default :class:`Replay`, on fixed kwok nodes)."""
     contests = [
-        Contest(cp, trace, c, speedup=speedup, interval=interval, descheduler=descheduler)
+        Contest(
+            cp,
+            trace,
+            c,
+            speedup=speedup,
+            interval=interval,
+            descheduler=descheduler,
+            replay=replay,
+        )
         for c in contestants
     ]
     ready = [c for c in contests if c.prepare()]
@@ -995,6 +1039,8 @@ def score(cp: Any, result: Result, replay: Replay, since: float, until: float) -
         replay.layouts, replay.nodes, {w.name: w.max_skew for w in replay.trace.workloads}
     )
     result.skew_seconds = round(sum(e for _, e in replay.samples) * SAMPLE_SECONDS, 1)
+    result.pending_pod_seconds = round(sum(n for _, n in replay.pending) * SAMPLE_SECONDS, 1)
+    replay.score_more(result, events, matched, mine)
     result.rss_mib = [(round(t, 1), round(m, 1)) for t, m in replay.rss]
 
 
@@ -1195,6 +1241,7 @@ def run_all(
     descheduler: Path | None = None,
     parallel: bool = False,
     idle_window: float = 0.0,
+    replay: type[Replay] | None = None,
 ) -> list[Result]:
     """Every contestant on the same trace on the control plane ``cp``
     (``e2e.cluster.controlplane.ControlPlane``: node_manifest, audit log, tokens): one after
@@ -1205,6 +1252,7 @@ def run_all(
         "interval": interval,
         "descheduler": descheduler,
         "idle_window": idle_window,
+        "replay": replay,
     }
     if parallel:
         print(f"contestants {', '.join(contestants)} together ({trace.name}, speed-up "
@@ -1241,6 +1289,15 @@ def report(doc: dict[str, Any], png: Path | None) -> None:
     downs = scale_downs_summary(runs)
     if downs:
         print(downs)
+    if doc.get("karpenter"):
+        from bench.karpenter_churn import karpenter_summary, karpenter_table  # noqa: PLC0415
+
+        print("\nbeside Karpenter")
+        for i, rows in enumerate(runs, start=1):
+            print(karpenter_table(rows, i))
+        if len(runs) > 1:
+            print("\nmedian [min-max] over the runs")
+            print(karpenter_summary(runs))
     print(f"machine: {doc['machine']}, shared: timings are noisy")
     if png is not None and plot(runs, png, title):
         print(f"wrote {png}", file=sys.stderr)
@@ -1249,6 +1306,11 @@ def report(doc: dict[str, Any], png: Path | None) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--short", action="store_true", help="the e2e trace: one Deployment")
+    ap.add_argument(
+        "--karpenter",
+        action="store_true",
+        help="the trace on nodes Karpenter provides (bench/karpenter_churn.py)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--duration", type=float, default=900.0, help="trace seconds (full trace)")
     ap.add_argument("--speedup", type=float, default=None, help="default 3 (full), 2 (short)")
@@ -1278,16 +1340,39 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def trace_of(ap: argparse.ArgumentParser, args: argparse.Namespace) -> Trace:
+    if args.short and args.karpenter:
+        ap.error("--short and --karpenter: choose one trace")
+    if args.karpenter:
+        return karpenter_trace(args.seed, args.duration)
+    return short_trace() if args.short else full_trace(args.seed, args.duration)
+
+
+def start_beside(cp: Any, karpenter: bool) -> tuple[Any, type[Replay] | None]:
+    """Karpenter started beside ``cp`` and the kind of replay on its nodes, or (None, None)."""
+    if not karpenter:
+        return None, None
+    from bench.karpenter_churn import KarpenterReplay, start_karpenter  # noqa: PLC0415
+
+    try:
+        started = start_karpenter(cp)
+    except BaseException:
+        cp.stop()
+        raise
+    print(f"karpenter up in {started.startup_seconds}s", file=sys.stderr)
+    return started, KarpenterReplay
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
-    stem = "churn-short" if args.short else "churn"
+    stem = "churn-short" if args.short else "churn-karpenter" if args.karpenter else "churn"
     out = Path(args.out or RESULTS / f"{stem}.json")
     png = Path(args.plot or ROOT / "docs" / f"{stem}-skew.png")
     if args.report:
         report(json.loads(Path(args.report).read_text()), png)
         return 0
-    trace = short_trace() if args.short else full_trace(args.seed, args.duration)
+    trace = trace_of(ap, args)
     speedup = args.speedup or (2.0 if args.short else 3.0)
     contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
     for spec in args.variant:
@@ -1301,6 +1386,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1:
         ap.error(f"--repeat: {args.repeat}: must be at least 1")
     idle_window = 3 * seconds_of(args.interval) if args.idle_window is None else args.idle_window
+    if args.karpenter:
+        idle_window = 0.0  # Karpenter's own requests would be in every window
     descheduler = build_descheduler() if "descheduler" in contestants else None
     from e2e.cluster.controlplane import ControlPlane, build  # noqa: PLC0415
 
@@ -1312,11 +1399,13 @@ def main(argv: list[str] | None = None) -> int:
         "parallel": args.parallel,
         "idle_window": idle_window,
         "events": [ev.describe() for ev in trace.events],
+        "karpenter": args.karpenter,
         "runs": [],
     }
     cp = ControlPlane(build(quiet=True), node_count=0)
     cp.start()
     print(f"control plane up in {cp.startup_seconds}s; run dir {cp.run_dir}", file=sys.stderr)
+    karpenter, replay = start_beside(cp, args.karpenter)
     for ev in trace.events:
         print(f"  trace {ev.describe()}", file=sys.stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -1328,6 +1417,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows = run_all(
                     cp, trace, contestants, speedup=speedup, interval=args.interval,
                     descheduler=descheduler, parallel=args.parallel, idle_window=idle_window,
+                    replay=replay,
                 )  # fmt: skip
             except Exception as exc:  # one failed run: say so and go on with the next
                 print(f"run {i + 1} FAILED: {exc!r}", file=sys.stderr, flush=True)
@@ -1337,6 +1427,8 @@ def main(argv: list[str] | None = None) -> int:
             out.write_text(json.dumps(doc, indent=1) + "\n")  # each run saved as it ends
             print(table(rows, i + 1), file=sys.stderr, flush=True)
     finally:
+        if karpenter is not None:
+            karpenter.stop()
         cp.stop()
     print(f"wrote {out}", file=sys.stderr)
     report(doc, png)

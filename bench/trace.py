@@ -16,6 +16,7 @@ DRAIN = "drain"
 UNCORDON = "uncordon"
 ZONE_DOWN = "zone-down"
 ZONE_UP = "zone-up"
+DRIFT = "drift"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,7 @@ class Workload:
     high: int
     pdb_max_unavailable: int | None = None
     soft_hostname: bool = False
+    cpu: str = "10m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,9 @@ class Trace:
     workloads: tuple[Workload, ...]
     events: tuple[Event, ...]
     duration: float
+    pool_cpu: tuple[int, ...] = ()
+    """Karpenter's trace: no nodes of its own (``nodes_per_zone`` 0), one NodePool per zone with
+    these CPU limits; empty for a trace on fixed nodes."""
 
     def workload(self, name: str) -> Workload:
         return next(w for w in self.workloads if w.name == name)
@@ -69,15 +74,7 @@ def short_trace() -> Trace:
     return Trace("short", 3, 2, (web,), events, 20.0 * (len(SHORT_SEQUENCE) + 1))
 
 
-def full_trace(seed: int = 1, duration: float = 900.0) -> Trace:
-    """Three Deployments scaled HPA-like every 20-60 s, one rollout, one node drained and
-    uncordoned, one zone NotReady for a few minutes; PDBs on two of the workloads."""
-    rng = random.Random(seed)
-    workloads = (
-        Workload("web", 9, 1, 4, 15, pdb_max_unavailable=1),
-        Workload("api", 6, 1, 3, 12, pdb_max_unavailable=2, soft_hostname=True),
-        Workload("worker", 8, 2, 3, 14),
-    )
+def _scales(rng: random.Random, workloads: tuple[Workload, ...], duration: float) -> list[Event]:
     events: list[Event] = []
     for w in workloads:
         t = rng.uniform(10, 30)
@@ -89,6 +86,19 @@ def full_trace(seed: int = 1, duration: float = 900.0) -> Trace:
             n = n + step if up else max(w.low, n - step)
             events.append(Event(round(t, 1), SCALE, w.name, n))
             t += rng.uniform(20, 60)
+    return events
+
+
+def full_trace(seed: int = 1, duration: float = 900.0) -> Trace:
+    """Three Deployments scaled HPA-like every 20-60 s, one rollout, one node drained and
+    uncordoned, one zone NotReady for a few minutes; PDBs on two of the workloads."""
+    rng = random.Random(seed)
+    workloads = (
+        Workload("web", 9, 1, 4, 15, pdb_max_unavailable=1),
+        Workload("api", 6, 1, 3, 12, pdb_max_unavailable=2, soft_hostname=True),
+        Workload("worker", 8, 2, 3, 14),
+    )
+    events = _scales(rng, workloads, duration)
     drained = f"z{rng.randrange(3)}-n{rng.randrange(2)}"
     down_zone = f"z{rng.randrange(3)}"
     events += [
@@ -100,3 +110,27 @@ def full_trace(seed: int = 1, duration: float = 900.0) -> Trace:
     ]
     events.sort(key=lambda e: (e.at, e.kind, e.target))
     return Trace(f"full-seed{seed}", 3, 2, workloads, tuple(events), duration)
+
+
+#: Karpenter's trace: CPU limits of the NodePools of zones 0, 1 and 2 (zone 2's binds at peaks).
+KARPENTER_POOL_CPU = (32, 32, 6)
+
+
+def karpenter_trace(seed: int = 1, duration: float = 900.0) -> Trace:
+    """The full trace's three Deployments (the same seeded scaling) on nodes Karpenter
+    provides: pods of half a CPU, so that scale-ups launch nodes and scale-downs leave nodes
+    for consolidation to remove; one NodePool per zone, zone 2's limited to
+    :data:`KARPENTER_POOL_CPU` (it fills at the peaks); one pool's template changed at 45 %
+    of the trace (drift: Karpenter replaces each of its nodes)."""
+    rng = random.Random(seed)
+    workloads = (
+        Workload("web", 9, 1, 4, 15, pdb_max_unavailable=1, cpu="500m"),
+        Workload("api", 6, 1, 3, 12, pdb_max_unavailable=2, soft_hostname=True, cpu="500m"),
+        Workload("worker", 8, 2, 3, 14, cpu="500m"),
+    )
+    events = _scales(rng, workloads, duration)
+    events.append(Event(round(duration * 0.45, 1), DRIFT, f"z{rng.randrange(2)}"))
+    events.sort(key=lambda e: (e.at, e.kind, e.target))
+    return Trace(
+        f"karpenter-seed{seed}", 3, 0, workloads, tuple(events), duration, KARPENTER_POOL_CPU
+    )

@@ -70,17 +70,25 @@ def karpenter_dir(*, build: bool = False, timeout: float = 3600) -> Path | None:
 
 
 def node_pool(
-    zone: str, *, cpu_limit: str = "16", consolidate_after: str = "30s"
+    zone: str,
+    *,
+    cpu_limit: str = "16",
+    consolidate_after: str = "30s",
+    name: str | None = None,
+    labels: dict[str, str] | None = None,
+    tainted: bool = True,
 ) -> dict[str, Any]:
-    """The NodePool ``e2e-<zone>``: nodes in ``zone`` only, labelled and tainted
-    :data:`POOL_LABEL`, at most ``cpu_limit`` CPUs in all."""
+    """The NodePool ``e2e-<zone>`` (or ``name``): nodes in ``zone`` only, labelled ``labels``
+    (default :data:`POOL_LABEL`) and, if ``tainted``, tainted :data:`POOL_LABEL`, at most
+    ``cpu_limit`` CPUs in all."""
+    taints = [{"key": POOL_LABEL, "value": "true", "effect": "NoSchedule"}] if tainted else []
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
-        "metadata": {"name": f"e2e-{zone}"},
+        "metadata": {"name": name or f"e2e-{zone}"},
         "spec": {
             "template": {
-                "metadata": {"labels": {POOL_LABEL: "true"}},
+                "metadata": {"labels": labels if labels is not None else {POOL_LABEL: "true"}},
                 "spec": {
                     "nodeClassRef": {
                         "group": "karpenter.kwok.sh",
@@ -96,7 +104,7 @@ def node_pool(
                         },
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     ],
-                    "taints": [{"key": POOL_LABEL, "value": "true", "effect": "NoSchedule"}],
+                    "taints": taints,
                     "expireAfter": "Never",
                 },
             },
@@ -121,9 +129,13 @@ class Karpenter:
         cpu_limit: str = "16",
         consolidate_after: str = "30s",
         start_timeout: float = 120,
+        kubeconfig: Path | None = None,
     ) -> None:
+        """``zones``: one NodePool per zone (none: the caller makes its own); ``kubeconfig``:
+        the controller's credentials (default the cluster's admin)."""
         self.directory = directory
         self.cluster = cluster
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.zones = tuple(zones)
         self.cpu_limit = cpu_limit
         self.consolidate_after = consolidate_after
@@ -163,12 +175,13 @@ class Karpenter:
                 "metadata": {"name": "default"},
             }
         )
-        c.apply(
-            [
-                node_pool(z, cpu_limit=self.cpu_limit, consolidate_after=self.consolidate_after)
-                for z in self.zones
-            ]
-        )
+        if self.zones:
+            c.apply(
+                [
+                    node_pool(z, cpu_limit=self.cpu_limit, consolidate_after=self.consolidate_after)
+                    for z in self.zones
+                ]
+            )
         self.ports = dict(zip(("metrics", "health"), free_ports(2), strict=True))
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as fh:
@@ -183,7 +196,7 @@ class Karpenter:
                 env={
                     **os.environ,
                     "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2"),
-                    "KUBECONFIG": str(c.kubeconfig),
+                    "KUBECONFIG": str(self.kubeconfig),
                     "DISABLE_LEADER_ELECTION": "true",
                     "METRICS_PORT": str(self.ports["metrics"]),
                     "HEALTH_PROBE_PORT": str(self.ports["health"]),

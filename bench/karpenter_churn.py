@@ -1,0 +1,325 @@
+"""The churn trace on nodes Karpenter provides: ``python -m bench.churn --karpenter``.
+
+Karpenter's kwok provider (``e2e/cluster/karpenter.py``, built by
+``e2e/cluster/build-karpenter.sh``) runs beside the control plane as its own ServiceAccount, so
+the audit log tells its evictions from the tools'. Each contestant gets three NodePools of its
+own (one per zone, nodes labelled with the contestant's tag, which its pods select,
+consolidation ``WhenEmptyOrUnderutilized`` after :data:`CONSOLIDATE_AFTER`, CPU limits from the
+trace) and no node to start with: Karpenter launches the nodes for the initial replicas, for
+every scale-up and for every replacement that fits no node; consolidation removes what
+scale-downs leave idle; the trace's drift event changes one pool's template, and Karpenter
+replaces each node of that pool.
+
+Figures besides ``bench.churn``'s, each sample from a LIST of the contestant's nodes:
+
+* nodes launched and removed during the replay, and node-minutes (nodes alive per sample);
+* Karpenter's evictions in the contestant's namespace (audit log, its own user);
+* fights: a node launched for one of the tool's replacements (the replacement, evicted before
+  the node was created, is the first to be bound to it) and removed within
+  :data:`bench.churn.THRASH_WINDOW`; and evictions by both sides of one workload's slot within
+  the same window (the tool evicted a pod whose replacement Karpenter evicted, or the other way
+  round);
+* replacements never placed: a tool eviction whose replacement was never bound to a node
+  before the replay ended.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.churn import (
+    CONTESTANT_LABEL,
+    SAMPLE_SECONDS,
+    THRASH_WINDOW,
+    TOOL_NAMESPACE,
+    ZONE,
+    Replay,
+    Result,
+    evictions_of,
+    in_namespace,
+    spread_of,
+    tool_kubeconfig,
+    tool_requests,
+    user_of,
+)
+from bench.trace import DRIFT, Trace
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+"""The zones of the kwok provider's instance types (``karpenter-instance-types.json``)."""
+CONSOLIDATE_AFTER = "20s"
+KARPENTER = "karpenter"
+"""The ServiceAccount name Karpenter runs as (``churn-karpenter``): its user in the audit log."""
+NODE_GONE_TIMEOUT = 180.0
+
+
+def _stamp(ts: str | None) -> float | None:
+    if not ts:
+        return None
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+class KarpenterReplay(Replay):
+    """One contestant's NodePools (no node of its own), namespace, workloads and sampler."""
+
+    def __init__(self, cp: Any, trace: Trace, contestant: str, *, speedup: float) -> None:
+        super().__init__(cp, trace, contestant, speedup=speedup)
+        self.nodes = {}  # every node of the contestant's pools seen so far -> its zone
+        self.zones = list(ZONES[: trace.zones])
+        # node -> [created, gone or None] (wall times)
+        self.node_life: dict[str, list[float | None]] = {}
+        self.node_count: list[tuple[float, int]] = []  # per sample: nodes alive
+        self.first_node: dict[str, tuple[str, float]] = {}  # pod -> (its first node, when seen)
+        self.t0: float | None = None
+
+    def pool_name(self, zone: str) -> str:
+        return f"{self.tag}-{zone}"
+
+    def pools(self) -> list[dict[str, Any]]:
+        from e2e.cluster.karpenter import node_pool  # noqa: PLC0415
+
+        return [
+            node_pool(
+                zone,
+                cpu_limit=str(cpu),
+                consolidate_after=CONSOLIDATE_AFTER,
+                name=self.pool_name(zone),
+                labels={CONTESTANT_LABEL: self.tag},
+                tainted=False,
+            )
+            for zone, cpu in zip(self.zones, self.trace.pool_cpu, strict=True)
+        ]
+
+    # -- setup -------------------------------------------------------------------------------
+    def setup_nodes(self) -> None:
+        self.cp.apply(self.pools())
+
+    def cleanup(self) -> None:
+        """The namespace, then the pools (Karpenter removes their nodes), waited for: the next
+        run starts on a cluster without them."""
+        cp = self.cp
+        cp.kubectl("delete", "namespace", self.ns, "--wait=false", check=False)
+        for zone in self.zones:
+            cp.kubectl("delete", "nodepool", self.pool_name(zone), "--wait=false", check=False)
+        deadline = time.time() + NODE_GONE_TIMEOUT
+        while time.time() < deadline:
+            left = cp.get_json("nodes", "-l", f"{CONTESTANT_LABEL}={self.tag}")["items"]
+            if not left:
+                return
+            time.sleep(2.0)
+
+    # -- the events ----------------------------------------------------------------------------
+    def apply_event(self, kind: str, target: str, value: int) -> None:
+        if kind != DRIFT:
+            super().apply_event(kind, target, value)
+            return
+        # a changed template: every node of the pool drifts and Karpenter replaces it
+        zone = self.zones[int(target.removeprefix("z"))]
+        patch = {"spec": {"template": {"metadata": {"labels": {"bench.rebalancer/rev": "2"}}}}}
+        self.cp.kubectl(
+            "patch", "nodepool", self.pool_name(zone), "--type", "merge", "-p", json.dumps(patch),
+            check=False,
+        )  # fmt: skip
+
+    # -- sampling ------------------------------------------------------------------------------
+    def observe(self, kube: Any, at: float) -> None:
+        """The contestant's nodes: when each was created and went (deletion requested, or gone
+        from the LIST), and how many are alive now."""
+        now = time.time()
+        if self.t0 is None:
+            self.t0 = now - at
+        body = kube.request(
+            "GET", "/api/v1/nodes", query=[("labelSelector", f"{CONTESTANT_LABEL}={self.tag}")]
+        ).json()
+        alive = 0
+        names = set()
+        for node in body.get("items") or ():
+            meta = node.get("metadata") or {}
+            name = meta.get("name", "")
+            names.add(name)
+            self.nodes.setdefault(name, (meta.get("labels") or {}).get(ZONE, ""))
+            life = self.node_life.setdefault(
+                name, [_stamp(meta.get("creationTimestamp")) or now, None]
+            )
+            gone = _stamp(meta.get("deletionTimestamp"))
+            if gone is not None and life[1] is None:
+                life[1] = gone
+            if gone is None:
+                alive += 1
+        for name, life in self.node_life.items():
+            if name not in names and life[1] is None:
+                life[1] = now
+        self.node_count.append((at, alive))
+        # the pods' first nodes, from the previous sample's layout
+        if self.layouts:
+            _, placed = self.layouts[-1]
+            for pods in placed.values():
+                for pod, node in pods:
+                    self.first_node.setdefault(pod, (node, now))
+
+    # -- figures -------------------------------------------------------------------------------
+    def score_more(
+        self,
+        result: Result,
+        events: Sequence[dict[str, Any]],
+        matched: Sequence[tuple[float, str, str, str | None]],
+        mine: set[str],
+    ) -> None:
+        if self.layouts:  # the last sample's layout too
+            _, placed = self.layouts[-1]
+            for pods in placed.values():
+                for pod, node in pods:
+                    self.first_node.setdefault(pod, (node, time.time()))
+        theirs = {
+            pod
+            for _, pod in evictions_of(
+                tool_requests(in_namespace(events, self.ns), user_of(KARPENTER))
+            )
+        }
+        start = self.t0 or 0.0
+        result.karpenter = karpenter_figures(
+            matched=matched,
+            mine=mine,
+            theirs=theirs,
+            node_life=self.node_life,
+            first_node={pod: node for pod, (node, _) in self.first_node.items()},
+            node_count=self.node_count,
+            start=start,
+        )
+
+
+def karpenter_figures(
+    *,
+    matched: Sequence[tuple[float, str, str, str | None]],
+    mine: set[str],
+    theirs: set[str],
+    node_life: Mapping[str, Sequence[float | None]],
+    first_node: Mapping[str, str],
+    node_count: Sequence[tuple[float, int]],
+    start: float,
+) -> dict[str, float]:
+    """The figures of one replay beside Karpenter (module docstring), from the matched
+    evictions (``(time, pod, workload, replacement)``, every side's), the pods the tool
+    (``mine``) and Karpenter (``theirs``) evicted, each node's ``[created, gone]``, each pod's
+    first node, the nodes alive per sample, and the replay's ``start`` (wall time)."""
+    launched = {n for n, (c, _) in node_life.items() if c is not None and c >= start}
+    removed = {n for n, (_, g) in node_life.items() if g is not None and g >= start}
+    # a node launched for a replacement of the tool's: the replacement was the first pod bound
+    # to it and its eviction came before the node
+    first_on: dict[str, str] = {}
+    evicted_at = {pod: at for at, pod, _, _ in matched}
+    for at, pod, _, repl in sorted(matched):
+        if pod in mine and repl is not None and repl in first_node:
+            node = first_node[repl]
+            created = node_life.get(node, (None, None))[0]
+            if node in launched and created is not None and at <= created:
+                first_on.setdefault(node, repl)
+    node_fights = sum(
+        1
+        for node in first_on
+        if (gone := node_life[node][1]) is not None
+        and (created := node_life[node][0]) is not None
+        and gone - created <= THRASH_WINDOW
+    )
+    eviction_fights = 0
+    for at, pod, _, repl in matched:
+        if repl is None or repl not in evicted_at or evicted_at[repl] - at > THRASH_WINDOW:
+            continue
+        if (pod in mine and repl in theirs) or (pod in theirs and repl in mine):
+            eviction_fights += 1
+    never_placed = sum(
+        1
+        for _, pod, _, repl in matched
+        if pod in mine and repl is not None and repl not in first_node
+    )
+    return {
+        "karpenter_evictions": len(theirs),
+        "nodes_launched": len(launched),
+        "nodes_removed": len(removed),
+        "node_minutes": round(sum(n for _, n in node_count) * SAMPLE_SECONDS / 60, 1),
+        "most_nodes": max((n for _, n in node_count), default=0),
+        "node_fights": node_fights,
+        "eviction_fights": eviction_fights,
+        "never_placed": never_placed,
+    }
+
+
+def karpenter_user_kubeconfig(cp: Any) -> Path:
+    """Karpenter's own credentials: the ServiceAccount ``churn-karpenter`` (cluster-admin)."""
+    cp.kubectl("create", "namespace", TOOL_NAMESPACE, check=False)
+    return tool_kubeconfig(cp, KARPENTER)
+
+
+def start_karpenter(cp: Any) -> Any:
+    """Karpenter's kwok provider beside ``cp`` with no NodePool of its own (each replay makes
+    its pools), built first if it is not (about 8 minutes cold)."""
+    from e2e.cluster.karpenter import Karpenter, karpenter_dir  # noqa: PLC0415
+
+    directory = karpenter_dir(build=True)
+    if directory is None:
+        raise SystemExit("bench.churn --karpenter: Karpenter's kwok provider did not build")
+    k = Karpenter(directory, cp, zones=(), kubeconfig=karpenter_user_kubeconfig(cp))
+    try:
+        k.start()
+    except BaseException:
+        print(k.diagnostics())
+        k.stop()
+        raise
+    return k
+
+
+COLUMNS = (
+    ("skew-seconds", lambda r: r.skew_seconds),
+    ("evictions", lambda r: r.evictions),
+    ("Karpenter's evictions", lambda r: (r.karpenter or {}).get("karpenter_evictions", 0)),
+    ("nodes launched", lambda r: (r.karpenter or {}).get("nodes_launched", 0)),
+    ("nodes removed", lambda r: (r.karpenter or {}).get("nodes_removed", 0)),
+    ("node-minutes", lambda r: (r.karpenter or {}).get("node_minutes", 0)),
+    ("pending-pod-seconds", lambda r: r.pending_pod_seconds),
+    ("fights: nodes", lambda r: (r.karpenter or {}).get("node_fights", 0)),
+    ("fights: evictions", lambda r: (r.karpenter or {}).get("eviction_fights", 0)),
+    ("replacements never placed", lambda r: (r.karpenter or {}).get("never_placed", 0)),
+    ("429s", lambda r: r.http_429),
+    ("DELETEs", lambda r: r.deletes),
+    ("beyond a PDB", lambda r: int(r.beyond_pdb)),
+)
+
+
+def name_of(r: Result) -> str:
+    return r.contestant
+
+
+def karpenter_table(rows: Sequence[Result], run: int | None = None) -> str:
+    head = ["contestant"] + (["run"] if run is not None else []) + [c for c, _ in COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        if r.skipped:
+            continue
+        cells = [name_of(r)] + ([str(run)] if run is not None else [])
+        cells += [f"{get(r):g}" for _, get in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def karpenter_summary(runs: Sequence[Sequence[Result]]) -> str:
+    """Median [min-max] of every column over the runs, per contestant."""
+    names = [r.contestant for r in runs[0] if not r.skipped]
+    head = ["contestant", "runs"] + [c for c, _ in COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name in names:
+        rs = [r for rows in runs for r in rows if r.contestant == name and not r.skipped]
+        cells = [name, str(len(rs))]
+        cells += [spread_of([float(get(r)) for r in rs]) for _, get in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def medians(runs: Sequence[Sequence[Result]], name: str) -> dict[str, float]:
+    """The median of each column for one contestant (for the targets)."""
+    rs = [r for rows in runs for r in rows if r.contestant == name and not r.skipped]
+    return {c: statistics.median(float(get(r)) for r in rs) for c, get in COLUMNS} if rs else {}

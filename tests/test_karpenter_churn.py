@@ -1,0 +1,160 @@
+"""bench.karpenter_churn's arithmetic and its trace (figures derived by hand): nodes launched and
+removed during the replay, node-minutes, the two kinds of fight, replacements never placed; the
+figures do not depend on the names of pods and nodes; the trace scales as the full trace does,
+drifts one pool, and each contestant's pools are its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.karpenter_churn import KarpenterReplay, karpenter_figures
+from bench.trace import DRIFT, SCALE, full_trace, karpenter_trace
+
+START = 100.0
+NODE_LIFE: dict[str, list[float | None]] = {
+    "n1": [50.0, None],  # there before the replay: not launched
+    "n2": [120.0, 300.0],  # launched for a's replacement, removed 180 s later: a fight
+    "n3": [130.0, None],  # launched for b's replacement, never removed
+    "n4": [140.0, 900.0],  # launched for d's replacement, removed 760 s later: past the window
+    "n5": [90.0, 200.0],  # there before, removed during the replay
+}
+MATCHED: list[tuple[float, str, str, str | None]] = [
+    (110.0, "a", "web", "ra"),  # the tool's; ra evicted by Karpenter at 600 (490 s): a fight
+    (125.0, "b", "web", "rb"),
+    (135.0, "d", "web", "rd"),
+    (150.0, "c", "web", "rc"),  # its replacement went to a node that was already there
+    (200.0, "k", "web", "rk"),  # Karpenter's; rk evicted by the tool at 260: a fight
+    (260.0, "rk", "web", "rk2"),
+    (400.0, "x", "api", None),  # no replacement (a scale-down made it moot)
+    (500.0, "y", "api", "ry"),  # ry never bound to a node
+    (600.0, "ra", "web", "ra2"),
+]
+MINE = {"a", "b", "c", "d", "rk", "x", "y"}
+THEIRS = {"k", "ra"}
+FIRST_NODE = {
+    "ra": "n2",
+    "rb": "n3",
+    "rc": "n1",
+    "rd": "n4",
+    "rk": "n3",
+    "rk2": "n3",
+    "ra2": "n3",
+}
+COUNT = [(0.0, 2), (1.0, 3), (2.0, 3)]
+EXPECTED = {
+    "karpenter_evictions": 2,
+    "nodes_launched": 3,  # n2, n3, n4
+    "nodes_removed": 3,  # n2, n4, n5
+    "node_minutes": 0.1,  # 8 node-samples of 1 s
+    "most_nodes": 3,
+    "node_fights": 1,  # n2
+    "eviction_fights": 2,  # a -> ra, k -> rk
+    "never_placed": 1,  # y
+}
+
+
+def figures(rename: dict[str, str] | None = None) -> dict[str, float]:
+    r = rename or {}
+
+    def n(x: str) -> str:
+        return r.get(x, x)
+
+    return karpenter_figures(
+        matched=[(at, n(p), app, None if q is None else n(q)) for at, p, app, q in MATCHED],
+        mine={n(p) for p in MINE},
+        theirs={n(p) for p in THEIRS},
+        node_life={n(k): v for k, v in NODE_LIFE.items()},
+        first_node={n(k): n(v) for k, v in FIRST_NODE.items()},
+        node_count=COUNT,
+        start=START,
+    )
+
+
+def test_the_figures_of_a_replay_beside_karpenter() -> None:
+    assert figures() == EXPECTED
+
+
+def test_the_figures_do_not_depend_on_names() -> None:
+    names = sorted(
+        set(NODE_LIFE) | {p for _, p, _, _ in MATCHED} | {q for *_, q in MATCHED if q is not None}
+    )
+    rename = {x: f"z-{i:02d}-{x[::-1]}" for i, x in enumerate(reversed(names))}
+    assert figures(rename) == EXPECTED
+
+
+def test_a_node_removed_exactly_at_the_window_is_still_a_fight() -> None:
+    life = {**NODE_LIFE, "n2": [120.0, 720.0]}  # 600 s: within
+    got = karpenter_figures(
+        matched=MATCHED,
+        mine=MINE,
+        theirs=THEIRS,
+        node_life=life,
+        first_node=FIRST_NODE,
+        node_count=COUNT,
+        start=START,
+    )
+    assert got["node_fights"] == 1
+    life["n2"] = [120.0, 720.5]
+    got = karpenter_figures(
+        matched=MATCHED,
+        mine=MINE,
+        theirs=THEIRS,
+        node_life=life,
+        first_node=FIRST_NODE,
+        node_count=COUNT,
+        start=START,
+    )
+    assert got["node_fights"] == 0
+
+
+def test_a_node_that_was_there_before_the_eviction_was_not_launched_for_it() -> None:
+    # c's replacement went to n1, there before the replay; if it went to n3 (created at 130,
+    # before c's eviction at 150), n3 still was not launched for it
+    got = karpenter_figures(
+        matched=MATCHED,
+        mine=MINE,
+        theirs=THEIRS,
+        node_life={**NODE_LIFE, "n3": [130.0, 200.0]},
+        first_node={**FIRST_NODE, "rb": "n1", "rc": "n3"},
+        node_count=COUNT,
+        start=START,
+    )
+    assert got["node_fights"] == 1  # n2 only
+
+
+def test_the_karpenter_trace_scales_as_the_full_trace_and_drifts_one_pool() -> None:
+    k, f = karpenter_trace(1), full_trace(1)
+    assert k == karpenter_trace(1) and k.events != karpenter_trace(2).events
+    assert [e for e in k.events if e.kind == SCALE] == [e for e in f.events if e.kind == SCALE]
+    drifts = [e for e in k.events if e.kind == DRIFT]
+    assert len(drifts) == 1 and drifts[0].target in ("z0", "z1") and drifts[0].at == 405.0
+    assert {e.kind for e in k.events} == {SCALE, DRIFT}
+    assert k.nodes_per_zone == 0 and k.pool_cpu == (32, 32, 6)
+    assert {w.cpu for w in k.workloads} == {"500m"}
+
+
+def test_each_contestant_gets_pools_of_its_own_in_every_zone() -> None:
+    trace = karpenter_trace(1)
+    one = KarpenterReplay(None, trace, "rebalancer", speedup=3.0)
+    two = KarpenterReplay(None, trace, "rebalancer", speedup=3.0)
+    assert one.tag != two.tag
+
+    def zone_of(pool: dict[str, Any]) -> list[str]:
+        reqs = pool["spec"]["template"]["spec"]["requirements"]
+        return next(r["values"] for r in reqs if r["key"] == "topology.kubernetes.io/zone")
+
+    pools = one.pools()
+    assert [p["metadata"]["name"] for p in pools] == [
+        f"{one.tag}-zone-a",
+        f"{one.tag}-zone-b",
+        f"{one.tag}-zone-c",
+    ]
+    assert [zone_of(p) for p in pools] == [["zone-a"], ["zone-b"], ["zone-c"]]
+    assert [p["spec"]["limits"]["cpu"] for p in pools] == ["32", "32", "6"]
+    for p in pools:
+        assert p["spec"]["template"]["metadata"]["labels"] == {"bench.rebalancer/churn": one.tag}
+        assert p["spec"]["template"]["spec"]["taints"] == []
+        assert p["spec"]["disruption"]["consolidationPolicy"] == "WhenEmptyOrUnderutilized"
+    spec = one.pod_spec(trace.workloads[0])
+    assert spec["nodeSelector"] == {"bench.rebalancer/churn": one.tag}
+    assert spec["containers"][0]["resources"]["requests"]["cpu"] == "500m"
