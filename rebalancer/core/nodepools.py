@@ -37,7 +37,7 @@ from rebalancer.core.model import (
     NodeSelectorRequirement,
     Pod,
 )
-from rebalancer.core.selectors import untolerated_taint
+from rebalancer.core.selectors import FILTER_EFFECTS, untolerated_taint
 
 WELL_KNOWN: Final = frozenset(
     {
@@ -53,7 +53,6 @@ WELL_KNOWN: Final = frozenset(
 )
 """Labels Karpenter sets on a node from its instance type and offering, whatever the pool's
 template says."""
-_TAINT_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,7 @@ def pool_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> str | None:
     (None: it can)."""
     if not pool.ready:
         return "not Ready"
-    taint = untolerated_taint(pod.tolerations, pool.taints, _TAINT_EFFECTS)
+    taint = untolerated_taint(pod.tolerations, pool.taints, FILTER_EFFECTS)
     if taint is not None:
         return f"the pod does not tolerate its taint {taint.key}={taint.value}:{taint.effect}"
     if key != HOSTNAME_KEY and not _values(pool, key, {}).admits(domain):
