@@ -1,7 +1,7 @@
 """A cluster that moves: one seeded churn trace replayed for each contestant (kwok nodes).
 
     bash bench/descheduler/build.sh          # once, for the descheduler contestant
-    python -m bench.churn [--short] [--seed 1] [--duration 900] [--speedup 3]
+    python -m bench.churn [--short | --karpenter] [--seed 1] [--duration 900] [--speedup 3]
         [--contestants nothing,descheduler,rebalancer,steer] [--variant NAME=FLAGS] [--interval 5s]
         [--repeat N] [--parallel] [--idle-window SECONDS]
         [--out bench/results/churn.json] [--plot docs/churn-skew.png]
@@ -22,6 +22,8 @@ same events at the same (sped-up) times, one contestant after the other or, with
   command has it);
 * ``steer``: the same with a policy setting ``steerScaleDown: true``; skipped, saying so, when
   ``rebalancer policy check`` rejects that key.
+
+``--karpenter``: the same scaling on nodes Karpenter provides (``bench/karpenter_churn.py``).
 
 Each tool talks to kube-apiserver as its own ServiceAccount (cluster-admin), so the audit
 log tells its requests apart: evictions, 429 answers and pod DELETEs are counted from it. A
