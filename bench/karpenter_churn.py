@@ -19,8 +19,8 @@ Figures besides ``bench.churn``'s, each sample from a LIST of the contestant's n
   :data:`bench.churn.THRASH_WINDOW`; and evictions by both sides of one workload's slot within
   the same window (the tool evicted a pod whose replacement Karpenter evicted, or the other way
   round);
-* replacements never placed: a tool eviction whose replacement was never bound to a node
-  before the replay ended.
+* replacements never placed: a tool eviction whose replacement was still there, on no node, when
+  the replay ended (one a scale-down removed before it was placed does not count).
 """
 
 from __future__ import annotations
@@ -182,6 +182,7 @@ class KarpenterReplay(Replay):
             )
         }
         start = self.t0 or 0.0
+        last = max(self.last_seen.values(), default=0.0)
         result.karpenter = karpenter_figures(
             matched=matched,
             mine=mine,
@@ -190,6 +191,7 @@ class KarpenterReplay(Replay):
             first_node={pod: node for pod, (node, _) in self.first_node.items()},
             node_count=self.node_count,
             start=start,
+            at_end={pod for pod, at in self.last_seen.items() if at >= last},
         )
 
 
@@ -202,11 +204,13 @@ def karpenter_figures(
     first_node: Mapping[str, str],
     node_count: Sequence[tuple[float, int]],
     start: float,
+    at_end: set[str],
 ) -> dict[str, float]:
     """The figures of one replay beside Karpenter (module docstring), from the matched
     evictions (``(time, pod, workload, replacement)``, every side's), the pods the tool
     (``mine``) and Karpenter (``theirs``) evicted, each node's ``[created, gone]``, each pod's
-    first node, the nodes alive per sample, and the replay's ``start`` (wall time)."""
+    first node, the nodes alive per sample, the replay's ``start`` (wall time) and the pods
+    its last sample listed (``at_end``)."""
     launched = {n for n, (c, _) in node_life.items() if c is not None and c >= start}
     removed = {n for n, (_, g) in node_life.items() if g is not None and g >= start}
     # a node launched for a replacement of the tool's: the replacement was the first pod bound
@@ -235,7 +239,7 @@ def karpenter_figures(
     never_placed = sum(
         1
         for _, pod, _, repl in matched
-        if pod in mine and repl is not None and repl not in first_node
+        if pod in mine and repl is not None and repl in at_end and repl not in first_node
     )
     return {
         "karpenter_evictions": len(theirs),

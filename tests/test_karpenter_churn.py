@@ -26,10 +26,11 @@ MATCHED: list[tuple[float, str, str, str | None]] = [
     (200.0, "k", "web", "rk"),  # Karpenter's; rk evicted by the tool at 260: a fight
     (260.0, "rk", "web", "rk2"),
     (400.0, "x", "api", None),  # no replacement (a scale-down made it moot)
-    (500.0, "y", "api", "ry"),  # ry never bound to a node
+    (500.0, "y", "api", "ry"),  # ry never bound to a node, there at the end
+    (510.0, "w", "api", "rw"),  # rw never bound, gone before the end (a scale-down)
     (600.0, "ra", "web", "ra2"),
 ]
-MINE = {"a", "b", "c", "d", "rk", "x", "y"}
+MINE = {"a", "b", "c", "d", "rk", "x", "y", "w"}
 THEIRS = {"k", "ra"}
 FIRST_NODE = {
     "ra": "n2",
@@ -41,6 +42,7 @@ FIRST_NODE = {
     "ra2": "n3",
 }
 COUNT = [(0.0, 2), (1.0, 3), (2.0, 3)]
+AT_END = {"rb", "rc", "rd", "rk2", "ra2", "ry"}
 EXPECTED = {
     "karpenter_evictions": 2,
     "nodes_launched": 3,  # n2, n3, n4
@@ -67,6 +69,7 @@ def figures(rename: dict[str, str] | None = None) -> dict[str, float]:
         first_node={n(k): n(v) for k, v in FIRST_NODE.items()},
         node_count=COUNT,
         start=START,
+        at_end={n(p) for p in AT_END},
     )
 
 
@@ -83,7 +86,7 @@ def test_the_figures_do_not_depend_on_names() -> None:
 
 
 def test_a_node_removed_exactly_at_the_window_is_still_a_fight() -> None:
-    life = {**NODE_LIFE, "n2": [120.0, 720.0]}  # 600 s: within
+    life: dict[str, list[float | None]] = {**NODE_LIFE, "n2": [120.0, 720.0]}  # 600 s: within
     got = karpenter_figures(
         matched=MATCHED,
         mine=MINE,
@@ -92,6 +95,7 @@ def test_a_node_removed_exactly_at_the_window_is_still_a_fight() -> None:
         first_node=FIRST_NODE,
         node_count=COUNT,
         start=START,
+        at_end=AT_END,
     )
     assert got["node_fights"] == 1
     life["n2"] = [120.0, 720.5]
@@ -103,21 +107,24 @@ def test_a_node_removed_exactly_at_the_window_is_still_a_fight() -> None:
         first_node=FIRST_NODE,
         node_count=COUNT,
         start=START,
+        at_end=AT_END,
     )
     assert got["node_fights"] == 0
 
 
 def test_a_node_that_was_there_before_the_eviction_was_not_launched_for_it() -> None:
     # c's replacement went to n1, there before the replay; if it went to n3 (created at 130,
-    # before c's eviction at 150), n3 still was not launched for it
+    # before c's eviction at 150, removed at 200), n3 still was not launched for it
+    life: dict[str, list[float | None]] = {**NODE_LIFE, "n3": [130.0, 200.0]}
     got = karpenter_figures(
         matched=MATCHED,
         mine=MINE,
         theirs=THEIRS,
-        node_life={**NODE_LIFE, "n3": [130.0, 200.0]},
+        node_life=life,
         first_node={**FIRST_NODE, "rb": "n1", "rc": "n3"},
         node_count=COUNT,
         start=START,
+        at_end=AT_END,
     )
     assert got["node_fights"] == 1  # n2 only
 
