@@ -90,6 +90,8 @@ def test_a_node_with_room_comes_before_a_new_node() -> None:
         ("n-c", "replacement expected in zone-c (node n-c)"),
         ("n-b", "replacement waits for a node from NodePool pb in zone-b (node n-b has no room)"),
     ]
+    # what a loop's --wait-for-nodes-after holds back: only the one that needs a new node
+    assert [e.waits_for for e in result.evictions] == ["", "NodePool pb in zone-b"]
     assert _no_fit(result) == set()
 
 

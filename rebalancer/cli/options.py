@@ -36,13 +36,16 @@ DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
     "--wave-timeout": (1.0, 86400.0),
     "--cooldown": (0.0, 30 * 86400.0),
     "--workload-cooldown": (0.0, 86400.0),
+    "--wait-for-nodes-after": (0.0, 86400.0),
     "--react-after": (0.0, 3600.0),
     "--lease-duration": (3.0, 86400.0),
 }
 """The range every duration flag must fall in (a huge or zero value is a typo, and one the API
 server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
 replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
-ZERO_ALLOWED: Final = frozenset({"--cooldown", "--workload-cooldown", "--react-after"})
+ZERO_ALLOWED: Final = frozenset(
+    {"--cooldown", "--workload-cooldown", "--wait-for-nodes-after", "--react-after"}
+)
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,6 +183,7 @@ class RunOptions:
             "lease": f"{lease.namespace}/{lease.name}" if run.evicting else None,
             "cooldown": format_duration(lease.cooldown_seconds),
             "workload_cooldown": format_duration(s.workload_cooldown_seconds),
+            "wait_for_nodes_after": format_duration(s.wait_for_nodes_after_seconds),
             "verify_state_every": run.verify_every or None,
             "react_after": format_duration(run.react_after) if run.react_after else None,
             "connect_timeout": format_duration(c.connect_timeout),
@@ -200,6 +204,14 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     workload_cooldown = parse_duration_flag(
         "--workload-cooldown", args.workload_cooldown, problems, 0.0
     )
+    wait_for_nodes = parse_duration_flag(
+        "--wait-for-nodes-after", args.wait_for_nodes_after, problems, 0.0
+    )
+    if wait_for_nodes and args.interval is None:
+        problems.append(
+            "--wait-for-nodes-after: only with --interval (a one-shot run has no memory of "
+            "earlier plans; a CronJob's schedule is its wait)"
+        )
     if args.verify_state_every < 0:
         problems.append(f"--verify-state-every: must be >= 0, got {args.verify_state_every}")
     elif args.verify_state_every and (args.interval is None or args.relist):
@@ -245,6 +257,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         instance=os.environ.get("POD_NAME") or RunSettings().instance,
         lease=lease,  # held only by a run that evicts (neither dry run takes a Lease)
         workload_cooldown_seconds=workload_cooldown if interval is not None else 0.0,
+        wait_for_nodes_after_seconds=wait_for_nodes,
     )
     watch = interval is not None and not args.relist
     run = LiveRun(

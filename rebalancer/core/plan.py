@@ -50,6 +50,7 @@ class SkipCode(StrEnum):
     REPLACEMENT_NOT_READY = "replacement-not-ready"
     COOLDOWN = "cooldown"
     THRASH_GUARD = "thrash-guard"
+    LAUNCH_DEFERRED = "launch-deferred"  # its replacement needs a new node: repaired later
     STOPPING = "stopping"
     LEASE_LOST = "lease-lost"
     NOT_RECORDED = "not-recorded"
@@ -135,6 +136,7 @@ class Eviction:
     grace_period_seconds: int | None  # the policy's floor when above the pod's own, else None
     pdb: str = ""  # the PodDisruptionBudget whose budget (per wave) this eviction spends, if any
     target_domain: str | None = None  # the target node's domain in ``topology_key``
+    waits_for: str = ""  # what the replacement waits for: "NodePool p in zone-c", "new capacity"
 
     @property
     def key(self) -> str:

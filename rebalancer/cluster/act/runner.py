@@ -119,6 +119,12 @@ class RunSettings:
     """A replacement this runner saw land is not evicted again for this long, for any view:
     the planner goes around it (another pod of its domain is as good a victim), and what it
     still holds shows as ``thrash-guard`` skips in the plan. 0: off."""
+    wait_for_nodes_after_seconds: float = 0.0
+    """An eviction whose replacement waits for a new node (a NodePool's, or new capacity with
+    nodeFit off) is made only once this runner has planned such a repair of its workload, run
+    after run, for this long: a scale-up may repair the spread for free meanwhile, and a node
+    launched for a passing skew is one consolidation removes again. Held evictions show as
+    ``launch-deferred`` skips. 0: off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +364,7 @@ class Runner:
         self._landed: dict[str, float] = {}  # workload -> when its last replacement landed
         self._guard: dict[str, tuple[str, str, float]] = {}  # replacement -> view, pod, when
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
+        self._launch_since: dict[str, float] = {}  # workload -> first planned to wait for a node
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -646,7 +653,7 @@ class Runner:
             plan = self._plan(
                 snapshot, self.policy, now, evicted_before=tuple(evicted_before), **extra
             )
-        plan = self._hold_back(plan)
+        plan = self._defer_launches(self._hold_back(plan))
         self._log.info(
             logs.PLANNED,
             evictions=len(plan.evictions),
@@ -693,6 +700,37 @@ class Runner:
             if reason is None:
                 kept.append(e)
                 continue
+            held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
+            self._log.info(
+                logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
+            )
+        if not held:
+            return plan
+        return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
+
+    def _defer_launches(self, plan: Plan) -> Plan:
+        """The plan less the evictions whose replacement waits for a new node while their
+        workload's need for one is younger than ``wait_for_nodes_after_seconds`` (skips
+        ``launch-deferred``). The need's age counts from the first plan of this runner that
+        had such an eviction of the workload; a plan without one forgets it."""
+        after = self.settings.wait_for_nodes_after_seconds
+        if after <= 0:
+            return plan
+        now = self._wall()
+        waiting = {e.workload_key for e in plan.evictions if e.waits_for}
+        self._launch_since = {w: self._launch_since.get(w, now) for w in waiting}
+        kept: list[Eviction] = []
+        held: list[Skip] = []
+        for e in plan.evictions:
+            age = now - self._launch_since[e.workload_key] if e.waits_for else after
+            if age >= after:
+                kept.append(e)
+                continue
+            reason = SkipReason(
+                SkipCode.LAUNCH_DEFERRED,
+                f"its replacement waits for {e.waits_for}; a repair needing a new node was "
+                f"first planned {age:.0f}s ago, made after {after:.0f}s",
+            )
             held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
             self._log.info(
                 logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
