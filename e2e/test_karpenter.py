@@ -16,7 +16,11 @@ one NodePool per zone. The scenarios:
 - packed nodes with ``nodeFit: true``: without the NodePools the view is ``no-fit``; with them
   the plan waits for a node from the one pool that can add one (zone-c: zone-b's is at its
   limit), a run evicts, Karpenter launches the node in zone-c, the replacement runs there and
-  the view is within maxSkew.
+  the view is within maxSkew;
+- ``bench.churn``'s Karpenter trace, shortened (240 trace seconds at speed-up 3), with no tool
+  and with ``rebalancer run --interval 2s`` side by side, each on NodePools of its own: no pod
+  DELETE, no 429 loop, never beyond a PDB, the watch-fed state equal to a LIST at every check,
+  nodes that Karpenter launched, and less skew than with no tool when no tool left some.
 
 The controller is built by ``e2e/cluster/build-karpenter.sh`` (cached; about 8 minutes cold).
 Without it the scenarios skip and say so, unless ``REBALANCER_E2E_KARPENTER=1`` asks the fixture
@@ -33,6 +37,9 @@ from typing import Any
 
 import pytest
 
+from bench.churn import run_all, summary_line
+from bench.karpenter_churn import KarpenterReplay
+from bench.trace import karpenter_trace
 from e2e.cluster.controlplane import Cluster
 from e2e.cluster.karpenter import (
     BUILD_KARPENTER_SH,
@@ -461,3 +468,35 @@ def test_nodefit_true_repairs_through_a_node_karpenter_launches(
     assert new[0]["spec"]["nodeName"] not in {a, b, c}  # a node Karpenter launched for it
     counts = {z: sum(1 for p in running if zone_of(p) == z) for z in ZONES}
     assert counts == {"zone-a": 2, "zone-b": 1, "zone-c": 2}, counts
+
+
+CHURN_SECONDS = 240.0  # trace seconds: 80 s at speed-up 3
+SCALE_EVENT_SECONDS = 10  # about one scale event (20-60 trace seconds apart, at speed-up 3)
+
+
+def test_the_churn_trace_beside_karpenter_keeps_the_invariants(
+    cluster: Cluster, karpenter: Karpenter
+) -> None:
+    control = need_own_control_plane(cluster)
+    nothing, ran = run_all(
+        control,
+        karpenter_trace(1, CHURN_SECONDS),
+        ("nothing", "rebalancer"),
+        speedup=3.0,
+        interval="2s",
+        parallel=True,
+        replay=KarpenterReplay,
+    )
+    both = (summary_line(nothing), summary_line(ran), nothing.karpenter, ran.karpenter)
+    assert ran.exit_code == 0, both  # a clean stop on SIGTERM
+    assert ran.deletes == 0 and ran.loops_429 == 0, both
+    assert not ran.beyond_pdb, (ran.most_unavailable, ran.pdb)
+    assert ran.verify_differences == 0, both
+    for r in (nothing, ran):
+        # every node came from the contestant's pools: at least one per zone for the spread
+        assert r.karpenter is not None and r.karpenter["most_nodes"] >= 3, both
+        assert len(r.skew) > 0.8 * CHURN_SECONDS / 3.0, both  # sampled throughout
+    if nothing.skew_seconds >= SCALE_EVENT_SECONDS:
+        assert ran.skew_seconds < nothing.skew_seconds, both
+    else:
+        assert ran.skew_seconds <= SCALE_EVENT_SECONDS, both
