@@ -3,6 +3,7 @@
     bash bench/descheduler/build.sh          # once, for the descheduler contestant
     python -m bench.churn [--short | --karpenter] [--seed 1] [--duration 900] [--speedup 3]
         [--contestants nothing,descheduler,rebalancer,steer] [--variant NAME=FLAGS] [--interval 5s]
+        [--steer-variant NAME=FLAGS] [--cron NAME=PERIOD[:steer]]
         [--repeat N] [--parallel] [--idle-window SECONDS]
         [--out bench/results/churn.json] [--plot docs/churn-skew.png]
     python -m bench.churn --report bench/results/churn.json [--plot docs/churn-skew.png]
@@ -22,6 +23,14 @@ same events at the same (sped-up) times, one contestant after the other or, with
   command has it);
 * ``steer``: the same with a policy setting ``steerScaleDown: true``; skipped, saying so, when
   ``rebalancer policy check`` rejects that key.
+* ``--variant NAME=FLAGS``, ``--steer-variant NAME=FLAGS``: ``rebalancer`` or ``steer`` with
+  FLAGS added (``steer60='--interval 60s'``: the last ``--interval`` wins);
+* ``--cron NAME=PERIOD[:steer]``: as a CronJob runs it, a one-shot ``rebalancer run`` (no
+  ``--interval``) every PERIOD trace seconds from the trace's start (divided by the speed-up, as
+  the events: every 300 trace seconds at speed-up 3 is every 100 real seconds), a run due while
+  the last one still runs skipped (``concurrencyPolicy: Forbid``); every run's output appended
+  to the contestant's files, its start and exit code recorded; no idle measurement (between
+  runs nothing of it runs).
 
 ``--karpenter``: the same scaling on nodes Karpenter provides (``bench/karpenter_churn.py``).
 
@@ -92,6 +101,25 @@ CONTESTANTS = ("nothing", "descheduler", "rebalancer", "steer")
 VARIANTS: dict[str, list[str]] = {}
 """``--variant NAME=FLAGS``: more evict-mode contestants, ``rebalancer run`` with these flags
 added (to measure a setting side by side with the default; never the default's figures)."""
+STEER_VARIANTS: dict[str, list[str]] = {}
+"""``--steer-variant NAME=FLAGS``: more steering contestants, ``steer``'s command with these
+flags added (later flags win: ``--interval 60s`` replaces the bench's interval)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cron:
+    """``--cron NAME=PERIOD[:steer]``: a CronJob-like contestant, a one-shot ``rebalancer run``
+    (no ``--interval``) started every ``period`` trace seconds, skipped while the previous run
+    is still going (``concurrencyPolicy: Forbid``)."""
+
+    period: float  # trace seconds
+    steer: bool
+
+
+CRONS: dict[str, Cron] = {}
+NAME = re.compile(r"[a-z](?:[a-z0-9-]{0,10}[a-z0-9])?")
+"""A contestant's own name: a short DNS label (its ServiceAccount ``churn-NAME``, the first five
+characters in its nodes' and namespace's names)."""
 THRASH_WINDOW = 600.0
 REPLACEMENT_SECONDS = 5.0
 SAMPLE_SECONDS = 1.0
@@ -130,6 +158,12 @@ class Result:
     pending_pod_seconds: float = 0.0  # per sample, the namespace's pods not yet on a node
     # Karpenter's trace only (bench/karpenter_churn.py); None elsewhere
     karpenter: dict[str, float] | None = None
+    cost_patches: int = 0  # PATCHes of pods the API server granted the tool: deletion costs
+    # a cron contestant's runs: when each started (real seconds since the trace's start) and
+    # its exit code (the last one's perhaps SIGTERM's, at the end of the trace)
+    runs: list[float] = field(default_factory=list)
+    exit_codes: list[int] = field(default_factory=list)
+    skipped_runs: list[float] = field(default_factory=list)  # due while the last one still ran
 
     @property
     def beyond_pdb(self) -> bool:
@@ -483,6 +517,69 @@ def has_flag(flag: str) -> bool:
     return flag in proc.stdout
 
 
+def named_spec(flag: str, spec: str, taken: Sequence[str]) -> tuple[str, str]:
+    """``NAME=REST`` of ``--variant``, ``--steer-variant`` or ``--cron``: (NAME, REST); a
+    ValueError naming the flag and the value when NAME is no short DNS label or taken."""
+    name, sep, rest = spec.partition("=")
+    if not sep or not NAME.fullmatch(name):
+        raise ValueError(
+            f"{flag}: {spec!r}: want NAME={'PERIOD[:steer]' if flag == '--cron' else 'FLAGS'}, "
+            "NAME a short DNS label (a-z, 0-9, '-', at most 12 characters, a letter first)"
+        )
+    if name in taken:
+        raise ValueError(f"{flag}: {spec!r}: the name {name!r} is taken")
+    return name, rest
+
+
+def cron_of(spec: str, taken: Sequence[str]) -> tuple[str, Cron]:
+    """``--cron NAME=PERIOD[:steer]``: PERIOD in trace seconds (``300``, ``300s``, ``5m``),
+    ``:steer`` for the steering policy (else evict mode's defaults)."""
+    name, rest = named_spec("--cron", spec, taken)
+    period, sep, mode = rest.partition(":")
+    if sep and mode != "steer":
+        raise ValueError(f"--cron: {spec!r}: {mode!r} after the period: only 'steer' is known")
+    try:
+        seconds = seconds_of(period)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0 or math.isinf(seconds):
+        raise ValueError(f"--cron: {spec!r}: PERIOD {period!r}: want trace seconds above 0")
+    return name, Cron(seconds, bool(sep))
+
+
+def cron_due(period: float, speedup: float, duration: float) -> list[float]:
+    """When a cron contestant's runs are due, in real seconds from the trace's start: trace
+    times 0, ``period``, 2 ``period``, ... before the trace's ``duration``, divided by
+    ``speedup`` (as the trace's events)."""
+    return [k * period / speedup for k in range(math.ceil(duration / period))]
+
+
+def cron_loop(
+    due: Sequence[float],
+    wait_until: Any,
+    running: Any,
+    start: Any,
+) -> list[float]:
+    """Start a run at each of ``due`` (``wait_until(t)`` waits for it, True: stop now) unless
+    the previous one is still ``running()`` (``concurrencyPolicy: Forbid``: that one is
+    skipped, not queued); ``start(t)`` starts one. Returns the skipped due times."""
+    skipped = []
+    for at in due:
+        if wait_until(at):
+            break
+        if running():
+            skipped.append(at)
+        else:
+            start(at)
+    return skipped
+
+
+def steers(contestant: str) -> bool:
+    """Whether the contestant runs with the steering policy (``steerScaleDown: true``)."""
+    cron = CRONS.get(contestant)
+    return contestant == "steer" or contestant in STEER_VARIANTS or bool(cron and cron.steer)
+
+
 def tool_argv(
     contestant: str, replay: Replay, kubeconfig: Path, interval: str, descheduler: Path | None
 ) -> list[str] | None:
@@ -499,17 +596,20 @@ def tool_argv(
             "--policy-config-file", str(policy), "--descheduling-interval", interval,
             "--bind-address", "127.0.0.1", "--secure-port", "0", "--v", "2",
         ]  # fmt: skip
+    # a cron contestant's run is one-shot: no --interval (nor the loop's state check)
+    loop = contestant not in CRONS
     argv = [
-        sys.executable, "-m", "rebalancer", "run", "-n", ns, "--interval", interval,
+        sys.executable, "-m", "rebalancer", "run", "-n", ns,
+        *(["--interval", interval] if loop else []),
         "--kubeconfig", str(kubeconfig), "-o", "json",
     ]  # fmt: skip
     # its own Lease: rebalancer contestants running together must not wait for each other
     argv += ["--lease-name", f"churn-{replay.tag}"]
-    if has_flag("--verify-state-every"):
+    if loop and has_flag("--verify-state-every"):
         argv += ["--verify-state-every", "1"]
-    if contestant == "steer":
+    if steers(contestant):
         argv += ["--policy", str(steer_policy(stem))]
-    return argv + VARIANTS.get(contestant, [])
+    return argv + VARIANTS.get(contestant, []) + STEER_VARIANTS.get(contestant, [])
 
 
 def steer_policy(stem: Path) -> Path:
@@ -785,16 +885,17 @@ class Contest:
         self.stopped: float | None = None
         self._files: list[Any] = []
         self._threads: list[threading.Thread] = []
+        self._cron_procs: list[subprocess.Popen[bytes]] = []
 
     def prepare(self) -> bool:
         """False (and the result says why) when the contestant cannot run here."""
         OUT.mkdir(parents=True, exist_ok=True)
         c = self.result.contestant
-        if c == "steer":
+        if steers(c):
             ok, why = steer_supported(steer_policy(self.stem))
             if not ok:
                 self.result.skipped = f"steerScaleDown not supported by this rebalancer: {why}"
-                print(f"  steer: SKIPPED ({self.result.skipped})", file=sys.stderr, flush=True)
+                print(f"  {c}: SKIPPED ({self.result.skipped})", file=sys.stderr, flush=True)
                 return False
         self.replay.setup()
         kubeconfig = tool_kubeconfig(self.cp, c)
@@ -802,23 +903,58 @@ class Contest:
         return True
 
     def launch(self) -> None:
-        """The tool's process (before the trace starts)."""
+        """The tool's process (before the trace starts; a cron contestant's first run is
+        started with the trace)."""
         self.since = time.time()
         if self.argv is not None:
             out = self.stem.with_suffix(".out").open("wb")
             err = self.stem.with_suffix(".err").open("wb")
             self._files = [out, err]
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, cwd=ROOT)
-            self.replay.pid = self.proc.pid
+            if self.result.contestant not in CRONS:
+                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, cwd=ROOT)
+                self.replay.pid = self.proc.pid
 
     def start(self, t0: float) -> None:
-        """The sampler and the trace's events, timed from ``t0``."""
+        """The sampler and the trace's events (and a cron contestant's runs), timed from
+        ``t0``."""
         self.t0 = t0
         threading.Thread(target=self.replay.watch_ready, daemon=True).start()
-        for target in (self.replay.sample_loop, self.replay.replay_events):
+        targets: list[Any] = [self.replay.sample_loop, self.replay.replay_events]
+        if self.argv is not None and self.result.contestant in CRONS:
+            targets.append(self.cron)
+        for target in targets:
             th = threading.Thread(target=target, args=(t0,), daemon=True)
             th.start()
             self._threads.append(th)
+
+    def cron(self, t0: float) -> None:
+        """A cron contestant's runs (:func:`cron_due`, :func:`cron_loop`): each one-shot run's
+        output appended to the contestant's files; the sampler's RSS is the run in progress."""
+        assert self.argv is not None
+        argv, trace, stop = self.argv, self.replay.trace, self.replay._stop
+        procs: list[subprocess.Popen[bytes]] = []
+        self._cron_procs = procs
+
+        def wait_until(at: float) -> bool:
+            return stop.wait(max(0.0, t0 + at - time.time()))
+
+        def running() -> bool:
+            return bool(procs) and procs[-1].poll() is None
+
+        def start(at: float) -> None:
+            out, err = self._files
+            err.write(f"# cron run {len(procs) + 1}, due at +{at:.1f} s\n".encode())
+            err.flush()
+            procs.append(subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT))
+            self.proc = procs[-1]
+            self.replay.pid = procs[-1].pid
+            self.result.runs.append(round(time.time() - t0, 1))
+
+        period = CRONS[self.result.contestant].period
+        due = cron_due(period, self.replay.speedup, trace.duration)
+        self.result.skipped_runs = [
+            round(at, 1) for at in cron_loop(due, wait_until, running, start)
+        ]
 
     def end_at(self) -> float:
         return self.t0 + self.replay.trace.duration / self.replay.speedup + TAIL_SECONDS
@@ -832,6 +968,7 @@ class Contest:
         self.result.seconds = round(time.time() - self.t0, 1)
 
     def stop(self) -> None:
+        self.replay._stop.set()  # (already, unless a failure cut the replay short)
         if self.stopped is None:
             self.stopped = time.time()
         proc = self.proc
@@ -842,6 +979,8 @@ class Contest:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 self.result.exit_code = proc.wait()
+        # a cron contestant's runs: each ended (the last one perhaps by the SIGTERM above)
+        self.result.exit_codes = [p.wait() for p in self._cron_procs]
         for fh in self._files:
             fh.close()
 
@@ -883,7 +1022,8 @@ def measure_idle(
     quiet: first a window with no tool (the baseline), then each tool alone, started afresh
     with its production flags (no ``--verify-state-every``), given two intervals to make its
     first LISTs and watches, then a window. ``idle_cpu_ms`` is the tool's window minus the
-    baseline's, per interval (none for ``nothing``)."""
+    baseline's, per interval (none for ``nothing``, nor for a cron contestant: between its
+    runs no process of it runs, and a run's cost is its one read, not a loop's interval)."""
     per = max(1.0, window / interval)
     settle(apiserver)
     cpu0 = cpu_seconds(apiserver)
@@ -891,7 +1031,7 @@ def measure_idle(
     baseline = (cpu_seconds(apiserver) - cpu0) / per * 1000
     for c in contests:
         c.result.idle_baseline_ms = round(baseline, 1)
-        if c.argv is None:
+        if c.argv is None or c.result.contestant in CRONS:
             continue
         with c.stem.with_suffix(".idle.err").open("wb") as err:
             proc = subprocess.Popen(
@@ -1017,6 +1157,7 @@ def score(cp: Any, result: Result, replay: Replay, since: float, until: float) -
         for ev in requests
         if ev.get("verb") == "delete" and (ev.get("objectRef") or {}).get("resource") == "pods"
     )
+    result.cost_patches = cost_patches(requests)
     windows = eviction_windows(
         matched, replay.ready_at, replay.last_seen, replay.moot, replay.ended or time.time()
     )
@@ -1044,6 +1185,19 @@ def score(cp: Any, result: Result, replay: Replay, since: float, until: float) -
     result.pending_pod_seconds = round(sum(n for _, n in replay.pending) * SAMPLE_SECONDS, 1)
     replay.score_more(result, events, matched, mine)
     result.rss_mib = [(round(t, 1), round(m, 1)) for t, m in replay.rss]
+
+
+def cost_patches(requests: Sequence[dict[str, Any]]) -> int:
+    """PATCHes of a pod (not a subresource) the API server granted: the deletion costs
+    written (rebalancer patches nothing else of a pod)."""
+    return sum(
+        1
+        for ev in requests
+        if ev.get("verb") == "patch"
+        and (ev.get("objectRef") or {}).get("resource") == "pods"
+        and not (ev.get("objectRef") or {}).get("subresource")
+        and (ev.get("responseStatus") or {}).get("code") == 200
+    )
 
 
 def verify_differences(log: Path) -> int | None:
@@ -1087,10 +1241,11 @@ def summary_line(r: Result) -> str:
     replay = "-" if r.apiserver_cpu_s is None else f"{r.apiserver_cpu_s:.1f}"
     return (
         f"skew-s {r.skew_seconds:.0f}, evictions {r.evictions} (trace's own {r.trace_evictions}),"
-        f" thrash {r.thrash}, 429 {r.http_429}, DELETE {r.deletes}, unavailable tool/PDB (any"
+        f" thrash {r.thrash}, 429 {r.http_429}, DELETE {r.deletes}, cost PATCH {r.cost_patches},"
+        f" unavailable tool/PDB (any"
         f" cause) {unavailable_text(r, workloads) or '-'}, apiserver CPU-s over the replay "
         f"{replay}, per idle interval {idle} ms, RSS first/max/last {rss_text(r)} MiB"
-        f"{scale_downs_text(r)}"
+        f"{scale_downs_text(r)}{cron_text(r)}"
     )
 
 
@@ -1101,6 +1256,17 @@ def scale_downs_text(r: Result) -> str:
     return (
         f"; scale-downs {sd['seen']} ({sd['most_crowded']} only from the most crowded nodes, "
         f"{sd['made_skew']} made skew)"
+    )
+
+
+def cron_text(r: Result) -> str:
+    """A cron contestant's runs: how many started, were skipped, and their exit codes."""
+    if not r.runs and not r.skipped_runs:
+        return ""
+    codes = ", ".join(f"{code} x{n}" for code, n in sorted(Counter(r.exit_codes).items()))
+    return (
+        f"; cron runs {len(r.runs)} started at +{', +'.join(f'{t:g}' for t in r.runs)} s, "
+        f"{len(r.skipped_runs)} skipped (due while the last one ran), exit codes {codes or '-'}"
     )
 
 
@@ -1131,7 +1297,8 @@ def table(rows: Sequence[Result], run: int | None = None) -> str:
     workloads = sorted({w for r in rows for w in (*r.pdb, *r.most_unavailable_overall)})
     head = (
         f"{'contestant':<12} {'run':>3} {'skew-s':>7} {'evict':>5} {'thrash':>6} {'429':>4} "
-        f"{'DELETE':>6} {'idle ms':>7} {'(none)':>6} {'RSS MiB':>11}  unavailable tool/PDB (any "
+        f"{'DELETE':>6} {'PATCH':>5} {'idle ms':>7} {'(none)':>6} {'RSS MiB':>11}  unavailable "
+        "tool/PDB (any "
         "cause)"
     )
     lines = [head, "-" * len(head)]
@@ -1143,7 +1310,8 @@ def table(rows: Sequence[Result], run: int | None = None) -> str:
         base = "-" if r.idle_baseline_ms is None else f"{r.idle_baseline_ms:.1f}"
         lines.append(
             f"{r.contestant:<12} {run if run is not None else '':>3} {r.skew_seconds:>7.0f} "
-            f"{r.evictions:>5} {r.thrash:>6} {r.http_429:>4} {r.deletes:>6} {idle:>7} {base:>6} "
+            f"{r.evictions:>5} {r.thrash:>6} {r.http_429:>4} {r.deletes:>6} {r.cost_patches:>5} "
+            f"{idle:>7} {base:>6} "
             f"{rss_text(r):>11}  {unavailable_text(r, workloads)}"
         )
     return "\n".join(lines)
@@ -1173,8 +1341,9 @@ def summary(runs: Sequence[Sequence[Result]]) -> str:
     workloads = sorted({w for rs in by.values() for r in rs for w in r.pdb})
     head = (
         f"{'contestant':<12} {'runs':>4} {'skew-s':>14} {'evictions':>12} {'thrash':>7} "
-        f"{'429':>5} {'DELETE':>6} {'idle CPU-ms':>12} {'(none)':>12} {'RSS first':>10} "
-        f"{'RSS last':>10}  " + "  ".join(f"{w} tool/PDB (any)" for w in workloads)
+        f"{'429':>5} {'DELETE':>6} {'PATCH':>10} {'idle CPU-ms':>12} {'(none)':>12} "
+        f"{'RSS first':>10} {'RSS last':>10}  "
+        + "  ".join(f"{w} tool/PDB (any)" for w in workloads)
     )
     lines = [head, "-" * len(head)]
     for c, rs in by.items():
@@ -1189,6 +1358,7 @@ def summary(runs: Sequence[Sequence[Result]]) -> str:
             f"{c:<12} {len(rs):>4} {spread_of([r.skew_seconds for r in rs]):>14} "
             f"{spread_of([r.evictions for r in rs]):>12} {spread_of([r.thrash for r in rs]):>7} "
             f"{spread_of([r.http_429 for r in rs]):>5} {spread_of([r.deletes for r in rs]):>6} "
+            f"{spread_of([r.cost_patches for r in rs]):>10} "
             f"{spread_of(idle):>12} {spread_of(base):>12} "
             f"{spread_of([r.rss_mib[0][1] for r in rs if r.rss_mib]):>10} "
             f"{spread_of([r.rss_mib[-1][1] for r in rs if r.rss_mib]):>10}  {unavailable}"
@@ -1300,6 +1470,10 @@ def report(doc: dict[str, Any], png: Path | None) -> None:
         if len(runs) > 1:
             print("\nmedian [min-max] over the runs")
             print(karpenter_summary(runs))
+    for i, rows in enumerate(runs, start=1):
+        for r in rows:
+            if cron_text(r):
+                print(f"run {i}, {r.contestant}{cron_text(r)}")
     print(f"machine: {doc['machine']}, shared: timings are noisy")
     if png is not None and plot(runs, png, title):
         print(f"wrote {png}", file=sys.stderr)
@@ -1325,6 +1499,24 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME=FLAGS",
         help="one more evict-mode contestant NAME: 'rebalancer run' with FLAGS added "
         "(e.g. wc0='--workload-cooldown 0s'); list NAME in --contestants",
+    )
+    ap.add_argument(
+        "--steer-variant",
+        action="append",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="one more steering contestant NAME: steer's command with FLAGS added, later flags "
+        "winning (e.g. steer60='--interval 60s'); list NAME in --contestants",
+    )
+    ap.add_argument(
+        "--cron",
+        action="append",
+        default=[],
+        metavar="NAME=PERIOD[:steer]",
+        help="one more contestant NAME run as a CronJob: a one-shot 'rebalancer run' every "
+        "PERIOD trace seconds (divided by the speed-up, as the events), from the trace's start, "
+        "skipped while the last one runs; ':steer' with the steering policy "
+        "(e.g. cron15=900:steer); list NAME in --contestants",
     )
     ap.add_argument("--repeat", type=int, default=1, help="runs of the same trace")
     ap.add_argument(
@@ -1365,6 +1557,24 @@ def start_beside(cp: Any, karpenter: bool) -> tuple[Any, type[Replay] | None]:
     return started, KarpenterReplay
 
 
+def add_contestants(variants: Sequence[str], steering: Sequence[str], crons: Sequence[str]) -> None:
+    """``--variant``, ``--steer-variant`` and ``--cron`` into :data:`VARIANTS`,
+    :data:`STEER_VARIANTS` and :data:`CRONS`; a ValueError naming the flag and value first."""
+    taken = list(CONTESTANTS)
+    for flag, specs, into in (
+        ("--variant", variants, VARIANTS),
+        ("--steer-variant", steering, STEER_VARIANTS),
+    ):
+        for spec in specs:
+            name, flags = named_spec(flag, spec, taken)
+            into[name] = shlex.split(flags)
+            taken.append(name)
+    for spec in crons:
+        name, cron = cron_of(spec, taken)
+        CRONS[name] = cron
+        taken.append(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
@@ -1377,19 +1587,24 @@ def main(argv: list[str] | None = None) -> int:
     trace = trace_of(ap, args)
     speedup = args.speedup or (2.0 if args.short else 3.0)
     contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
-    for spec in args.variant:
-        name, sep, flags = spec.partition("=")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9-]{0,11}", name) or name in CONTESTANTS:
-            ap.error(f"--variant: {spec!r}: want NAME=FLAGS, NAME a new short DNS label")
-        VARIANTS[name] = shlex.split(flags)
-    unknown = sorted(set(contestants) - set(CONTESTANTS) - set(VARIANTS))
+    try:
+        add_contestants(args.variant, args.steer_variant, args.cron)
+    except ValueError as exc:
+        ap.error(str(exc))
+    known = [*CONTESTANTS, *VARIANTS, *STEER_VARIANTS, *CRONS]
+    unknown = sorted(set(contestants) - set(known))
     if unknown:
-        ap.error(f"--contestants: unknown {unknown}; known: {', '.join(CONTESTANTS)}")
+        ap.error(f"--contestants: unknown {unknown}; known: {', '.join(known)}")
     if args.repeat < 1:
         ap.error(f"--repeat: {args.repeat}: must be at least 1")
-    idle_window = 3 * seconds_of(args.interval) if args.idle_window is None else args.idle_window
-    if args.karpenter:
-        idle_window = 0.0  # Karpenter's own requests would be in every window
+    # with Karpenter, its own requests would be in every idle window: none measured
+    idle_window = (
+        0.0
+        if args.karpenter
+        else 3 * seconds_of(args.interval)
+        if args.idle_window is None
+        else args.idle_window
+    )
     descheduler = build_descheduler() if "descheduler" in contestants else None
     from e2e.cluster.controlplane import ControlPlane, build  # noqa: PLC0415
 

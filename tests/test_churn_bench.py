@@ -6,7 +6,10 @@ right, a 429 loop is three 429s in a row for one object, and scale-downs are tol
 from __future__ import annotations
 
 import itertools
+import math
+import sys
 from collections import Counter
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -230,3 +233,192 @@ def test_scale_downs_counted_by_hand() -> None:
     assert scale_downs(renamed, zones, limits) == {"seen": 3, "most_crowded": 2, "made_skew": 1}
     # a larger maxSkew: none of them made skew
     assert scale_downs(layouts, ZONE_OF, {"web": 2, "api": 3})["made_skew"] == 0
+
+
+def _reset_contestants() -> None:
+    from bench import churn  # noqa: PLC0415
+
+    churn.VARIANTS.clear()
+    churn.STEER_VARIANTS.clear()
+    churn.CRONS.clear()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--steer-variant", "Steer60=--interval 60s"], "'Steer60=--interval 60s'"),
+        (["--steer-variant", "steer60"], "'steer60'"),
+        (["--steer-variant", "steer-=--x"], "'steer-=--x'"),
+        (["--steer-variant", "a23456789abcd=--x"], "'a23456789abcd=--x'"),
+        (["--steer-variant", "steer=--x"], "the name 'steer' is taken"),
+        (["--variant", "twin=", "--steer-variant", "twin=--x"], "the name 'twin' is taken"),
+        (["--cron", "cr=5x"], "PERIOD '5x'"),
+        (["--cron", "cr=0"], "PERIOD '0'"),
+        (["--cron", "cr=-300"], "PERIOD '-300'"),
+        (["--cron", "cr="], "PERIOD ''"),
+        (["--cron", "cr=300:evict"], "'evict' after the period"),
+        (["--cron", "cr=300", "--cron", "cr=900"], "the name 'cr' is taken"),
+    ],
+)
+def test_a_bad_contestant_spec_is_refused_naming_it(
+    args: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each refusal exits 2 (argparse) before anything starts, naming the flag's value."""
+    from bench import churn  # noqa: PLC0415
+
+    _reset_contestants()
+    try:
+        with pytest.raises(SystemExit) as exc:
+            churn.main(["--contestants", "nothing", *args])
+        assert exc.value.code == 2
+        assert named in capsys.readouterr().err
+    finally:
+        _reset_contestants()
+
+
+def test_contestant_specs_parsed_by_hand() -> None:
+    from bench import churn  # noqa: PLC0415
+
+    _reset_contestants()
+    try:
+        churn.add_contestants(
+            ["wc0=--workload-cooldown 0s"],
+            ["steer60=--interval 60s", "a23456789abc="],
+            ["cron5m=300:steer", "cron15m=15m", "half=1.5m"],
+        )
+        assert churn.VARIANTS == {"wc0": ["--workload-cooldown", "0s"]}
+        assert churn.STEER_VARIANTS == {"steer60": ["--interval", "60s"], "a23456789abc": []}
+        crons = {
+            "cron5m": churn.Cron(300.0, True),
+            "cron15m": churn.Cron(900.0, False),
+            "half": churn.Cron(90.0, False),
+        }
+        assert crons == churn.CRONS
+        assert [c for c in ("steer", "steer60", "cron5m", "cron15m", "wc0") if churn.steers(c)] == [
+            "steer",
+            "steer60",
+            "cron5m",
+        ]
+    finally:
+        _reset_contestants()
+
+
+class _Replay:
+    ns = "churn-x"
+    tag = "x-1-1"
+
+
+def test_steer_variant_and_cron_command_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A steering variant is steer's argv plus its flags (so its --interval comes last and is
+    the one argparse keeps); a cron contestant's run is one-shot: no --interval, no state
+    check, the steering policy only with ':steer'."""
+    from bench import churn  # noqa: PLC0415
+
+    monkeypatch.setattr(churn, "OUT", tmp_path)
+    kubeconfig = tmp_path / "kc"
+    _reset_contestants()
+    try:
+        churn.add_contestants([], ["steer60=--interval 60s"], ["cs=300:steer", "ce=900"])
+        steer = churn.tool_argv("steer", _Replay(), kubeconfig, "5s", None)  # type: ignore[arg-type]
+        variant = churn.tool_argv("steer60", _Replay(), kubeconfig, "5s", None)  # type: ignore[arg-type]
+        cs = churn.tool_argv("cs", _Replay(), kubeconfig, "5s", None)  # type: ignore[arg-type]
+        ce = churn.tool_argv("ce", _Replay(), kubeconfig, "5s", None)  # type: ignore[arg-type]
+        assert steer is not None and variant is not None and cs is not None and ce is not None
+        assert variant == [*steer, "--interval", "60s"]
+        policy = str(tmp_path / "x-1-1.steer.yaml")
+        assert steer[steer.index("--policy") + 1] == policy
+        assert cs == [
+            sys.executable, "-m", "rebalancer", "run", "-n", "churn-x",
+            "--kubeconfig", str(kubeconfig), "-o", "json",
+            "--lease-name", "churn-x-1-1", "--policy", policy,
+        ]  # fmt: skip
+        assert ce == cs[:-2]
+        # argparse keeps the last --interval: what `rebalancer run` is given by steer60
+        from rebalancer.cli.main import build_parser  # noqa: PLC0415
+
+        args = build_parser().parse_args(variant[3:])
+        assert args.interval == "60s"
+    finally:
+        _reset_contestants()
+
+
+def test_cron_runs_are_due_every_period_divided_by_the_speed_up() -> None:
+    """Trace times 0, P, 2P, ... before the trace's end, in real seconds (/ speed-up)."""
+    from bench.churn import cron_due  # noqa: PLC0415
+
+    assert cron_due(300, 3, 900) == [0, 100, 200]  # trace 0, 300, 600 (900 is the end)
+    assert cron_due(900, 3, 900) == [0]  # the chart's 15 minutes: one run in the trace
+    assert cron_due(60, 2, 220) == [0, 30, 60, 90]  # trace 0, 60, 120, 180
+    assert cron_due(400, 4, 900) == [0, 100, 200]  # trace 0, 400, 800
+    assert cron_due(1000, 3, 900) == [0]
+
+
+class _FakeRuns:
+    """A clock and one-shot runs of given lengths, for :func:`cron_loop`."""
+
+    def __init__(self, lengths: list[float], stop_at: float = math.inf) -> None:
+        self.now = 0.0
+        self.lengths = lengths
+        self.stop_at = stop_at
+        self.started: list[float] = []
+        self.ends: list[float] = []
+
+    def wait_until(self, at: float) -> bool:
+        self.now = max(self.now, at)
+        return self.now >= self.stop_at
+
+    def running(self) -> bool:
+        return bool(self.ends) and self.now < self.ends[-1]
+
+    def start(self, at: float) -> None:
+        self.started.append(at)
+        self.ends.append(at + self.lengths[len(self.started) - 1])
+
+
+def test_a_run_due_while_the_last_one_runs_is_skipped_not_queued() -> None:
+    from bench.churn import cron_loop  # noqa: PLC0415
+
+    # run 1 lasts 150 s: due at 100 it is still running (skipped); at 200 it has ended
+    runs = _FakeRuns([150, 20, 20])
+    assert cron_loop([0, 100, 200, 300], runs.wait_until, runs.running, runs.start) == [100]
+    assert runs.started == [0, 200, 300]
+    # a run ending exactly when the next is due lets that one start
+    runs = _FakeRuns([100, 250, 5])
+    assert cron_loop([0, 100, 200, 300, 400], runs.wait_until, runs.running, runs.start) == [
+        200,
+        300,
+    ]
+    assert runs.started == [0, 100, 400]
+    # stopped (the trace over): nothing after it starts or is counted skipped
+    runs = _FakeRuns([10, 10, 10], stop_at=200)
+    assert cron_loop([0, 100, 200], runs.wait_until, runs.running, runs.start) == []
+    assert runs.started == [0, 100]
+
+
+def test_a_results_file_without_the_cron_fields_still_reports(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Results written before cost PATCHes and cron runs were recorded load with none of them,
+    and the tables print; a cron contestant's runs are listed after them."""
+    from bench.churn import Result, report, result_of  # noqa: PLC0415
+
+    old = {"contestant": "steer", "skew_seconds": 2.0, "evictions": 1, "pdb": {"web": 1}}
+    r = result_of(old)
+    assert (r.cost_patches, r.runs, r.exit_codes, r.skipped_runs) == (0, [], [], [])
+    cron = Result("cr5m", skew_seconds=40.0, cost_patches=12, runs=[0.0, 100.2, 200.1])
+    cron.exit_codes, cron.skipped_runs = [0, 0, 143], []
+    doc = {
+        "trace": "full-seed1",
+        "speedup": 3.0,
+        "interval": "5s",
+        "parallel": True,
+        "machine": "test",
+        "runs": [[old, asdict(cron)], [old, asdict(cron)]],
+    }
+    report(doc, None)
+    out = capsys.readouterr().out
+    assert "median [min-max] over the runs" in out
+    assert "run 2, cr5m; cron runs 3 started at +0, +100.2, +200.1 s, 0 skipped" in out
+    assert "exit codes 0 x2, 143 x1" in out
