@@ -169,10 +169,9 @@ def add_live_commands(subparsers: Subparsers) -> None:
         "--wait-for-nodes-after",
         metavar="DURATION",
         default="0s",
-        help="with --interval: an eviction whose replacement waits for a new node (a "
-        "NodePool's, or new capacity with nodeFit: false) is made only once repairs of its "
-        "workload have needed one, run after run, this long (default 0s: at once; skips "
-        "'launch-deferred' in the plan)",
+        help="with --interval: an eviction whose replacement waits for a node a NodePool adds "
+        "is made only once repairs of its workload have needed one, run after run, this long "
+        "(default 0s: at once; skips 'launch-deferred' in the plan)",
     )
     run.add_argument(
         "--react-after",

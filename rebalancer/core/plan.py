@@ -136,7 +136,7 @@ class Eviction:
     grace_period_seconds: int | None  # the policy's floor when above the pod's own, else None
     pdb: str = ""  # the PodDisruptionBudget whose budget (per wave) this eviction spends, if any
     target_domain: str | None = None  # the target node's domain in ``topology_key``
-    waits_for: str = ""  # what the replacement waits for: "NodePool p in zone-c", "new capacity"
+    waits_for: str = ""  # the pool node the replacement waits for: "NodePool p in zone-c"
 
     @property
     def key(self) -> str:

@@ -252,7 +252,7 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         ),
         pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.ranking.pdbs(m.pod)),
         target_domain=target_domain,
-        waits_for=m.pool or ("" if m.target else "new capacity"),
+        waits_for=m.pool,
     )
 
 

@@ -120,11 +120,10 @@ class RunSettings:
     the planner goes around it (another pod of its domain is as good a victim), and what it
     still holds shows as ``thrash-guard`` skips in the plan. 0: off."""
     wait_for_nodes_after_seconds: float = 0.0
-    """An eviction whose replacement waits for a new node (a NodePool's, or new capacity with
-    nodeFit off) is made only once this runner has planned such a repair of its workload, run
-    after run, for this long: a scale-up may repair the spread for free meanwhile, and a node
-    launched for a passing skew is one consolidation removes again. Held evictions show as
-    ``launch-deferred`` skips. 0: off."""
+    """An eviction whose replacement waits for a node a NodePool adds (SPEC §5.10) is made only
+    once this runner has planned such a repair of its workload, run after run, for this long: a
+    scale-up may repair the spread for free meanwhile, and a node launched for a passing skew is
+    one consolidation removes again. Held evictions show as ``launch-deferred`` skips. 0: off."""
 
 
 @dataclass(frozen=True, slots=True)
