@@ -166,6 +166,14 @@ def add_live_commands(subparsers: Subparsers) -> None:
         "'cooldown' in the plan)",
     )
     run.add_argument(
+        "--unplaced-grace",
+        metavar="DURATION",
+        default="2m",
+        help="a workload with pods not placed yet (not bound, Pending, younger than this) is "
+        "not repaired in this run: the scheduler places them first, into the domains with the "
+        "fewest (default 2m; 0s: off; skips 'pods-unplaced' in the plan)",
+    )
+    run.add_argument(
         "--wait-for-nodes-after",
         metavar="DURATION",
         default="0s",

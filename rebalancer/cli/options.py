@@ -37,6 +37,7 @@ DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
     "--cooldown": (0.0, 30 * 86400.0),
     "--workload-cooldown": (0.0, 86400.0),
     "--wait-for-nodes-after": (0.0, 86400.0),
+    "--unplaced-grace": (0.0, 86400.0),
     "--react-after": (0.0, 3600.0),
     "--lease-duration": (3.0, 86400.0),
 }
@@ -44,7 +45,13 @@ DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
 server or the run would meet much later): ``--wave-timeout 0s`` would turn off the wait for each
 replacement, ``--lease-duration`` beyond a day blocks every other run that long after a crash."""
 ZERO_ALLOWED: Final = frozenset(
-    {"--cooldown", "--workload-cooldown", "--wait-for-nodes-after", "--react-after"}
+    {
+        "--cooldown",
+        "--workload-cooldown",
+        "--wait-for-nodes-after",
+        "--unplaced-grace",
+        "--react-after",
+    }
 )
 
 
@@ -184,6 +191,7 @@ class RunOptions:
             "cooldown": format_duration(lease.cooldown_seconds),
             "workload_cooldown": format_duration(s.workload_cooldown_seconds),
             "wait_for_nodes_after": format_duration(s.wait_for_nodes_after_seconds),
+            "unplaced_grace": format_duration(s.unplaced_grace_seconds),
             "verify_state_every": run.verify_every or None,
             "react_after": format_duration(run.react_after) if run.react_after else None,
             "connect_timeout": format_duration(c.connect_timeout),
@@ -207,6 +215,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     wait_for_nodes = parse_duration_flag(
         "--wait-for-nodes-after", args.wait_for_nodes_after, problems, 0.0
     )
+    unplaced_grace = parse_duration_flag("--unplaced-grace", args.unplaced_grace, problems, 0.0)
     if wait_for_nodes and args.interval is None:
         problems.append(
             "--wait-for-nodes-after: only with --interval (a one-shot run has no memory of "
@@ -258,6 +267,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         lease=lease,  # held only by a run that evicts (neither dry run takes a Lease)
         workload_cooldown_seconds=workload_cooldown if interval is not None else 0.0,
         wait_for_nodes_after_seconds=wait_for_nodes,
+        unplaced_grace_seconds=unplaced_grace,
     )
     watch = interval is not None and not args.relist
     run = LiveRun(

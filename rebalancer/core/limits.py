@@ -14,9 +14,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from rebalancer.core.model import Pod
+from rebalancer.core.model import Pod, Snapshot
 from rebalancer.core.plan import Eviction, SkipCode, SkipReason
 from rebalancer.core.policy import Policy
+
+
+def owner_map(snapshot: Snapshot) -> dict[tuple[str, str, str], str]:
+    """(kind, namespace, name) of each controller that has an owner -> ``Kind/name`` of that
+    owner (a ReplicaSet's Deployment), for :func:`workload_of`."""
+    return {
+        (c.kind, c.namespace, c.name): f"{c.owner.kind}/{c.owner.name}"
+        for c in snapshot.controllers
+        if c.owner is not None
+    }
 
 
 def workload_of(pod: Pod, owners: dict[tuple[str, str, str], str]) -> str:

@@ -56,7 +56,7 @@ from rebalancer.core.evictability import EvictionContext
 from rebalancer.core.groups import violated_groups
 from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
-from rebalancer.core.limits import RunLimits, workload_of
+from rebalancer.core.limits import RunLimits, owner_map, workload_of
 from rebalancer.core.model import Snapshot
 from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason
@@ -100,11 +100,7 @@ class Planner:
         self.ranking = VictimRanking(self.analysis, self.ctx, held or {})
         self.distances = PinnedDistances(self.analysis, self.state, self.ranking.skip)
         self.limits = RunLimits(policy, before)
-        self.owners = {
-            (c.kind, c.namespace, c.name): f"{c.owner.kind}/{c.owner.name}"
-            for c in snapshot.controllers
-            if c.owner is not None
-        }
+        self.owners = owner_map(snapshot)
         # Planned up front (SPEC §3), per group of violated views sharing pods:
         self.groups: list[list[ViewId]] = []  # the groups (violated_groups)
         self.planned: dict[ViewId, list[PodId]] = {}  # one view's victims, in eviction order

@@ -48,6 +48,7 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.model import LabelSelector, Snapshot
+from rebalancer.core.pending import unplaced
 from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewKey, workload_key
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
@@ -119,6 +120,11 @@ class RunSettings:
     """A replacement this runner saw land is not evicted again for this long, for any view:
     the planner goes around it (another pod of its domain is as good a victim), and what it
     still holds shows as ``thrash-guard`` skips in the plan. 0: off."""
+    unplaced_grace_seconds: float = 120.0
+    """A workload with pods not yet placed (not bound, Pending, younger than this) is not
+    repaired in this run: the scheduler places them first, into the domains with the fewest
+    matching pods, and a repair planned on the counts without them would be undone (SPEC
+    §3.12). Held evictions show as ``pods-unplaced`` skips. 0: off."""
     wait_for_nodes_after_seconds: float = 0.0
     """An eviction whose replacement waits for a node a NodePool adds (SPEC §5.10) is made only
     once this runner has planned such a repair of its workload, run after run, for this long: a
@@ -652,7 +658,7 @@ class Runner:
             plan = self._plan(
                 snapshot, self.policy, now, evicted_before=tuple(evicted_before), **extra
             )
-        plan = self._defer_launches(self._hold_back(plan))
+        plan = self._defer_launches(self._hold_unplaced(self._hold_back(plan), snapshot))
         self._log.info(
             logs.PLANNED,
             evictions=len(plan.evictions),
@@ -699,6 +705,35 @@ class Runner:
             if reason is None:
                 kept.append(e)
                 continue
+            held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
+            self._log.info(
+                logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
+            )
+        if not held:
+            return plan
+        return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
+
+    def _hold_unplaced(self, plan: Plan, snapshot: Snapshot) -> Plan:
+        """The plan less the evictions of workloads that have pods not placed yet (skips
+        ``pods-unplaced``): :func:`rebalancer.core.pending.unplaced`."""
+        if not plan.evictions:
+            return plan
+        waiting = unplaced(snapshot, self._wall(), self.settings.unplaced_grace_seconds)
+        if not waiting:
+            return plan
+        kept: list[Eviction] = []
+        held: list[Skip] = []
+        for e in plan.evictions:
+            found = waiting.get(e.workload_key)
+            if found is None:
+                kept.append(e)
+                continue
+            pods = "1 pod" if found.count == 1 else f"{found.count} pods"
+            reason = SkipReason(
+                SkipCode.UNPLACED,
+                f"{pods} of {e.workload_key} not placed yet (the oldest "
+                f"{found.oldest_seconds:.0f}s): the scheduler places them first",
+            )
             held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
             self._log.info(
                 logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
