@@ -70,7 +70,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -556,9 +556,9 @@ def cron_due(period: float, speedup: float, duration: float) -> list[float]:
 
 def cron_loop(
     due: Sequence[float],
-    wait_until: Any,
-    running: Any,
-    start: Any,
+    wait_until: Callable[[float], bool],
+    running: Callable[[], bool],
+    start: Callable[[float], None],
 ) -> list[float]:
     """Start a run at each of ``due`` (``wait_until(t)`` waits for it, True: stop now) unless
     the previous one is still ``running()`` (``concurrencyPolicy: Forbid``: that one is
