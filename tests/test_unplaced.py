@@ -1,7 +1,7 @@
 """A workload with pods not placed yet is not repaired in that run (``run --unplaced-grace``):
-which pods count (not bound, not terminating, Pending, younger than the grace, and those on a
-node Karpenter is draining; per workload, a ReplicaSet's under its Deployment), and the
-runner's hold (``pods-unplaced`` skips, nothing sent) until the pod is placed."""
+which pods count (not bound, not terminating, Pending, younger than the grace; per workload,
+a ReplicaSet's under its Deployment), and the runner's hold (``pods-unplaced`` skips, nothing
+sent) until the pod is placed."""
 
 from __future__ import annotations
 
@@ -53,13 +53,9 @@ def test_which_pods_count_as_not_placed_yet() -> None:
     del bare["metadata"]["ownerReferences"]
     done = waiting("done", 5)
     done["status"] = {"phase": "Succeeded"}
-    draining = zone_node("node-d", "d")
-    draining["spec"] = {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}
     objects = [
         zone_node("node-a", "a"),
-        draining,
         web_pod("web-1", "node-a", "uid-1"),  # bound
-        web_pod("drained", "node-d", "uid-drained"),  # on a node Karpenter drains: age 0
         waiting("young", 30),
         waiting("younger", 12),
         waiting("old", 200),  # waiting longer than the grace: it may never be placed
@@ -70,11 +66,11 @@ def test_which_pods_count_as_not_placed_yet() -> None:
     ]
     snapshot = snapshot_from_objects(objects)
     assert unplaced(snapshot, NOW, 120) == {
-        "shop/Deployment/web": Unplaced(3, 30.0),
+        "shop/Deployment/web": Unplaced(2, 30.0),
         "pod:shop/solo": Unplaced(1, 10.0),
     }
     assert unplaced(snapshot, NOW, 25) == {
-        "shop/Deployment/web": Unplaced(2, 12.0),
+        "shop/Deployment/web": Unplaced(1, 12.0),
         "pod:shop/solo": Unplaced(1, 10.0),
     }
     assert unplaced(snapshot, NOW, 0) == {}
@@ -111,8 +107,7 @@ def test_a_workload_with_a_pod_not_placed_yet_waits_for_it() -> None:
     assert held and set(held.values()) == {
         (
             "pods-unplaced",
-            "1 pod of shop/ReplicaSet/web-rs not placed yet or on a node being drained "
-            "(the oldest 30s): "
+            "1 pod of shop/ReplicaSet/web-rs not placed yet (the oldest 30s): "
             "the scheduler places them first",
         )
     }

@@ -8,11 +8,6 @@ evicts for a skew that its placement will mend, then finds the short domain crow
 repair undone, or a fight with whoever disrupted its predecessor (Karpenter's drift or
 consolidation drains nodes this way). Only pods younger than the grace count: one that waits
 longer may never be placed, and must not hold a repair back for good.
-
-Pods on a node Karpenter is draining (tainted ``karpenter.sh/disrupted``) count too, whatever
-their age: Karpenter evicts them, and their replacements are placed as above. A repair during
-the drain evicts for counts the drain is still changing, often the drain's own replacements:
-the fight with disruption the repair must not pick. The drain ends with the node.
 """
 
 from __future__ import annotations
@@ -20,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rebalancer.core.constants import TERMINAL_PHASES
-from rebalancer.core.karpenter import node_disrupted
 from rebalancer.core.limits import owner_map, workload_of
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import workload_key
@@ -38,22 +31,17 @@ class Unplaced:
 def unplaced(snapshot: Snapshot, now: float, grace: float) -> Mapping[str, Unplaced]:
     """Per workload (``namespace/Kind/name`` as :func:`~rebalancer.core.plan.workload_key`
     marks it), its pods not bound, not terminating, in phase Pending and created less than
-    ``grace`` seconds before ``now``, and its pods on a node Karpenter is draining (their age
-    is not counted). Empty when ``grace`` is 0 or less."""
+    ``grace`` seconds before ``now``. Empty when ``grace`` is 0 or less."""
     if grace <= 0:
         return {}
     owners = owner_map(snapshot)
     found: dict[str, Unplaced] = {}
-    draining = {n.name for n in snapshot.nodes if node_disrupted(n)}
     for pod in snapshot.pods:
-        if pod.node_name in draining and pod.phase not in TERMINAL_PHASES:
-            age = 0.0
-        elif pod.node_name or pod.terminating or pod.phase != "Pending":
+        if pod.node_name or pod.terminating or pod.phase != "Pending":
             continue
-        else:
-            age = max(0.0, now - pod.created)
-            if age >= grace:
-                continue
+        age = max(0.0, now - pod.created)
+        if age >= grace:
+            continue
         key = workload_key(pod.namespace, workload_of(pod, owners), pod.name)
         seen = found.get(key)
         found[key] = (

@@ -731,7 +731,7 @@ class Runner:
             pods = "1 pod" if found.count == 1 else f"{found.count} pods"
             reason = SkipReason(
                 SkipCode.UNPLACED,
-                f"{pods} of {e.workload_key} not placed yet or on a node being drained (the oldest "
+                f"{pods} of {e.workload_key} not placed yet (the oldest "
                 f"{found.oldest_seconds:.0f}s): the scheduler places them first",
             )
             held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
