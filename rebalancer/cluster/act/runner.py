@@ -692,16 +692,13 @@ class Runner:
             if self.settings.thrash_guard_seconds > 0:
                 self._guard[r.replacement] = (_guard_view(e), e.key, now)
 
-    def _hold_back(self, plan: Plan) -> Plan:
-        """The plan less the evictions the cooldown or the thrash guard hold back, which
-        become skips (``cooldown``, ``thrash-guard``)."""
-        if not plan.evictions or not (self._cooling or self._guard):
-            return plan
-        now = self._wall()
+    def _without(self, plan: Plan, reason_of: Callable[[Eviction], SkipReason | None]) -> Plan:
+        """The plan less the evictions ``reason_of`` holds back, which become skips with that
+        reason (each logged as ``guard.held``)."""
         kept: list[Eviction] = []
         held: list[Skip] = []
         for e in plan.evictions:
-            reason = self._held(e, now)
+            reason = reason_of(e)
             if reason is None:
                 kept.append(e)
                 continue
@@ -713,6 +710,14 @@ class Runner:
             return plan
         return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
 
+    def _hold_back(self, plan: Plan) -> Plan:
+        """The plan less the evictions the cooldown or the thrash guard hold back, which
+        become skips (``cooldown``, ``thrash-guard``)."""
+        if not plan.evictions or not (self._cooling or self._guard):
+            return plan
+        now = self._wall()
+        return self._without(plan, lambda e: self._held(e, now))
+
     def _hold_unplaced(self, plan: Plan, snapshot: Snapshot) -> Plan:
         """The plan less the evictions of workloads that have pods not placed yet (skips
         ``pods-unplaced``): :func:`rebalancer.core.pending.unplaced`."""
@@ -721,26 +726,19 @@ class Runner:
         waiting = unplaced(snapshot, self._wall(), self.settings.unplaced_grace_seconds)
         if not waiting:
             return plan
-        kept: list[Eviction] = []
-        held: list[Skip] = []
-        for e in plan.evictions:
+
+        def reason_of(e: Eviction) -> SkipReason | None:
             found = waiting.get(e.workload_key)
             if found is None:
-                kept.append(e)
-                continue
+                return None
             pods = "1 pod" if found.count == 1 else f"{found.count} pods"
-            reason = SkipReason(
+            return SkipReason(
                 SkipCode.UNPLACED,
                 f"{pods} of {e.workload_key} not placed yet (the oldest "
                 f"{found.oldest_seconds:.0f}s): the scheduler places them first",
             )
-            held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
-            self._log.info(
-                logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
-            )
-        if not held:
-            return plan
-        return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
+
+        return self._without(plan, reason_of)
 
     def _defer_launches(self, plan: Plan) -> Plan:
         """The plan less the evictions whose replacement waits for a new node while their
@@ -753,25 +751,18 @@ class Runner:
         now = self._wall()
         waiting = {e.workload_key for e in plan.evictions if e.waits_for}
         self._launch_since = {w: self._launch_since.get(w, now) for w in waiting}
-        kept: list[Eviction] = []
-        held: list[Skip] = []
-        for e in plan.evictions:
+
+        def reason_of(e: Eviction) -> SkipReason | None:
             age = now - self._launch_since[e.workload_key] if e.waits_for else after
             if age >= after:
-                kept.append(e)
-                continue
-            reason = SkipReason(
+                return None
+            return SkipReason(
                 SkipCode.LAUNCH_DEFERRED,
                 f"its replacement waits for {e.waits_for}; a repair needing a new node was "
                 f"first planned {age:.0f}s ago, made after {after:.0f}s",
             )
-            held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
-            self._log.info(
-                logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
-            )
-        if not held:
-            return plan
-        return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
+
+        return self._without(plan, reason_of)
 
     def _guarded(self, snapshot: Snapshot, now: float) -> dict[str, SkipReason]:
         """The replacements the thrash guard holds, for the planner to go around: a pod of the
