@@ -41,6 +41,7 @@ from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
+from rebalancer.core.drains import Seen, arrived, controller_of, drained
 from rebalancer.core.errors import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
@@ -69,6 +70,9 @@ REACT_POLL_SECONDS: Final = 0.25
 """How often a sleeping loop looks at the watch's last placement change."""
 THRASH_GUARD_SECONDS: Final = 3600.0
 """How long a replacement this runner saw land is not evicted again, for any view."""
+DRAIN_TAIL_SECONDS: Final = 60.0
+"""How long after a runner last saw a node's drain touch a controller its new pods still count
+as the drain's replacements (:mod:`rebalancer.core.drains`)."""
 
 
 class Source(Protocol):
@@ -117,9 +121,10 @@ class RunSettings:
     """After a workload's replacements landed (Ready), later runs evict none of its pods for
     this long (the runner's memory; ``cooldown`` skips in the plan). 0: off."""
     thrash_guard_seconds: float = THRASH_GUARD_SECONDS
-    """A replacement this runner saw land is not evicted again for this long, for any view:
-    the planner goes around it (another pod of its domain is as good a victim), and what it
-    still holds shows as ``thrash-guard`` skips in the plan. 0: off."""
+    """A replacement this runner saw land, or one it saw replace a pod a node's drain moved
+    (:mod:`rebalancer.core.drains`), is not evicted again for this long, for any view: the
+    planner goes around it (another pod of its domain is as good a victim), and what it still
+    holds shows as ``thrash-guard`` skips in the plan. 0: off."""
     unplaced_grace_seconds: float = 120.0
     """A workload with pods not yet placed (not bound, Pending, younger than this) is not
     repaired in this run: the scheduler places them first, into the domains with the fewest
@@ -370,6 +375,9 @@ class Runner:
         self._guard: dict[str, tuple[str, str, float]] = {}  # replacement -> view, pod, when
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
         self._launch_since: dict[str, float] = {}  # workload -> first planned to wait for a node
+        self._seen: Seen | None = None  # the last read, as the next one tells drains by it
+        self._drained: dict[str, tuple[str, float]] = {}  # controller -> node drained, last seen
+        self._drain_guard: dict[str, tuple[str, float]] = {}  # a drain's replacement -> node, when
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -766,14 +774,44 @@ class Runner:
 
     def _guarded(self, snapshot: Snapshot, now: float) -> dict[str, SkipReason]:
         """The replacements the thrash guard holds, for the planner to go around: a pod of the
-        same domain that is not one is as good a victim, and evicting it is no thrash."""
-        if not self._guard:
+        same domain that is not one is as good a victim, and evicting it is no thrash. They
+        are this runner's own, and those of pods a node's drain moved (:meth:`_note_drains`)."""
+        self._note_drains(snapshot, now)
+        if not (self._guard or self._drain_guard):
             return {}
-        return {
-            p.key: _guard_reason(self._guard[p.key], now)
-            for p in snapshot.pods
-            if p.key in self._guard
-        }
+        held: dict[str, SkipReason] = {}
+        for p in snapshot.pods:
+            if p.key in self._guard:
+                held[p.key] = _guard_reason(self._guard[p.key], now)
+            elif p.key in self._drain_guard:
+                node, when = self._drain_guard[p.key]
+                held[p.key] = SkipReason(
+                    SkipCode.THRASH_GUARD,
+                    f"replaced a pod the drain of node {node} moved, {now - when:.0f}s ago",
+                )
+        return held
+
+    def _note_drains(self, snapshot: Snapshot, now: float) -> None:
+        """Remember the controllers a node's drain touched (seen within
+        :data:`DRAIN_TAIL_SECONDS`) and guard their pods this read sees first: the drain's
+        replacements (:mod:`rebalancer.core.drains`). Off with the thrash guard."""
+        limit = self.settings.thrash_guard_seconds
+        if limit <= 0:
+            return
+        before, self._seen = self._seen, Seen.of(snapshot)
+        for owner, node in drained(before, snapshot).items():
+            self._drained[owner] = (node, now)
+        self._drained = {o: d for o, d in self._drained.items() if now - d[1] <= DRAIN_TAIL_SECONDS}
+        if self._drained:
+            for p in arrived(before, snapshot):
+                d = self._drained.get(controller_of(p))
+                if d is not None:
+                    self._drain_guard.setdefault(p.key, (d[0], now))
+        if self._drain_guard:
+            present = {p.key for p in snapshot.pods}
+            self._drain_guard = {
+                k: g for k, g in self._drain_guard.items() if k in present and now - g[1] < limit
+            }
 
     def _held(self, e: Eviction, now: float) -> SkipReason | None:
         landed = self._cooling.get(e.workload_key)
