@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 import pytest
+import structlog
 
 from rebalancer.cluster.act.executor import ExecutorSettings
 from rebalancer.cluster.act.runner import Runner, RunSettings
@@ -158,13 +159,16 @@ def _after_drain(guard: float, *, seen_tainted: bool) -> tuple[list[str], list[s
     runner = _runner(fake, wall, guard)
     runner.run_once("r1")
     fake.taint()
-    if seen_tainted:
+    with structlog.testing.capture_logs() as logged:
+        if seen_tainted:
+            wall.now += 5
+            runner.run_once("r2")
+        assert fake.posts == []
+        replacements = fake.drain()
         wall.now += 5
-        runner.run_once("r2")
-    assert fake.posts == []
-    replacements = fake.drain()
-    wall.now += 5
-    report = runner.run_once("r3")
+        report = runner.run_once("r3")
+    seen = [(e["controller"], e["node"]) for e in logged if e["event"] == "drain.seen"]
+    assert seen == ([("shop/ReplicaSet/web-rs", "node-c")] if guard else [])
     assert report.first_plan is not None
     held = [s.name for s in report.first_plan.skipped if s.reason.code == "thrash-guard"]
     return replacements, [name for name, _ in fake.posts], held

@@ -86,6 +86,9 @@ WINDOW_CLOSED: Final = "run.window_closed"
 GUARD_HELD: Final = "guard.held"
 """An eviction held back in loop mode: its workload cools down, or the pod replaced one
 evicted within the hour (thrash guard)."""
+DRAIN_SEEN: Final = "drain.seen"
+"""Loop mode saw a node's drain take pods of a controller (``controller``, ``node``): its new
+pods within the next minute are guarded as the drain's replacements (SPEC §3.12)."""
 STATE_VERIFIED: Final = "state.verified"
 """``--verify-state-every``: the watch-fed state equals the cluster. ``exact``: the resources
 compared with a LIST at exactly the resourceVersion their store reflects, and that version;

@@ -800,6 +800,8 @@ class Runner:
             return
         before, self._seen = self._seen, Seen.of(snapshot)
         for owner, node in drained(before, snapshot).items():
+            if owner not in self._drained:
+                self._log.info(logs.DRAIN_SEEN, controller=owner, node=node)
             self._drained[owner] = (node, now)
         self._drained = {o: d for o, d in self._drained.items() if now - d[1] <= DRAIN_TAIL_SECONDS}
         if self._drained:
