@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -193,6 +194,35 @@ class KarpenterReplay(Replay):
             start=start,
             at_end={pod for pod, at in self.last_seen.items() if at >= last},
         )
+        nodes = {pod: node for pod, (node, _) in self.first_node.items()}
+        for line in fight_lines(matched, mine, theirs, nodes, start):
+            print(f"  {result.contestant}: fight: {line}", file=sys.stderr, flush=True)
+
+
+def fight_lines(
+    matched: Sequence[tuple[float, str, str, str | None]],
+    mine: set[str],
+    theirs: set[str],
+    first_node: Mapping[str, str],
+    start: float,
+) -> list[str]:
+    """Each eviction fight in words (which side evicted which pod, where, and when, from the
+    replay's start), for the log: what the figure counts, to be looked into."""
+    evicted_at = {pod: at for at, pod, _, _ in matched}
+    side = {**dict.fromkeys(theirs, "Karpenter"), **dict.fromkeys(mine, "the tool")}
+    lines = []
+    for at, pod, _, repl in sorted(matched):
+        if repl is None or repl not in evicted_at or evicted_at[repl] - at > THRASH_WINDOW:
+            continue
+        if not ((pod in mine and repl in theirs) or (pod in theirs and repl in mine)):
+            continue
+        lines.append(
+            f"{side[pod]} evicted {pod} (on {first_node.get(pod, '?')}) at "
+            f"{at - start:.0f}s; its replacement {repl} (on "
+            f"{first_node.get(repl, '?')}) was evicted by {side[repl]} at "
+            f"{evicted_at[repl] - start:.0f}s"
+        )
+    return lines
 
 
 def karpenter_figures(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.karpenter_churn import KarpenterReplay, karpenter_figures
+from bench.karpenter_churn import KarpenterReplay, fight_lines, karpenter_figures
 from bench.trace import DRIFT, SCALE, full_trace, karpenter_trace
 
 START = 100.0
@@ -165,3 +165,12 @@ def test_each_contestant_gets_pools_of_its_own_in_every_zone() -> None:
     spec = one.pod_spec(trace.workloads[0])
     assert spec["nodeSelector"] == {"bench.rebalancer/churn": one.tag}
     assert spec["containers"][0]["resources"]["requests"]["cpu"] == "500m"
+
+
+def test_each_eviction_fight_in_words() -> None:
+    assert fight_lines(MATCHED, MINE, THEIRS, FIRST_NODE, START) == [
+        "the tool evicted a (on ?) at 10s; its replacement ra (on n2) was evicted by "
+        "Karpenter at 500s",
+        "Karpenter evicted k (on ?) at 100s; its replacement rk (on n3) was evicted by "
+        "the tool at 160s",
+    ]
