@@ -1,6 +1,7 @@
 """A node's drain and its replacements: which controllers a drain touched and which pods are
 new (rebalancer.core.drains), and loop mode's thrash guard going around the replacements, so
-that a repair right after Karpenter drained a node takes older pods, not those it just moved."""
+that a repair right after Karpenter drained a node takes older pods, not those it just moved.
+And drift: nodes whose NodePool's template hash changed, onto which no replacement is sent."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rebalancer.cluster.act.executor import ExecutorSettings
 from rebalancer.cluster.act.runner import Runner, RunSettings
 from rebalancer.core.convert.builder import snapshot_from_objects
 from rebalancer.core.drains import Seen, arrived, drained
+from rebalancer.core.karpenter import drifted
 from rebalancer.core.model import Snapshot
 from rebalancer.core.policy import Policy
 from tests.builders import web_pod, zone_node
@@ -221,3 +223,111 @@ def test_a_drain_seen_more_than_a_minute_ago_marks_no_new_pod() -> None:
     assert report.first_plan is not None
     held = {s.name for s in report.first_plan.skipped if s.reason.code == "thrash-guard"}
     assert held and not held & set(late)
+
+
+# -- drift: a replacement must not land on a node Karpenter is about to replace -----------------
+
+
+def pool_obj(name: str, version: str | None, value: str | None) -> dict[str, Any]:
+    annotations = {}
+    if version is not None:
+        annotations["karpenter.sh/nodepool-hash-version"] = version
+    if value is not None:
+        annotations["karpenter.sh/nodepool-hash"] = value
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"template": {"spec": {"requirements": []}}},
+    }
+
+
+def pool_node(name: str, zone: str, pool: str, value: str | None) -> dict[str, Any]:
+    node = zone_node(name, zone)
+    node["metadata"]["labels"]["karpenter.sh/nodepool"] = pool
+    if value is not None:
+        node["metadata"]["annotations"] = {
+            "karpenter.sh/nodepool-hash-version": "v3",
+            "karpenter.sh/nodepool-hash": value,
+        }
+    return node
+
+
+def test_the_hashes_are_read_from_nodes_and_pools() -> None:
+    snap = of(
+        pool_node("n1", "a", "p", "111"),
+        zone_node("n2", "b"),
+        pool_obj("p", "v3", "222"),
+        pool_obj("half", "v3", None),
+    )
+    assert {n.name: n.pool_hash for n in snap.nodes} == {"n1": "v3/111", "n2": ""}
+    assert {p.name: p.template_hash for p in snap.node_pools} == {"p": "v3/222", "half": ""}
+
+
+@pytest.mark.parametrize(
+    ("node_hash", "pool", "pool_hash", "drift"),
+    [
+        ("111", ("p", "v3", "222"), "template changed", True),
+        ("222", ("p", "v3", "222"), "same template", False),
+        ("111", ("p", "v4", "111"), "hash version changed", True),
+        (None, ("p", "v3", "222"), "node without the hash", False),
+        ("111", ("p", None, "222"), "pool without the version", False),
+        ("111", ("other", "v3", "222"), "its pool not read", False),
+    ],
+)
+def test_a_node_has_drifted_when_its_pools_hash_is_not_its_own(
+    node_hash: str | None, pool: tuple[str, str | None, str], pool_hash: str, drift: bool
+) -> None:
+    snap = of(pool_node("n1", "a", "p", node_hash), pool_obj(*pool))
+    assert drifted(snap.nodes, snap.node_pools) == ({"n1": "p"} if drift else {}), pool_hash
+
+
+class Drifting(FakeCluster):
+    """Zones [3, 1, 1]: one eviction from zone a, its replacement into zone b or c. Zones b
+    and c are Karpenter's, from NodePool "pool", launched from template hash 111."""
+
+    def __init__(self, zones: dict[str, int] | None = None) -> None:
+        super().__init__(zones or {"a": 3, "b": 1, "c": 1})
+        for zone in "bc":
+            self.nodes[f"node-{zone}"] = pool_node(f"node-{zone}", zone, "pool", "111")
+        self.pool = pool_obj("pool", "v3", "111")
+
+    def read(self) -> Snapshot:
+        self.reads += 1
+        return snapshot_from_objects([*self.nodes.values(), *self.pods.values(), self.pool])
+
+
+def test_no_replacement_is_sent_onto_a_node_karpenter_is_about_to_replace() -> None:
+    """The pool's template changes (hash 222): nodes b and c have drifted, every replacement
+    may land on one, and the run evicts nothing (skips node-drifting, naming the node and the
+    pool). Once the drift has replaced them (the nodes carry the new hash), the repair goes
+    on; a one-shot run holds as a loop does."""
+    fake, wall = Drifting(), Wall()
+    runner = _runner(fake, wall, 3600)
+    fake.pool = pool_obj("pool", "v3", "222")
+    held = runner.run_once("r1")
+    assert fake.posts == []
+    assert held.first_plan is not None
+    (skip,) = held.first_plan.skipped
+    assert skip.reason.code == "node-drifting"
+    assert "drifted from NodePool pool" in skip.reason.detail
+    assert "node-b" in skip.reason.detail or "node-c" in skip.reason.detail
+    for zone in "bc":
+        fake.nodes[f"node-{zone}"] = pool_node(f"node-{zone}", zone, "pool", "222")
+    wall.now += 60
+    runner.run_once("r2")
+    assert len(fake.posts) == 1
+
+
+@pytest.mark.parametrize(("drifted_zone", "sent"), [("c", 1), ("b", 0)])
+def test_only_a_drifted_node_in_the_target_domain_holds(drifted_zone: str, sent: int) -> None:
+    """Zones [3, 0, 2]: the replacement goes to zone b. A drifted node in zone c holds
+    nothing; one in zone b holds the eviction."""
+    fake, wall = Drifting({"a": 3, "b": 0, "c": 2}), Wall()
+    name = f"node-{drifted_zone}"
+    fake.nodes[name] = pool_node(name, drifted_zone, "pool", "000")
+    report = _runner(fake, wall, 3600).run_once("r1")
+    assert report.first_plan is not None
+    assert len(fake.posts) == sent
+    skipped = [s.reason.code for s in report.first_plan.skipped]
+    assert skipped == ([] if sent else ["node-drifting"])

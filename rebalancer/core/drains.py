@@ -1,5 +1,6 @@
 """Which pods replace those a node's drain moved (pure): loop mode's thrash guard goes around
-them as around rebalancer's own replacements (SPEC §3.12).
+them as around rebalancer's own replacements (SPEC §3.12). And which evictions would send a
+replacement onto a node Karpenter's drift is about to drain (:func:`drifted_landings`).
 
 Karpenter's disruption (consolidation, drift, expiry) taints a node ``karpenter.sh/disrupted``,
 evicts its pods and deletes the node. Their controllers create replacements at once, which the
@@ -21,11 +22,13 @@ same ReplicaSet are new: ``drained`` gives ``{"shop/ReplicaSet/web-7f": "n3"}`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rebalancer.core.karpenter import node_disrupted
+from rebalancer.core.karpenter import drifted, node_disrupted
 from rebalancer.core.model import Pod, Snapshot
+from rebalancer.core.plan import Eviction
+from rebalancer.core.simulate import static_reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +82,34 @@ def controller_of(pod: Pod) -> str:
     """``namespace/Kind/name`` of the pod's controller; "" when it has none."""
     o = pod.owner
     return f"{pod.namespace}/{o.kind}/{o.name}" if o is not None else ""
+
+
+def drifted_landings(snapshot: Snapshot, evictions: Iterable[Eviction]) -> dict[str, str]:
+    """Eviction key -> why its replacement may land on a node Karpenter is about to replace:
+    a node of the replacement's target domain that has drifted from its NodePool
+    (:func:`rebalancer.core.karpenter.drifted`) and that the pod may run on (cordon, taints,
+    selectors and affinity; the scheduler may pick any such node of the domain, whatever the
+    plan's simulation chose). An eviction that waits for a new node, or whose domain holds
+    no drifted node, is not listed. Such a replacement is drained again once Karpenter gets
+    to the node: a fight with the drift that repairing after it avoids."""
+    moved = drifted(snapshot.nodes, snapshot.node_pools)
+    if not moved:
+        return {}
+    pods = {p.uid: p for p in snapshot.pods}
+    nodes = [n for n in snapshot.nodes if n.name in moved]
+    found: dict[str, str] = {}
+    for e in evictions:
+        pod = pods.get(e.uid)
+        if pod is None or e.target_domain is None or e.waits_for:
+            continue
+        for node in sorted(nodes, key=lambda n: n.name):
+            if node.labels.get(e.topology_key) != e.target_domain:
+                continue
+            if static_reason(pod, node, ()) is None:
+                found[e.key] = (
+                    f"its replacement may land on node {node.name} in {e.target_domain}, "
+                    f"which has drifted from NodePool {moved[node.name]}: Karpenter replaces "
+                    "it, and the replacement would move again"
+                )
+                break
+    return found

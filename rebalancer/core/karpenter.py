@@ -13,6 +13,13 @@ Karpenter (sigs.k8s.io/karpenter, v1.x) writes and reads these names:
   not read a pod's start time, so a duration protects the pod as ``"true"`` does (Karpenter
   itself protects a pod whose start time it does not know).
 
+- ``karpenter.sh/nodepool`` (label on a node it launched) names its NodePool, and
+  ``karpenter.sh/nodepool-hash`` with ``karpenter.sh/nodepool-hash-version`` (annotations on
+  the pool, and copied onto each node from its NodeClaim) hash the pool's template. When the
+  template changes, the pool's hash does and its older nodes have drifted: Karpenter replaces
+  each, in turn, with a new node. A replacement placed on a drifted node is drained again
+  within minutes.
+
 Worked example: node n1 tainted ``karpenter.sh/disrupted:NoSchedule`` and node n2 without;
 a ReplicaSet pod on n1 is skipped (``node-disrupted``); one on n2 annotated
 ``karpenter.sh/do-not-disrupt: "10m"`` is skipped (``do-not-disrupt``); one annotated
@@ -25,15 +32,33 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from rebalancer.core.model import Node
+from rebalancer.core.model import Node, NodePool
 
 DISRUPTED_TAINT_KEY: Final = "karpenter.sh/disrupted"
 DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
+NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
+NODEPOOL_HASH: Final = "karpenter.sh/nodepool-hash"
+NODEPOOL_HASH_VERSION: Final = "karpenter.sh/nodepool-hash-version"
 
 
 def node_disrupted(node: Node) -> bool:
     """The node carries Karpenter's disrupted taint (any effect, any value)."""
     return any(t.key == DISRUPTED_TAINT_KEY for t in node.taints)
+
+
+def drifted(nodes: Iterable[Node], pools: Iterable[NodePool]) -> dict[str, str]:
+    """Node name -> its NodePool, for each node that has drifted from its pool: the node's
+    ``karpenter.sh/nodepool`` label names a pool whose template hash (``version/hash``) is no
+    longer the one the node was launched with. Karpenter replaces such a node (drift): it
+    launches a new one, then taints and drains the old. A node or pool without the hash, or a
+    pool not read, says nothing."""
+    now = {p.name: p.template_hash for p in pools if p.template_hash}
+    found: dict[str, str] = {}
+    for node in nodes:
+        pool = node.labels.get(NODEPOOL_LABEL, "")
+        if node.pool_hash and pool in now and now[pool] != node.pool_hash:
+            found[node.name] = pool
+    return found
 
 
 def do_not_disrupt(value: str | None) -> bool:

@@ -130,6 +130,7 @@ class Node:
     unschedulable: bool = False
     ready: bool = True  # the Ready condition is True (False or Unknown make it NotReady)
     declared_features: frozenset[str] = frozenset()  # status.declaredFeatures (1.36+)
+    pool_hash: str = ""  # the template hash Karpenter launched it with ("version/hash"), if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +318,7 @@ class NodePool:
     limits: Mapping[str, int] = field(default_factory=dict)  # spec.limits, in Node's units
     used: Mapping[str, int] = field(default_factory=dict)  # status.resources, in Node's units
     ready: bool = True  # no Ready condition that is False
+    template_hash: str = ""  # its template's hash now ("version/hash"; Karpenter writes it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ class SkipCode(StrEnum):
     COOLDOWN = "cooldown"
     THRASH_GUARD = "thrash-guard"
     LAUNCH_DEFERRED = "launch-deferred"  # its replacement needs a new node: repaired later
+    NODE_DRIFTING = "node-drifting"  # its replacement may land on a node Karpenter replaces
     UNPLACED = "pods-unplaced"  # its workload has pods the scheduler has yet to place
     STOPPING = "stopping"
     LEASE_LOST = "lease-lost"

@@ -41,7 +41,7 @@ from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
-from rebalancer.core.drains import Seen, arrived, controller_of, drained
+from rebalancer.core.drains import Seen, arrived, controller_of, drained, drifted_landings
 from rebalancer.core.errors import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
@@ -667,6 +667,7 @@ class Runner:
                 snapshot, self.policy, now, evicted_before=tuple(evicted_before), **extra
             )
         plan = self._defer_launches(self._hold_unplaced(self._hold_back(plan), snapshot))
+        plan = self._hold_drifting(plan, snapshot)
         self._log.info(
             logs.PLANNED,
             evictions=len(plan.evictions),
@@ -747,6 +748,22 @@ class Runner:
             )
 
         return self._without(plan, reason_of)
+
+    def _hold_drifting(self, plan: Plan, snapshot: Snapshot) -> Plan:
+        """The plan less the evictions whose replacement may land on a node that has drifted
+        from its NodePool (skips ``node-drifting``): :func:`rebalancer.core.drains.
+        drifted_landings`. Karpenter replaces the node within minutes; the repair waits."""
+        if not plan.evictions:
+            return plan
+        landings = drifted_landings(snapshot, plan.evictions)
+        if not landings:
+            return plan
+        return self._without(
+            plan,
+            lambda e: (
+                SkipReason(SkipCode.NODE_DRIFTING, landings[e.key]) if e.key in landings else None
+            ),
+        )
 
     def _defer_launches(self, plan: Plan) -> Plan:
         """The plan less the evictions whose replacement waits for a new node while their

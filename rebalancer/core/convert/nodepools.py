@@ -9,7 +9,7 @@ from typing import Any
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import identify
 from rebalancer.core.convert.nodes import _taint as taint  # the Node converter's own rule
-from rebalancer.core.convert.nodes import ready_condition
+from rebalancer.core.convert.nodes import pool_hash, ready_condition
 from rebalancer.core.convert.quantities import resource_list, to_units
 from rebalancer.core.convert.selectors import _node_requirement
 from rebalancer.core.model import NodePool
@@ -19,7 +19,7 @@ __all__ = ["node_pool"]
 
 def node_pool(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> NodePool:
     """A NodePool; problems are appended to ``problems``."""
-    chk, _, _, name = identify(obj, "NodePool", problems, namespaced=False)
+    chk, meta, _, name = identify(obj, "NodePool", problems, namespaced=False)
     spec = chk.obj(obj, "spec", "")
     template = chk.obj(spec, "template", "spec")
     template_meta = chk.obj(template, "metadata", "spec.template")
@@ -48,4 +48,5 @@ def node_pool(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> No
             )
         ),
         ready=ready_condition(chk, status) != "False",  # a pool not yet reconciled has none
+        template_hash=pool_hash(chk.string_map(meta, "annotations", "metadata")),
     )

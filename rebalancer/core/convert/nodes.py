@@ -10,6 +10,7 @@ from rebalancer.core.convert.features import node_features
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import identify
 from rebalancer.core.convert.quantities import resource_list, to_units
+from rebalancer.core.karpenter import NODEPOOL_HASH, NODEPOOL_HASH_VERSION
 from rebalancer.core.model import Node, Taint
 
 __all__ = ["TAINT_EFFECTS", "node"]
@@ -54,4 +55,14 @@ def node(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Node:
         unschedulable=chk.flag(spec, "unschedulable", "spec"),
         ready=ready_condition(chk, status) == "True",  # not False, Unknown, nor missing
         declared_features=node_features(chk, status),
+        pool_hash=pool_hash(chk.string_map(meta, "annotations", "metadata")),
     )
+
+
+def pool_hash(annotations: Mapping[str, str]) -> str:
+    """``version/hash`` from Karpenter's ``karpenter.sh/nodepool-hash-version`` and
+    ``karpenter.sh/nodepool-hash`` annotations (on a NodePool: its template now; on a Node:
+    the template it was launched from); "" unless both are there."""
+    version = annotations.get(NODEPOOL_HASH_VERSION)
+    value = annotations.get(NODEPOOL_HASH)
+    return f"{version}/{value}" if version and value else ""
