@@ -9,6 +9,9 @@ one NodePool per zone. The scenarios:
   ``karpenter.sh/disrupted`` and drains it, held here by a PodDisruptionBudget) is never the
   target of a replacement and its pods are not victims: the plan says ``node-disrupted``, and a
   run sends no eviction for them (audit log);
+- a node whose template hash is not its NodePool's (drift) in the zone a replacement goes to:
+  a run holds the eviction (``node-drifting``) and sends none, and evicts once the hash is
+  its pool's again;
 - packed nodes with ``nodeFit: false`` and the NodePools (in a snapshot file, read live, and
   written by ``rebalancer snapshot``): a replacement waits for a new node only in a zone whose
   pool has room under its limits; with every such pool at its limit, nothing is planned and
@@ -267,6 +270,64 @@ def test_a_node_karpenter_disrupts_is_never_a_target_and_its_pods_are_not_victim
     sent = [e["objectRef"]["name"] for e in evictions(rebalancer_requests(cluster, mark, ns))]
     assert not on_n & set(sent), sent
     assert on_n >= {"victims-c0", "victims-c1", "victims-c2", "target-c"}
+
+
+def test_no_replacement_is_sent_onto_a_node_that_has_drifted(
+    cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
+) -> None:
+    """Karpenter annotates its nodes and NodePools with the hash of the pool's template; a node
+    whose hash is not its pool's has drifted. Here node c's annotation is set to an older hash
+    (Karpenter goes by its NodeClaim, so it leaves the node alone, and the test does not race a
+    real drift's replacement). Zones a:3 b:1 c:0 of "drift": the replacement goes to zone c,
+    so a run holds it (node-drifting, naming node c and its pool) and sends no eviction (audit
+    log); with the hash put back, the same run evicts."""
+    ns = namespace
+    for zone in ZONES:
+        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
+    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
+    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
+    a, b, c = (node_in[z] for z in ZONES)
+    meta = node_of(cluster, c)["metadata"]
+    hash_key = "karpenter.sh/nodepool-hash"
+    own = meta.get("annotations", {}).get(hash_key)
+    assert own, meta  # Karpenter copied its NodeClaim's hash onto the node
+    pool = meta["labels"][NODEPOOL_LABEL]
+    pool_hash = cluster.get_json("nodepool", pool)["metadata"]["annotations"][hash_key]
+    assert pool_hash == own  # not drifted yet
+    pods = [
+        *(bare_pod(f"drift-a{k}", "drift", a) for k in range(3)),
+        bare_pod("drift-b", "drift", b),
+    ]
+    cluster.apply(pods, "-n", ns)
+    running_pods(cluster, ns, "app=drift", len(pods))
+    policy = write_policy(tmp_path, "drift", evictBarePods=True)
+
+    def run() -> dict[str, Any]:
+        ran = rebalancer(
+            cluster, "run", "-n", ns, "--policy", str(policy), "--server-dry-run", "-o", "json"
+        )
+        assert ran.returncode in (0, 1), explain(ran)
+        report: dict[str, Any] = json.loads(ran.stdout)
+        return report
+
+    cluster.kubectl("annotate", "node", c, f"{hash_key}=0000000000", "--overwrite")
+    mark = audit_mark(cluster)
+    held = run()
+    drift = [s for s in held["plan"]["skipped"] if s["code"] == "node-drifting"]
+    assert [s["name"] for s in drift] and all(s["name"].startswith("drift-a") for s in drift)
+    assert all(f"node {c} in zone-c" in s["reason"] for s in drift), drift
+    assert all(f"drifted from NodePool {pool}" in s["reason"] for s in drift), drift
+    assert held["plan"]["evictions"] == [], held["plan"]
+    assert evictions(rebalancer_requests(cluster, mark, ns)) == []
+
+    cluster.kubectl("annotate", "node", c, f"{hash_key}={own}", "--overwrite")
+    mark = audit_mark(cluster)
+    after = run()
+    assert not [s for s in after["plan"]["skipped"] if s["code"] == "node-drifting"], after
+    targets = {e["targetNode"] for e in after["plan"]["evictions"]}
+    assert targets, after["plan"]
+    zones = {node_of(cluster, t)["metadata"]["labels"][ZONE_LABEL] for t in targets}
+    assert zones == {"zone-c"}, after["plan"]["evictions"]
 
 
 def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
