@@ -171,6 +171,8 @@ def _after_drain(guard: float, *, seen_tainted: bool) -> tuple[list[str], list[s
         report = runner.run_once("r3")
     seen = [(e["controller"], e["node"]) for e in logged if e["event"] == "drain.seen"]
     assert seen == ([("shop/ReplicaSet/web-rs", "node-c")] if guard else [])
+    planned = [e["held_by"] for e in logged if e["event"] == "wave.planned"]
+    assert planned and all(p == {} for p in planned)  # nothing held any view above maxSkew
     assert report.first_plan is not None
     held = [s.name for s in report.first_plan.skipped if s.reason.code == "thrash-guard"]
     return replacements, [name for name, _ in fake.posts], held
@@ -331,3 +333,25 @@ def test_only_a_drifted_node_in_the_target_domain_holds(drifted_zone: str, sent:
     assert len(fake.posts) == sent
     skipped = [s.reason.code for s in report.first_plan.skipped]
     assert skipped == ([] if sent else ["node-drifting"])
+
+
+def test_the_plan_log_says_what_holds_views_above_max_skew() -> None:
+    """Zones [3, 2, 0] right after a drain, every pod new since the read before (the others
+    left as the drain's replacements came): all guarded, nothing is evicted, and
+    wave.planned's held_by counts the pods holding the view (thrash-guard)."""
+    fake, wall = Drained(), Wall()
+    runner = _runner(fake, wall, 3600)
+    runner.run_once("r1")
+    fake.drain()
+    for name in ("web-1", "web-2", "web-3", "web-4"):
+        del fake.pods[name]
+    fake._add("node-a")
+    fake._add("node-b")
+    fake._add("node-b")
+    wall.now += 5
+    with structlog.testing.capture_logs() as logged:
+        report = runner.run_once("r2")
+    assert fake.posts == []
+    assert report.first_plan is not None and report.first_plan.evictions == ()
+    (held_by,) = [e["held_by"] for e in logged if e["event"] == "wave.planned"]
+    assert list(held_by) == ["thrash-guard"] and held_by["thrash-guard"] >= 1, held_by

@@ -26,7 +26,8 @@ READ_ABSENT: Final = "read.absent"
 """A kind read where served (Karpenter's NodePools) is not: not served (404) or not allowed
 (403); read as none, logged once per source with the resource and the reason."""
 PLANNED: Final = "wave.planned"
-"""A (re-)plan: evictions in all waves, in the first wave, violations."""
+"""A (re-)plan: evictions in all waves, in the first wave, violations, and ``held_by``: pods per
+reason holding views above maxSkew."""
 WAVE_DONE: Final = "wave.done"
 """A wave executed: outcomes."""
 PDB_NOT_RESTORED: Final = "wave.pdb_not_restored"

@@ -674,6 +674,7 @@ class Runner:
             first_wave=sum(1 for e in plan.evictions if e.wave == 1),
             violations=len(plan.violations),
             evicted_before=len(evicted_before),
+            held_by=_held_by(plan),
         )
         return plan
 
@@ -1010,6 +1011,18 @@ def _guard_reason(guard: tuple[str, str, float], now: float) -> SkipReason:
         SkipCode.THRASH_GUARD,
         f"replaced {replaced}, evicted {now - when:.0f}s ago for {view.partition('|')[2]}",
     )
+
+
+def _held_by(plan: Plan) -> dict[str, int]:
+    """Pods per reason (skip code) that hold the plan's views above maxSkew (its
+    ``unrepaired``, as the planner left them): what a log reader needs when a run with
+    violations evicts nothing. The run-time holds log each eviction they take out
+    (``guard.held``)."""
+    found: dict[str, int] = {}
+    for u in plan.unrepaired:
+        for h in u.reasons:
+            found[h.code.value] = found.get(h.code.value, 0) + h.pods
+    return found
 
 
 def _guard_view(e: Eviction) -> str:
