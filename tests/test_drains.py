@@ -14,7 +14,7 @@ import structlog
 from rebalancer.cluster.act.executor import ExecutorSettings
 from rebalancer.cluster.act.runner import Runner, RunSettings
 from rebalancer.core.convert.builder import snapshot_from_objects
-from rebalancer.core.drains import Seen, arrived, drained
+from rebalancer.core.drains import DrainLedger, Seen, arrived, drained
 from rebalancer.core.karpenter import drifted
 from rebalancer.core.model import Snapshot
 from rebalancer.core.policy import Policy
@@ -46,19 +46,31 @@ A, B, C = zone_node("n1", "a"), zone_node("n2", "b"), zone_node("n3", "c")
 WEB = "shop/ReplicaSet/web-rs"
 
 
-def test_a_pod_on_a_disrupted_node_marks_its_controller_without_a_read_before() -> None:
-    now = of(A, tainted(C), web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"))
-    assert drained(None, now) == {WEB: "n3"}
+def leaving(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"]["deletionTimestamp"] = "2025-01-01T01:00:00Z"
+    return pod
+
+
+def test_a_pod_leaving_a_disrupted_node_is_drained_without_a_read_before() -> None:
+    """Terminating there: drained. Still running there: not yet (no replacement yet)."""
+    now = of(
+        A,
+        tainted(C),
+        web_pod("w1", "n1", "u1"),
+        leaving(web_pod("w2", "n3", "u2")),
+        other_pod("x3", "n3", "u3"),
+    )
+    assert drained(None, now) == {WEB: {"u2": "n3"}}
     assert arrived(None, now) == []
 
 
-def test_pods_gone_from_a_node_now_gone_or_disrupted_mark_their_controller() -> None:
+def test_pods_gone_from_a_node_now_gone_or_disrupted_were_drained() -> None:
     before = Seen.of(of(A, C, web_pod("w1", "n1", "u1"), other_pod("x2", "n3", "u2")))
     gone = of(A, web_pod("w1", "n1", "u1"), other_pod("x3", "n1", "u3"))
-    assert drained(before, gone) == {"shop/ReplicaSet/api-rs": "n3"}
+    assert drained(before, gone) == {"shop/ReplicaSet/api-rs": {"u2": "n3"}}
     assert [p.name for p in arrived(before, gone)] == ["x3"]
     emptied = of(A, tainted(C), web_pod("w1", "n1", "u1"), other_pod("x3", "n1", "u3"))
-    assert drained(before, emptied) == {"shop/ReplicaSet/api-rs": "n3"}
+    assert drained(before, emptied) == {"shop/ReplicaSet/api-rs": {"u2": "n3"}}
 
 
 def test_a_scale_down_is_no_drain() -> None:
@@ -83,16 +95,48 @@ def test_a_replacement_that_keeps_the_name_is_new_by_uid() -> None:
 
 @pytest.mark.parametrize("names", [("n1", "n2", "n3"), ("zz", "aa", "mm")])
 def test_renaming_the_nodes_changes_nothing_but_the_names(names: tuple[str, str, str]) -> None:
-    """The first node by name is the one named, whatever the names are."""
     x, y, z = names
     now = of(
         zone_node(x, "a"),
         tainted(zone_node(y, "b")),
         tainted(zone_node(z, "c")),
-        web_pod("w1", y, "u1"),
-        web_pod("w2", z, "u2"),
+        leaving(web_pod("w1", y, "u1")),
+        leaving(web_pod("w2", z, "u2")),
     )
-    assert drained(None, now) == {WEB: min(y, z)}
+    assert drained(None, now) == {WEB: {"u1": y, "u2": z}}
+
+
+def _ledger_reads(*reads: Snapshot) -> list[tuple[dict[str, str], dict[str, str]]]:
+    ledger = DrainLedger(tail=30)
+    return [ledger.update(snap, NOW + 5 * i) for i, snap in enumerate(reads)]
+
+
+def test_the_ledger_pays_one_replacement_per_drained_pod_oldest_first() -> None:
+    """Two pods leave the disrupted node n3; three new pods of the ReplicaSet arrive (two
+    replacements and a scale-up): the two oldest are the replacements."""
+    start = of(
+        A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"), web_pod("w3", "n3", "u3")
+    )
+    new = [web_pod(f"w{k}", "n1", f"u{k}") for k in (4, 5, 6)]
+    for k, pod in zip((4, 5, 6), new, strict=True):
+        pod["metadata"]["creationTimestamp"] = f"2025-01-01T00:00:0{10 - k}Z"  # w6 oldest
+    after = of(A, web_pod("w1", "n1", "u1"), *new)
+    (_, first), (replacements, fresh) = _ledger_reads(start, after)
+    assert first == {}
+    assert fresh == {WEB: "n3"}
+    assert sorted(replacements) == ["shop/w5", "shop/w6"]
+
+
+def test_the_ledger_pays_with_a_replacement_seen_before_the_drained_pod_left() -> None:
+    """The replacement arrives a read before its drained pod is seen gone (the pod was never
+    seen terminating): within the tail it still pays."""
+    start = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"))
+    early = of(
+        A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"), web_pod("w9", "n1", "u9")
+    )
+    late = of(A, web_pod("w1", "n1", "u1"), web_pod("w9", "n1", "u9"))
+    reads = _ledger_reads(start, early, late)
+    assert [r for r, _ in reads] == [{}, {}, {"shop/w9": "n3"}]
 
 
 # -- the runner: a repair right after a drain ---------------------------------------------------
@@ -208,9 +252,9 @@ def test_new_pods_after_a_scale_down_are_not_held() -> None:
     assert sorted(name for name, _ in fake.posts) == sorted(added)
 
 
-def test_a_drain_seen_more_than_a_minute_ago_marks_no_new_pod() -> None:
-    """The drain's mark on its controller lasts a minute after the runner last saw it: pods
-    of the same ReplicaSet created two minutes after the drain are not held for it."""
+def test_pods_long_after_a_drain_are_not_its_replacements() -> None:
+    """A drain's replacements are those that came with it: pods of the same ReplicaSet
+    created two minutes later are not held for it."""
     fake, wall = Drained(), Wall()
     runner = _runner(fake, wall, 3600)
     fake.taint()
@@ -336,22 +380,19 @@ def test_only_a_drifted_node_in_the_target_domain_holds(drifted_zone: str, sent:
 
 
 def test_the_plan_log_says_what_holds_views_above_max_skew() -> None:
-    """Zones [3, 2, 0] right after a drain, every pod new since the read before (the others
-    left as the drain's replacements came): all guarded, nothing is evicted, and
-    wave.planned's held_by counts the pods holding the view (thrash-guard)."""
+    """Zones [2, 0, 0] right after a drain, zone a holding the drain's two replacements only:
+    both guarded, nothing is evicted, and wave.planned's held_by counts the pods holding the
+    view (thrash-guard)."""
     fake, wall = Drained(), Wall()
     runner = _runner(fake, wall, 3600)
     runner.run_once("r1")
-    fake.drain()
     for name in ("web-1", "web-2", "web-3", "web-4"):
-        del fake.pods[name]
-    fake._add("node-a")
-    fake._add("node-b")
-    fake._add("node-b")
+        del fake.pods[name]  # gone from nodes that stay: no drain
+    fake.drain()
     wall.now += 5
     with structlog.testing.capture_logs() as logged:
         report = runner.run_once("r2")
     assert fake.posts == []
     assert report.first_plan is not None and report.first_plan.evictions == ()
     (held_by,) = [e["held_by"] for e in logged if e["event"] == "wave.planned"]
-    assert list(held_by) == ["thrash-guard"] and held_by["thrash-guard"] >= 1, held_by
+    assert held_by == {"thrash-guard": 2}, held_by

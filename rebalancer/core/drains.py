@@ -9,15 +9,18 @@ crowd the others. The planner prefers the youngest pod of a crowded domain (§3.
 youngest are those replacements: evicting one moves a pod that has just moved, a second
 disruption for it and a fight with the drain. Any older pod of the same domain repairs as well.
 
-A drain is seen from two reads of one runner, the one before and this one: a controller owns a
-pod that is on a disrupted node now, or a pod that the read before saw on a node that is now
-disrupted or gone. Its pods this read sees for the first time (by uid: a StatefulSet's
-replacement keeps its name) are the drain's replacements.
+A drain is seen from two reads of one runner, the one before and this one: a pod terminating on
+a disrupted node now, or one that the read before saw on a node that is now disrupted or gone,
+and gone since. Its controller owes a replacement for each; the controller's pods a read sees
+for the first time (by uid: a StatefulSet's replacement keeps its name) pay, oldest first
+(:class:`DrainLedger`).
 
 Worked example: the read before saw web-1 and web-2 (ReplicaSet web-7f) on node n3; now n3
 carries the disrupted taint or is gone, web-1 and web-2 are gone, and web-8 and web-9 of the
-same ReplicaSet are new: ``drained`` gives ``{"shop/ReplicaSet/web-7f": "n3"}`` and
-``arrived`` gives web-8 and web-9. A new pod of another ReplicaSet is no drain's replacement.
+same ReplicaSet are new, and web-10 too (a scale-up, the youngest): ``drained`` gives
+``{"shop/ReplicaSet/web-7f": {uid of web-1: "n3", uid of web-2: "n3"}}``, and the ledger pays
+the two with web-8 and web-9, the oldest new pods. web-10, and a new pod of another
+ReplicaSet, are no drain's replacements.
 """
 
 from __future__ import annotations
@@ -47,28 +50,87 @@ class Seen:
         )
 
 
-def drained(before: Seen | None, snapshot: Snapshot) -> dict[str, str]:
-    """Controller (``namespace/Kind/name``) -> the node drained of one of its pods (the first
-    by name): a pod on a node with the disrupted taint now, or one ``before`` saw on a node
-    that is now disrupted or gone (it left since)."""
+def drained(before: Seen | None, snapshot: Snapshot) -> dict[str, dict[str, str]]:
+    """Controller (``namespace/Kind/name``) -> the uids of its pods a drain took, each with
+    its node: a pod terminating on a node with the disrupted taint now, or one ``before`` saw
+    on a node that is now disrupted or gone, and gone since. Its controller replaces each."""
     disrupted = {n.name for n in snapshot.nodes if node_disrupted(n)}
-    found: dict[str, str] = {}
-
-    def note(owner: str, node: str) -> None:
-        if owner and (owner not in found or node < found[owner]):
-            found[owner] = node
-
+    found: dict[str, dict[str, str]] = {}
     for pod in snapshot.pods:
-        if pod.node_name in disrupted:
-            note(controller_of(pod), pod.node_name)
+        owner = controller_of(pod)
+        if owner and pod.terminating and pod.node_name in disrupted:
+            found.setdefault(owner, {})[pod.uid] = pod.node_name
     if before is not None:
         now = {n.name for n in snapshot.nodes}
         left = {name for name in before.nodes if name not in now or name in disrupted}
         present = {p.uid for p in snapshot.pods}
         for uid, (node, owner) in before.pods.items():
-            if node in left and uid not in present:
-                note(owner, node)
+            if owner and node in left and uid not in present:
+                found.setdefault(owner, {})[uid] = node
     return found
+
+
+class DrainLedger:
+    """Which new pods replace the pods drains took, one for one, read after read.
+
+    Each read: the pods a drain took (:func:`drained`, each counted once by uid) add to what
+    their controller owes; the controller's pods that read sees first (:func:`arrived`) pay it,
+    oldest first, and are the drain's replacements. A pod that arrived within ``tail``
+    seconds before the drain was counted can still pay (the watch may deliver the replacement
+    before the pod's termination); a debt or an arrival older than ``tail`` is forgotten. A
+    scale-up of the same controller adds pods beyond what it owes: those are not replacements.
+    """
+
+    def __init__(self, tail: float) -> None:
+        self.tail = tail
+        self._seen: Seen | None = None
+        self._counted: dict[str, float] = {}  # uid of a drained pod -> when counted
+        self._owed: dict[str, tuple[int, str, float]] = {}  # controller -> count, node, when
+        self._waiting: dict[str, list[tuple[float, str, float]]] = {}  # controller -> arrivals
+
+    def update(self, snapshot: Snapshot, now: float) -> tuple[dict[str, str], dict[str, str]]:
+        """This read's ``(replacements, controllers)``: pod key -> the drained node it
+        replaces a pod of; and each controller a drain took pods of for the first time within
+        ``tail`` -> that node."""
+        before, self._seen = self._seen, Seen.of(snapshot)
+        fresh: dict[str, str] = {}
+        for owner, uids in drained(before, snapshot).items():
+            new = [u for u in uids if u not in self._counted]
+            if not new:
+                continue
+            for u in new:
+                self._counted[u] = now
+            count, _, _ = self._owed.get(owner, (0, "", 0.0))
+            node = min(uids[u] for u in new)
+            if owner not in self._owed:
+                fresh[owner] = node
+            self._owed[owner] = (count + len(new), node, now)
+        for pod in arrived(before, snapshot):
+            owner = controller_of(pod)
+            if owner:
+                self._waiting.setdefault(owner, []).append((pod.created, pod.key, now))
+        self._counted = {u: t for u, t in self._counted.items() if now - t <= self.tail}
+        self._waiting = {
+            o: kept
+            for o, pods in self._waiting.items()
+            if (kept := [w for w in pods if now - w[2] <= self.tail])
+        }
+        replacements: dict[str, str] = {}
+        for owner, (count, node, when) in list(self._owed.items()):
+            pods = sorted(self._waiting.get(owner, []))
+            paid, rest = pods[:count], pods[count:]
+            for _, key, _ in paid:
+                replacements[key] = node
+            if rest:
+                self._waiting[owner] = rest
+            else:
+                self._waiting.pop(owner, None)
+            left = count - len(paid)
+            if left > 0 and now - when <= self.tail:
+                self._owed[owner] = (left, node, when)
+            else:
+                del self._owed[owner]
+        return replacements, fresh
 
 
 def arrived(before: Seen | None, snapshot: Snapshot) -> list[Pod]:

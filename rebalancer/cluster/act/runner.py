@@ -41,7 +41,7 @@ from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
-from rebalancer.core.drains import Seen, arrived, controller_of, drained, drifted_landings
+from rebalancer.core.drains import DrainLedger, drifted_landings
 from rebalancer.core.errors import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
@@ -70,9 +70,9 @@ REACT_POLL_SECONDS: Final = 0.25
 """How often a sleeping loop looks at the watch's last placement change."""
 THRASH_GUARD_SECONDS: Final = 3600.0
 """How long a replacement this runner saw land is not evicted again, for any view."""
-DRAIN_TAIL_SECONDS: Final = 60.0
-"""How long after a runner last saw a node's drain touch a controller its new pods still count
-as the drain's replacements (:mod:`rebalancer.core.drains`)."""
+DRAIN_TAIL_SECONDS: Final = 30.0
+"""How long a drained pod's replacement may come before or after the runner sees the pod
+leave, and still count as its replacement (:class:`rebalancer.core.drains.DrainLedger`)."""
 
 
 class Source(Protocol):
@@ -375,8 +375,7 @@ class Runner:
         self._guard: dict[str, tuple[str, str, float]] = {}  # replacement -> view, pod, when
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
         self._launch_since: dict[str, float] = {}  # workload -> first planned to wait for a node
-        self._seen: Seen | None = None  # the last read, as the next one tells drains by it
-        self._drained: dict[str, tuple[str, float]] = {}  # controller -> node drained, last seen
+        self._drains = DrainLedger(DRAIN_TAIL_SECONDS)  # which new pods replace drained ones
         self._drain_guard: dict[str, tuple[str, float]] = {}  # a drain's replacement -> node, when
 
     # -- one run ---------------------------------------------------------------------------
@@ -810,23 +809,16 @@ class Runner:
         return held
 
     def _note_drains(self, snapshot: Snapshot, now: float) -> None:
-        """Remember the controllers a node's drain touched (seen within
-        :data:`DRAIN_TAIL_SECONDS`) and guard their pods this read sees first: the drain's
-        replacements (:mod:`rebalancer.core.drains`). Off with the thrash guard."""
+        """Guard the replacements of the pods a node's drain took, one for one
+        (:class:`rebalancer.core.drains.DrainLedger`). Off with the thrash guard."""
         limit = self.settings.thrash_guard_seconds
         if limit <= 0:
             return
-        before, self._seen = self._seen, Seen.of(snapshot)
-        for owner, node in drained(before, snapshot).items():
-            if owner not in self._drained:
-                self._log.info(logs.DRAIN_SEEN, controller=owner, node=node)
-            self._drained[owner] = (node, now)
-        self._drained = {o: d for o, d in self._drained.items() if now - d[1] <= DRAIN_TAIL_SECONDS}
-        if self._drained:
-            for p in arrived(before, snapshot):
-                d = self._drained.get(controller_of(p))
-                if d is not None:
-                    self._drain_guard.setdefault(p.key, (d[0], now))
+        replacements, fresh = self._drains.update(snapshot, now)
+        for owner, node in fresh.items():
+            self._log.info(logs.DRAIN_SEEN, controller=owner, node=node)
+        for key, node in replacements.items():
+            self._drain_guard.setdefault(key, (node, now))
         if self._drain_guard:
             present = {p.key for p in snapshot.pods}
             self._drain_guard = {
