@@ -127,6 +127,19 @@ def test_the_ledger_pays_one_replacement_per_drained_pod_oldest_first() -> None:
     assert sorted(replacements) == ["shop/w5", "shop/w6"]
 
 
+def test_a_scale_up_just_before_the_drain_does_not_pay_for_it() -> None:
+    """Two pods of a scale-up arrive a read before the drain (older than its replacement);
+    the drain takes one pod and its replacement arrives with the debt: it pays, they do not."""
+    start = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"))
+    up = [web_pod(f"w{k}", "n1", f"u{k}") for k in (3, 4)]
+    scaled = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"), *up)
+    repl = web_pod("w5", "n1", "u5")
+    repl["metadata"]["creationTimestamp"] = "2025-01-01T00:00:09Z"  # the youngest
+    drain = of(A, web_pod("w1", "n1", "u1"), *up, repl)
+    reads = _ledger_reads(start, scaled, drain)
+    assert [r for r, _ in reads] == [{}, {}, {"shop/w5": "n3"}]
+
+
 def test_the_ledger_pays_with_a_replacement_seen_before_the_drained_pod_left() -> None:
     """The replacement arrives a read before its drained pod is seen gone (the pod was never
     seen terminating): within the tail it still pays."""

@@ -76,18 +76,20 @@ class DrainLedger:
     """Which new pods replace the pods drains took, one for one, read after read.
 
     Each read: the pods a drain took (:func:`drained`, each counted once by uid) add to what
-    their controller owes; the controller's pods that read sees first (:func:`arrived`) pay it,
-    oldest first, and are the drain's replacements. A pod that arrived within ``tail``
-    seconds before the drain was counted can still pay (the watch may deliver the replacement
-    before the pod's termination); a debt or an arrival older than ``tail`` is forgotten. A
-    scale-up of the same controller adds pods beyond what it owes: those are not replacements.
+    their controller owes; the controller's pods that read sees first (:func:`arrived`) pay it
+    and are the drain's replacements: those that came with the debt or after it first, oldest
+    first (a scale-up just before the drain came earlier; one after it is younger). A pod that
+    arrived within ``tail`` seconds before the debt can still pay (the watch may deliver the
+    replacement before the pod's termination); a debt or an arrival older than ``tail`` is
+    forgotten. A scale-up adds pods beyond what is owed: those are not replacements.
     """
 
     def __init__(self, tail: float) -> None:
         self.tail = tail
         self._seen: Seen | None = None
         self._counted: dict[str, float] = {}  # uid of a drained pod -> when counted
-        self._owed: dict[str, tuple[int, str, float]] = {}  # controller -> count, node, when
+        # controller -> pods owed, a drained node, when the debt began, when it last grew
+        self._owed: dict[str, tuple[int, str, float, float]] = {}
         self._waiting: dict[str, list[tuple[float, str, float]]] = {}  # controller -> arrivals
 
     def update(self, snapshot: Snapshot, now: float) -> tuple[dict[str, str], dict[str, str]]:
@@ -102,11 +104,11 @@ class DrainLedger:
                 continue
             for u in new:
                 self._counted[u] = now
-            count, _, _ = self._owed.get(owner, (0, "", 0.0))
+            count, _, since, _ = self._owed.get(owner, (0, "", now, now))
             node = min(uids[u] for u in new)
             if owner not in self._owed:
                 fresh[owner] = node
-            self._owed[owner] = (count + len(new), node, now)
+            self._owed[owner] = (count + len(new), node, since, now)
         for pod in arrived(before, snapshot):
             owner = controller_of(pod)
             if owner:
@@ -118,8 +120,10 @@ class DrainLedger:
             if (kept := [w for w in pods if now - w[2] <= self.tail])
         }
         replacements: dict[str, str] = {}
-        for owner, (count, node, when) in list(self._owed.items()):
-            pods = sorted(self._waiting.get(owner, []))
+        for owner, (count, node, since, last) in list(self._owed.items()):
+            # those that came with the debt or after it first (a scale-up just before the drain
+            # is older than its replacements), then the oldest
+            pods = sorted(self._waiting.get(owner, []), key=lambda w: (w[2] < since, w[0], w[1]))
             paid, rest = pods[:count], pods[count:]
             for _, key, _ in paid:
                 replacements[key] = node
@@ -128,8 +132,8 @@ class DrainLedger:
             else:
                 self._waiting.pop(owner, None)
             left = count - len(paid)
-            if left > 0 and now - when <= self.tail:
-                self._owed[owner] = (left, node, when)
+            if left > 0 and now - last <= self.tail:
+                self._owed[owner] = (left, node, since, last)
             else:
                 del self._owed[owner]
         return replacements, fresh
