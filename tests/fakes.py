@@ -27,7 +27,9 @@ from typing import Any
 import orjson
 import pytest
 
+from rebalancer.cluster.act.executor import ExecutorSettings
 from rebalancer.cluster.act.lease import LeaseApi
+from rebalancer.cluster.act.runner import Runner, RunSettings
 from rebalancer.cluster.act.steering import PatchFn
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
@@ -436,6 +438,36 @@ class FakeCluster:
 
     def update_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self._leases().update_lease(namespace, name, body)
+
+
+class Wall:
+    """The wall clock of a runner test: :data:`NOW` until the test moves ``now``."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_runner(
+    fake: FakeCluster, wall: Callable[[], float], plan_fn: Any = None, **settings: Any
+) -> Runner:
+    """A Runner over ``fake`` (its source and its API) on a :class:`FakeClock`, with ``wall``
+    as its wall clock, instance "test", one PDB retry and ``settings`` for the rest of its
+    :class:`RunSettings`; ``plan_fn`` replaces the planner when given."""
+    clock = FakeClock()
+    extra = {} if plan_fn is None else {"plan_fn": plan_fn}
+    return Runner(
+        fake,
+        fake,
+        Policy(),
+        RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", **settings),
+        clock=clock,
+        wall_clock=wall,
+        sleep=clock.sleep,
+        **extra,
+    )
 
 
 def scripted_eviction(pod: dict[str, Any], wave: int) -> Eviction:

@@ -11,15 +11,13 @@ from typing import Any
 import pytest
 import structlog
 
-from rebalancer.cluster.act.executor import ExecutorSettings
-from rebalancer.cluster.act.runner import Runner, RunSettings
+from rebalancer.cluster.act.runner import Runner
 from rebalancer.core.convert.builder import snapshot_from_objects
 from rebalancer.core.drains import DrainLedger, Seen, arrived, drained
 from rebalancer.core.karpenter import drifted
 from rebalancer.core.model import Snapshot
-from rebalancer.core.policy import Policy
 from tests.builders import web_pod, zone_node
-from tests.fakes import NOW, FakeClock, FakeCluster
+from tests.fakes import NOW, FakeCluster, Wall, fake_runner
 
 DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 
@@ -155,14 +153,6 @@ def test_the_ledger_pays_with_a_replacement_seen_before_the_drained_pod_left() -
 # -- the runner: a repair right after a drain ---------------------------------------------------
 
 
-class Wall:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Drained(FakeCluster):
     """Zones a, b, c with two web pods each, each pod a minute younger than the one before,
     and an empty node in zone c: the one Karpenter launched to replace node-c."""
@@ -194,21 +184,7 @@ class Drained(FakeCluster):
 
 
 def _runner(fake: FakeCluster, wall: Wall, guard: float) -> Runner:
-    clock = FakeClock()
-    return Runner(
-        fake,
-        fake,
-        Policy(),
-        RunSettings(
-            executor=ExecutorSettings(pdb_retries=1),
-            instance="test",
-            max_waves=1,
-            thrash_guard_seconds=guard,
-        ),
-        clock=clock,
-        wall_clock=wall,
-        sleep=clock.sleep,
-    )
+    return fake_runner(fake, wall, max_waves=1, thrash_guard_seconds=guard)
 
 
 def _after_drain(guard: float, *, seen_tainted: bool) -> tuple[list[str], list[str], list[str]]:

@@ -8,20 +8,11 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
-from rebalancer.cluster.act.executor import ExecutorSettings
-from rebalancer.cluster.act.runner import Runner, RunSettings
+from rebalancer.cluster.act.runner import Runner
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import Eviction, Plan
 from rebalancer.core.policy import Policy
-from tests.fakes import NOW, VIEW, FakeClock, FakeCluster, scripted_eviction
-
-
-class Wall:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes import VIEW, FakeCluster, Wall, fake_runner, scripted_eviction
 
 
 class NewestInA:
@@ -51,17 +42,7 @@ class NewestInA:
 
 
 def make(fake: FakeCluster, wall: Wall, **settings: float | int) -> Runner:
-    clock = FakeClock()
-    return Runner(
-        fake,
-        fake,
-        Policy(),
-        RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", **settings),  # type: ignore[arg-type]
-        plan_fn=NewestInA(fake),
-        clock=clock,
-        wall_clock=wall,
-        sleep=clock.sleep,
-    )
+    return fake_runner(fake, wall, NewestInA(fake), **settings)
 
 
 def skip_codes(plan: Plan | None) -> dict[str, str]:
@@ -130,16 +111,7 @@ def test_no_cooldown_by_default_in_the_runner() -> None:
 
 
 def _real_runner(fake: FakeCluster, wall: Wall, **settings: float | int) -> Runner:
-    clock = FakeClock()
-    return Runner(
-        fake,
-        fake,
-        Policy(),
-        RunSettings(executor=ExecutorSettings(pdb_retries=1), instance="test", **settings),  # type: ignore[arg-type]
-        clock=clock,
-        wall_clock=wall,
-        sleep=clock.sleep,
-    )
+    return fake_runner(fake, wall, **settings)
 
 
 class AgingCluster(FakeCluster):

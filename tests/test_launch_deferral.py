@@ -14,23 +14,14 @@ import pytest
 
 from rebalancer.cli.main import build_parser
 from rebalancer.cli.options import run_options
-from rebalancer.cluster.act.executor import ExecutorSettings
-from rebalancer.cluster.act.runner import Runner, RunSettings
+from rebalancer.cluster.act.runner import Runner
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import Snapshot
 from rebalancer.core.plan import Eviction, Plan
 from rebalancer.core.policy import Policy
-from tests.fakes import NOW, VIEW, FakeClock, FakeCluster, scripted_eviction
+from tests.fakes import VIEW, FakeCluster, Wall, fake_runner, scripted_eviction
 
 POOL = "NodePool default in zone-c"
-
-
-class Wall:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class OneFromA:
@@ -61,23 +52,14 @@ class OneFromA:
 
 
 def make(fake: FakeCluster, wall: Wall, after: float) -> tuple[Runner, OneFromA]:
-    clock = FakeClock()
     planner = OneFromA(fake)
-    runner = Runner(
+    runner = fake_runner(
         fake,
-        fake,
-        Policy(),
-        RunSettings(
-            executor=ExecutorSettings(pdb_retries=1),
-            instance="test",
-            max_waves=1,
-            thrash_guard_seconds=0,
-            wait_for_nodes_after_seconds=after,
-        ),
-        plan_fn=planner,
-        clock=clock,
-        wall_clock=wall,
-        sleep=clock.sleep,
+        wall,
+        planner,
+        max_waves=1,
+        thrash_guard_seconds=0,
+        wait_for_nodes_after_seconds=after,
     )
     return runner, planner
 

@@ -9,13 +9,11 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from rebalancer.cluster.act.executor import ExecutorSettings
-from rebalancer.cluster.act.runner import Runner, RunSettings
+from rebalancer.cluster.act.runner import Runner
 from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.pending import Unplaced, unplaced
-from rebalancer.core.policy import Policy
 from tests.builders import web_pod, zone_node
-from tests.fakes import NOW, FakeClock, FakeCluster
+from tests.fakes import NOW, FakeCluster, fake_runner
 
 
 def stamp(seconds_ago: float) -> str:
@@ -77,21 +75,7 @@ def test_which_pods_count_as_not_placed_yet() -> None:
 
 
 def make(fake: FakeCluster, grace: float = 120.0) -> Runner:
-    clock = FakeClock()
-    return Runner(
-        fake,
-        fake,
-        Policy(),
-        RunSettings(
-            executor=ExecutorSettings(pdb_retries=1),
-            instance="test",
-            max_waves=1,
-            unplaced_grace_seconds=grace,
-        ),
-        clock=clock,
-        wall_clock=lambda: NOW,
-        sleep=clock.sleep,
-    )
+    return fake_runner(fake, lambda: NOW, max_waves=1, unplaced_grace_seconds=grace)
 
 
 def test_a_workload_with_a_pod_not_placed_yet_waits_for_it() -> None:
