@@ -166,13 +166,13 @@ def drifted_landings(snapshot: Snapshot, evictions: Iterable[Eviction]) -> dict[
     if not moved:
         return {}
     pods = {p.uid: p for p in snapshot.pods}
-    nodes = [n for n in snapshot.nodes if n.name in moved]
+    nodes = sorted((n for n in snapshot.nodes if n.name in moved), key=lambda n: n.name)
     found: dict[str, str] = {}
     for e in evictions:
         pod = pods.get(e.uid)
         if pod is None or e.target_domain is None or e.waits_for:
             continue
-        for node in sorted(nodes, key=lambda n: n.name):
+        for node in nodes:
             if node.labels.get(e.topology_key) != e.target_domain:
                 continue
             if static_reason(pod, node, ()) is None:
