@@ -163,6 +163,18 @@ def running_pods(cluster: Cluster, ns: str, selector: str, count: int) -> list[d
     return found
 
 
+def seed_nodes(cluster: Cluster, ns: str) -> tuple[str, str, str]:
+    """One Karpenter node per zone (a pod asking for each zone makes Karpenter launch it, or
+    lands on one there): the nodes of zones a, b and c."""
+    for zone in ZONES:
+        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
+    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
+    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
+    assert sorted(node_in) == list(ZONES), node_in
+    a, b, c = (node_in[z] for z in ZONES)
+    return a, b, c
+
+
 def node_of(cluster: Cluster, name: str) -> dict[str, Any]:
     node: dict[str, Any] = cluster.get_json("node", name)
     return node
@@ -192,13 +204,7 @@ def test_a_node_karpenter_disrupts_is_never_a_target_and_its_pods_are_not_victim
     cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
 ) -> None:
     ns = namespace
-    # One Karpenter node per zone: a pod asking for each zone makes Karpenter launch them.
-    for zone in ZONES:
-        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
-    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
-    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
-    assert sorted(node_in) == list(ZONES), node_in
-    a, b, n = node_in["zone-a"], node_in["zone-b"], node_in["zone-c"]
+    a, b, n = seed_nodes(cluster, ns)
     # "victims": zones a:1 b:1 c:3, the excess on n. "target": zones a:3 b:2 c:1, the only
     # room is in zone c, on n.
     pods = [
@@ -282,11 +288,7 @@ def test_no_replacement_is_sent_onto_a_node_that_has_drifted(
     so a run holds it (node-drifting, naming node c and its pool) and sends no eviction (audit
     log); with the hash put back, the same run evicts."""
     ns = namespace
-    for zone in ZONES:
-        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
-    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
-    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
-    a, b, c = (node_in[z] for z in ZONES)
+    a, b, c = seed_nodes(cluster, ns)
     meta = node_of(cluster, c)["metadata"]
     hash_key = "karpenter.sh/nodepool-hash"
     own = meta.get("annotations", {}).get(hash_key)
@@ -338,11 +340,7 @@ def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
     pool can launch a node for it, never to one whose pool is at its limit; with every such
     pool at its limit the view is left unrepaired, saying why."""
     ns = namespace
-    for zone in ZONES:
-        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
-    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
-    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
-    a, b, c = (node_in[z] for z in ZONES)
+    a, b, c = seed_nodes(cluster, ns)
     # Nodes left empty by the scenarios before are consolidated away (consolidateAfter 30s):
     # then a replacement can go nowhere but these three nodes, or a new one.
     cluster.wait_for(
