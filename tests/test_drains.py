@@ -150,6 +150,39 @@ def test_the_ledger_pays_with_a_replacement_seen_before_the_drained_pod_left() -
     assert [r for r, _ in reads] == [{}, {}, {"shop/w9": "n3"}]
 
 
+def test_of_the_pods_seen_before_the_debt_the_latest_pays() -> None:
+    """A scale-up pod arrives, then the replacement (the watch delivered it before its drained
+    pod's termination), then the drain is seen: both arrived before the debt, and the one
+    that came last pays, not the older scale-up pod."""
+    start = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"))
+    up = web_pod("w3", "n1", "u3")
+    up["metadata"]["creationTimestamp"] = "2025-01-01T00:00:03Z"
+    repl = web_pod("w9", "n1", "u9")
+    repl["metadata"]["creationTimestamp"] = "2025-01-01T00:00:09Z"
+    scaled = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"), up)
+    early = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"), up, repl)
+    late = of(A, web_pod("w1", "n1", "u1"), up, repl)
+    reads = _ledger_reads(start, scaled, early, late)
+    assert [r for r, _ in reads] == [{}, {}, {}, {"shop/w9": "n3"}]
+
+
+def test_a_pod_the_runner_knows_replaces_its_own_eviction_pays_no_drain() -> None:
+    """The runner's own replacement arrived just before the drain: it is not the drain's."""
+    start = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"))
+    own = web_pod("w8", "n1", "u8")
+    own["metadata"]["creationTimestamp"] = "2025-01-01T00:00:09Z"
+    repl = web_pod("w9", "n1", "u9")
+    repl["metadata"]["creationTimestamp"] = "2025-01-01T00:00:05Z"
+    early = of(A, C, web_pod("w1", "n1", "u1"), web_pod("w2", "n3", "u2"), own, repl)
+    late = of(A, web_pod("w1", "n1", "u1"), own, repl)
+    ledger = DrainLedger(tail=30)
+    paid = [
+        ledger.update(s, NOW + 5 * i, mine={"shop/w8"})[0]
+        for i, s in enumerate((start, early, late))
+    ]
+    assert paid == [{}, {}, {"shop/w9": "n3"}]
+
+
 # -- the runner: a repair right after a drain ---------------------------------------------------
 
 

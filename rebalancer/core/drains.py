@@ -12,7 +12,7 @@ disruption for it and a fight with the drain. Any older pod of the same domain r
 A drain is seen from two reads of one runner, the one before and this one: a pod terminating on
 a disrupted node now, or one that the read before saw on a node that is now disrupted or gone,
 and gone since. Its controller owes a replacement for each; the controller's pods a read sees
-for the first time (by uid: a StatefulSet's replacement keeps its name) pay, oldest first
+for the first time (by uid: a StatefulSet's replacement keeps its name) pay
 (:class:`DrainLedger`).
 
 Worked example: the read before saw web-1 and web-2 (ReplicaSet web-7f) on node n3; now n3
@@ -26,8 +26,9 @@ ReplicaSet, are no drain's replacements.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from rebalancer.core.karpenter import drifted, node_disrupted
 from rebalancer.core.model import Pod, Snapshot
@@ -78,10 +79,12 @@ class DrainLedger:
     Each read: the pods a drain took (:func:`drained`, each counted once by uid) add to what
     their controller owes; the controller's pods that read sees first (:func:`arrived`) pay it
     and are the drain's replacements: those that came with the debt or after it first, oldest
-    first (a scale-up just before the drain came earlier; one after it is younger). A pod that
-    arrived within ``tail`` seconds before the debt can still pay (the watch may deliver the
-    replacement before the pod's termination); a debt or an arrival older than ``tail`` is
-    forgotten. A scale-up adds pods beyond what is owed: those are not replacements.
+    first (a scale-up after the drain is younger than its replacements); then those that came
+    before it, latest first (the watch may deliver a replacement before its pod's termination,
+    and a scale-up before the drain came earlier). An arrival older than ``tail`` seconds, and
+    a debt unpaid for as long, is forgotten. A scale-up adds pods beyond what is owed: those
+    are not replacements; nor are the pods the caller names ``mine`` (its own evictions'
+    replacements).
     """
 
     def __init__(self, tail: float) -> None:
@@ -92,10 +95,13 @@ class DrainLedger:
         self._owed: dict[str, tuple[int, str, float, float]] = {}
         self._waiting: dict[str, list[tuple[float, str, float]]] = {}  # controller -> arrivals
 
-    def update(self, snapshot: Snapshot, now: float) -> tuple[dict[str, str], dict[str, str]]:
+    def update(
+        self, snapshot: Snapshot, now: float, mine: Collection[str] = ()
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """This read's ``(replacements, controllers)``: pod key -> the drained node it
         replaces a pod of; and each controller a drain took pods of for the first time within
-        ``tail`` -> that node."""
+        ``tail`` -> that node. ``mine``: keys of pods known to replace the caller's own
+        evictions, which pay no drain."""
         before, self._seen = self._seen, Seen.of(snapshot)
         fresh: dict[str, str] = {}
         for owner, uids in drained(before, snapshot).items():
@@ -111,7 +117,7 @@ class DrainLedger:
             self._owed[owner] = (count + len(new), node, since, now)
         for pod in arrived(before, snapshot):
             owner = controller_of(pod)
-            if owner:
+            if owner and pod.key not in mine:
                 self._waiting.setdefault(owner, []).append((pod.created, pod.key, now))
         self._counted = {u: t for u, t in self._counted.items() if now - t <= self.tail}
         self._waiting = {
@@ -121,9 +127,7 @@ class DrainLedger:
         }
         replacements: dict[str, str] = {}
         for owner, (count, node, since, last) in list(self._owed.items()):
-            # those that came with the debt or after it first (a scale-up just before the drain
-            # is older than its replacements), then the oldest
-            pods = sorted(self._waiting.get(owner, []), key=lambda w: (w[2] < since, w[0], w[1]))
+            pods = sorted(self._waiting.get(owner, []), key=partial(_payment_order, since))
             paid, rest = pods[:count], pods[count:]
             for _, key, _ in paid:
                 replacements[key] = node
@@ -137,6 +141,13 @@ class DrainLedger:
             else:
                 del self._owed[owner]
         return replacements, fresh
+
+
+def _payment_order(since: float, w: tuple[float, str, float]) -> tuple[bool, float, str]:
+    """Who pays a debt begun at ``since`` first, of the arrivals ``(created, key, seen)``: those
+    seen with it or after it, oldest first; then those seen before it, latest first."""
+    created, key, seen = w
+    return (True, -created, key) if seen < since else (False, created, key)
 
 
 def arrived(before: Seen | None, snapshot: Snapshot) -> list[Pod]:

@@ -814,7 +814,7 @@ class Runner:
         limit = self.settings.thrash_guard_seconds
         if limit <= 0:
             return
-        replacements, fresh = self._drains.update(snapshot, now)
+        replacements, fresh = self._drains.update(snapshot, now, mine=self._guard.keys())
         for owner, node in fresh.items():
             self._log.info(logs.DRAIN_SEEN, controller=owner, node=node)
         for key, node in replacements.items():
