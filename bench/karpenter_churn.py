@@ -18,7 +18,10 @@ Figures besides ``bench.churn``'s, each sample from a LIST of the contestant's n
   the node was created, is the first to be bound to it) and removed within
   :data:`bench.churn.THRASH_WINDOW`; and evictions by both sides of one workload's slot within
   the same window (the tool evicted a pod whose replacement Karpenter evicted, or the other way
-  round);
+  round); and of those, the fights before a drift: the tool's eviction came before the trace's
+  drift event, its replacement's node was one of the drifted pool's older nodes, and Karpenter
+  evicted the replacement in the drift (no tool could see those coming: at its eviction the
+  pool had not changed);
 * replacements never placed: a tool eviction whose replacement was still there, on no node, when
   the replay ended (one a scale-down removed before it was placed does not count).
 """
@@ -77,6 +80,7 @@ class KarpenterReplay(Replay):
         self.node_count: list[tuple[float, int]] = []  # per sample: nodes alive
         self.first_node: dict[str, tuple[str, float]] = {}  # pod -> (its first node, when seen)
         self.t0: float | None = None
+        self.drifts: list[tuple[float, str]] = []  # (wall time, zone) of each drift event
 
     def pool_name(self, zone: str) -> str:
         return f"{self.tag}-{zone}"
@@ -121,6 +125,7 @@ class KarpenterReplay(Replay):
             return
         # a changed template: every node of the pool drifts and Karpenter replaces it
         zone = self.zones[int(target.removeprefix("z"))]
+        self.drifts.append((time.time(), zone))
         patch = {"spec": {"template": {"metadata": {"labels": {"bench.rebalancer/rev": "2"}}}}}
         self.cp.kubectl(
             "patch", "nodepool", self.pool_name(zone), "--type", "merge", "-p", json.dumps(patch),
@@ -193,9 +198,14 @@ class KarpenterReplay(Replay):
             node_count=self.node_count,
             start=start,
             at_end={pod for pod, at in self.last_seen.items() if at >= last},
+            drifts=self.drifts,
+            zone_of=self.nodes,
         )
         nodes = {pod: node for pod, (node, _) in self.first_node.items()}
-        for line in fight_lines(matched, mine, theirs, nodes, start):
+        for line in fight_lines(
+            matched, mine, theirs, nodes, start, drifts=self.drifts, zone_of=self.nodes,
+            node_life=self.node_life,
+        ):  # fmt: skip
             print(f"  {result.contestant}: fight: {line}", file=sys.stderr, flush=True)
 
 
@@ -205,9 +215,14 @@ def fight_lines(
     theirs: set[str],
     first_node: Mapping[str, str],
     start: float,
+    *,
+    drifts: Sequence[tuple[float, str]] = (),
+    zone_of: Mapping[str, str] | None = None,
+    node_life: Mapping[str, Sequence[float | None]] | None = None,
 ) -> list[str]:
     """Each eviction fight in words (which side evicted which pod, where, and when, from the
-    replay's start), for the log: what the figure counts, to be looked into."""
+    replay's start), for the log: what the figure counts, to be looked into. A fight before a
+    drift (:func:`before_drift`) says so."""
     evicted_at = {pod: at for at, pod, _, _ in matched}
     side = {**dict.fromkeys(theirs, "Karpenter"), **dict.fromkeys(mine, "the tool")}
     lines = []
@@ -216,13 +231,53 @@ def fight_lines(
             continue
         if not ((pod in mine and repl in theirs) or (pod in theirs and repl in mine)):
             continue
+        drift = (
+            before_drift(
+                at,
+                evicted_at[repl],
+                first_node.get(repl),
+                drifts=drifts,
+                zone_of=zone_of,
+                node_life=node_life,
+            )
+            if pod in mine
+            else None
+        )
         lines.append(
             f"{side[pod]} evicted {pod} (on {first_node.get(pod, '?')}) at "
             f"{at - start:.0f}s; its replacement {repl} (on "
             f"{first_node.get(repl, '?')}) was evicted by {side[repl]} at "
             f"{evicted_at[repl] - start:.0f}s"
+            + (f", before the drift of {drift[1]} at {drift[0] - start:.0f}s" if drift else "")
         )
     return lines
+
+
+def before_drift(
+    evicted: float,
+    taken: float,
+    node: str | None,
+    *,
+    drifts: Sequence[tuple[float, str]],
+    zone_of: Mapping[str, str] | None,
+    node_life: Mapping[str, Sequence[float | None]] | None,
+) -> tuple[float, str] | None:
+    """The drift ``(time, zone)`` that explains a fight the tool began: its eviction at
+    ``evicted`` came before the drift, its replacement's ``node`` is in the drift's zone and
+    was created before it (one of the pool's older nodes), and Karpenter took the replacement
+    at ``taken``, after the drift. None when no drift does."""
+    if node is None or zone_of is None or node_life is None:
+        return None
+    created = (node_life.get(node) or (None,))[0]
+    for at, zone in drifts:
+        if (
+            evicted < at <= taken
+            and zone_of.get(node) == zone
+            and created is not None
+            and created < at
+        ):
+            return at, zone
+    return None
 
 
 def karpenter_figures(
@@ -235,6 +290,8 @@ def karpenter_figures(
     node_count: Sequence[tuple[float, int]],
     start: float,
     at_end: set[str],
+    drifts: Sequence[tuple[float, str]] = (),
+    zone_of: Mapping[str, str] | None = None,
 ) -> dict[str, float]:
     """The figures of one replay beside Karpenter (module docstring), from the matched
     evictions (``(time, pod, workload, replacement)``, every side's), the pods the tool
@@ -260,12 +317,22 @@ def karpenter_figures(
         and (created := node_life[node][0]) is not None
         and gone - created <= THRASH_WINDOW
     )
-    eviction_fights = 0
+    eviction_fights = fights_before_drift = 0
     for at, pod, _, repl in matched:
         if repl is None or repl not in evicted_at or evicted_at[repl] - at > THRASH_WINDOW:
             continue
         if (pod in mine and repl in theirs) or (pod in theirs and repl in mine):
             eviction_fights += 1
+            fights_before_drift += pod in mine and bool(
+                before_drift(
+                    at,
+                    evicted_at[repl],
+                    first_node.get(repl),
+                    drifts=drifts,
+                    zone_of=zone_of,
+                    node_life=node_life,
+                )
+            )
     never_placed = sum(
         1
         for _, pod, _, repl in matched
@@ -279,6 +346,7 @@ def karpenter_figures(
         "most_nodes": max((n for _, n in node_count), default=0),
         "node_fights": node_fights,
         "eviction_fights": eviction_fights,
+        "fights_before_drift": fights_before_drift,
         "never_placed": never_placed,
     }
 
@@ -317,6 +385,7 @@ COLUMNS = (
     ("pending-pod-seconds", lambda r: r.pending_pod_seconds),
     ("fights: nodes", lambda r: (r.karpenter or {}).get("node_fights", 0)),
     ("fights: evictions", lambda r: (r.karpenter or {}).get("eviction_fights", 0)),
+    ("of which before a drift", lambda r: (r.karpenter or {}).get("fights_before_drift", 0)),
     ("replacements never placed", lambda r: (r.karpenter or {}).get("never_placed", 0)),
     ("429s", lambda r: r.http_429),
     ("DELETEs", lambda r: r.deletes),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench.karpenter_churn import KarpenterReplay, fight_lines, karpenter_figures
 from bench.trace import DRIFT, SCALE, full_trace, karpenter_trace
 
@@ -51,6 +53,7 @@ EXPECTED = {
     "most_nodes": 3,
     "node_fights": 1,  # n2
     "eviction_fights": 2,  # a -> ra, k -> rk
+    "fights_before_drift": 0,  # no drift
     "never_placed": 1,  # y
 }
 
@@ -165,6 +168,43 @@ def test_each_contestant_gets_pools_of_its_own_in_every_zone() -> None:
     spec = one.pod_spec(trace.workloads[0])
     assert spec["nodeSelector"] == {"bench.rebalancer/churn": one.tag}
     assert spec["containers"][0]["resources"]["requests"]["cpu"] == "500m"
+
+
+ZONE_OF = {"n1": "zone-a", "n2": "zone-b", "n3": "zone-b", "n4": "zone-c", "n5": "zone-a"}
+
+
+@pytest.mark.parametrize(
+    ("drift", "counted"),
+    [
+        ((550.0, "zone-b"), 1),  # a at 110, then the drift of n2's zone, then ra taken at 600
+        ((550.0, "zone-a"), 0),  # another zone's drift
+        ((105.0, "zone-b"), 0),  # the drift came before the tool's eviction: it could see it
+        ((650.0, "zone-b"), 0),  # after Karpenter took ra: not the drift's doing
+        ((115.0, "zone-b"), 0),  # n2 (created at 120) came after the drift: a new node
+    ],
+)
+def test_a_fight_the_tool_began_before_a_drift_is_told_apart(
+    drift: tuple[float, str], counted: int
+) -> None:
+    """Only the tool's fight a -> ra can be before a drift; Karpenter's k -> rk never is."""
+    got = karpenter_figures(
+        matched=MATCHED,
+        mine=MINE,
+        theirs=THEIRS,
+        node_life=NODE_LIFE,
+        first_node=FIRST_NODE,
+        node_count=COUNT,
+        start=START,
+        at_end=AT_END,
+        drifts=[drift],
+        zone_of=ZONE_OF,
+    )
+    assert (got["eviction_fights"], got["fights_before_drift"]) == (2, counted)
+    lines = fight_lines(
+        MATCHED, MINE, THEIRS, FIRST_NODE, START, drifts=[drift], zone_of=ZONE_OF,
+        node_life=NODE_LIFE,
+    )  # fmt: skip
+    assert sum(", before the drift of" in line for line in lines) == counted
 
 
 def test_each_eviction_fight_in_words() -> None:
