@@ -15,7 +15,13 @@ from rebalancer.cluster.act.steering import MAX_WRITER_LOOKUPS, name_writers
 from rebalancer.cluster.read import fastdecode
 from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.karpenter import do_not_disrupt, field_writers, node_disrupted
-from rebalancer.core.model import Snapshot, Taint, Toleration
+from rebalancer.core.model import (
+    LabelSelector,
+    PodDisruptionBudget,
+    Snapshot,
+    Taint,
+    Toleration,
+)
 from rebalancer.core.plan import Eviction
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
@@ -359,3 +365,68 @@ def test_a_pod_annotated_since_the_plan_is_held(annotations: object, code: str |
     found["metadata"]["annotations"] = annotations
     problem = pod_problem(found, _eviction(), None)
     assert (problem.code if problem else None) == code
+
+
+# --- a drain claims its PodDisruptionBudget first ---------------------------------------------
+#
+# Zone a holds three web pods, zone b one, zone c one on n-c and one on n-c2 (zone counts
+# 3, 1, 2: skew 2, one pod leaves zone a for zone b). n-c2 may be one Karpenter is draining: its
+# Ready pod is the next eviction Karpenter makes, under the same PodDisruptionBudget.
+
+
+def _claimed(
+    allowed: int, *, draining: bool, leaving: bool = False, ready: bool = True
+) -> Snapshot:
+    c = zone_constraint("web")
+    nodes = [
+        node("n-a", "zone-a"),
+        node("n-b", "zone-b"),
+        node("n-c", "zone-c"),
+        node("n-c2", "zone-c", taints=[DISRUPTED] if draining else []),
+    ]
+    where = [("a", "n-a")] * 3 + [("b", "n-b"), ("c", "n-c"), ("d", "n-c2")]
+    pods = [
+        pod(
+            f"web-{z}-{k}",
+            n,
+            constraints=[c],
+            created=1000 + k,
+            tolerations=EVERYTHING,
+            terminating=leaving and n == "n-c2",
+            ready=ready or n != "n-c2",
+        )
+        for k, (z, n) in enumerate(where)
+    ]
+    pdb = PodDisruptionBudget(
+        namespace="default",
+        name="web",
+        selector=LabelSelector((("app", "web"),)),
+        disruptions_allowed=allowed,
+        current_healthy=6,
+        desired_healthy=6 - allowed,
+    )
+    return Snapshot(nodes=tuple(nodes), pods=tuple(pods), pdbs=(pdb,))
+
+
+def test_a_drain_claims_the_budget_of_the_pods_it_has_yet_to_evict() -> None:
+    # no drain: the budget of 1 is the plan's, and one pod of zone a moves to zone b
+    assert [t for _, t in _moves(_claimed(1, draining=False))] == ["n-b"]
+    # n-c2 is draining and its pod is still there: Karpenter spends the budget first
+    held = _claimed(1, draining=True)
+    assert _moves(held) == []
+    reasons = {s.name: s.reason for s in plan(held, Policy(), NOW).skipped}
+    assert {n: str(r.code) for n, r in reasons.items() if n.startswith("web-a")} == {
+        f"web-a-{k}": "pdb" for k in range(3)
+    }
+    assert "claimed by 1 Ready pod on node n-c2, which Karpenter is draining" in (
+        reasons["web-a-0"].detail
+    )
+    # a budget of 2: one left after the claim, and the move is made
+    assert [t for _, t in _moves(_claimed(2, draining=True))] == ["n-b"]
+
+
+@pytest.mark.parametrize(("leaving", "ready"), [(True, True), (False, False)])
+def test_a_pod_already_leaving_or_not_ready_claims_nothing(leaving: bool, ready: bool) -> None:
+    """Its eviction spends no budget (terminating: already evicted; not Ready: the workload at
+    its desired health lets it go free), so the plan keeps the budget."""
+    assert len(_moves(_claimed(1, draining=True, leaving=leaving, ready=ready))) == 1

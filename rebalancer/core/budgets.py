@@ -15,9 +15,15 @@ for a pod it is asked to evict:
    is left.
 
 So a pod in case 5 whose PDB has nothing left now is skipped (``pdb``), and the plan works
-with the others. The budget is per wave (SPEC §3): within one wave at most
-``disruptionsAllowed`` evictions spend a PDB; once the wave's replacements are Ready the
-disruption controller gives the budget back and the next wave may spend it again.
+with the others. A node Karpenter is draining (``karpenter.sh/disrupted``) claims the budget
+first: each Ready pod of it that is not leaving yet, under one PDB, is an eviction Karpenter
+makes next (it retries a refused one until the budget comes back), so the plan counts that
+PDB's budget as spent by it. Without the claim the two race for each disruption the budget
+gives back, and the loser's eviction is refused (429), or the node's removal waits.
+
+The budget is per wave (SPEC §3): within one wave at most ``disruptionsAllowed`` evictions spend
+a PDB; once the wave's replacements are Ready the disruption controller gives the budget back
+and the next wave may spend it again.
 
 Worked example: a Deployment of 4 pods under a PDB with ``maxUnavailable: 1`` (desiredHealthy
 3, currentHealthy 4, disruptionsAllowed 1) whose plan evicts 2 Ready pods: wave 1 evicts one,
@@ -26,7 +32,7 @@ wave 2 the other. A third pod that is not Ready goes in wave 1 too, budget-free 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from rebalancer.core.model import ALWAYS_ALLOW, NOT_SHARED, Pod, PodDisruptionBudget
 from rebalancer.core.plan import SkipCode, SkipReason
@@ -52,11 +58,34 @@ def healthy_enough(pdb: PodDisruptionBudget) -> bool:
 class DisruptionBudgets:
     """The PDBs of one snapshot: which cover a pod, and which one its eviction spends."""
 
-    def __init__(self, pdbs: Sequence[PodDisruptionBudget]) -> None:
+    def __init__(
+        self,
+        pdbs: Sequence[PodDisruptionBudget],
+        pods: Iterable[Pod] = (),
+        draining: Collection[str] = (),
+    ) -> None:
+        """``pods`` on the ``draining`` nodes claim their PDB's budget (module docstring)."""
         self.pdbs = tuple(pdbs)
-        self.allowed = tuple(budget(p) for p in self.pdbs)
         self._index = SelectorIndex((p.namespace, p.selector) for p in self.pdbs)
         self._covering: dict[tuple[str, int], list[int]] = {}
+        self.claims: dict[int, tuple[int, str]] = {}  # PDB -> (pods claiming, first node)
+        if draining:
+            for pod in pods:
+                node = pod.node_name
+                if node is None or node not in draining or not self._spends(pod):
+                    continue
+                covering = self.covering(pod)
+                if len(covering) == 1:
+                    n, first = self.claims.get(covering[0], (0, node))
+                    self.claims[covering[0]] = (n + 1, min(first, node))
+        self.allowed = tuple(
+            max(0, budget(p) - self.claims.get(k, (0, ""))[0]) for k, p in enumerate(self.pdbs)
+        )
+
+    @staticmethod
+    def _spends(pod: Pod) -> bool:
+        """A pod whose eviction would spend a budget: Ready, not leaving, not finished."""
+        return pod.ready and not pod.leaving and pod.phase not in PDB_FREE_PHASES
 
     def covering(self, pod: Pod) -> list[int]:
         """Positions of the PDBs whose selector matches the pod (in its namespace)."""
@@ -96,7 +125,16 @@ class DisruptionBudgets:
                 f"PodDisruptionBudget {pdb.name} is not yet processed (observedGeneration "
                 f"{pdb.observed_generation} < generation {pdb.generation}): no budget now",
             ), ()
-        if pdb.disruptions_allowed <= 0:
+        if pdb.disruptions_allowed > 0 and self.allowed[k] <= 0:
+            n, node = self.claims[k]
+            pods = "1 Ready pod" if n == 1 else f"{n} Ready pods"
+            return SkipReason(
+                SkipCode.PDB,
+                f"PodDisruptionBudget {pdb.name} allows {pdb.disruptions_allowed} now, claimed "
+                f"by {pods} on node {node}, which Karpenter is draining: its evictions come "
+                "first",
+            ), ()
+        if self.allowed[k] <= 0:
             return SkipReason(
                 SkipCode.PDB,
                 f"PodDisruptionBudget {pdb.name} allows no disruption now (disruptionsAllowed "

@@ -104,7 +104,11 @@ class EvictionContext:
             classes=classes,
             default_priority=defaults[0] if defaults else 0,
             threshold=threshold,
-            budgets=DisruptionBudgets(snapshot.pdbs),
+            budgets=DisruptionBudgets(
+                snapshot.pdbs,
+                snapshot.pods,
+                draining={n.name for n in snapshot.nodes if node_disrupted(n)},
+            ),
             rollouts=Rollouts(snapshot),
             replicas=workload_sizes(snapshot.pods) if policy.min_replicas > 1 else {},
             scope=NamespaceScope.of(policy, snapshot) if scope is None else scope,
