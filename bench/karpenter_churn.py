@@ -33,6 +33,7 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -223,34 +224,65 @@ def fight_lines(
     """Each eviction fight in words (which side evicted which pod, where, and when, from the
     replay's start), for the log: what the figure counts, to be looked into. A fight before a
     drift (:func:`before_drift`) says so."""
-    evicted_at = {pod: at for at, pod, _, _ in matched}
     side = {**dict.fromkeys(theirs, "Karpenter"), **dict.fromkeys(mine, "the tool")}
     lines = []
+    for f in eviction_fights(
+        matched, mine, theirs, first_node, drifts=drifts, zone_of=zone_of, node_life=node_life
+    ):
+        drift = f.drift
+        lines.append(
+            f"{side[f.pod]} evicted {f.pod} (on {first_node.get(f.pod, '?')}) at "
+            f"{f.at - start:.0f}s; its replacement {f.replacement} (on "
+            f"{first_node.get(f.replacement, '?')}) was evicted by {side[f.replacement]} at "
+            f"{f.taken - start:.0f}s"
+            + (f", before the drift of {drift[1]} at {drift[0] - start:.0f}s" if drift else "")
+        )
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Fight:
+    """One eviction fight: ``pod`` evicted at ``at`` by one side, its ``replacement`` by the
+    other at ``taken``; ``drift`` the drift ``(time, zone)`` it came before, when the tool
+    began it (:func:`before_drift`)."""
+
+    at: float
+    pod: str
+    replacement: str
+    taken: float
+    drift: tuple[float, str] | None
+
+
+def eviction_fights(
+    matched: Sequence[tuple[float, str, str, str | None]],
+    mine: set[str],
+    theirs: set[str],
+    first_node: Mapping[str, str],
+    *,
+    drifts: Sequence[tuple[float, str]] = (),
+    zone_of: Mapping[str, str] | None = None,
+    node_life: Mapping[str, Sequence[float | None]] | None = None,
+) -> list[Fight]:
+    """The eviction fights, in time order: a pod one side (``mine``, the tool's; ``theirs``,
+    Karpenter's) evicted whose replacement the other evicted within :data:`THRASH_WINDOW`."""
+    evicted_at = {pod: at for at, pod, _, _ in matched}
+    found = []
     for at, pod, _, repl in sorted(matched):
         if repl is None or repl not in evicted_at or evicted_at[repl] - at > THRASH_WINDOW:
             continue
         if not ((pod in mine and repl in theirs) or (pod in theirs and repl in mine)):
             continue
+        taken = evicted_at[repl]
         drift = (
             before_drift(
-                at,
-                evicted_at[repl],
-                first_node.get(repl),
-                drifts=drifts,
-                zone_of=zone_of,
+                at, taken, first_node.get(repl), drifts=drifts, zone_of=zone_of,
                 node_life=node_life,
             )
             if pod in mine
             else None
-        )
-        lines.append(
-            f"{side[pod]} evicted {pod} (on {first_node.get(pod, '?')}) at "
-            f"{at - start:.0f}s; its replacement {repl} (on "
-            f"{first_node.get(repl, '?')}) was evicted by {side[repl]} at "
-            f"{evicted_at[repl] - start:.0f}s"
-            + (f", before the drift of {drift[1]} at {drift[0] - start:.0f}s" if drift else "")
-        )
-    return lines
+        )  # fmt: skip
+        found.append(Fight(at, pod, repl, taken, drift))
+    return found
 
 
 def before_drift(
@@ -303,7 +335,6 @@ def karpenter_figures(
     # a node launched for a replacement of the tool's: the replacement was the first pod bound
     # to it and its eviction came before the node
     first_on: dict[str, str] = {}
-    evicted_at = {pod: at for at, pod, _, _ in matched}
     for at, pod, _, repl in sorted(matched):
         if pod in mine and repl is not None and repl in first_node:
             node = first_node[repl]
@@ -317,22 +348,9 @@ def karpenter_figures(
         and (created := node_life[node][0]) is not None
         and gone - created <= THRASH_WINDOW
     )
-    eviction_fights = fights_before_drift = 0
-    for at, pod, _, repl in matched:
-        if repl is None or repl not in evicted_at or evicted_at[repl] - at > THRASH_WINDOW:
-            continue
-        if (pod in mine and repl in theirs) or (pod in theirs and repl in mine):
-            eviction_fights += 1
-            fights_before_drift += pod in mine and bool(
-                before_drift(
-                    at,
-                    evicted_at[repl],
-                    first_node.get(repl),
-                    drifts=drifts,
-                    zone_of=zone_of,
-                    node_life=node_life,
-                )
-            )
+    fights = eviction_fights(
+        matched, mine, theirs, first_node, drifts=drifts, zone_of=zone_of, node_life=node_life
+    )
     never_placed = sum(
         1
         for _, pod, _, repl in matched
@@ -345,8 +363,8 @@ def karpenter_figures(
         "node_minutes": round(sum(n for _, n in node_count) * SAMPLE_SECONDS / 60, 1),
         "most_nodes": max((n for _, n in node_count), default=0),
         "node_fights": node_fights,
-        "eviction_fights": eviction_fights,
-        "fights_before_drift": fights_before_drift,
+        "eviction_fights": len(fights),
+        "fights_before_drift": sum(f.drift is not None for f in fights),
         "never_placed": never_placed,
     }
 
