@@ -404,3 +404,138 @@ def _lease(
         meta["resourceVersion"] = str(len(leases) + int(time.monotonic() * 1000))
         leases[namespace, str(meta.get("name") or name)] = lease
         request.send(201 if request.method == "POST" else 200, json.dumps(lease).encode())
+
+
+# --- hostile snapshots ------------------------------------------------------------------------
+
+HOSTILE_ZONES: Final = ("zone-a", "zone-b", "zone-c")
+"""The zones of :func:`packed_pools_snapshot`: zone-a holds the workload, the others are full."""
+
+
+def packed_pools_snapshot(
+    nodes_per_zone: int,
+    pools: int,
+    *,
+    web_per_node: int = 4,
+    hostname_first: bool = False,
+    untainted: int = 0,
+) -> dict[str, Any]:
+    """A full cluster whose NodePools cannot take a replacement, as a snapshot file (``kind:
+    List``): issue D2's input, that made a no-fit reason name every pool for every domain.
+
+    Three zones of ``nodes_per_zone`` nodes (4 CPUs each). Every node of zone-a holds
+    ``web_per_node`` pods of Deployment ``web`` (1 CPU each; 4 fill the node), every node of
+    zone-b and zone-c four pods of 1 CPU that nothing constrains: the cluster is full. ``web``
+    spreads over zones (maxSkew 1, DoNotSchedule), so its pods must leave zone-a for zones where
+    no node has room. ``pools`` NodePools each carry a taint ``dedicated=pool-K:NoSchedule`` that
+    ``web`` does not tolerate, but the last ``untainted`` of them, which are at their cpu limit
+    instead: none can add a node. With ``hostname_first``, ``web`` also spreads over nodes
+    (ScheduleAnyway, before the zone constraint), so the domains its replacement is ranked by
+    first are the nodes, not the zones.
+    """
+    items: list[dict[str, Any]] = []
+    web_constraints = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    if hostname_first:
+        web_constraints.insert(
+            0,
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            },
+        )
+    for zone in HOSTILE_ZONES:
+        for k in range(nodes_per_zone):
+            name = f"{zone}-{k:05d}"
+            items.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "labels": {
+                            "kubernetes.io/hostname": name,
+                            "topology.kubernetes.io/zone": zone,
+                        },
+                    },
+                    "status": {
+                        "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                    },
+                }
+            )
+            web = zone == HOSTILE_ZONES[0]
+            for j in range(web_per_node if web else 4):
+                pod_name = f"{'web' if web else 'fill'}-{name}-{j}"
+                items.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": pod_name,
+                            "namespace": "shop" if web else "fill",
+                            "uid": f"uid-{pod_name}",
+                            "creationTimestamp": "2025-01-01T00:00:00Z",
+                            "labels": {"app": "web" if web else "fill"},
+                            "ownerReferences": [
+                                {
+                                    "apiVersion": "apps/v1",
+                                    "kind": "ReplicaSet",
+                                    "name": "web-rs" if web else "fill-rs",
+                                    "uid": "uid-web-rs" if web else "uid-fill-rs",
+                                    "controller": True,
+                                }
+                            ],
+                        },
+                        "spec": {
+                            "nodeName": name,
+                            "containers": [
+                                {"name": "c", "resources": {"requests": {"cpu": "1"}}}
+                            ],
+                            **({"topologySpreadConstraints": web_constraints} if web else {}),
+                        },
+                        "status": {
+                            "phase": "Running",
+                            "conditions": [{"type": "Ready", "status": "True"}],
+                        },
+                    }
+                )
+    for k in range(pools):
+        tainted = k < pools - untainted
+        template_spec: dict[str, Any] = {
+            "requirements": [
+                {
+                    "key": "topology.kubernetes.io/zone",
+                    "operator": "In",
+                    "values": list(HOSTILE_ZONES),
+                }
+            ]
+        }
+        if tainted:
+            template_spec["taints"] = [
+                {"key": "dedicated", "value": f"pool-{k:05d}", "effect": "NoSchedule"}
+            ]
+        items.append(
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": f"pool-{k:05d}"},
+                "spec": {
+                    "template": {"spec": template_spec},
+                    "limits": {"cpu": "1000" if tainted else "8"},
+                },
+                "status": {
+                    "resources": {"cpu": "8", "nodes": "2"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    return {"apiVersion": "v1", "kind": "List", "items": items}
