@@ -497,9 +497,7 @@ def packed_pools_snapshot(
                         },
                         "spec": {
                             "nodeName": name,
-                            "containers": [
-                                {"name": "c", "resources": {"requests": {"cpu": "1"}}}
-                            ],
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
                             **({"topologySpreadConstraints": web_constraints} if web else {}),
                         },
                         "status": {

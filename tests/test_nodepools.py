@@ -21,7 +21,7 @@ from rebalancer.core.model import (
     Taint,
     Toleration,
 )
-from rebalancer.core.nodepools import addable, pool_refusal
+from rebalancer.core.nodepools import PoolJudge, pool_refusal
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from tests.builders import node, pod, zone_constraint
@@ -53,10 +53,13 @@ def test_the_worked_example_of_the_module() -> None:
     assert pool_refusal(a, tolerant, ZONE_KEY, "zone-a") == (
         "at its cpu limit (7500 of 8000 used, the pod needs 1000)"
     )
-    found = addable([c, a], plain, ZONE_KEY, ["zone-a", "zone-b", "zone-c"])
-    assert found.pools == {"zone-c": "c"}
-    assert found.describe("zone-c") == "NodePool c can add a node in zone-c"
-    assert found.describe("zone-a") == (
+    judge = PoolJudge([c, a])
+    found = {z: judge.verdict(plain, ZONE_KEY, z).pool for z in ("zone-a", "zone-b", "zone-c")}
+    assert found == {"zone-a": "", "zone-b": "", "zone-c": "c"}
+    assert judge.verdict(plain, ZONE_KEY, "zone-c").describe("zone-c") == (
+        "NodePool c can add a node in zone-c"
+    )
+    assert judge.verdict(plain, ZONE_KEY, "zone-a").describe("zone-a") == (
         "no NodePool can add a node in zone-a for this pod "
         "(a: the pod does not tolerate its taint gpu=true:NoSchedule; "
         "c: its nodes cannot be in topology.kubernetes.io/zone=zone-a)"

@@ -131,74 +131,287 @@ def _labels_ok(pool: NodePool, pod: Pod, fixed: Mapping[str, str]) -> bool:
     )
 
 
-def _over_limit(pool: NodePool, pod: Pod) -> str | None:
+def _over_limit(pool: NodePool, pod: Pod) -> Refusal | None:
     for resource, limit in sorted(pool.limits.items()):
         used = pool.used.get(resource, 0)
         wanted = 1 if resource == "nodes" else pod.requests.get(resource, 0)
         if used + wanted > limit:
-            return f"at its {resource} limit ({used} of {limit} used, the pod needs {wanted})"
+            return Refusal(
+                f"at their {resource} limit",
+                f"at its {resource} limit ({used} of {limit} used, the pod needs {wanted})",
+            )
     return None
 
 
-def pool_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> str | None:
-    """Why ``pool`` cannot add a node for ``pod`` in ``domain`` of topology key ``key``
-    (None: it can)."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why one pool cannot add a node for a pod in a domain: ``kind`` is what refusals are
+    counted by in a reason (``with a taint the pod does not tolerate``), ``detail`` the whole
+    of it (``the pod does not tolerate its taint gpu=true:NoSchedule``)."""
+
+    kind: str
+    detail: str
+
+
+_NOT_READY: Final = Refusal("not Ready", "not Ready")
+_NO_MATCH: Final = Refusal(
+    "whose nodes do not match the pod's node selector or affinity",
+    "its nodes do not match the pod's node selector or affinity",
+)
+
+
+def _early_refusal(pool: NodePool, pod: Pod) -> Refusal | None:
+    """The refusals that hold in every domain whatever the topology key: readiness, taints."""
     if not pool.ready:
-        return "not Ready"
+        return _NOT_READY
     taint = untolerated_taint(pod.tolerations, pool.taints, FILTER_EFFECTS)
     if taint is not None:
-        return f"the pod does not tolerate its taint {taint.key}={taint.value}:{taint.effect}"
+        return Refusal(
+            "with a taint the pod does not tolerate",
+            f"the pod does not tolerate its taint {taint.key}={taint.value}:{taint.effect}",
+        )
+    return None
+
+
+def _late_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> Refusal | None:
+    """The refusals after readiness and taints: the domain, the pod's labels, the limits."""
     if key != HOSTNAME_KEY and not _values(pool, key, {}).admits(domain):
-        return f"its nodes cannot be in {key}={domain}"
+        return Refusal(
+            "whose requirements rule the domain out", f"its nodes cannot be in {key}={domain}"
+        )
     fixed = {} if key == HOSTNAME_KEY else {key: domain}
     if not _labels_ok(pool, pod, fixed):
-        return "its nodes do not match the pod's node selector or affinity"
+        return _NO_MATCH
     return _over_limit(pool, pod)
 
 
+def refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> Refusal | None:
+    """Why ``pool`` cannot add a node for ``pod`` in ``domain`` of topology key ``key``
+    (None: it can). With the hostname key the domain does not matter (a new node has a new
+    name)."""
+    return _early_refusal(pool, pod) or _late_refusal(pool, pod, key, domain)
+
+
+def pool_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> str | None:
+    """The whole text of :func:`refusal` (None: the pool can add a node there)."""
+    found = refusal(pool, pod, key, domain)
+    return None if found is None else found.detail
+
+
+# --- bounded reasons -------------------------------------------------------------------------
+
+MAX_EXAMPLES: Final = 3
+"""A reason names at most this many pools of one kind of refusal (or domains of one verdict),
+then ``...``; with at most this many refusing pools it gives each pool's whole refusal."""
+MAX_KINDS: Final = 4
+"""A reason counts at most this many kinds of refusal by name; the others are summed."""
+MAX_GROUPS: Final = 3
+"""A reason over more than :data:`MAX_EXAMPLES` domains names at most this many verdicts."""
+
+
+def _names(names: Sequence[str], total: int) -> str:
+    return ", ".join(names) + (", ..." if total > len(names) else "")
+
+
+class _Tally:
+    """Refusals counted by kind as pools are judged in name order: for each kind its count and
+    first :data:`MAX_EXAMPLES` pools, and the first refusals in full (one more than a reason
+    gives whole, to know when it cannot). Its size does not grow with the pools."""
+
+    __slots__ = ("count", "first", "kinds")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.kinds: dict[str, tuple[int, list[str]]] = {}
+        self.first: list[tuple[str, str]] = []
+
+    def add(self, name: str, why: Refusal) -> None:
+        self.count += 1
+        count, examples = self.kinds.get(why.kind, (0, []))
+        if len(examples) < MAX_EXAMPLES:
+            examples.append(name)
+        self.kinds[why.kind] = (count + 1, examples)
+        if len(self.first) <= MAX_EXAMPLES:
+            self.first.append((name, why.detail))
+
+
 @dataclass(frozen=True, slots=True)
-class Addable:
-    """Per domain, the first pool (by name) that can add a node there for the pod, and for the
-    others why each pool cannot."""
+class Verdict:
+    """What the NodePools say for pods of one shape in one domain: the first pool (by name)
+    that can add a node there (``pool``), else why none can, in bounded text (``why``)."""
 
-    pools: Mapping[str, str]  # domain -> pool name
-    refusals: Mapping[str, tuple[tuple[str, str], ...]]  # domain -> ((pool, why), ...)
+    pool: str  # "": none can
+    why: str = ""
 
-    def describe(self, domain: str) -> str:
-        """``NodePool default can add a node in zone-b`` or ``no NodePool can add a node in
-        zone-c for this pod (default: at its cpu limit ...)``."""
-        pool = self.pools.get(domain)
-        if pool is not None:
-            return f"NodePool {pool} can add a node in {domain}"
-        why = "; ".join(f"{name}: {reason}" for name, reason in self.refusals.get(domain, ()))
-        return f"no NodePool can add a node in {domain} for this pod" + (f" ({why})" if why else "")
+    def describe(self, where: str) -> str:
+        """``NodePool pb can add a node in zone-b`` or ``no NodePool can add a node in zone-c
+        for this pod (pb: its nodes cannot be in topology.kubernetes.io/zone=zone-c)``."""
+        if self.pool:
+            return f"NodePool {self.pool} can add a node in {where}"
+        return f"no NodePool can add a node in {where} for this pod" + (
+            f" ({self.why})" if self.why else ""
+        )
 
 
-def addable(pools: Sequence[NodePool], pod: Pod, key: str, domains: Iterable[str]) -> Addable:
-    """For each of ``domains`` (values of topology key ``key``): which pool can add a node
-    there for ``pod`` (the first by name), else why none can."""
-    ordered = sorted(pools, key=lambda p: p.name)
-    found: dict[str, str] = {}
-    refusals: dict[str, tuple[tuple[str, str], ...]] = {}
-    for domain in domains:
-        why: list[tuple[str, str]] = []
-        for pool in ordered:
-            reason = pool_refusal(pool, pod, key, domain)
-            if reason is None:
-                found[domain] = pool.name
+def _refused(early: _Tally, late: _Tally) -> Verdict:
+    """The verdict where every pool refused: early refusals (readiness, taints) and late ones
+    (domain, labels, limits) are of different kinds, so their counts add up kind by kind."""
+    total = early.count + late.count
+    if total <= MAX_EXAMPLES:  # few pools: each one's whole refusal, by name
+        first = sorted(early.first + late.first)
+        return Verdict("", "; ".join(f"{name}: {detail}" for name, detail in first))
+    kinds = sorted(
+        (*early.kinds.items(), *late.kinds.items()), key=lambda item: (-item[1][0], item[0])
+    )
+    parts = [
+        f"{count} {kind} ({_names(examples, count)})"
+        for kind, (count, examples) in kinds[:MAX_KINDS]
+    ]
+    rest = kinds[MAX_KINDS:]
+    if rest:
+        others = sum(count for _, (count, _) in rest)
+        parts.append(f"{others} for {len(rest)} other reasons")
+    return Verdict("", f"{total} NodePools refuse: " + ", ".join(parts))
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """The pools, judged for pods of one shape before any domain: those that stay refused
+    everywhere (counted) and those a domain may admit (``open``, by name)."""
+
+    early: _Tally
+    open: tuple[NodePool, ...]
+
+
+def _shape_of(pod: Pod) -> tuple[object, ...]:
+    """The fields of a pod a pool's verdict depends on: pods equal in these share verdicts."""
+    return (
+        pod.tolerations,
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_affinity,
+        tuple(sorted(pod.requests.items())),
+    )
+
+
+class PoolJudge:
+    """The snapshot's NodePools, and what they say for each pod shape in each domain.
+
+    A verdict is worked out once per (pod shape, topology key, domain): readiness and taints
+    once per shape for every pool, then the domain, labels and limits for the pools left; the
+    hostname key's verdict is the same for every node. The refusals are counted, never written
+    out one by one, so a verdict's cost is linear in the pools and its text is bounded.
+    """
+
+    def __init__(self, pools: Iterable[NodePool]) -> None:
+        self.pools = tuple(sorted(pools, key=lambda p: p.name))
+        self._shapes: dict[tuple[object, ...], _Shape] = {}
+        self._verdicts: dict[tuple[tuple[object, ...], str, str], Verdict] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.pools)
+
+    def verdict(self, pod: Pod, key: str, domain: str) -> Verdict:
+        """The first pool (by name) that can add a node for ``pod`` in ``domain`` of ``key``,
+        else why none can."""
+        return self._verdict(_shape_of(pod), pod, key, domain)
+
+    def _verdict(self, shape_key: tuple[object, ...], pod: Pod, key: str, domain: str) -> Verdict:
+        if key == HOSTNAME_KEY:
+            domain = ""  # a new node's name is new: the same verdict for every node
+        found = self._verdicts.get((shape_key, key, domain))
+        if found is not None:
+            return found
+        shape = self._shapes.get(shape_key)
+        if shape is None:
+            early = _Tally()
+            still: list[NodePool] = []
+            for pool in self.pools:
+                why = _early_refusal(pool, pod)
+                if why is None:
+                    still.append(pool)
+                else:
+                    early.add(pool.name, why)
+            shape = self._shapes[shape_key] = _Shape(early, tuple(still))
+        late = _Tally()
+        for pool in shape.open:
+            why = _late_refusal(pool, pod, key, domain)
+            if why is None:
+                found = Verdict(pool.name)
                 break
-            why.append((pool.name, reason))
+            late.add(pool.name, why)
         else:
-            refusals[domain] = tuple(why)
-    return Addable(found, refusals)
+            found = _refused(shape.early, late)
+        self._verdicts[shape_key, key, domain] = found
+        return found
+
+    def note(self, pod: Pod, where: tuple[str, Sequence[str]]) -> str:
+        """What a no-fit reason adds where NodePools are known: for the domains the
+        replacement's spread allows (``where``: its topology key and those domains, in order),
+        which pool can add a node there, else why none can (``; NodePool default can add a node
+        in zone-b``). Up to :data:`MAX_EXAMPLES` domains, one clause each; beyond, the domains
+        sharing a verdict are named together, at most :data:`MAX_GROUPS` verdicts."""
+        key, domains = where
+        if not domains:
+            return ""
+        shape = _shape_of(pod)
+        if len(domains) <= MAX_EXAMPLES:
+            return "".join(f"; {self._verdict(shape, pod, key, d).describe(d)}" for d in domains)
+        groups: dict[Verdict, list[str]] = {}
+        for d in domains:
+            groups.setdefault(self._verdict(shape, pod, key, d), []).append(d)
+        out = ""
+        for found, members in list(groups.items())[:MAX_GROUPS]:
+            where_text = (
+                members[0]
+                if len(members) == 1
+                else f"{len(members)} domains of {key} "
+                f"({_names(members[:MAX_EXAMPLES], len(members))})"
+            )
+            out += f"; {found.describe(where_text)}"
+        rest = list(groups.items())[MAX_GROUPS:]
+        if rest:
+            can = sum(len(m) for v, m in rest if v.pool)
+            cannot = sum(len(m) for v, m in rest if not v.pool)
+            parts = [f"{can} where a NodePool can add a node"] if can else []
+            parts += [f"{cannot} where none can"] if cannot else []
+            out += f"; {can + cannot} more domains of {key} ({', '.join(parts)})"
+        return out
 
 
-def pool_note(pools: Sequence[NodePool], pod: Pod, where: tuple[str, Sequence[str]]) -> str:
-    """What a no-fit reason adds where NodePools are known: for the domains the replacement's
-    spread allows (``where``: its topology key and those domains), which pool can add a node
-    there, else why none can (``; NodePool default can add a node in zone-b``)."""
-    key, domains = where
-    if not domains:
-        return ""
-    found = addable(pools, pod, key, domains)
-    return "".join(f"; {found.describe(d)}" for d in domains)
+# --- the whole detail, for explain -----------------------------------------------------------
+
+
+ANY_NODE: Final = "*"
+"""The domain of a :class:`PoolDetail` whose verdict holds on any node (the hostname key, or
+no domain known); no label value is ``*``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDetail:
+    """One NodePool and a pod: per domain, None where it can add a node for the pod, else the
+    whole of its refusal (:func:`refusal`)."""
+
+    name: str
+    domains: tuple[tuple[str, str | None], ...]
+
+
+def pool_details(
+    pools: Iterable[NodePool], pod: Pod, key: str, domains: Sequence[str]
+) -> tuple[PoolDetail, ...]:
+    """Every pool (by name) and, in each of ``domains`` of ``key``, whether it can add a node
+    for ``pod`` and why not: the detail a no-fit reason counts. With the hostname key (or no
+    domains) one verdict for any node, under the domain :data:`ANY_NODE`."""
+    anywhere = key == HOSTNAME_KEY or not domains
+    out = []
+    for pool in sorted(pools, key=lambda p: p.name):
+        verdicts: tuple[tuple[str, str | None], ...]
+        if anywhere:
+            verdicts = ((ANY_NODE, pool_refusal(pool, pod, HOSTNAME_KEY, "")),)
+        else:
+            early = _early_refusal(pool, pod)
+            verdicts = tuple(
+                (d, early.detail if early is not None else pool_refusal(pool, pod, key, d))
+                for d in domains
+            )
+        out.append(PoolDetail(pool.name, verdicts))
+    return tuple(out)

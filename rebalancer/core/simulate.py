@@ -29,7 +29,7 @@ from rebalancer.core.model import (
     Snapshot,
     shared_key,
 )
-from rebalancer.core.nodepools import pool_note, pool_refusal
+from rebalancer.core.nodepools import PoolJudge
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
@@ -105,6 +105,7 @@ class Shared:
         self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
         self.node_pools = snapshot.node_pools  # Karpenter's (SPEC §5.10)
+        self.pool_judge = PoolJudge(snapshot.node_pools)
         self.pool_cache: dict[tuple[str, str, str | None], str] = {}  # (ns, pod, zone) -> pool
         self.placement = analysis.placement  # read-only: each state copies it
         self._pods_on: dict[str, list[PodId]] | None = None  # node -> pods using its resources
@@ -461,7 +462,7 @@ class SimState:
             else "no node has room for its requests"
         )
         if no_room and pools:
-            why += pool_note(pools, pod, self._pool_domains(views, no_room))
+            why += self.shared.pool_judge.note(pod, self._pool_domains(views, no_room))
         if held[0]:
             n = len(self.waiting)
             so_many = (
@@ -482,14 +483,7 @@ class SimState:
         found = cache.get(key)
         if found is None:
             key_name, domain = (ZONE_KEY, zone) if zone is not None else (HOSTNAME_KEY, node)
-            found = next(
-                (
-                    p.name
-                    for p in sorted(self.shared.node_pools, key=lambda p: p.name)
-                    if pool_refusal(p, pod, key_name, domain) is None
-                ),
-                "",
-            )
+            found = self.shared.pool_judge.verdict(pod, key_name, domain).pool
             cache[key] = found
         return found
 
