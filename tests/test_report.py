@@ -285,6 +285,7 @@ def test_explanation_json_contract() -> None:
         "spreadFeasibleNodes",
         "feasibleNodes",
         "rejected",
+        "nodePools",
     ]
     assert list(data["constraints"][0]) == [
         "topologyKey",

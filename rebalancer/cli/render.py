@@ -43,6 +43,7 @@ from rebalancer.cli.wording import (
 )
 from rebalancer.cluster.act.outcome import RunEnd
 from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
+from rebalancer.core.nodepools import ANY_NODE
 from rebalancer.core.plan import Eviction, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
@@ -192,6 +193,10 @@ def explanation_data(expl: Explanation) -> Data:
         "spreadFeasibleNodes": list(expl.spread_feasible_nodes),
         "feasibleNodes": list(expl.feasible_nodes),
         "rejected": dict(sorted(expl.rejected)),
+        "nodePools": [
+            {"name": p.name, "topologyKey": expl.pools_key, "domains": dict(p.domains)}
+            for p in expl.node_pools
+        ],
     }
 
 
@@ -778,6 +783,37 @@ def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
             pad = f"  {'':>{digits}}  "
             budget = None if width is None else width - len(pad)
             lines.append(pad + name_list(nodes, style, budget))
+    if expl.node_pools:
+        lines += _pool_lines(expl, style, width)
+    return lines
+
+
+def _pool_lines(expl: Explanation, style: TableStyle, width: int | None) -> list[str]:
+    """Each NodePool's verdicts for the pod's replacement, pools grouped by verdict: the whole
+    of what a no-fit reason counts (``-o wide`` names every pool and domain)."""
+    everywhere = len(expl.node_pools[0].domains)
+    pairs: list[tuple[str, str]] = []
+    for pool in expl.node_pools:
+        by_why: dict[str | None, list[str]] = {}
+        for domain, why in pool.domains:
+            by_why.setdefault(why, []).append(domain)
+        for why, domains in by_why.items():
+            where = (
+                ""
+                if domains == [ANY_NODE]
+                else " everywhere"
+                if len(domains) == everywhere > 1
+                else f" in {name_list(domains, style, None, 'domain')}"
+            )
+            pairs.append((pool.name, ("can add a node" if why is None else why) + where))
+    lines = ["", f"NodePools ({len(expl.node_pools)}), by {expl.pools_key}, for its replacement"]
+    groups = rejections_by_reason(pairs)
+    digits = len(str(len(groups[0][1])))
+    for text, pools in groups:
+        lines.append(f"  {len(pools):>{digits}}  {text}")
+        pad = f"  {'':>{digits}}  "
+        budget = None if width is None else width - len(pad)
+        lines.append(pad + name_list(pools, style, budget, "NodePool"))
     return lines
 
 

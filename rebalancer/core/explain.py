@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from rebalancer.core.errors import InputError
 from rebalancer.core.ids import PodId, ViewId
-from rebalancer.core.model import Snapshot
+from rebalancer.core.model import ZONE_KEY, Snapshot
+from rebalancer.core.nodepools import PoolDetail, pool_details
 from rebalancer.core.plan import Plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import selector_matches, selector_string
@@ -68,6 +69,8 @@ class Explanation:
     feasible_nodes: tuple[str, ...]  # nodes passing every hard filter
     rejected: tuple[tuple[str, str], ...]  # node -> first filter that rejects it
     status: PlanStatus | None = None  # with the plan: what it does with the pod
+    pools_key: str = ZONE_KEY  # the topology key node_pools judges domains of
+    node_pools: tuple[PoolDetail, ...] = ()  # each NodePool, per domain: why it cannot add a node
 
 
 def explain(
@@ -111,6 +114,7 @@ def explain(
             feasible.append(node_name)
         else:
             rejected.append((node_name, why))
+    key, domains = _pool_domains(state, index)
     return Explanation(
         namespace=namespace,
         name=name,
@@ -120,7 +124,20 @@ def explain(
         feasible_nodes=tuple(feasible),
         rejected=tuple(rejected),
         status=None if plan is None else _status(plan, analysis, policy, index),
+        pools_key=key,
+        node_pools=pool_details(snapshot.node_pools, pod, key, domains),
     )
+
+
+def _pool_domains(state: SimState, index: PodId) -> tuple[str, list[str]]:
+    """The topology key a no-fit reason judges the NodePools by for this pod (its first ranking
+    view's, else the zone) and every domain of it: the whole of what the reason counts."""
+    views = state.rank_views_of(index)
+    if views:
+        view = state.views[views[0]]
+        return view.spec.topology_key, list(view.domains)
+    zones = {n.labels.get(ZONE_KEY) for n in state.nodes.values()}
+    return ZONE_KEY, sorted(z for z in zones if z is not None)
 
 
 def _status(plan: Plan, analysis: Analysis, policy: Policy, index: PodId) -> PlanStatus:
