@@ -446,9 +446,14 @@ class SimState:
 
         found = search(not check_fit)
         if found is None and check_fit and pools:
-            tried[:] = [0, 0]
-            no_room.clear()
-            found = search(True)
+            # Searching again, waiting allowed, would walk the same nodes in the same order
+            # (the state is the same) and find none with room: the first node the spread
+            # allows (``no_room`` holds them in that order) beside which a pool can add one.
+            waits_here = (n for n in no_room if self._pool_for(pod, n))
+            if may_wait:
+                found = next(waits_here, None)
+            else:
+                held[0] = next(waits_here, None) is not None
         if found is not None:
             if not pools or self.fits(pod, found):
                 waits = not check_fit and max_waiting is not None and not self.fits(pod, found)
