@@ -270,7 +270,7 @@ def _refused(early: _Tally, late: _Tally) -> Verdict:
     rest = kinds[MAX_KINDS:]
     if rest:
         others = sum(count for _, (count, _) in rest)
-        parts.append(f"{others} for {len(rest)} other reasons")
+        parts.append(f"{others} for {len(rest)} other reason" + ("s" if len(rest) > 1 else ""))
     return Verdict("", f"{total} NodePools refuse: " + ", ".join(parts))
 
 
