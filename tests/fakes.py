@@ -516,7 +516,8 @@ class ScriptedPlanner:
         now: float,
         *,
         evicted_before: Sequence[Eviction] = (),
-        held: object = None,  # the runner's thrash guard: a script does not go around it
+        rules: object = None,  # the holds: a script does not go around them
+        memory: object = None,
     ) -> Plan:
         self.calls.append(tuple(e.name for e in evicted_before))
         size = self.sizes.pop(0) if self.sizes else 0

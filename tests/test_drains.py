@@ -376,10 +376,15 @@ def test_no_replacement_is_sent_onto_a_node_karpenter_is_about_to_replace() -> N
     held = runner.run_once("r1")
     assert fake.posts == []
     assert held.first_plan is not None
-    (skip,) = held.first_plan.skipped
-    assert skip.reason.code == "node-drifting"
-    assert "drifted from NodePool pool" in skip.reason.detail
-    assert "node-b" in skip.reason.detail or "node-c" in skip.reason.detail
+    # the planner went around every pod of zone a, and none could go elsewhere
+    skips = held.first_plan.skipped
+    assert len(skips) == 3
+    for skip in skips:
+        assert skip.reason.code == "node-drifting"
+        assert "drifted from NodePool pool" in skip.reason.detail
+        assert "node-b" in skip.reason.detail or "node-c" in skip.reason.detail
+    (left,) = held.first_plan.unrepaired
+    assert [(h.code, h.pods) for h in left.reasons] == [("node-drifting", 3)]
     for zone in "bc":
         fake.nodes[f"node-{zone}"] = pool_node(f"node-{zone}", zone, "pool", "222")
     wall.now += 60
@@ -398,7 +403,9 @@ def test_only_a_drifted_node_in_the_target_domain_holds(drifted_zone: str, sent:
     assert report.first_plan is not None
     assert len(fake.posts) == sent
     skipped = [s.reason.code for s in report.first_plan.skipped]
-    assert skipped == ([] if sent else ["node-drifting"])
+    # held: every pod of the over-full zones a (3) and c (2) would land in the drifted zone b,
+    # the least populated, and none has anywhere else to go
+    assert skipped == ([] if sent else ["node-drifting"] * 5)
 
 
 def test_the_plan_log_says_what_holds_views_above_max_skew() -> None:

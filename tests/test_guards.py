@@ -9,8 +9,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from rebalancer.cluster.act.runner import Runner
+from rebalancer.core.holds import HoldRules, LoopMemory, victim_holds
 from rebalancer.core.model import Snapshot
-from rebalancer.core.plan import Eviction, Plan
+from rebalancer.core.plan import Eviction, Plan, Skip
 from rebalancer.core.policy import Policy
 from tests.fakes import VIEW, FakeCluster, Wall, fake_runner, scripted_eviction
 
@@ -30,15 +31,23 @@ class NewestInA:
         now: float,
         *,
         evicted_before: Sequence[Eviction] = (),
-        held: object = None,  # ignored: the runner's own hold-back is what is tested here
+        rules: HoldRules | None = None,
+        memory: LoopMemory | None = None,
     ) -> Plan:
+        """The newest pod of zone a, unless the core's holds (from the runner's memory) hold
+        it: then it is a skip with the hold's reason, and nothing is evicted."""
         in_a = [p for p in self.fake.pods.values() if p["spec"]["nodeName"] == "node-a"]
         if len(in_a) <= self.keep:
             return Plan((), (), (), (), 0)
         newest = max(in_a, key=lambda p: int(p["metadata"]["name"].split("-")[1]))
         spread = Counter(p["spec"]["nodeName"] for p in self.fake.pods.values())
         view = dataclasses.replace(VIEW, domains=tuple(sorted(spread.items())))
-        return Plan((scripted_eviction(newest, wave=1),), (), (view,), (), 1)
+        eviction = scripted_eviction(newest, wave=1)
+        held = victim_holds(snapshot, rules or HoldRules(), memory, now).get(eviction.key)
+        if held is not None:
+            skip = Skip(eviction.namespace, eviction.name, eviction.uid, eviction.node, held)
+            return Plan((), (skip,), (view,), (), 1)
+        return Plan((eviction,), (), (view,), (), 1)
 
 
 def make(fake: FakeCluster, wall: Wall, **settings: float | int) -> Runner:

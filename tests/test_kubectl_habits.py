@@ -71,17 +71,20 @@ def _summary(table: str) -> str:
         (
             [],
             "Next run (--max-waves 5, --wave-timeout 10m, no limits): waves 1-3 of 3, 5 "
-            "evictions, at most 30m waiting for replacements; the whole plan takes one run.",
+            "evictions, at most 30m waiting for replacements; the whole plan takes one run. "
+            "Holds: pods-unplaced 2m, node-drifting.",
         ),
         (
             ["--max-waves", "2"],
             "Next run (--max-waves 2, --wave-timeout 10m, no limits): waves 1-2 of 3, 4 "
-            "evictions, at most 20m waiting for replacements; the whole plan takes 2 runs.",
+            "evictions, at most 20m waiting for replacements; the whole plan takes 2 runs. "
+            "Holds: pods-unplaced 2m, node-drifting.",
         ),
         (
             ["--max-waves", "1", "--wave-timeout", "90s"],
             "Next run (--max-waves 1, --wave-timeout 1m30s, no limits): wave 1 of 3, 2 "
-            "evictions, at most 1m30s waiting for replacements; the whole plan takes 3 runs.",
+            "evictions, at most 1m30s waiting for replacements; the whole plan takes 3 runs. "
+            "Holds: pods-unplaced 2m, node-drifting.",
         ),
     ],
 )
@@ -89,7 +92,7 @@ def test_summary_says_what_the_next_run_does(
     flags: list[str], expected: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The summary ends with the next run's waves (up to --max-waves), evictions, its longest
-    wait (waves x --wave-timeout) and the runs the whole plan takes."""
+    wait (waves x --wave-timeout), the runs the whole plan takes and the holds in force."""
     table = _out(["plan", "--snapshot", str(EXAMPLE), *flags], capsys)
     assert _summary(table).endswith(expected)
 
@@ -110,6 +113,7 @@ def test_next_run_in_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
         "planWaves": 3,
         "runs": 2,
         "window": None,
+        "holds": {"applied": ["pods-unplaced", "node-drifting"], "loopOnly": []},
     }
     policy = tmp_path / "p.yaml"
     policy.write_text(

@@ -16,8 +16,9 @@ from rebalancer.cli.main import build_parser
 from rebalancer.cli.options import run_options
 from rebalancer.cluster.act.runner import Runner
 from rebalancer.core.errors import InputError
+from rebalancer.core.holds import HoldRules, LoopMemory, launch_deferral
 from rebalancer.core.model import Snapshot
-from rebalancer.core.plan import Eviction, Plan
+from rebalancer.core.plan import Eviction, Plan, Skip
 from rebalancer.core.policy import Policy
 from tests.fakes import VIEW, FakeCluster, Wall, fake_runner, scripted_eviction
 
@@ -39,8 +40,11 @@ class OneFromA:
         now: float,
         *,
         evicted_before: Sequence[Eviction] = (),
-        held: object = None,
+        rules: HoldRules | None = None,
+        memory: LoopMemory | None = None,
     ) -> Plan:
+        """The newest pod of zone a; when its replacement waits for a node, the core's
+        deferral (from the runner's memory) decides whether it is made or skipped."""
         in_a = [p for p in self.fake.pods.values() if p["spec"]["nodeName"] == "node-a"]
         if len(in_a) <= 1:
             return Plan((), (), (), (), 0)
@@ -48,7 +52,14 @@ class OneFromA:
         spread = Counter(p["spec"]["nodeName"] for p in self.fake.pods.values())
         view = dataclasses.replace(VIEW, domains=tuple(sorted(spread.items())))
         e = dataclasses.replace(scripted_eviction(newest, wave=1), waits_for=self.waits)
-        return Plan((e,), (), (view,), (), 1)
+        if not self.waits:
+            return Plan((e,), (), (view,), (), 1)
+        wanted = (e.workload_key,)
+        held = launch_deferral(rules or HoldRules(), memory, now, e.workload_key, self.waits)
+        if held is not None:
+            skip = Skip(e.namespace, e.name, e.uid, e.node, held)
+            return Plan((), (skip,), (view,), (), 1, launch_wanted=wanted)
+        return Plan((e,), (), (view,), (), 1, launch_wanted=wanted)
 
 
 def make(fake: FakeCluster, wall: Wall, after: float) -> tuple[Runner, OneFromA]:

@@ -9,7 +9,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cli.printable import printable
@@ -20,13 +20,13 @@ from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError
+from rebalancer.core.holds import HoldRules
 from rebalancer.core.policy import Policy, parse_duration, restrict_to_namespace
 
 if TYPE_CHECKING:
     from rebalancer.cli.pushgateway import Pushgateway
     from rebalancer.cluster.read.live import Connection
     from rebalancer.core.model import Snapshot
-    from rebalancer.core.steer import Steering
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
@@ -141,6 +141,30 @@ class PlanOptions:
     wave_timeout: str = DEFAULT_WAVE_TIMEOUT  # as given: read when the summary is written
     pushgateway: Pushgateway | None = None
     connection: Connection | None = None  # the live cluster's (None with --snapshot)
+    holds: HoldRules = field(default_factory=lambda: plan_holds(DEFAULT_UNPLACED_GRACE_SECONDS))
+    """The holds ``run`` applies (SPEC §3.12); a plan applies those that need no memory."""
+
+
+DEFAULT_UNPLACED_GRACE: Final = "2m"
+DEFAULT_UNPLACED_GRACE_SECONDS: Final = 120.0
+
+
+def plan_holds(unplaced_grace_seconds: float) -> HoldRules:
+    """The holds of a ``plan`` (and of a one-shot ``run``'s first plan): pods not placed yet,
+    with ``--unplaced-grace``, and drifted landings; the loop's memory adds none."""
+    return HoldRules(unplaced_grace_seconds=unplaced_grace_seconds, drifting=True)
+
+
+def add_hold_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--unplaced-grace``: ``plan`` and ``run`` hold the same pods (SPEC §3.12)."""
+    parser.add_argument(
+        "--unplaced-grace",
+        metavar="DURATION",
+        default=DEFAULT_UNPLACED_GRACE,
+        help="a workload with pods not placed yet (not bound, Pending, younger than this) is "
+        "not repaired: the scheduler places them first, into the domains with the fewest "
+        f"(default {DEFAULT_UNPLACED_GRACE}; 0s: off; skips 'pods-unplaced' in the plan)",
+    )
 
 
 class _LogAction(argparse.Action):
@@ -287,12 +311,15 @@ def plan_and_write(
     from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
 
     with gc_paused():
-        planned = plan(snapshot, policy, time.time())
+        planned = plan(snapshot, policy, time.time(), rules=options.holds)
     say_what_matches_nothing(options.namespace, policy, snapshot)
-    steering = steering_of(snapshot, policy)
     run = next_run(planned, run_shape(options, policy))
     output = options.output
-    write(render_plan(planned, output.format, output.style(), steering, server=server, run=run))
+    write(
+        render_plan(
+            planned, output.format, output.style(), planned.steering, server=server, run=run
+        )
+    )
     if options.pushgateway is not None:
         from rebalancer.cli.pushgateway import push_plan  # noqa: PLC0415  # prometheus on use
 
@@ -345,6 +372,7 @@ def run_shape(options: PlanOptions, policy: Policy) -> RunShape:
         wave_timeout=wave_timeout,
         limits=", ".join(set_limits) or "no limits",
         window=window_status(policy),
+        holds=options.holds,
     )
 
 
@@ -365,18 +393,6 @@ def say_what_matches_nothing(namespace: str | None, policy: Policy, snapshot: Sn
         where = f" in namespace {namespace!r}" if namespace else ""
         shown = selector_string(selector)
         say(f"rebalancer: the policy's labelSelector {shown} matches no pod{where}")
-
-
-def steering_of(snapshot: Snapshot, policy: Policy) -> Steering | None:
-    """The deletion costs a run would write; None when steering is off and no cost is ours."""
-    from rebalancer.core.spread import analyze  # noqa: PLC0415  # the core, on use
-    from rebalancer.core.steer import ours, steer  # noqa: PLC0415
-
-    if not policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
-        return None
-    with gc_paused():
-        analysis = analyze(snapshot, policy)
-    return steer(snapshot, policy, analysis)
 
 
 def write(text: str) -> None:

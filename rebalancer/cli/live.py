@@ -21,6 +21,7 @@ from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
     PlanOptions,
     add_dry_run_arguments,
+    add_hold_arguments,
     add_output_argument,
     add_policy_arguments,
     add_run_shape_arguments,
@@ -165,14 +166,7 @@ def add_live_commands(subparsers: Subparsers) -> None:
         f"of its pods for this long (default {DEFAULT_WORKLOAD_COOLDOWN}; 0s: off; skips "
         "'cooldown' in the plan)",
     )
-    run.add_argument(
-        "--unplaced-grace",
-        metavar="DURATION",
-        default="2m",
-        help="a workload with pods not placed yet (not bound, Pending, younger than this) is "
-        "not repaired in this run: the scheduler places them first, into the domains with the "
-        "fewest (default 2m; 0s: off; skips 'pods-unplaced' in the plan)",
-    )
+    add_hold_arguments(run)
     run.add_argument(
         "--wait-for-nodes-after",
         metavar="DURATION",

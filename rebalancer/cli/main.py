@@ -25,8 +25,10 @@ import yaml
 from rebalancer import __version__
 from rebalancer.cli import oneshot, shutdown
 from rebalancer.cli.common import (
+    DEFAULT_UNPLACED_GRACE_SECONDS,
     POLICY_ENV,
     Handler,
+    add_hold_arguments,
     add_log_arguments,
     add_output_argument,
     add_policy_arguments,
@@ -34,6 +36,7 @@ from rebalancer.cli.common import (
     count_type,
     max_input_bytes,
     plan_and_write,
+    plan_holds,
     resolve_policy,
     write,
 )
@@ -107,7 +110,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         limit = max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES)
         snapshot = _load_snapshot(args.snapshot, False, limit)[0]
     with gc_paused():
-        expl = explain(snapshot, policy, namespace, name, plan(snapshot, policy, time.time()))
+        planned = plan(
+            snapshot, policy, time.time(), rules=plan_holds(DEFAULT_UNPLACED_GRACE_SECONDS)
+        )
+        expl = explain(snapshot, policy, namespace, name, planned)
     write(render_explanation(expl, options.output.format, options.output.style()))
     return EXIT_OK
 
@@ -221,6 +227,7 @@ def _add_plan(subparsers: Subparsers) -> None:
     add_policy_arguments(parser)
     add_output_argument(parser, REPORT_FORMATS)
     add_run_shape_arguments(parser)
+    add_hold_arguments(parser)
     add_pushgateway_arguments(parser)
     parser.set_defaults(handler=_cmd_plan)
 

@@ -7,12 +7,13 @@ sent (exit 2): the connection flags every live command takes (:func:`add_cluster
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from rebalancer.cli.common import Output, PlanOptions, count_type
+from rebalancer.cli.common import Output, PlanOptions, count_type, plan_holds
 from rebalancer.cli.pushgateway import pushgateway_of
 from rebalancer.cluster.read.live import DEFAULT_MAX_OBJECTS, Connection
 from rebalancer.core.constants import DNS_SUBDOMAIN
@@ -146,8 +147,18 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
     """``plan``'s flags (the connection's only without ``--snapshot``)."""
     gateway = pushgateway_of(args)
     live = checked_connection(args) if args.snapshot is None else None  # else: none needed
+    problems: list[str] = []
+    grace = parse_duration_flag("--unplaced-grace", args.unplaced_grace, problems, 0.0)
+    if problems:
+        raise InputError("plan", problems)
     return PlanOptions(
-        Output.of(args), args.namespace, args.max_waves, args.wave_timeout, gateway, live
+        Output.of(args),
+        args.namespace,
+        args.max_waves,
+        args.wave_timeout,
+        gateway,
+        live,
+        plan_holds(grace),
     )
 
 
@@ -249,7 +260,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     shown = Output.of(args)
     plan = PlanOptions(
         shown, args.namespace, args.max_waves, args.wave_timeout, gateway, connection
-    )
+    )  # its holds: the run's, set below
     from rebalancer.cluster.act.executor import ExecutorSettings  # noqa: PLC0415  # on use
     from rebalancer.cluster.act.lease import LeaseSettings  # noqa: PLC0415
     from rebalancer.cluster.act.live import LiveRun  # noqa: PLC0415
@@ -269,6 +280,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         wait_for_nodes_after_seconds=wait_for_nodes,
         unplaced_grace_seconds=unplaced_grace,
     )
+    plan = dataclasses.replace(plan, holds=settings.holds)
     watch = interval is not None and not args.relist
     run = LiveRun(
         connection,

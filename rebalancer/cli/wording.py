@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
+from rebalancer.core.holds import HoldRules
 from rebalancer.core.plan import Eviction, Hold, Plan, Skip, ViewReport
 from rebalancer.core.policy import format_duration
 
@@ -228,6 +229,7 @@ class RunShape:
     wave_timeout: float = 600.0
     limits: str = "no limits"
     window: tuple[bool, str] | None = None
+    holds: HoldRules | None = None  # what the run holds (SPEC §3.12); None: not said
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +279,8 @@ def next_run_lines(run: NextRun, width: int | None = None) -> list[str]:
             f"{format_duration(run.max_seconds)} waiting for replacements; the whole plan takes "
             f"{'one run' if run.runs == 1 else f'{run.runs} runs'}."
         )
+    if shape.holds is not None:
+        text += " " + holds_sentence(shape.holds)
     if shape.window is not None:
         text += f" Maintenance window: {shape.window[1]}."
     return textwrap.wrap(text, width=max(width or 100, MIN_WIDTH), break_on_hyphens=False)
@@ -295,4 +299,34 @@ def next_run_data(run: NextRun) -> dict[str, object]:
         "planWaves": run.plan_waves,
         "runs": run.runs,
         "window": None if window is None else {"open": window[0], "detail": window[1]},
+        **({} if run.shape.holds is None else {"holds": holds_data(run.shape.holds)}),
     }
+
+
+def _hold_names(rules: HoldRules, names: Iterable[str]) -> list[str]:
+    lengths = {
+        "pods-unplaced": rules.unplaced_grace_seconds,
+        "cooldown": rules.workload_cooldown_seconds,
+        "thrash-guard": rules.thrash_guard_seconds,
+        "launch-deferred": rules.wait_for_nodes_after_seconds,
+    }
+    return [
+        f"{name} {format_duration(lengths[name])}" if name in lengths else name for name in names
+    ]
+
+
+def holds_sentence(rules: HoldRules) -> str:
+    """``Holds: pods-unplaced 2m, node-drifting; with --interval also cooldown 10s,
+    thrash-guard 1h.`` What this plan went around (SPEC §3.12), and what a loop's memory
+    would add."""
+    applied = _hold_names(rules, rules.names(None)) or ["none"]
+    text = f"Holds: {', '.join(applied)}"
+    loop = _hold_names(rules, rules.memory_only())
+    if loop:
+        text += f"; with --interval also {', '.join(loop)}"
+    return text + "."
+
+
+def holds_data(rules: HoldRules) -> dict[str, list[str]]:
+    """The same for ``-o json|yaml``: ``applied`` and ``loopOnly``, as skip codes."""
+    return {"applied": list(rules.names(None)), "loopOnly": list(rules.memory_only())}

@@ -84,9 +84,6 @@ OUTSIDE_WINDOW: Final = "run.outside_window"
 """The policy's schedule has no window open now: the run evicts nothing; next_opens_at."""
 WINDOW_CLOSED: Final = "run.window_closed"
 """The maintenance window closed during a run: no new wave starts."""
-GUARD_HELD: Final = "guard.held"
-"""An eviction held back in loop mode: its workload cools down, or the pod replaced one
-evicted within the hour (thrash guard)."""
 DRAIN_SEEN: Final = "drain.seen"
 """Loop mode saw a node's drain take pods of a controller (``controller``, ``node``): its new
 pods within the next minute are guarded as the drain's replacements (SPEC §3.12)."""

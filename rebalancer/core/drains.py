@@ -165,32 +165,53 @@ def controller_of(pod: Pod) -> str:
     return sys.intern(f"{pod.namespace}/{o.kind}/{o.name}") if o is not None else ""
 
 
+class DriftedLandings:
+    """Where a replacement may land on a node Karpenter is about to replace: the nodes that
+    have drifted from their NodePool (:func:`rebalancer.core.karpenter.drifted`), by name. The
+    planner asks it of each move (a landing hold, :mod:`rebalancer.core.holds`)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.moved = drifted(snapshot.nodes, snapshot.node_pools)
+        self.nodes = sorted(
+            (n for n in snapshot.nodes if n.name in self.moved), key=lambda n: n.name
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes)
+
+    def reason(self, pod: Pod, topology_key: str, domain: str) -> str | None:
+        """Why ``pod``'s replacement, sent to ``domain`` of ``topology_key``, may land on a
+        drifted node: the first such node of the domain (by name) that the pod may run on
+        (cordon, taints, selectors and affinity; the scheduler may pick any such node of the
+        domain, whatever the simulation chose). None when there is none."""
+        for node in self.nodes:
+            if node.labels.get(topology_key) != domain:
+                continue
+            if static_reason(pod, node, ()) is None:
+                return (
+                    f"its replacement may land on node {node.name} in {domain}, "
+                    f"which has drifted from NodePool {self.moved[node.name]}: Karpenter "
+                    "replaces it, and the replacement would move again"
+                )
+        return None
+
+
 def drifted_landings(snapshot: Snapshot, evictions: Iterable[Eviction]) -> dict[str, str]:
-    """Eviction key -> why its replacement may land on a node Karpenter is about to replace:
-    a node of the replacement's target domain that has drifted from its NodePool
-    (:func:`rebalancer.core.karpenter.drifted`) and that the pod may run on (cordon, taints,
-    selectors and affinity; the scheduler may pick any such node of the domain, whatever the
-    plan's simulation chose). An eviction that waits for a new node, or whose domain holds
-    no drifted node, is not listed. Such a replacement is drained again once Karpenter gets
-    to the node: a fight with the drift that repairing after it avoids."""
-    moved = drifted(snapshot.nodes, snapshot.node_pools)
-    if not moved:
+    """Eviction key -> why its replacement may land on a node Karpenter is about to replace
+    (:meth:`DriftedLandings.reason`). An eviction that waits for a new node, or whose domain
+    holds no drifted node, is not listed. Such a replacement is drained again once Karpenter
+    gets to the node: a fight with the drift that repairing after it avoids. The planner
+    already goes around these (a plan of the same snapshot lists none); this checks a plan."""
+    landings = DriftedLandings(snapshot)
+    if not landings:
         return {}
     pods = {p.uid: p for p in snapshot.pods}
-    nodes = sorted((n for n in snapshot.nodes if n.name in moved), key=lambda n: n.name)
     found: dict[str, str] = {}
     for e in evictions:
         pod = pods.get(e.uid)
         if pod is None or e.target_domain is None or e.waits_for:
             continue
-        for node in nodes:
-            if node.labels.get(e.topology_key) != e.target_domain:
-                continue
-            if static_reason(pod, node, ()) is None:
-                found[e.key] = (
-                    f"its replacement may land on node {node.name} in {e.target_domain}, "
-                    f"which has drifted from NodePool {moved[node.name]}: Karpenter replaces "
-                    "it, and the replacement would move again"
-                )
-                break
+        why = landings.reason(pod, e.topology_key, e.target_domain)
+        if why is not None:
+            found[e.key] = why
     return found

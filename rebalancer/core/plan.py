@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rebalancer.core.steer import Steering
 
 
 class SkipCode(StrEnum):
@@ -195,6 +199,10 @@ class Plan:
     lower_bound: int  # no plan reaching the skews this plan reaches evicts fewer pods
     notes: tuple[str, ...] = ()
     unrepaired: tuple[Unrepaired, ...] = ()  # considered views left above maxSkew, worst first
+    holds: tuple[str, ...] = ()  # the holds in force, as skip codes (SPEC §3.12, core.holds)
+    launch_wanted: tuple[str, ...] = ()  # workloads whose repair needed a new node (the loop's)
+    skews: tuple[tuple[ViewKey, int], ...] = ()  # every view's skew before, the largest per key
+    steering: Steering | None = None  # the deletion costs a run would write (SPEC §7)
 
     @property
     def waves(self) -> tuple[tuple[str, ...], ...]:

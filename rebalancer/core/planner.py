@@ -50,21 +50,32 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
 from rebalancer.core.distances import PinnedDistances
+from rebalancer.core.drains import DriftedLandings
 from rebalancer.core.evictability import EvictionContext
 from rebalancer.core.groups import violated_groups
+from rebalancer.core.holds import (
+    LANDING_HOLDS,
+    HoldRules,
+    LoopMemory,
+    launch_deferral,
+    victim_holds,
+)
 from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
 from rebalancer.core.limits import RunLimits, owner_map, workload_of
 from rebalancer.core.model import Snapshot
 from rebalancer.core.moves import Move
-from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason
+from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason, ViewKey, workload_key
 from rebalancer.core.policy import Policy
 from rebalancer.core.ranking import VictimRanking
 from rebalancer.core.record import plan_record, trim
-from rebalancer.core.simulate import SimState
+from rebalancer.core.selectors import selector_string
+from rebalancer.core.simulate import Placement, SimState
 from rebalancer.core.spread import Analysis, analyze, considered
+from rebalancer.core.steer import Steering, ours, steer
 from rebalancer.core.victims import DomainPods, single_view_victims
 
 
@@ -81,10 +92,20 @@ class Planner:
         now: float,
         before: Sequence[Eviction],
         held: Mapping[str, SkipReason] | None = None,
+        *,
+        rules: HoldRules | None = None,
+        memory: LoopMemory | None = None,
     ) -> None:
         """``before``: evictions made earlier in the run (they count against the limits);
-        ``held``: pod key -> why the caller holds it (the loop's thrash guard)."""
+        ``held``: pod key -> why the caller holds it, besides the holds of ``rules`` (SPEC
+        §3.12, :mod:`rebalancer.core.holds`), which read ``memory`` (a loop's; None: none)."""
         self.policy = policy
+        self.now = now
+        self.rules = rules = rules or HoldRules()
+        self.memory = memory
+        holding = victim_holds(snapshot, rules, memory, now)
+        if held:
+            holding = {**held, **holding}
         self.analysis: Analysis = analyze(snapshot, policy)
         views = self.analysis.views
         self.ctx = EvictionContext.build(snapshot, policy, now, self.analysis.scope)
@@ -97,7 +118,9 @@ class Planner:
         # Soft views opted in come second (SPEC §3): they never block a hard view's move.
         self.soft_considered = any(not views[v].spec.hard for v in self.considered)
         self.state = SimState(snapshot, self.analysis, self.considered)
-        self.ranking = VictimRanking(self.analysis, self.ctx, held or {})
+        self.ranking = VictimRanking(self.analysis, self.ctx, holding)
+        self.drifted = DriftedLandings(snapshot) if rules.drifting else None
+        self.launch_wanted: set[str] = set()  # workloads whose repair needed a new node
         self.distances = PinnedDistances(self.analysis, self.state, self.ranking.skip)
         self.limits = RunLimits(policy, before)
         self.owners = owner_map(snapshot)
@@ -188,17 +211,35 @@ class Planner:
             excess, dist = before[w]
             if w != v and (state.excess(w) > excess or (excess > 0 and distance(w) > dist)):
                 ok = False
-        if not ok:
+        held = self.landing_hold(i, v, placement) if ok else None
+        if not ok or held is not None:
             self.distances.unpin(i, placement.node)
             state.remove(i)
             state.add(i, source)
-            return SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
+            return held or SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
         if placement.waits:
             state.waiting.add(i)
         return Move(i, v, source, placement.node, source_count, gmin, placement.pool)
 
+    def landing_hold(self, i: PodId, v: ViewId, placement: Placement) -> SkipReason | None:
+        """Why pod i's replacement may not land where the simulation put it, for view v (a
+        landing hold, :mod:`rebalancer.core.holds`): a node a NodePool has yet to add while
+        the workload's need for one is young, or a domain with a node that has drifted."""
+        pod = self.analysis.pods[i]
+        if placement.pool:
+            workload = workload_key(pod.namespace, workload_of(pod, self.owners), pod.name)
+            self.launch_wanted.add(workload)
+            return launch_deferral(self.rules, self.memory, self.now, workload, placement.pool)
+        if self.drifted and placement.node is not None:
+            key = self.analysis.views[v].spec.topology_key
+            domain = self.analysis.nodes[placement.node].labels.get(key)
+            why = self.drifted.reason(pod, key, domain) if domain is not None else None
+            if why is not None:
+                return SkipReason(SkipCode.NODE_DRIFTING, why)
+        return None
+
     def _note_no_fit(self, i: PodId, why: SkipReason) -> None:
-        if why.code is SkipCode.NO_FIT:
+        if why.code is SkipCode.NO_FIT or why.code in LANDING_HOLDS:
             self.no_fit.setdefault(i, why)
 
     def accept(self, move: Move) -> Move:
@@ -229,12 +270,18 @@ class Planner:
         legal = state.spread_ok(i, target) and (
             not self.policy.node_fit or state.fits(pods[i], target)
         )
-        if not legal or target == source:
+        if not legal or target == source or self._drifts(i, v, target):
             state.add(i, source)
             return None
         state.add(i, target)
         self.distances.pin(i, target)
         return Move(i, v, source, target, source_count, gmin)
+
+    def _drifts(self, i: PodId, v: ViewId, target: str) -> bool:
+        """Whether a landing on ``target`` for view v is held (a drifted node there)."""
+        if not self.drifted:
+            return False
+        return self.landing_hold(i, v, Placement(target, "")) is not None
 
     def limited(self, i: PodId) -> bool:
         """Whether a policy limit forbids evicting pod i now (the limit is noted)."""
@@ -465,6 +512,8 @@ def plan(
     *,
     evicted_before: Sequence[Eviction] = (),
     held: Mapping[str, SkipReason] | None = None,
+    rules: HoldRules | None = None,
+    memory: LoopMemory | None = None,
     stats: dict[str, float] | None = None,
 ) -> Plan:
     """The minimal eviction plan for ``snapshot`` under ``policy`` at time ``now`` (pure).
@@ -472,22 +521,62 @@ def plan(
     Planning creates no reference cycles: callers with a large snapshot in memory pause the
     cyclic garbage collector around it (:mod:`rebalancer.cluster.gcpause`), whose full passes
     would cost more than the planning.
-    ``held``: pods (by ``namespace/name``) the caller will not have evicted in this plan, with
-    why (loop mode's thrash guard): the plan goes around them as around any unevictable pod.
+    ``rules`` and ``memory``: the holds in force and a loop's memory (SPEC §3.12,
+    :mod:`rebalancer.core.holds`): the plan goes around held pods as around any unevictable
+    pod, and around held landings as around a replacement that would stay Pending; the plan
+    names the holds it applied and the workloads whose repair needed a new node (for the
+    loop's memory). ``held``: further pods (by ``namespace/name``) the caller will not have
+    evicted, with why.
+    The plan carries every view's skew and, when steering is on or costs of ours remain, the
+    deletion costs a run would write (SPEC §7), so no caller analyses the snapshot again.
     ``stats``, when given, receives how the groups of views sharing pods were planned
     (``joint-exact``, ``joint-fallback``, ``joint-unsolved``, ``joint-visits``,
     ``joint-seconds``; with soft views, ``joint-soft-exact`` and ``joint-soft-visits``), for
     the benchmarks.
     """
-    planner = Planner(snapshot, policy, now, evicted_before, held)
+    planner = Planner(snapshot, policy, now, evicted_before, held, rules=rules, memory=memory)
+    steering = _steering(snapshot, policy, planner.analysis)
+    skews = _skews(planner.analysis)
     try:
-        return _plan(planner)
+        result = _plan(planner)
     finally:
         if stats is not None:
             stats.update(planner.search.stats)
+    return replace(
+        result,
+        holds=planner.rules.names(memory),
+        launch_wanted=tuple(sorted(planner.launch_wanted)),
+        skews=skews,
+        steering=steering,
+    )
 
 
 def _plan(planner: Planner) -> Plan:
     if not planner.violated:
         return Plan((), (), (), (), 0)
     return plan_record(planner, trim(planner, planner.run()))
+
+
+def _skews(analysis: Analysis) -> tuple[tuple[ViewKey, int], ...]:
+    """The skew of every view, the largest per view key (as runs and metrics key them)."""
+    skews: dict[ViewKey, int] = {}
+    for view in analysis.views:
+        spec = view.spec
+        c = spec.constraint
+        key = (
+            spec.namespace,
+            c.topology_key,
+            selector_string(c.selector),
+            c.max_skew,
+            c.when_unsatisfiable,
+        )
+        skews[key] = max(skews.get(key, 0), view.skew)
+    return tuple(skews.items())
+
+
+def _steering(snapshot: Snapshot, policy: Policy, analysis: Analysis) -> Steering | None:
+    """The deletion costs a run would write (SPEC §7); None when steering is off and no cost
+    is ours."""
+    if not policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
+        return None
+    return steer(snapshot, policy, analysis)

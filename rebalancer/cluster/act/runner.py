@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
@@ -41,24 +41,25 @@ from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.core.budgets import budget
 from rebalancer.core.convert import pdb_from_api
-from rebalancer.core.drains import DrainLedger, drifted_landings
+from rebalancer.core.drains import DrainLedger
 from rebalancer.core.errors import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
     EXIT_OK,
     RebalancerError,
 )
+from rebalancer.core.holds import Guard, HoldRules, LoopMemory, remembered_launches
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.pending import unplaced
-from rebalancer.core.plan import Eviction, Plan, Skip, SkipCode, SkipReason, ViewKey, workload_key
+from rebalancer.core.plan import Eviction, Plan, ViewKey
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
-"""``plan(snapshot, policy, now, *, evicted_before=(), held=None) -> Plan``
-(rebalancer.core.planner.plan); ``held`` is passed only when the thrash guard holds pods."""
+"""``plan(snapshot, policy, now, *, evicted_before=(), rules=None, memory=None) -> Plan``
+(rebalancer.core.planner.plan): the holds (``rules``) are decided in it, from the snapshot, the
+clock and the loop's memory (:mod:`rebalancer.core.holds`)."""
 
 OUTSIDE_WINDOW: Final = RunEnd.OUTSIDE_WINDOW
 """``end`` of a run started outside the policy's maintenance windows: nothing was read."""
@@ -135,6 +136,17 @@ class RunSettings:
     once this runner has planned such a repair of its workload, run after run, for this long: a
     scale-up may repair the spread for free meanwhile, and a node launched for a passing skew is
     one consolidation removes again. Held evictions show as ``launch-deferred`` skips. 0: off."""
+
+    @property
+    def holds(self) -> HoldRules:
+        """The holds every plan of this runner applies (SPEC §3.12): the planner decides them."""
+        return HoldRules(
+            unplaced_grace_seconds=self.unplaced_grace_seconds,
+            drifting=True,
+            workload_cooldown_seconds=self.workload_cooldown_seconds,
+            thrash_guard_seconds=self.thrash_guard_seconds,
+            wait_for_nodes_after_seconds=self.wait_for_nodes_after_seconds,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,33 +272,11 @@ class RunReport:
         }
 
 
-def current_skews(snapshot: Snapshot, policy: Policy) -> dict[ViewKey, int]:
-    """The skew of every view of a snapshot, keyed like the plan's view reports."""
-    from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, needed at the end only
-
-    skews: dict[ViewKey, int] = {}
-    with gc_paused():
-        analysis = analyze(snapshot, policy)
-    for view in analysis.views:
-        spec = view.spec
-        c = spec.constraint
-        key = (
-            spec.namespace,
-            c.topology_key,
-            selector_string(c.selector),
-            c.max_skew,
-            c.when_unsatisfiable,
-        )
-        skews[key] = max(skews.get(key, 0), view.skew)
-    return skews
-
-
-def violated_skews(plan: Plan) -> dict[ViewKey, int]:
-    """The skew of every view the plan found violated, keyed like :func:`current_skews`: on
-    the snapshot that plan was made from, these are :func:`current_skews`' values for every
-    key a run reports (a view of a key left out here is within the key's maxSkew, so below the
-    largest skew of the key's violated views)."""
-    skews: dict[ViewKey, int] = {}
+def plan_skews(plan: Plan) -> dict[ViewKey, int]:
+    """The skew of every view of the snapshot ``plan`` was made from (the plan carries them,
+    :attr:`~rebalancer.core.plan.Plan.skews`), and at least those of the views it found
+    violated."""
+    skews = dict(plan.skews)
     for view in plan.violations:
         skews[view.key] = max(skews.get(view.key, 0), view.skew)
     return skews
@@ -371,12 +361,13 @@ class Runner:
         self._lease: Lease | None = None
         self._run_id = ""
         self._records: tuple[EvictionRecord, ...] = ()
+        # The loop's memory (SPEC §3.12): kept from what happened, read by the planner.
         self._landed: dict[str, float] = {}  # workload -> when its last replacement landed
-        self._guard: dict[str, tuple[str, str, float]] = {}  # replacement -> view, pod, when
+        self._guard: dict[str, Guard] = {}  # rebalancer's own replacement -> its guard
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
         self._launch_since: dict[str, float] = {}  # workload -> first planned to wait for a node
         self._drains = DrainLedger(DRAIN_TAIL_SECONDS)  # which new pods replace drained ones
-        self._drain_guard: dict[str, tuple[str, float]] = {}  # a drain's replacement -> node, when
+        self._drain_guard: dict[str, Guard] = {}  # a drain's replacement -> its guard
 
     # -- one run ---------------------------------------------------------------------------
 
@@ -512,13 +503,8 @@ class Runner:
         after: Mapping[ViewKey, int] | None = None
         last = loop.waves[-1].results if loop.waves else ()
         if loop.final is not None or not any(r.outcome is Outcome.EVICTED for r in last):
-            # nothing evicted since the read; when that read is the first plan's own, the plan
-            # has already measured it (no second analysis of the whole cluster)
-            after = (
-                violated_skews(first)
-                if loop.snapshot is snapshot
-                else current_skews(loop.snapshot, self.policy)
-            )
+            # nothing evicted since the last read: its plan has measured every view
+            after = plan_skews(loop.plan)
         report = RunReport(
             run_id=run_id,
             first_plan=first,
@@ -530,7 +516,7 @@ class Runner:
             server_dry_run=self.settings.executor.server_dry_run,
             earlier_evictions=len(earlier),
             invalid_objects=invalid,
-            costs=self._steer(loop.snapshot),
+            costs=self._steer(loop.plan),
         )
         self._log.info(logs.RUN_SUMMARY, **report.summary(), **self._server())
         return report
@@ -581,8 +567,9 @@ class Runner:
                 return
             self._await_budgets(loop.snapshot, results)
             try:
-                loop.snapshot = self._read()
-                loop.plan = self._plan_for(loop.snapshot, loop.earlier + tuple(evicted))
+                snapshot = self._read()
+                loop.plan = self._plan_for(snapshot, loop.earlier + tuple(evicted))
+                loop.snapshot = snapshot  # with its plan: the two always go together
             except deadline.Stopped:
                 loop.end = self._stop_end()
                 return
@@ -594,21 +581,16 @@ class Runner:
                 loop.end = RunEnd.NO_PROGRESS
                 return
 
-    def _steer(self, snapshot: Snapshot) -> tuple[CostResult, ...]:
+    def _steer(self, plan: Plan) -> tuple[CostResult, ...]:
         """Steered scale-downs (SPEC §7), in addition to the evictions: write the deletion
-        costs the latest read calls for (or remove ours when the option is off). Never in a
+        costs the latest plan calls for (or remove ours when the option is off). Never in a
         dry run, nor once the run is stopping or has lost its Lease."""
-        from rebalancer.core.spread import analyze  # noqa: PLC0415  # core module, as current_skews
-        from rebalancer.core.steer import ours, steer  # noqa: PLC0415
-
         s = self.settings
         if s.plan_only or s.executor.server_dry_run or self._stopping():
             return ()
-        if not self.policy.steer_scale_down and not any(ours(p) for p in snapshot.pods):
+        if plan.steering is None:
             return ()
-        with gc_paused():
-            analysis = analyze(snapshot, self.policy)
-        steering = name_writers(self.api.get_pod, steer(snapshot, self.policy, analysis))
+        steering = name_writers(self.api.get_pod, plan.steering)
         return write_costs(self.api.patch_pod_cost, steering)
 
     def _await_budgets(self, snapshot: Snapshot, results: Sequence[EvictionResult]) -> None:
@@ -658,15 +640,21 @@ class Runner:
         return snapshot
 
     def _plan_for(self, snapshot: Snapshot, evicted_before: Sequence[Eviction]) -> Plan:
+        """Plan ``snapshot`` with the loop's memory; every hold is the planner's (SPEC §3.12).
+        The memory then learns which workloads' repairs needed a new node."""
         now = self._wall()
-        held = self._guarded(snapshot, now)
-        extra: dict[str, Any] = {"held": held} if held else {}
+        self._note_drains(snapshot, now)
+        memory = self._memory()
         with deadline.interruptible(), gc_paused():  # a stop drops the plan under way
             plan = self._plan(
-                snapshot, self.policy, now, evicted_before=tuple(evicted_before), **extra
+                snapshot,
+                self.policy,
+                now,
+                evicted_before=tuple(evicted_before),
+                rules=self.settings.holds,
+                memory=memory,
             )
-        plan = self._defer_launches(self._hold_unplaced(self._hold_back(plan), snapshot))
-        plan = self._hold_drifting(plan, snapshot)
+        self._launch_since = remembered_launches(memory, plan.launch_wanted, now)
         self._log.info(
             logs.PLANNED,
             evictions=len(plan.evictions),
@@ -677,7 +665,14 @@ class Runner:
         )
         return plan
 
-    # -- cooldown and thrash guard (the loop's memory) ----------------------------------------
+    # -- the loop's memory (SPEC §3.12): kept here, read by the planner ------------------------
+
+    def _memory(self) -> LoopMemory:
+        return LoopMemory(
+            cooling=dict(self._cooling),
+            guarded={**self._drain_guard, **self._guard},
+            launch_since=dict(self._launch_since),
+        )
 
     def _start_guards(self) -> None:
         """Forget what has expired; the workloads whose replacements landed within the
@@ -687,7 +682,7 @@ class Runner:
         self._landed = {w: t for w, t in self._landed.items() if now - t < cooldown}
         self._cooling = dict(self._landed)
         limit = self.settings.thrash_guard_seconds
-        self._guard = {p: g for p, g in self._guard.items() if now - g[2] < limit}
+        self._guard = {p: g for p, g in self._guard.items() if now - g.since < limit}
 
     def _remember(self, results: Sequence[EvictionResult]) -> None:
         """Each landed replacement: its workload's cooldown starts, and it is guarded."""
@@ -699,114 +694,7 @@ class Runner:
             if self.settings.workload_cooldown_seconds > 0:
                 self._landed[e.workload_key] = now
             if self.settings.thrash_guard_seconds > 0:
-                self._guard[r.replacement] = (_guard_view(e), e.key, now)
-
-    def _without(self, plan: Plan, reason_of: Callable[[Eviction], SkipReason | None]) -> Plan:
-        """The plan less the evictions ``reason_of`` holds back, which become skips with that
-        reason (each logged as ``guard.held``)."""
-        kept: list[Eviction] = []
-        held: list[Skip] = []
-        for e in plan.evictions:
-            reason = reason_of(e)
-            if reason is None:
-                kept.append(e)
-                continue
-            held.append(Skip(e.namespace, e.name, e.uid, e.node, reason))
-            self._log.info(
-                logs.GUARD_HELD, pod=e.key, reason=reason.code.value, detail=reason.detail
-            )
-        if not held:
-            return plan
-        return replace(plan, evictions=tuple(kept), skipped=plan.skipped + tuple(held))
-
-    def _hold_back(self, plan: Plan) -> Plan:
-        """The plan less the evictions the cooldown or the thrash guard hold back, which
-        become skips (``cooldown``, ``thrash-guard``)."""
-        if not plan.evictions or not (self._cooling or self._guard):
-            return plan
-        now = self._wall()
-        return self._without(plan, lambda e: self._held(e, now))
-
-    def _hold_unplaced(self, plan: Plan, snapshot: Snapshot) -> Plan:
-        """The plan less the evictions of workloads that have pods not placed yet (skips
-        ``pods-unplaced``): :func:`rebalancer.core.pending.unplaced`."""
-        if not plan.evictions:
-            return plan
-        waiting = unplaced(snapshot, self._wall(), self.settings.unplaced_grace_seconds)
-        if not waiting:
-            return plan
-
-        def reason_of(e: Eviction) -> SkipReason | None:
-            found = waiting.get(e.workload_key)
-            if found is None:
-                return None
-            pods = "1 pod" if found.count == 1 else f"{found.count} pods"
-            return SkipReason(
-                SkipCode.UNPLACED,
-                f"{pods} of {e.workload_key} not placed yet (the oldest "
-                f"{found.oldest_seconds:.0f}s): the scheduler places them first",
-            )
-
-        return self._without(plan, reason_of)
-
-    def _hold_drifting(self, plan: Plan, snapshot: Snapshot) -> Plan:
-        """The plan less the evictions whose replacement may land on a node that has drifted
-        from its NodePool (skips ``node-drifting``): :func:`rebalancer.core.drains.
-        drifted_landings`. Karpenter replaces the node within minutes; the repair waits."""
-        if not plan.evictions:
-            return plan
-        landings = drifted_landings(snapshot, plan.evictions)
-        if not landings:
-            return plan
-        return self._without(
-            plan,
-            lambda e: (
-                SkipReason(SkipCode.NODE_DRIFTING, landings[e.key]) if e.key in landings else None
-            ),
-        )
-
-    def _defer_launches(self, plan: Plan) -> Plan:
-        """The plan less the evictions whose replacement waits for a new node while their
-        workload's need for one is younger than ``wait_for_nodes_after_seconds`` (skips
-        ``launch-deferred``). The need's age counts from the first plan of this runner that
-        had such an eviction of the workload; a plan without one forgets it."""
-        after = self.settings.wait_for_nodes_after_seconds
-        if after <= 0:
-            return plan
-        now = self._wall()
-        waiting = {e.workload_key for e in plan.evictions if e.waits_for}
-        self._launch_since = {w: self._launch_since.get(w, now) for w in waiting}
-
-        def reason_of(e: Eviction) -> SkipReason | None:
-            age = now - self._launch_since[e.workload_key] if e.waits_for else after
-            if age >= after:
-                return None
-            return SkipReason(
-                SkipCode.LAUNCH_DEFERRED,
-                f"its replacement waits for {e.waits_for}; a repair needing a new node was "
-                f"first planned {age:.0f}s ago, made after {after:.0f}s",
-            )
-
-        return self._without(plan, reason_of)
-
-    def _guarded(self, snapshot: Snapshot, now: float) -> dict[str, SkipReason]:
-        """The replacements the thrash guard holds, for the planner to go around: a pod of the
-        same domain that is not one is as good a victim, and evicting it is no thrash. They
-        are this runner's own, and those of pods a node's drain moved (:meth:`_note_drains`)."""
-        self._note_drains(snapshot, now)
-        if not (self._guard or self._drain_guard):
-            return {}
-        held: dict[str, SkipReason] = {}
-        for p in snapshot.pods:
-            if p.key in self._guard:
-                held[p.key] = _guard_reason(self._guard[p.key], now)
-            elif p.key in self._drain_guard:
-                node, when = self._drain_guard[p.key]
-                held[p.key] = SkipReason(
-                    SkipCode.THRASH_GUARD,
-                    f"replaced a pod the drain of node {node} moved, {now - when:.0f}s ago",
-                )
-        return held
+                self._guard[r.replacement] = Guard(now, f"replaced {e.key}, for {e.topology_key}")
 
     def _note_drains(self, snapshot: Snapshot, now: float) -> None:
         """Guard the replacements of the pods a node's drain took, one for one
@@ -818,27 +706,14 @@ class Runner:
         for owner, node in fresh.items():
             self._log.info(logs.DRAIN_SEEN, controller=owner, node=node)
         for key, node in replacements.items():
-            self._drain_guard.setdefault(key, (node, now))
+            self._drain_guard.setdefault(
+                key, Guard(now, f"replaced a pod the drain of node {node} moved")
+            )
         if self._drain_guard:
             present = {p.key for p in snapshot.pods}
             self._drain_guard = {
-                k: g for k, g in self._drain_guard.items() if k in present and now - g[1] < limit
+                k: g for k, g in self._drain_guard.items() if k in present and now - g.since < limit
             }
-
-    def _held(self, e: Eviction, now: float) -> SkipReason | None:
-        landed = self._cooling.get(e.workload_key)
-        if landed is not None:
-            left = self.settings.workload_cooldown_seconds - (now - landed)
-            workload = workload_key(e.namespace, e.workload, e.name, marked=False)
-            return SkipReason(
-                SkipCode.COOLDOWN,
-                f"{workload}: replacements landed {now - landed:.0f}s ago, "
-                f"{left:.0f}s of cooldown left",
-            )
-        guard = self._guard.get(e.key)
-        if guard is not None:
-            return _guard_reason(guard, now)
-        return None
 
     def _execute(self, wave: Sequence[Eviction], snapshot: Snapshot) -> tuple[EvictionResult, ...]:
         labels = {p.uid: p.labels for p in snapshot.pods}
@@ -997,14 +872,6 @@ def _fully_healthy(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def _guard_reason(guard: tuple[str, str, float], now: float) -> SkipReason:
-    view, replaced, when = guard
-    return SkipReason(
-        SkipCode.THRASH_GUARD,
-        f"replaced {replaced}, evicted {now - when:.0f}s ago for {view.partition('|')[2]}",
-    )
-
-
 def _held_by(plan: Plan) -> dict[str, int]:
     """Pods per reason (skip code) that hold the plan's views above maxSkew (its
     ``unrepaired``, as the planner left them): what a log reader needs when a run with
@@ -1015,11 +882,6 @@ def _held_by(plan: Plan) -> dict[str, int]:
         for h in u.reasons:
             found[h.code.value] = found.get(h.code.value, 0) + h.pods
     return found
-
-
-def _guard_view(e: Eviction) -> str:
-    """The view an eviction repairs, as the thrash guard tells views apart."""
-    return f"{e.workload_key}|{e.topology_key}"
 
 
 def _spread_of(plan: Plan) -> tuple[tuple[str, str, str, tuple[int, ...]], ...]:
