@@ -339,9 +339,11 @@ class Runner:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] | None = None,
+        memory: LoopMemory | None = None,
     ) -> None:
         """``sleep`` (the waits between looks, retries and waves): by default a wait on
-        ``stop``, which a stop ends."""
+        ``stop``, which a stop ends. ``memory``: what the loop starts out remembering (a
+        runner that takes over another's; none by default)."""
         self.source = source
         self.api = api
         self.server = server
@@ -362,10 +364,11 @@ class Runner:
         self._run_id = ""
         self._records: tuple[EvictionRecord, ...] = ()
         # The loop's memory (SPEC §3.12): kept from what happened, read by the planner.
-        self._landed: dict[str, float] = {}  # workload -> when its last replacement landed
-        self._guard: dict[str, Guard] = {}  # rebalancer's own replacement -> its guard
+        start = memory or LoopMemory()
+        self._landed = dict(start.cooling)  # workload -> when its last replacement landed
+        self._guard = dict(start.guarded)  # rebalancer's own replacement -> its guard
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
-        self._launch_since: dict[str, float] = {}  # workload -> first planned to wait for a node
+        self._launch_since = dict(start.launch_since)  # workload -> first needed a new node
         self._drains = DrainLedger(DRAIN_TAIL_SECONDS)  # which new pods replace drained ones
         self._drain_guard: dict[str, Guard] = {}  # a drain's replacement -> its guard
 
