@@ -372,3 +372,30 @@ def test_run_sends_the_first_wave_plan_prints_and_no_held_pod(
         else:
             assert mine == least, (w, least, [e.name for e in planned.evictions])
             assert not left
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "skewed-cluster.yaml"
+
+
+def test_plan_refuses_a_bad_unplaced_grace_naming_the_flag_and_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``plan --unplaced-grace soon`` is bad input: exit 2, the flag and the value named."""
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--unplaced-grace", "soon"]) == 2
+    err = capsys.readouterr().err
+    assert "--unplaced-grace" in err and "soon" in err
+
+
+def test_the_summary_names_the_holds_a_loop_would_add(capsys: pytest.CaptureFixture[str]) -> None:
+    """``plan`` applies the holds that need no memory; the loop-only ones it can only name,
+    and ``run --dry-run`` names its thrash guard among them (``nextRun.holds``)."""
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--unplaced-grace", "0s", "-o", "json"]) == 0
+    holds = json.loads(capsys.readouterr().out)["nextRun"]["holds"]
+    assert holds == {"applied": ["node-drifting"], "loopOnly": []}
+    from rebalancer.cli.common import plan_holds  # noqa: PLC0415
+    from rebalancer.cli.wording import holds_sentence  # noqa: PLC0415
+
+    assert holds_sentence(SETTINGS.holds) == (
+        "Holds: pods-unplaced 2m, node-drifting; with --interval also cooldown 1m, thrash-guard 1h."
+    )
+    assert holds_sentence(plan_holds(30.0)) == "Holds: pods-unplaced 30s, node-drifting."
