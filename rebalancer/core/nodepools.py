@@ -16,7 +16,8 @@ A pool can add a node for ``pod`` in domain ``d`` of topology key ``K`` when:
    (``status.resources``) plus the pod's request stays within the limit (``nodes``: one node
    more). Karpenter counts the whole new node against the limit, and rebalancer does not know
    the instance types it would choose: a pool judged to have room may still be refused by
-   Karpenter at the last few CPUs, never the other way round.
+   Karpenter at the last few CPUs, never the other way round. Within one plan the nodes its
+   waiting replacements imply spend the limits too (:class:`PoolPlan`).
 
 Worked example: pools ``a`` (zone In [zone-a, zone-b], taint ``gpu=true:NoSchedule``, limits
 cpu 8, holding 7.5) and ``c`` (zone In [zone-c]); a pod requesting 1 CPU with no toleration:
