@@ -31,11 +31,21 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rebalancer.core import nodepools
 from rebalancer.core.ids import PodId, ViewId
-from rebalancer.core.model import ZONE_KEY, Node, NodePool, NodeSelectorRequirement, Pod, Snapshot
+from rebalancer.core.model import (
+    ZONE_KEY,
+    Node,
+    NodePool,
+    NodeSelectorRequirement,
+    Pod,
+    Snapshot,
+    Taint,
+)
 from rebalancer.core.plan import Plan
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
@@ -243,3 +253,43 @@ def test_taking_replacements_back_gives_their_planned_nodes_and_limits_back() ->
     assert state.pool_plan.planned_nodes() == {}
     assert state.pool_plan.spent == {}
     assert not state.pool_plan.active
+
+
+def _many_pools(moves: int, tainted: int) -> Snapshot:
+    """Zone-a with ``2 * moves + 4`` pods, zone-b full with 4: a repair of ``moves`` waiting
+    replacements. ``tainted`` pools whose taint no pod tolerates, and pool ``zz`` with room."""
+    c = zone_constraint("web")
+    count = 2 * moves + 4
+    nodes = (node("n-a", "zone-a", cpu=count * 1000), node("n-b", "zone-b", cpu=4000))
+    pods = [
+        pod(f"web-a{k:03}", "n-a", constraints=[c], cpu=1000, created=1000 + k)
+        for k in range(count)
+    ]
+    pods += [pod(f"web-b{k}", "n-b", constraints=[c], cpu=1000) for k in range(4)]
+    pools = [
+        NodePool(f"t{k:03}", requirements=_in("zone-b"), taints=(Taint("gpu", "x", "NoSchedule"),))
+        for k in range(tainted)
+    ]
+    pools.append(NodePool("zz", requirements=_in("zone-b"), limits={"cpu": 1_000_000}))
+    return Snapshot(nodes=nodes, pods=tuple(pods), node_pools=tuple(pools))
+
+
+def test_pools_refused_for_their_taints_are_judged_once_whatever_the_waiting_replacements(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With 40 tainted pools, 10, 20 and 40 waiting replacements judge the pools' taints 40
+    times each (once for the pods' one shape), not once per planned node. Before the plan's
+    verdicts reused the shape's early refusals: 410, 820 and 1,640."""
+    calls = [0]
+    judged = nodepools._early_refusal
+
+    def counted(pool: NodePool, pod: Pod) -> object:
+        calls[0] += 1
+        return judged(pool, pod)
+
+    monkeypatch.setattr(nodepools, "_early_refusal", counted)
+    for moves in (10, 20, 40):
+        calls[0] = 0
+        result = _plan(_many_pools(moves, 40))
+        assert [e.waits_for for e in result.evictions] == ["NodePool zz in zone-b"] * moves
+        assert calls[0] == 41  # 40 tainted pools and zz, for the one shape

@@ -340,17 +340,7 @@ class PoolJudge:
         found = self._verdicts.get((shape_key, key, domain))
         if found is not None:
             return found
-        shape = self._shapes.get(shape_key)
-        if shape is None:
-            early = _Tally()
-            still: list[NodePool] = []
-            for pool in self.pools:
-                why = _early_refusal(pool, pod)
-                if why is None:
-                    still.append(pool)
-                else:
-                    early.add(pool.name, why)
-            shape = self._shapes[shape_key] = _Shape(early, tuple(still))
+        shape = self.shape(shape_key, pod)
         late = _Tally()
         for pool in shape.open:
             why = _late_refusal(pool, pod, key, domain)
@@ -362,6 +352,21 @@ class PoolJudge:
             found = _refused(shape.early, late)
         self._verdicts[shape_key, key, domain] = found
         return found
+
+    def shape(self, shape_key: tuple[object, ...], pod: Pod) -> _Shape:
+        """The pools judged for pods of ``pod``'s shape (``shape_key``) before any domain."""
+        shape = self._shapes.get(shape_key)
+        if shape is None:
+            early = _Tally()
+            still: list[NodePool] = []
+            for pool in self.pools:
+                why = _early_refusal(pool, pod)
+                if why is None:
+                    still.append(pool)
+                else:
+                    early.add(pool.name, why)
+            shape = self._shapes[shape_key] = _Shape(early, tuple(still))
+        return shape
 
     def note(self, pod: Pod, where: tuple[str, Sequence[str]], plan: PoolPlan | None = None) -> str:
         """What a no-fit reason adds where NodePools are known: for the domains the
@@ -489,16 +494,20 @@ class PoolPlan:
             return base  # no pool up to the one chosen as read has planned or spent anything
         if key == HOSTNAME_KEY:
             domain = ""
-        cache_key = (_shape_of(pod), key, domain)
+        shape_key = _shape_of(pod)
+        cache_key = (shape_key, key, domain)
         found = self._cache.get(cache_key)
         if found is None:
-            found = self._cache[cache_key] = self._judge(pod, key, domain)
+            shape = self.judge.shape(shape_key, pod)
+            found = self._cache[cache_key] = self._judge(shape, pod, key, domain)
         return found
 
-    def _judge(self, pod: Pod, key: str, domain: str) -> Verdict:
+    def _judge(self, shape: _Shape, pod: Pod, key: str, domain: str) -> Verdict:
+        """As :meth:`PoolJudge.verdict` for the pools readiness and taints leave
+        (``shape.open``), each judged with the plan's planned nodes and spent limits."""
         tally = _Tally()
-        for pool in self.judge.pools:
-            why = _early_refusal(pool, pod) or _place_refusal(pool, pod, key, domain)
+        for pool in shape.open:
+            why = _place_refusal(pool, pod, key, domain)
             if why is None and not any(
                 self._fits(pool, n, pod) for n in self._nodes.get((pool.name, key, domain), ())
             ):
@@ -506,7 +515,7 @@ class PoolPlan:
             if why is None:
                 return Verdict(pool.name)
             tally.add(pool.name, why)
-        return _refused(_Tally(), tally)
+        return _refused(shape.early, tally)
 
     def reserve(self, i: int, pod: Pod, where: tuple[str, str], beside: Mapping[str, int]) -> str:
         """Plan pod ``i``'s replacement onto a node the first pool able to (by name) adds in
