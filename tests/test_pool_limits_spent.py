@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -293,3 +294,24 @@ def test_pools_refused_for_their_taints_are_judged_once_whatever_the_waiting_rep
         result = _plan(_many_pools(moves, 40))
         assert [e.waits_for for e in result.evictions] == ["NodePool zz in zone-b"] * moves
         assert calls[0] == 41  # 40 tainted pools and zz, for the one shape
+
+
+def test_first_fit_over_the_planned_nodes_costs_one_pass_not_one_a_replacement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """40, 80 and 160 replacements waiting in one zone, four to a planned node: the planned
+    nodes are tried for room 69, 139 and 279 times (under two a replacement), where trying
+    every node for every replacement took 420, 1,640 and 6,480."""
+    calls = [0]
+    fits = nodepools.PoolPlan._fits
+
+    def counted(plan: nodepools.PoolPlan, *args: Any) -> bool:
+        calls[0] += 1
+        return fits(plan, *args)
+
+    monkeypatch.setattr(nodepools.PoolPlan, "_fits", counted)
+    for moves in (40, 80, 160):
+        calls[0] = 0
+        result = _plan(_many_pools(moves, 0))
+        assert len(result.evictions) == moves
+        assert calls[0] < 2 * moves

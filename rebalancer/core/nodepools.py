@@ -428,7 +428,7 @@ def pool_node_sizes(nodes: Iterable[Node]) -> dict[str, Mapping[str, int]]:
     return best
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # each planned node is itself, whatever it holds
 class _Planned:
     """One node a pool is planned to add in a domain: the room left on it (``free``, per
     resource its size names; ``pods`` counted one a pod), what opening it spent of the pool's
@@ -446,7 +446,7 @@ class PoolPlan:
     """The nodes the waiting replacements of one plan imply, and the pool limits they spend.
 
     A replacement that waits for a node from pool ``p`` in domain ``d`` joins the first node
-    already planned for ``p`` in ``d`` with room for it; else ``p`` is planned to add one more
+    planned for ``p`` in ``d`` with room for it; else ``p`` is planned to add one more
     node there, which spends the pool's limits: a new node is taken to be the size of the
     pool's largest node (:func:`pool_node_sizes`; a pool without nodes: the size of the node
     the replacement was planned beside), at least what the pod requests, and at most what the
@@ -471,6 +471,10 @@ class PoolPlan:
         self._nodes: dict[_Bin, list[_Planned]] = {}
         self._of: dict[int, tuple[_Bin, _Planned]] = {}
         self._cache: dict[tuple[tuple[object, ...], str, str], Verdict] = {}
+        self._full: dict[_Bin, dict[tuple[tuple[str, int], ...], int]] = {}
+        """Per domain's planned nodes and pod requests, how many of the first nodes have no
+        room for such a pod: room only shrinks until a replacement is taken back, which
+        forgets these counts. First fit then costs one pass over the nodes, not one a pod."""
 
     @property
     def active(self) -> bool:
@@ -508,9 +512,7 @@ class PoolPlan:
         tally = _Tally()
         for pool in shape.open:
             why = _place_refusal(pool, pod, key, domain)
-            if why is None and not any(
-                self._fits(pool, n, pod) for n in self._nodes.get((pool.name, key, domain), ())
-            ):
+            if why is None and self._room(pool, (pool.name, key, domain), pod) is None:
                 why = _over_limit(pool, pod, self.spent.get(pool.name))
             if why is None:
                 return Verdict(pool.name)
@@ -530,7 +532,7 @@ class PoolPlan:
             return ""
         pool = self._by_name[name]
         nodes = self._nodes.setdefault((name, key, domain), [])
-        node = next((n for n in nodes if self._fits(pool, n, pod)), None)
+        node = self._room(pool, (name, key, domain), pod)
         if node is None:
             node = self._open(pool, pod, self.sizes.get(name) or beside)
             nodes.append(node)
@@ -564,6 +566,22 @@ class PoolPlan:
             if not nodes:
                 del self._nodes[where]
         self._cache.clear()
+        self._full.clear()
+
+    def _room(self, pool: NodePool, where: _Bin, pod: Pod) -> _Planned | None:
+        """The first node planned in ``where`` with room for ``pod``, within what the pool's
+        limits leave of the resources its size does not name; None for none."""
+        nodes = self._nodes.get(where)
+        if not nodes:
+            return None
+        requests = tuple(sorted(pod.requests.items()))
+        full = self._full.setdefault(where, {})
+        for at in range(full.get(requests, 0), len(nodes)):
+            if self._fits(pool, nodes[at], pod):
+                full[requests] = at
+                return nodes[at]
+        full[requests] = len(nodes)
+        return None
 
     def _fits(self, pool: NodePool, node: _Planned, pod: Pod) -> bool:
         if node.free.get("pods", 1) < 1:
