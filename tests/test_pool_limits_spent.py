@@ -315,3 +315,16 @@ def test_first_fit_over_the_planned_nodes_costs_one_pass_not_one_a_replacement(
         result = _plan(_many_pools(moves, 0))
         assert len(result.evictions) == moves
         assert calls[0] < 2 * moves
+
+
+def test_a_pool_whose_limit_is_spent_leaves_the_next_replacements_to_the_next_pool() -> None:
+    """pa (cpu 4) and pb (cpu 100) both add nodes in zone-b: pa, first by name, takes four
+    replacements on its one node; the fifth to the thirteenth wait for pb (three nodes)."""
+    pa = NodePool("pa", requirements=_in("zone-b"), limits={"cpu": 4000})
+    snapshot = _one_zone(_pb({"cpu": 100_000}))
+    result = _plan(
+        Snapshot(nodes=snapshot.nodes, pods=snapshot.pods, node_pools=(pa, _pb({"cpu": 100_000})))
+    )
+    assert [e.waits_for for e in result.evictions] == ["NodePool pa in zone-b"] * 4 + [
+        "NodePool pb in zone-b"
+    ] * 9
