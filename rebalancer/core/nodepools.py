@@ -16,7 +16,8 @@ A pool can add a node for ``pod`` in domain ``d`` of topology key ``K`` when:
    (``status.resources``) plus the pod's request stays within the limit (``nodes``: one node
    more). Karpenter counts the whole new node against the limit, and rebalancer does not know
    the instance types it would choose: a pool judged to have room may still be refused by
-   Karpenter at the last few CPUs, never the other way round.
+   Karpenter at the last few CPUs, never the other way round. Within one plan the nodes its
+   waiting replacements imply spend the limits too (:class:`PoolPlan`).
 
 Worked example: pools ``a`` (zone In [zone-a, zone-b], taint ``gpu=true:NoSchedule``, limits
 cpu 8, holding 7.5) and ``c`` (zone In [zone-c]); a pod requesting 1 CPU with no toleration:
@@ -30,9 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rebalancer.core.karpenter import NODEPOOL_LABEL
 from rebalancer.core.model import (
     HOSTNAME_KEY,
     ZONE_KEY,
+    Node,
     NodePool,
     NodeSelectorRequirement,
     Pod,
@@ -131,14 +134,25 @@ def _labels_ok(pool: NodePool, pod: Pod, fixed: Mapping[str, str]) -> bool:
     )
 
 
-def _over_limit(pool: NodePool, pod: Pod) -> Refusal | None:
+def _wanted(resource: str, pod: Pod) -> int:
+    """What a new node for ``pod`` adds at least to a pool's use of ``resource``."""
+    return 1 if resource == "nodes" else pod.requests.get(resource, 0)
+
+
+def _over_limit(pool: NodePool, pod: Pod, spent: Mapping[str, int] | None = None) -> Refusal | None:
+    """The first resource (by name) whose limit a new node for ``pod`` would pass: what the
+    pool's nodes hold (``used``), plus what the nodes a plan already waits for spend
+    (``spent``), plus the pod's request."""
     for resource, limit in sorted(pool.limits.items()):
         used = pool.used.get(resource, 0)
-        wanted = 1 if resource == "nodes" else pod.requests.get(resource, 0)
-        if used + wanted > limit:
+        more = spent.get(resource, 0) if spent else 0
+        wanted = _wanted(resource, pod)
+        if used + more + wanted > limit:
+            planned = f", {more} more by the nodes this plan waits for" if more else ""
             return Refusal(
                 f"at their {resource} limit",
-                f"at its {resource} limit ({used} of {limit} used, the pod needs {wanted})",
+                f"at its {resource} limit ({used} of {limit} used{planned}, "
+                f"the pod needs {wanted})",
             )
     return None
 
@@ -173,8 +187,8 @@ def _early_refusal(pool: NodePool, pod: Pod) -> Refusal | None:
     return None
 
 
-def _late_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> Refusal | None:
-    """The refusals after readiness and taints: the domain, the pod's labels, the limits."""
+def _place_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> Refusal | None:
+    """The refusals after readiness and taints, before the limits: the domain, the labels."""
     if key != HOSTNAME_KEY and not _values(pool, key, {}).admits(domain):
         return Refusal(
             "whose requirements rule the domain out", f"its nodes cannot be in {key}={domain}"
@@ -182,7 +196,12 @@ def _late_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> Refusal | 
     fixed = {} if key == HOSTNAME_KEY else {key: domain}
     if not _labels_ok(pool, pod, fixed):
         return _NO_MATCH
-    return _over_limit(pool, pod)
+    return None
+
+
+def _late_refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> Refusal | None:
+    """The refusals after readiness and taints: the domain, the pod's labels, the limits."""
+    return _place_refusal(pool, pod, key, domain) or _over_limit(pool, pod)
 
 
 def refusal(pool: NodePool, pod: Pod, key: str, domain: str) -> Refusal | None:
@@ -321,17 +340,7 @@ class PoolJudge:
         found = self._verdicts.get((shape_key, key, domain))
         if found is not None:
             return found
-        shape = self._shapes.get(shape_key)
-        if shape is None:
-            early = _Tally()
-            still: list[NodePool] = []
-            for pool in self.pools:
-                why = _early_refusal(pool, pod)
-                if why is None:
-                    still.append(pool)
-                else:
-                    early.add(pool.name, why)
-            shape = self._shapes[shape_key] = _Shape(early, tuple(still))
+        shape = self.shape(shape_key, pod)
         late = _Tally()
         for pool in shape.open:
             why = _late_refusal(pool, pod, key, domain)
@@ -344,21 +353,43 @@ class PoolJudge:
         self._verdicts[shape_key, key, domain] = found
         return found
 
-    def note(self, pod: Pod, where: tuple[str, Sequence[str]]) -> str:
+    def shape(self, shape_key: tuple[object, ...], pod: Pod) -> _Shape:
+        """The pools judged for pods of ``pod``'s shape (``shape_key``) before any domain."""
+        shape = self._shapes.get(shape_key)
+        if shape is None:
+            early = _Tally()
+            still: list[NodePool] = []
+            for pool in self.pools:
+                why = _early_refusal(pool, pod)
+                if why is None:
+                    still.append(pool)
+                else:
+                    early.add(pool.name, why)
+            shape = self._shapes[shape_key] = _Shape(early, tuple(still))
+        return shape
+
+    def note(self, pod: Pod, where: tuple[str, Sequence[str]], plan: PoolPlan | None = None) -> str:
         """What a no-fit reason adds where NodePools are known: for the domains the
         replacement's spread allows (``where``: its topology key and those domains, in order),
         which pool can add a node there, else why none can (``; NodePool default can add a node
-        in zone-b``). Up to :data:`MAX_EXAMPLES` domains, one clause each; beyond, the domains
-        sharing a verdict are named together, at most :data:`MAX_GROUPS` verdicts."""
+        in zone-b``), with what ``plan`` waits for spent. Up to :data:`MAX_EXAMPLES` domains,
+        one clause each; beyond, the domains sharing a verdict are named together, at most
+        :data:`MAX_GROUPS` verdicts."""
         key, domains = where
         if not domains:
             return ""
         shape = _shape_of(pod)
+
+        def judged(d: str) -> Verdict:
+            if plan is not None and plan.active:
+                return plan.verdict(pod, key, d)
+            return self._verdict(shape, pod, key, d)
+
         if len(domains) <= MAX_EXAMPLES:
-            return "".join(f"; {self._verdict(shape, pod, key, d).describe(d)}" for d in domains)
+            return "".join(f"; {judged(d).describe(d)}" for d in domains)
         groups: dict[Verdict, list[str]] = {}
         for d in domains:
-            groups.setdefault(self._verdict(shape, pod, key, d), []).append(d)
+            groups.setdefault(judged(d), []).append(d)
         out = ""
         for found, members in list(groups.items())[:MAX_GROUPS]:
             where_text = (
@@ -376,6 +407,224 @@ class PoolJudge:
             parts += [f"{cannot} where none can"] if cannot else []
             out += f"; {can + cannot} more domains of {key} ({', '.join(parts)})"
         return out
+
+
+# --- the nodes one plan waits for ------------------------------------------------------------
+
+
+def pool_node_sizes(nodes: Iterable[Node]) -> dict[str, Mapping[str, int]]:
+    """Per NodePool, the allocatable of its largest node (most CPU, then memory, then by its
+    resources), read from the nodes labelled ``karpenter.sh/nodepool``: the size
+    :class:`PoolPlan` takes a new node of the pool to be."""
+    best: dict[str, Mapping[str, int]] = {}
+
+    def rank(alloc: Mapping[str, int]) -> tuple[int, int, tuple[tuple[str, int], ...]]:
+        return alloc.get("cpu", 0), alloc.get("memory", 0), tuple(sorted(alloc.items()))
+
+    for node in nodes:
+        name = node.labels.get(NODEPOOL_LABEL)
+        if name and (name not in best or rank(node.allocatable) > rank(best[name])):
+            best[name] = node.allocatable
+    return best
+
+
+@dataclass(slots=True, eq=False)  # each planned node is itself, whatever it holds
+class _Planned:
+    """One node a pool is planned to add in a domain: the room left on it (``free``, per
+    resource its size names; ``pods`` counted one a pod), what opening it spent of the pool's
+    limits (``cost``) and the replacements planned onto it (``pods``)."""
+
+    free: dict[str, int]
+    cost: dict[str, int]
+    pods: set[int]
+
+
+_Bin = tuple[str, str, str]  # pool, topology key, domain ("" under the hostname key)
+
+
+class PoolPlan:
+    """The nodes the waiting replacements of one plan imply, and the pool limits they spend.
+
+    A replacement that waits for a node from pool ``p`` in domain ``d`` joins the first node
+    planned for ``p`` in ``d`` with room for it; else ``p`` is planned to add one more
+    node there, which spends the pool's limits: a new node is taken to be the size of the
+    pool's largest node (:func:`pool_node_sizes`; a pool without nodes: the size of the node
+    the replacement was planned beside), at least what the pod requests, and at most what the
+    limits leave (Karpenter picks an instance type within them). Resources the size does not
+    name are spent by each pod's request; ``nodes`` by one a node. A later replacement is then
+    judged against the limits less what the plan spent, and a planned node with room counts as
+    room, whatever the limits.
+
+    Worked example: pool ``p`` (cpu limit 8, none used), nodes of 4 CPUs, replacements of 1 CPU
+    waiting in one zone: the first opens a node (4 CPUs spent), the next three join it, the
+    fifth opens a second (8 spent), three more join; the ninth is refused at the cpu limit
+    (``0 of 8 used, 8 more by the nodes this plan waits for, the pod needs 1``). Taking a
+    replacement back frees its room, and a planned node left empty gives back what it spent.
+    """
+
+    def __init__(self, judge: PoolJudge, sizes: Mapping[str, Mapping[str, int]]) -> None:
+        self.judge = judge
+        self.sizes = sizes
+        self.spent: dict[str, dict[str, int]] = {}
+        """Per pool, what its planned nodes spend of its limits (pools with none absent)."""
+        self._by_name = {p.name: p for p in judge.pools}
+        self._nodes: dict[_Bin, list[_Planned]] = {}
+        self._of: dict[int, tuple[_Bin, _Planned]] = {}
+        self._cache: dict[tuple[tuple[object, ...], str, str], Verdict] = {}
+        self._full: dict[_Bin, dict[tuple[tuple[str, int], ...], int]] = {}
+        """Per domain's planned nodes and pod requests, how many of the first nodes have no
+        room for such a pod: room only shrinks until a replacement is taken back, which
+        forgets these counts. First fit then costs one pass over the nodes, not one a pod."""
+
+    @property
+    def active(self) -> bool:
+        """Some replacement of the plan waits for a planned node."""
+        return bool(self._of)
+
+    def planned_nodes(self) -> dict[str, int]:
+        """How many new nodes the plan implies, per pool (pools with none absent)."""
+        out: dict[str, int] = {}
+        for (pool, _, _), nodes in self._nodes.items():
+            out[pool] = out.get(pool, 0) + len(nodes)
+        return out
+
+    def verdict(self, pod: Pod, key: str, domain: str) -> Verdict:
+        """As :meth:`PoolJudge.verdict`, with the plan's planned nodes and spent limits."""
+        base = self.judge.verdict(pod, key, domain)
+        if not self._of:
+            return base
+        busy = set(self.spent).union(where[0] for where in self._nodes)
+        if base.pool and not any(name <= base.pool for name in busy):
+            return base  # no pool up to the one chosen as read has planned or spent anything
+        if key == HOSTNAME_KEY:
+            domain = ""
+        shape_key = _shape_of(pod)
+        cache_key = (shape_key, key, domain)
+        found = self._cache.get(cache_key)
+        if found is None:
+            shape = self.judge.shape(shape_key, pod)
+            found = self._cache[cache_key] = self._judge(shape, pod, key, domain)
+        return found
+
+    def _judge(self, shape: _Shape, pod: Pod, key: str, domain: str) -> Verdict:
+        """As :meth:`PoolJudge.verdict` for the pools readiness and taints leave
+        (``shape.open``), each judged with the plan's planned nodes and spent limits."""
+        tally = _Tally()
+        for pool in shape.open:
+            why = _place_refusal(pool, pod, key, domain)
+            if why is None and self._room(pool, (pool.name, key, domain), pod) is None:
+                why = _over_limit(pool, pod, self.spent.get(pool.name))
+            if why is None:
+                return Verdict(pool.name)
+            tally.add(pool.name, why)
+        return _refused(shape.early, tally)
+
+    def reserve(self, i: int, pod: Pod, where: tuple[str, str], beside: Mapping[str, int]) -> str:
+        """Plan pod ``i``'s replacement onto a node the first pool able to (by name) adds in
+        ``where`` (topology key, domain), joining a planned node with room or planning one
+        more; ``beside``: the allocatable of the node it was planned beside. Returns the pool
+        ("": none can, nothing planned)."""
+        key, domain = where
+        if key == HOSTNAME_KEY:
+            domain = ""
+        name = self.verdict(pod, key, domain).pool
+        if not name:
+            return ""
+        pool = self._by_name[name]
+        nodes = self._nodes.setdefault((name, key, domain), [])
+        node = self._room(pool, (name, key, domain), pod)
+        if node is None:
+            node = self._open(pool, pod, self.sizes.get(name) or beside)
+            nodes.append(node)
+        self._take(pool, node, pod, 1)
+        node.pods.add(i)
+        self._of[i] = ((name, key, domain), node)
+        self._cache.clear()
+        return name
+
+    def release(self, i: int, pod: Pod) -> None:
+        """Take pod ``i``'s replacement back off its planned node (if it is on one); a planned
+        node left empty is no longer planned and gives back what it spent."""
+        found = self._of.pop(i, None)
+        if found is None:
+            return
+        where, node = found
+        pool = self._by_name[where[0]]
+        self._take(pool, node, pod, -1)
+        node.pods.discard(i)
+        if not node.pods:
+            if node.cost:
+                spent = self.spent[pool.name]
+                for resource, amount in node.cost.items():
+                    spent[resource] -= amount
+                    if not spent[resource]:
+                        del spent[resource]
+                if not spent:
+                    del self.spent[pool.name]
+            nodes = self._nodes[where]
+            nodes.remove(node)
+            if not nodes:
+                del self._nodes[where]
+        self._cache.clear()
+        self._full.clear()
+
+    def _room(self, pool: NodePool, where: _Bin, pod: Pod) -> _Planned | None:
+        """The first node planned in ``where`` with room for ``pod``, within what the pool's
+        limits leave of the resources its size does not name; None for none."""
+        nodes = self._nodes.get(where)
+        if not nodes:
+            return None
+        requests = tuple(sorted(pod.requests.items()))
+        full = self._full.setdefault(where, {})
+        for at in range(full.get(requests, 0), len(nodes)):
+            if self._fits(pool, nodes[at], pod):
+                full[requests] = at
+                return nodes[at]
+        full[requests] = len(nodes)
+        return None
+
+    def _fits(self, pool: NodePool, node: _Planned, pod: Pod) -> bool:
+        if node.free.get("pods", 1) < 1:
+            return False
+        if any(node.free.get(r, amount) < amount for r, amount in pod.requests.items()):
+            return False
+        spent = self.spent.get(pool.name, {})
+        return all(
+            pool.used.get(r, 0) + spent.get(r, 0) + pod.requests.get(r, 0) <= limit
+            for r, limit in pool.limits.items()
+            if r != "nodes" and r not in node.free
+        )
+
+    def _open(self, pool: NodePool, pod: Pod, size: Mapping[str, int]) -> _Planned:
+        spent = self.spent.setdefault(pool.name, {})
+        free: dict[str, int] = {}
+        cost: dict[str, int] = {"nodes": 1} if "nodes" in pool.limits else {}
+        for resource, amount in size.items():
+            room = max(amount, 1 if resource == "pods" else pod.requests.get(resource, 0))
+            limit = pool.limits.get(resource)
+            if limit is not None:
+                left = limit - pool.used.get(resource, 0) - spent.get(resource, 0)
+                room = cost[resource] = max(0, min(room, left))
+            free[resource] = room
+        for resource, amount in cost.items():
+            spent[resource] = spent.get(resource, 0) + amount
+        return _Planned(free, cost, set())
+
+    def _take(self, pool: NodePool, node: _Planned, pod: Pod, sign: int) -> None:
+        """Charge (``sign`` 1) or free (-1) the pod's requests on the planned node, and on the
+        pool's limits for the resources the node's size does not name."""
+        if "pods" in node.free:
+            node.free["pods"] -= sign
+        spent = self.spent.setdefault(pool.name, {})
+        for resource, amount in pod.requests.items():
+            if resource in node.free:
+                node.free[resource] -= sign * amount
+            elif resource in pool.limits and resource != "nodes" and amount:
+                spent[resource] = spent.get(resource, 0) + sign * amount
+                if not spent[resource]:
+                    del spent[resource]
+        if not spent:
+            del self.spent[pool.name]
 
 
 # --- the whole detail, for explain -----------------------------------------------------------

@@ -29,7 +29,7 @@ from rebalancer.core.model import (
     Snapshot,
     shared_key,
 )
-from rebalancer.core.nodepools import PoolJudge
+from rebalancer.core.nodepools import PoolJudge, PoolPlan, pool_node_sizes
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
@@ -106,6 +106,7 @@ class Shared:
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
         self.node_pools = snapshot.node_pools  # Karpenter's (SPEC §5.10)
         self.pool_judge = PoolJudge(snapshot.node_pools)
+        self.pool_sizes = pool_node_sizes(snapshot.nodes) if snapshot.node_pools else {}
         self.pool_cache: dict[tuple[str, str, str | None], str] = {}  # (ns, pod, zone) -> pool
         self.placement = analysis.placement  # read-only: each state copies it
         self._pods_on: dict[str, list[PodId]] | None = None  # node -> pods using its resources
@@ -245,6 +246,10 @@ class SimState:
         self.waiting: set[PodId] = set()
         """Pods whose replacement went where no node had room for it (nodeFit off): it waits
         for a new node. Counted against ``maxWaitingForNodes``; forgotten when moved again."""
+        self.pool_plan = PoolPlan(sh.pool_judge, sh.pool_sizes) if sh.node_pools else None
+        """NodePools known: the nodes the replacements placed where no node has room wait for,
+        and the pool limits those spend (SPEC §5.10). Kept by :meth:`add` and :meth:`remove`,
+        so every path that takes a move back gives its planned node back too."""
 
     def fresh(self) -> SimState:
         """A new state at the start of the plan, sharing this one's caches."""
@@ -322,6 +327,8 @@ class SimState:
         """Evict pod i: it stops counting and frees its resources. Returns its node."""
         node = self.placement.pop(i)
         self.waiting.discard(i)
+        if self.pool_plan is not None:
+            self.pool_plan.release(i, self.analysis.pods[i])
         _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], -1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
@@ -330,7 +337,17 @@ class SimState:
         return node
 
     def add(self, i: PodId, node: str) -> None:
-        """Place pod i (or its replacement) on ``node``."""
+        """Place pod i (or its replacement) on ``node``. NodePools known and no room on the
+        node (and not the pod's own node, put back): the replacement waits for a node a pool
+        adds in its domain (:attr:`pool_plan`)."""
+        if (
+            self.pool_plan is not None
+            and node != self.shared.placement.get(i)
+            and not self.fits(self.analysis.pods[i], node)
+        ):
+            self.pool_plan.reserve(
+                i, self.analysis.pods[i], self._pool_where(node), self.nodes[node].allocatable
+            )
         self.placement[i] = node
         _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], 1)
         for v in self.selector_views(i):
@@ -467,7 +484,9 @@ class SimState:
             else "no node has room for its requests"
         )
         if no_room and pools:
-            why += self.shared.pool_judge.note(pod, self._pool_domains(views, no_room))
+            why += self.shared.pool_judge.note(
+                pod, self._pool_domains(views, no_room), self.pool_plan
+            )
         if held[0]:
             n = len(self.waiting)
             so_many = (
@@ -482,15 +501,23 @@ class SimState:
         """The first NodePool (by name) that can add a node for ``pod`` in ``node``'s zone
         (with no zone label: anywhere), so a replacement short of room there waits for it;
         "" for none (SPEC §5.10)."""
+        plan = self.pool_plan
+        if plan is not None and plan.active:  # limits spent: judged afresh (cached by plan)
+            return plan.verdict(pod, *self._pool_where(node)).pool
         zone = self.nodes[node].labels.get(ZONE_KEY)
         key = (pod.namespace, pod.name, zone)
         cache = self.shared.pool_cache
         found = cache.get(key)
         if found is None:
-            key_name, domain = (ZONE_KEY, zone) if zone is not None else (HOSTNAME_KEY, node)
-            found = self.shared.pool_judge.verdict(pod, key_name, domain).pool
+            found = self.shared.pool_judge.verdict(pod, *self._pool_where(node)).pool
             cache[key] = found
         return found
+
+    def _pool_where(self, node: str) -> tuple[str, str]:
+        """The domain a pool adds a node in for a replacement short of room on ``node``: its
+        zone, or (no zone label) anywhere, as the hostname key."""
+        zone = self.nodes[node].labels.get(ZONE_KEY)
+        return (ZONE_KEY, zone) if zone is not None else (HOSTNAME_KEY, node)
 
     def _pool_domains(self, views: Sequence[int], nodes: Sequence[str]) -> tuple[str, list[str]]:
         """The topology key the replacement is ranked by first (the zone without a view) and
