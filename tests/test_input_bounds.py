@@ -15,16 +15,18 @@ from typing import Any
 
 import pytest
 import structlog
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rebalancer.cli.main import main
 from rebalancer.cluster.api import kubeclient
-from rebalancer.cluster.inputs import MAX_YAML_BYTES
+from rebalancer.cluster.inputs import MAX_FLOW_DEPTH, MAX_YAML_BYTES, _flow_depth_problem
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, json_depth, too_deep
 from rebalancer.cluster.read.snapshot import dump_objects, load_snapshot
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from tests.builders import web_pod, zone_node
+from tests.hostile import bracketed_policy, bracketed_snapshot
 
 INT32_MAX = 2**31 - 1
 
@@ -490,6 +492,58 @@ def test_a_policy_above_the_yaml_cap_is_refused_whatever_the_input_cap(
 
 
 def yaml_load(text: str) -> Any:
-    import yaml  # noqa: PLC0415  # only here
-
     return yaml.safe_load(text)
+
+
+# --- brackets that are no flow collection -----------------------------------------------------
+
+
+@pytest.mark.parametrize("brackets", [1001, 20_000, 200_000])
+def test_brackets_in_comments_and_strings_are_not_nesting(
+    tmp_path: Path, brackets: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``[`` in a comment, a quoted or a plain string opens no flow collection: a policy
+    and a YAML snapshot holding 1,001 to 200,000 of them load. They were refused, exit 2,
+    "nested more than 1000 deep" (1,001 ``[`` in a comment: 2.5 s); now `policy check` of a
+    1 MB policy with a 1,000,000-``[`` comment exits 0 in 6.2 s, 28 MB (a 1 MB comment of
+    ``#`` takes 4.1 s), `plan` of a 3 MB snapshot holding three such runs 8.3 s, 36 MB."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(bracketed_policy(brackets))
+    code, err = _run(["policy", "check", str(policy)], capsys)
+    assert (code, err) == (EXIT_OK, f"{policy}: ok\n")
+    snapshot = tmp_path / "snapshot.yaml"
+    snapshot.write_text(bracketed_snapshot(brackets))
+    code = main(["plan", "--snapshot", str(snapshot), "-o", "json"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    assert len(json.loads(out)["evictions"]) == 2
+
+
+@pytest.mark.parametrize("depth", [MAX_FLOW_DEPTH + 1, 3_000, 20_000])
+def test_real_nesting_is_refused_reading_only_up_to_the_limit(
+    tmp_path: Path, depth: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flow collections nested past the limit are refused (exit 2), comment or not, and
+    telling them from brackets in comments reads tokens only up to the first collection past
+    the limit: YAML's scanner costs the depth per token, so reading on would be quadratic."""
+    read: list[object] = []
+
+    class Counting(yaml.SafeLoader):
+        def get_token(self) -> Any:
+            token = super().get_token()
+            read.append(token)
+            return token
+
+    text = bracketed_policy(MAX_FLOW_DEPTH + 1) + "x: " + "[" * depth + "]" * depth + "\n"
+    problem = _flow_depth_problem(text.encode(), lambda: Counting(text))
+    assert problem == f"flow collections ([ or {{) nested more than {MAX_FLOW_DEPTH} deep"
+    # stream start, block mapping start, then three keys and values (two scalars each), the
+    # fourth key and its value indicator, then the openers
+    assert len(read) == 2 + 3 * 4 + 3 + MAX_FLOW_DEPTH + 1
+    if depth > MAX_FLOW_DEPTH + 1:
+        return  # the command line reads the same way
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(text)
+    code, err = _run(["policy", "check", str(deep)], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert f"{deep}: 1 problem(s):\n  - {problem}\n" == err
