@@ -24,9 +24,19 @@ from rebalancer.cluster.api import kubeclient
 from rebalancer.cluster.inputs import MAX_FLOW_DEPTH, MAX_YAML_BYTES, _flow_depth_problem
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, json_depth, too_deep
 from rebalancer.cluster.read.snapshot import dump_objects, load_snapshot
+from rebalancer.core import spread
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from rebalancer.core.model import Snapshot
+from rebalancer.core.policy import Policy, policy_from_document
+from rebalancer.core.scope import NamespaceScope
 from tests.builders import web_pod, zone_node
-from tests.hostile import bracketed_policy, bracketed_snapshot
+from tests.hostile import (
+    bracketed_policy,
+    bracketed_snapshot,
+    service,
+    skewed_cluster,
+)
+from tests.hostile import namespaces as hostile_namespaces
 
 INT32_MAX = 2**31 - 1
 
@@ -547,3 +557,66 @@ def test_real_nesting_is_refused_reading_only_up_to_the_limit(
     code, err = _run(["policy", "check", str(deep)], capsys)
     assert code == EXIT_BAD_INPUT
     assert f"{deep}: 1 problem(s):\n  - {problem}\n" == err
+
+
+# --- policies whose lists multiplied ----------------------------------------------------------
+
+
+def _loaded(tmp_path: Path, objects: list[dict[str, Any]]) -> Snapshot:
+    return load_snapshot(_snapshot(tmp_path, objects))
+
+
+def _policy(**fields: Any) -> Policy:
+    head = {"apiVersion": "rebalancer/v1alpha1", "kind": "RebalancerPolicy"}
+    return policy_from_document({**head, **fields}, "policy")
+
+
+@pytest.mark.parametrize("count", [50, 400, 2000])
+def test_default_constraints_cost_linear_work(
+    tmp_path: Path, count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of 13 pods gets every one of ``count`` defaultConstraints, each a view that needs
+    all ``count`` keys on a node; the keys and each eligibility are built once per pod, not
+    once per constraint (it was 13 x count rebuilds of count keys: 5,000 constraints 72 s;
+    now `plan` takes 7.4 s of which the YAML policy parse is most, 5.5 s with the policy as
+    JSON)."""
+    keys = [f"example.com/k{i}" for i in range(count)]
+    objects = [*skewed_cluster(13, constrained=False), service("web", {"app": "web"})]
+    for node, zone in ((objects[0], "a"), (objects[1], "b")):
+        node["metadata"]["labels"].update(dict.fromkeys(keys, zone))
+    defaults = [
+        {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway"} for key in keys
+    ]
+    built: list[object] = []
+    eligibility_for = spread.eligibility_for
+    monkeypatch.setattr(
+        spread, "eligibility_for", lambda *a: built.append(a) or eligibility_for(*a)
+    )
+    analysis = spread.analyze(_loaded(tmp_path, objects), _policy(defaultConstraints=defaults))
+    assert len(built) == 13  # one soft eligibility per pod, whatever the count
+    assert sorted(v.spec.topology_key for v in analysis.views) == sorted(keys)
+    for view in analysis.views:
+        assert view.spec.eligibility.keys == tuple(sorted(keys))
+        assert view.counts == {"a": 13}
+        assert view.domains == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("values", "namespaces"), [(2_000, 1_000), (20_000, 5_000), (200_000, 20_000)]
+)
+def test_a_namespace_selector_costs_its_values_plus_the_namespaces(
+    tmp_path: Path, values: int, namespaces: int
+) -> None:
+    """``namespaceLabelSelector`` ``team In [200,000 values]`` over 20,000 Namespace objects
+    selects exactly the two whose team is listed, each namespace a set lookup. It was a scan
+    of the list per namespace: 70,000 values over 10,000 namespaces took 30 s, these sizes
+    would take minutes; the selector's part of `plan` is now 0.3 s at 70,000 x 10,000 (16 s
+    and 76 MB in all, nearly all of it the YAML parse of the 0.6 MB policy)."""
+    objects = skewed_cluster() + hostile_namespaces(namespaces)
+    listed = [f"v{i}" for i in range(values - 1)] + ["t0", f"t{namespaces - 1}"]
+    selector = {"matchExpressions": [{"key": "team", "operator": "In", "values": listed}]}
+    snapshot = _loaded(tmp_path, objects)
+    scope = NamespaceScope.of(_policy(namespaceLabelSelector=selector), snapshot)
+    assert scope.selected == {"shop", f"ns-{namespaces - 1}"}
+    assert "shop" in scope
+    assert "ns-1" not in scope
