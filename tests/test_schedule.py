@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from cronsim import CronSim
+from cronsim import CronSim, CronSimError
 from cronsim.cronsim import Field
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -317,6 +317,34 @@ def test_a_compact_cron_fires_as_written(expression: str) -> None:
     written = CronSim(expression, start)
     compact = CronSim(_compact(expression), start)
     assert [next(written) for _ in range(200)] == [next(compact) for _ in range(200)]
+
+
+def _field(terms: list[str]) -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(terms), min_size=1, max_size=4).map(",".join)
+
+
+_FIELD_TEXTS = st.tuples(
+    _field(["*", "*/7", "0", "59", "5-10", "10-20/3", "0-59/30"]),
+    _field(["*", "*/5", "0", "23", "1-3", "2-22/4"]),
+    _field(["*", "*/10", "1", "31", "L", "LW", "15", "3-9/2"]),
+    _field(["*", "*/2", "1", "12", "JAN", "DEC", "3-5"]),
+    _field(["*", "*/3", "0", "7", "MON-FRI", "SUN", "5L", "1#2", "6#5"]),
+).map(" ".join)
+
+
+@given(_FIELD_TEXTS)
+def test_compact_fields_stand_for_the_same_sets(expression: str) -> None:
+    """Whatever the lists, steps, ranges, names and special days, the compact form is read
+    as the same sets and the same day and daylight-saving rules, in at most 60 entries each."""
+    moment = datetime(2026, 3, 27, tzinfo=ZoneInfo(BERLIN))
+    try:
+        written = CronSim(expression, moment)
+    except CronSimError:
+        return  # not a cron expression (policy loading refuses it)
+    compact = CronSim(_compact(expression), moment)
+    fields = ("minutes", "hours", "days", "months", "weekdays", "day_and", "fixup_tz")
+    assert [getattr(compact, f) for f in fields] == [getattr(written, f) for f in fields]
+    assert all(len(part.split(",")) <= 61 for part in _compact(expression).split())
 
 
 @pytest.mark.parametrize("hours", [1, 24, 8760])

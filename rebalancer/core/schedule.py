@@ -87,10 +87,12 @@ def _zone(name: str) -> ZoneInfo:
 
 
 # --------------------------------------------------------------------------------------------
-# Evaluation. Each question is asked of cronsim as "the first opening after t", which walks the
-# cron fields (a month, a day, an hour at a time), never the minutes in between: the last
-# opening before a moment is found by galloping back from it and halving, so a window costs a
-# few dozen such questions whatever its duration or how often its cron fires.
+# Evaluation. Cron is asked "the first opening after t", which cronsim answers by walking the
+# fields (a month, a day, an hour at a time), never the minutes in between. The last opening
+# before a moment is the last of a few openings walked or, when there are more, found by
+# galloping back from the moment and halving, so a window costs a few dozen questions whatever
+# its duration or how often its cron fires (the chain of windows that run into each other is
+# followed at most CHAIN_LIMIT times, as before).
 
 _FIELDS: Final = (Field.MINUTE, Field.HOUR, Field.DAY, Field.MONTH, Field.DOW)
 _SECOND: Final = timedelta(seconds=1)
@@ -107,17 +109,17 @@ def _compact(expression: str) -> str:
     out = []
     for field, text in zip(_FIELDS, expression.upper().split(), strict=True):
         items = field.parse(text)
+        numbers = sorted(i for i in items if isinstance(i, int) and i >= 0)
+        special = sorted(i for i in items if not (isinstance(i, int) and i >= 0))
         whole = RANGES[field]
-        first = min(whole)
         star = text.startswith("*")
-        if star and items == set(whole):
+        if star and not special and numbers == list(whole):
             out.append("*")
             continue
-        terms = [f"*/{len(whole)}"] if star else []  # "*/60" is minute 0 and starts with *
-        terms += [str(i) for i in sorted(i for i in items if isinstance(i, int) and i >= 0)]
-        terms = [t for t in terms if not (star and t == str(first))]
-        for item in sorted(i for i in items if not (isinstance(i, int) and i >= 0)):
-            terms.append(_special(item))
+        # A field starting with * holds its first value: "*/60" is minute 0, "*/8" Sunday.
+        terms = [f"*/{len(whole)}"] if star else []
+        terms += [str(i) for i in numbers if not (star and i == whole[0])]
+        terms += [_special(i) for i in special]
         out.append(",".join(terms))
     return " ".join(out)
 
@@ -196,10 +198,6 @@ def _open_until(window: Window, at: datetime) -> datetime | None:
     return None if start is None else start + duration
 
 
-def _next_opening(window: Window, after: datetime) -> datetime | None:
-    return _after(window, after)
-
-
 def window_state(schedule: Schedule, now: datetime) -> WindowState:
     """Where ``now`` (timezone-aware) stands in ``schedule``; times come back in UTC."""
     if now.tzinfo is None:
@@ -209,7 +207,7 @@ def window_state(schedule: Schedule, now: datetime) -> WindowState:
         return WindowState(inside=True, closes_at=None, next_opens_at=None)
     ends = [e for w in schedule.windows if (e := _open_until(w, at)) is not None]
     if not ends:
-        starts = [s for w in schedule.windows if (s := _next_opening(w, at)) is not None]
+        starts = [s for w in schedule.windows if (s := _after(w, at)) is not None]
         return WindowState(inside=False, closes_at=None, next_opens_at=min(starts, default=None))
     closes = max(ends)
     for _ in range(CHAIN_LIMIT):  # a window open when this one closes carries on
