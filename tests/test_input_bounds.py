@@ -514,9 +514,9 @@ def test_brackets_in_comments_and_strings_are_not_nesting(
 ) -> None:
     """A ``[`` in a comment, a quoted or a plain string opens no flow collection: a policy
     and a YAML snapshot holding 1,001 to 200,000 of them load. They were refused, exit 2,
-    "nested more than 1000 deep" (1,001 ``[`` in a comment: 2.5 s); now `policy check` of a
-    1 MB policy with a 1,000,000-``[`` comment exits 0 in 6.2 s, 28 MB (a 1 MB comment of
-    ``#`` takes 4.1 s), `plan` of a 3 MB snapshot holding three such runs 8.3 s, 36 MB."""
+    "nested more than 1000 deep" (1,001 ``[``: 1.7 s); now `policy check` of a 1 MB policy
+    with a 1,000,000-``[`` comment exits 0 in 6.8 s, 28 MB (a 1 MB comment of ``#`` takes
+    4.9 s), `plan` of a 3 MB snapshot holding three such runs 4.9 s, 35 MB."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(bracketed_policy(brackets))
     code, err = _run(["policy", "check", str(policy)], capsys)
@@ -577,9 +577,9 @@ def test_default_constraints_cost_linear_work(
 ) -> None:
     """Each of 13 pods gets every one of ``count`` defaultConstraints, each a view that needs
     all ``count`` keys on a node; the keys and each eligibility are built once per pod, not
-    once per constraint (it was 13 x count rebuilds of count keys: 5,000 constraints 72 s;
-    now `plan` takes 7.4 s of which the YAML policy parse is most, 5.5 s with the policy as
-    JSON)."""
+    once per constraint (it was 13 x count rebuilds of count keys: `plan` 27 s at 1,000 and
+    147 s at 2,000 on a loaded machine, 72 s at 5,000 idle; now 4.3 s, 8.0 s and 15 s, of
+    which the policy's YAML parse is 10.5 s at 5,000, 55 MB)."""
     keys = [f"example.com/k{i}" for i in range(count)]
     objects = [*skewed_cluster(13, constrained=False), service("web", {"app": "web"})]
     for node, zone in ((objects[0], "a"), (objects[1], "b")):
@@ -609,9 +609,9 @@ def test_a_namespace_selector_costs_its_values_plus_the_namespaces(
 ) -> None:
     """``namespaceLabelSelector`` ``team In [200,000 values]`` over 20,000 Namespace objects
     selects exactly the two whose team is listed, each namespace a set lookup. It was a scan
-    of the list per namespace: 70,000 values over 10,000 namespaces took 30 s, these sizes
-    would take minutes; the selector's part of `plan` is now 0.3 s at 70,000 x 10,000 (16 s
-    and 76 MB in all, nearly all of it the YAML parse of the 0.6 MB policy)."""
+    of the list per namespace: 70,000 values over 10,000 namespaces took `plan` 108 s on a
+    loaded machine (30 s idle), these sizes would take minutes; now 17 s and 77 MB, of which
+    16 s are the YAML parse of the 0.6 MB policy."""
     objects = skewed_cluster() + hostile_namespaces(namespaces)
     listed = [f"v{i}" for i in range(values - 1)] + ["t0", f"t{namespaces - 1}"]
     selector = {"matchExpressions": [{"key": "team", "operator": "In", "values": listed}]}
