@@ -540,7 +540,7 @@ def test_real_nesting_is_refused_reading_only_up_to_the_limit(
 
     class Counting(yaml.SafeLoader):
         def get_token(self) -> Any:
-            token = super().get_token()
+            token = super().get_token()  # type: ignore[no-untyped-call]  # untyped in the stubs
             read.append(token)
             return token
 
@@ -589,9 +589,12 @@ def test_default_constraints_cost_linear_work(
     ]
     built: list[object] = []
     eligibility_for = spread.eligibility_for
-    monkeypatch.setattr(
-        spread, "eligibility_for", lambda *a: built.append(a) or eligibility_for(*a)
-    )
+
+    def counted(*args: Any) -> spread.Eligibility:
+        built.append(args)
+        return eligibility_for(*args)
+
+    monkeypatch.setattr(spread, "eligibility_for", counted)
     analysis = spread.analyze(_loaded(tmp_path, objects), _policy(defaultConstraints=defaults))
     assert len(built) == 13  # one soft eligibility per pod, whatever the count
     assert sorted(v.spec.topology_key for v in analysis.views) == sorted(keys)

@@ -386,7 +386,12 @@ def test_a_long_minute_list_is_parsed_once(entries: int, monkeypatch: pytest.Mon
     minutes = ",".join(str(2 * (i % 30)) for i in range(entries))
     parsed: list[str] = []
     parse = Field.parse
-    monkeypatch.setattr(Field, "parse", lambda self, s: parsed.append(s) or parse(self, s))
+
+    def counted(field: Field, text: str) -> set[int | tuple[int, int]]:
+        parsed.append(text)
+        return parse(field, text)
+
+    monkeypatch.setattr(Field, "parse", counted)
     read = _counting_openings(monkeypatch)
     now = utc("2026-11-24T01:31")
     state = window_state(Schedule((Window(f"{minutes} * * * *", 600.0),)), now)
