@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
+import yaml
+
 PLANTED_TOKEN: Final = "planted-token-4f1c9e-must-never-be-printed"
 """The bearer token in every kubeconfig of the kit: no output may ever show it."""
 MAX_PAGES: Final = 100_000
@@ -537,3 +539,137 @@ def packed_pools_snapshot(
             }
         )
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+# --- hostile inputs: files a tenant or a policy's author can write ------------------------------
+
+
+def _zone_node(name: str, zone: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone},
+        },
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _web_pod(
+    name: str, node_name: str, *, namespace: str = "shop", constrained: bool = True
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "nodeName": node_name,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+    }
+    if constrained:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": {"app": "web"},
+            "ownerReferences": [
+                {"kind": "ReplicaSet", "name": "web-rs", "uid": "uid-rs", "controller": True}
+            ],
+        },
+        "spec": spec,
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def skewed_cluster(pods: int = 4, *, constrained: bool = True) -> list[dict[str, Any]]:
+    """Two zones, every pod of ``shop/web`` in zone a (``pods`` of them, at least 2): a plan
+    evicts some of them when they carry their zone constraint (``constrained``)."""
+    objects = [_zone_node("n1", "a"), _zone_node("n2", "b")]
+    objects += [_web_pod(f"w{i}", "n1", constrained=constrained) for i in range(pods)]
+    return objects
+
+
+def do_not_disrupt_cluster(value: str) -> list[dict[str, Any]]:
+    """:func:`skewed_cluster` with its first pod annotated ``karpenter.sh/do-not-disrupt:
+    VALUE`` (a run of digits then a letter made its check backtrack quadratically)."""
+    objects = skewed_cluster()
+    objects[2]["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": value}
+    return objects
+
+
+def window_policy(cron: str, duration: str) -> str:
+    """A policy with one maintenance window (``* * * * *`` for a long ``duration`` was
+    evaluated one opening at a time)."""
+    return f'schedule:\n  windows:\n    - cron: "{cron}"\n      duration: {duration}\n'
+
+
+def default_constraints_policy(count: int) -> str:
+    """A policy with ``count`` defaultConstraints, each on its own topology key."""
+    lines = ["defaultConstraints:"]
+    for i in range(count):
+        lines.append(
+            f"  - {{maxSkew: 1, topologyKey: example.com/k{i}, whenUnsatisfiable: ScheduleAnyway}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def service(name: str, selector: dict[str, str], namespace: str = "shop") -> dict[str, Any]:
+    """A Service selecting pods by ``selector`` (what defaultConstraints are built from)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": selector},
+    }
+
+
+def namespaces(count: int) -> list[dict[str, Any]]:
+    """``shop`` and ``count - 1`` other Namespace objects, each labelled ``team: t<i>``."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "shop" if i == 0 else f"ns-{i}", "labels": {"team": f"t{i}"}},
+        }
+        for i in range(count)
+    ]
+
+
+def namespace_selector_policy(values: int) -> str:
+    """A policy selecting namespaces whose ``team`` is one of ``values`` values (``t0`` last)."""
+    listed = ", ".join(f"v{i}" for i in range(values - 1))
+    return (
+        "namespaceLabelSelector:\n  matchExpressions:\n"
+        f"    - {{key: team, operator: In, values: [{listed}{', ' if listed else ''}t0]}}\n"
+    )
+
+
+def bracketed_policy(brackets: int) -> str:
+    """A valid policy whose comment holds ``brackets`` ``[`` (refused as too deeply nested
+    when every bracket was counted)."""
+    head = "apiVersion: rebalancer/v1alpha1\nkind: RebalancerPolicy\n"
+    return f"{head}# {'[' * brackets}\nminPodAge: 1m\n"
+
+
+def bracketed_snapshot(brackets: int) -> str:
+    """:func:`skewed_cluster` as block YAML, with ``brackets`` ``[`` in a comment, in a quoted
+    annotation and in a plain one: none of them a flow collection."""
+    objects = skewed_cluster()
+    objects[2]["metadata"]["annotations"] = {"quoted": "@Q", "plain": "@P"}
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects})
+    text = text.replace("quoted: '@Q'", f"quoted: '{'[' * brackets}'", 1)
+    text = text.replace("plain: '@P'", f"plain: a{'[' * brackets}", 1)
+    return f"# {'[' * brackets}\n{text}"

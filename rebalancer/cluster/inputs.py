@@ -243,9 +243,15 @@ _ANCHOR: Final = re.compile(rb"(?:^|[\s\[{,])&[^\s\[\]{},]", re.MULTILINE)
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
 
 
-def _flow_depth_problem(data: bytes) -> str | None:
-    """A problem when flow brackets may nest deeper than :data:`MAX_FLOW_DEPTH` (brackets in
-    quoted strings count too: an over-estimate, never an under-estimate)."""
+def _flow_depth_problem(data: bytes, make_loader: Callable[[], Any]) -> str | None:
+    """A problem when flow collections nest deeper than :data:`MAX_FLOW_DEPTH`.
+
+    Brackets are counted first, as bytes: an over-estimate (those in comments and strings
+    count too), enough for nearly every input. Past the limit, the loader's own scanner
+    (``make_loader()``: the loader that parses next) tells real flow collections from brackets
+    in comments and strings, and stops at the first one nested too deep, so it never runs
+    deeper than the limit itself.
+    """
     brackets = data.translate(None, _NOT_BRACKETS)
     if brackets.count(b"[") + brackets.count(b"{") <= MAX_FLOW_DEPTH:
         return None
@@ -259,9 +265,36 @@ def _flow_depth_problem(data: bytes) -> str | None:
     # Depth after k brackets: openers - closers = sum(2 if opener else 0) - k.
     weights = brackets.translate(bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00"))
     depth = max(map(operator.sub, itertools.accumulate(weights), itertools.count(1)), default=0)
-    if depth + rounds > MAX_FLOW_DEPTH:
-        return f"flow collections ([ or {{) nested more than {MAX_FLOW_DEPTH} deep"
-    return None
+    if depth + rounds <= MAX_FLOW_DEPTH or _scanned_flow_depth(make_loader) <= MAX_FLOW_DEPTH:
+        return None
+    return f"flow collections ([ or {{) nested more than {MAX_FLOW_DEPTH} deep"
+
+
+def _scanned_flow_depth(make_loader: Callable[[], Any]) -> int:
+    """How deep flow collections nest as the loader's scanner reads its text, counted up
+    to one past :data:`MAX_FLOW_DEPTH`. A text the scanner refuses keeps the verdict of the
+    byte count (too deep): the scanner holds tokens back while a key may follow, so where it
+    stopped says nothing of how deep the text had nested (libyaml also refuses nesting past
+    1,000 itself, before it hands over the first token)."""
+    depth = deepest = 0
+    try:
+        loader = make_loader()
+    except yaml.YAMLError:
+        return MAX_FLOW_DEPTH + 1
+    try:
+        while (token := loader.get_token()) is not None:
+            if isinstance(token, yaml.FlowSequenceStartToken | yaml.FlowMappingStartToken):
+                depth += 1
+                if depth > MAX_FLOW_DEPTH:
+                    return depth
+                deepest = max(deepest, depth)
+            elif isinstance(token, yaml.FlowSequenceEndToken | yaml.FlowMappingEndToken):
+                depth -= 1
+    except yaml.YAMLError:
+        return MAX_FLOW_DEPTH + 1
+    finally:
+        loader.dispose()
+    return deepest
 
 
 def yaml_problem(exc: BaseException) -> str:
@@ -324,7 +357,7 @@ def yaml_documents(
             f"90 times its size in memory{too_big_hint}"
         )
         raise InputError(source, [problem])
-    deep = _flow_depth_problem(raw)
+    deep = _flow_depth_problem(raw, lambda: make_loader(data))
     if deep is not None:
         raise InputError(source, [deep])
     anchored = _ANCHOR.search(raw) is not None

@@ -13,21 +13,10 @@ from typing import Final
 
 from rebalancer.core.convert.checker import show
 from rebalancer.core.convert.selectors import LABEL_VALUE, is_label_key
+from rebalancer.core.goduration import scan_go_duration
 from rebalancer.core.model import LabelSelector, Requirement
 
 __all__ = ["and_selectors", "parse_go_duration", "parse_label_selector"]
-
-_GO_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_GO_UNITS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
 
 
 def parse_go_duration(text: str) -> float:
@@ -37,20 +26,10 @@ def parse_go_duration(text: str) -> float:
     shown = show(text)
     if text.startswith("-"):
         raise ValueError(f"must not be negative, got {shown}")
-    body = text[1:] if text.startswith("+") else text
-    if body == "0":
-        return 0.0
-    total = 0.0
-    pos = 0
-    while pos < len(body):
-        match = _GO_DURATION_PART.match(body, pos)
-        if match is None:
-            break
-        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
-        pos = match.end()
-    if not body or pos != len(body):
+    duration = scan_go_duration(text)
+    if duration is None:
         raise ValueError(f"must be a Go duration like 90s, 5m or 1h30m0s, got {shown}")
-    return total
+    return duration.seconds
 
 
 # One requirement of a string label selector (k8s.io/apimachinery labels.Parse): `!key`,

@@ -28,10 +28,10 @@ a ReplicaSet pod on n1 is skipped (``node-disrupted``); one on n2 annotated
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from rebalancer.core.goduration import scan_go_duration
 from rebalancer.core.model import Node, NodePool
 
 DISRUPTED_TAINT_KEY: Final = "karpenter.sh/disrupted"
@@ -63,32 +63,14 @@ def drifted(nodes: Iterable[Node], pools: Iterable[NodePool]) -> dict[str, str]:
 
 def do_not_disrupt(value: str | None) -> bool:
     """Whether a ``karpenter.sh/do-not-disrupt`` value protects the pod: ``"true"``, or a
-    positive Go duration (see the module docstring); absent or any other value does not."""
+    positive Go duration (see the module docstring); absent or any other value does not.
+    Linear in the value's length (an annotation may hold up to 256 KiB)."""
     if value is None:
         return False
     if value == "true":
         return True
-    return _positive_go_duration(value)
-
-
-# One part of a Go duration (time.ParseDuration): a decimal number and its unit.
-_PART: Final = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def _positive_go_duration(text: str) -> bool:
-    """Whether ``text`` is a Go duration above zero (``5m``, ``1h30m``, ``+90s``, ``.5h``)."""
-    body = text[1:] if text[:1] == "+" else text
-    if not body:
-        return False
-    pos = 0
-    positive = False
-    while pos < len(body):
-        match = _PART.match(body, pos)
-        if match is None:
-            return False
-        positive = positive or float(match.group(1)) > 0
-        pos = match.end()
-    return positive
+    duration = scan_go_duration(value)
+    return duration is not None and duration.positive
 
 
 def field_writers(managed_fields: Iterable[object], annotation: str) -> tuple[str, ...]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
@@ -35,6 +34,7 @@ from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32
 from rebalancer.core.convert.checker import Checker, at
 from rebalancer.core.convert.selectors import LABEL_KEY_WHAT, is_label_key, label_selector
 from rebalancer.core.errors import InputError
+from rebalancer.core.goduration import scan_go_duration
 from rebalancer.core.model import HARD, HONOR, IGNORE, SOFT, LabelSelector
 from rebalancer.core.schedule import Schedule, Window, cron_problem, time_zone_problem
 
@@ -56,15 +56,16 @@ INCLUSION_POLICIES: Final = (HONOR, IGNORE)
 # Durations
 
 
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h)")
 _UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def parse_duration(text: str) -> float:
     """Parse a Go-style duration (``0s``, ``90s``, ``5m``, ``1h30m``, ``1.5h``) into seconds.
 
-    Units are ``h``, ``m``, ``s`` and ``ms``; a bare number without a unit and negative durations
-    are rejected. Raises :class:`ValueError` with a message fit for a person.
+    Read as Go reads it (:func:`~rebalancer.core.goduration.scan_go_duration`), in a narrower
+    form: units ``h``, ``m``, ``s`` and ``ms``, no sign, no bare ``0`` and no number ending in
+    a point; surrounding blanks are dropped. Raises :class:`ValueError` with a message fit for
+    a person.
     """
     shown = json.dumps(text)
     stripped = text.strip()
@@ -72,17 +73,17 @@ def parse_duration(text: str) -> float:
         raise ValueError(f"must not be negative, got {shown}")
     if not stripped:
         raise ValueError(f"must be a duration like 90s, 5m or 1h30m, got {shown}")
-    total = 0.0
-    pos = 0
-    while pos < len(stripped):
-        match = _DURATION_PART.match(stripped, pos)
-        if match is None:
-            raise ValueError(
-                f"must be a duration like 90s, 5m or 1h30m (units h, m, s, ms), got {shown}"
-            )
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    return total
+    duration = scan_go_duration(stripped)
+    if (
+        duration is None
+        or duration.sign
+        or not duration.parts
+        or any(unit not in _UNIT_SECONDS or n.endswith(".") for n, unit in duration.parts)
+    ):
+        raise ValueError(
+            f"must be a duration like 90s, 5m or 1h30m (units h, m, s, ms), got {shown}"
+        )
+    return duration.seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from rebalancer.core.errors import InputError
 from rebalancer.core.model import LabelSelector, Snapshot
 from rebalancer.core.policy import Policy
-from rebalancer.core.selectors import selector_matches
+from rebalancer.core.selectors import selector_matcher
 
 __all__ = ["NamespaceScope"]
 
@@ -50,11 +50,10 @@ class NamespaceScope:
                     "kubectl, add namespaces: kubectl get namespaces,nodes,pods,... -A -o yaml)"
                 ],
             )
-        selected = (
-            frozenset(n.name for n in snapshot.namespaces if selector_matches(selector, n.labels))
-            if selector is not None
-            else frozenset()
-        )
+        selected: frozenset[str] = frozenset()
+        if selector is not None:
+            matches = selector_matcher(selector)
+            selected = frozenset(n.name for n in snapshot.namespaces if matches(n.labels))
         return cls(
             include=frozenset(policy.namespaces_include),
             exclude=frozenset(policy.namespaces_exclude),

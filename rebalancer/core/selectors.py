@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 
 from rebalancer.core.constants import INT64_MAX, INT64_MIN
 from rebalancer.core.model import (
@@ -25,12 +25,18 @@ FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
     """One ``matchExpressions`` entry against a label set."""
-    present = req.key in labels
-    if req.operator == "In":
-        return present and labels[req.key] in req.values
-    if req.operator == "NotIn":
-        return not present or labels[req.key] not in req.values
-    if req.operator == "Exists":
+    return _requirement_holds(req.key, req.operator, req.values, labels)
+
+
+def _requirement_holds(
+    key: str, operator: str, values: Container[str], labels: Mapping[str, str]
+) -> bool:
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
         return present
     return not present  # DoesNotExist
 
@@ -43,6 +49,22 @@ def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) 
         if labels.get(key) != value:
             return False
     return all(requirement_matches(r, labels) for r in selector.match_expressions)
+
+
+def selector_matcher(selector: LabelSelector) -> Callable[[Mapping[str, str]], bool]:
+    """:func:`selector_matches` of ``selector`` for many label sets: each ``In`` and ``NotIn``
+    list becomes a set once, so matching k label sets costs k plus the values, not k times
+    the values (70,000 values over 10,000 namespaces)."""
+    pairs = selector.match_labels
+    requirements = [(r.key, r.operator, frozenset(r.values)) for r in selector.match_expressions]
+
+    def matches(labels: Mapping[str, str]) -> bool:
+        for key, value in pairs:
+            if labels.get(key) != value:
+                return False
+        return all(_requirement_holds(k, op, values, labels) for k, op, values in requirements)
+
+    return matches
 
 
 def required_label(selector: LabelSelector) -> tuple[str, str] | None:

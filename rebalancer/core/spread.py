@@ -14,7 +14,7 @@ import dataclasses
 import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, cast
 
 from rebalancer.core.constants import TERMINAL_PHASES
@@ -54,6 +54,16 @@ class Eligibility:
     affinity: NodeSelector | None
     honor_affinity: bool
     tolerations: tuple[Toleration, ...] | None  # None: nodeTaintsPolicy Ignore
+    _hash: int = field(init=False, repr=False, compare=False)
+    """Computed once: a pod with thousands of (default) constraints has as many keys, and
+    every view of it is looked up by its eligibility."""
+
+    def __post_init__(self) -> None:
+        fields = (self.keys, self.node_selector, self.affinity, self.honor_affinity)
+        object.__setattr__(self, "_hash", hash((*fields, self.tolerations)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,18 +106,31 @@ def _described(eligibility: Eligibility) -> str:
 
 
 def eligibility_for(
-    pod: Pod, constraint: SpreadConstraint, siblings: Sequence[SpreadConstraint]
+    pod: Pod, constraint: SpreadConstraint, keys: Mapping[bool, tuple[str, ...]]
 ) -> Eligibility:
-    """Eligibility of ``constraint`` as ``pod`` declares it; ``siblings``: all its constraints."""
-    keys = tuple(sorted({c.topology_key for c in siblings if c.hard == constraint.hard}))
+    """Eligibility of ``constraint`` as ``pod`` declares it; ``keys``: :func:`sibling_keys` of
+    all its constraints."""
     honor_affinity = constraint.node_affinity_policy == HONOR
     return Eligibility(
-        keys=keys,
+        keys=keys[constraint.hard],
         node_selector=tuple(sorted(pod.node_selector.items())) if honor_affinity else None,
         affinity=pod.required_affinity if honor_affinity else None,
         honor_affinity=honor_affinity,
         tolerations=pod.tolerations if constraint.node_taints_policy == HONOR else None,
     )
+
+
+def sibling_keys(
+    siblings: Sequence[SpreadConstraint], interned: dict[tuple[str, ...], tuple[str, ...]]
+) -> dict[bool, tuple[str, ...]]:
+    """The topology keys of a pod's hard constraints and of its soft ones, each sorted: a node
+    counts for one of its views only when it has every key of the same kind. Built once per
+    pod, so a pod with many constraints costs linear time, not their square; equal key sets
+    are one tuple (``interned``), so equal eligibilities compare at once."""
+    keys: dict[bool, set[str]] = {True: set(), False: set()}
+    for c in siblings:
+        keys[c.hard].add(c.topology_key)
+    return {hard: interned.setdefault(k := tuple(sorted(found)), k) for hard, found in keys.items()}
 
 
 def node_eligible(elig: Eligibility, node: Node) -> bool:
@@ -385,6 +408,7 @@ def _view_specs(
     specs: list[ViewSpec] = []
     numbers: dict[ViewSpec, int] = {}
     alike: dict[tuple[object, ...], tuple[list[int], list[int]]] = {}
+    interned: dict[tuple[str, ...], tuple[str, ...]] = {}  # see sibling_keys
     # Pods sorted by name run in workloads: most pods are alike the pod before.
     last_namespace: str | None = None
     last_template: int | None = None  # None: nothing to share with the pod before
@@ -404,12 +428,14 @@ def _view_specs(
         entry = alike.get(key)
         if entry is None:
             mine: list[int] = []
+            keys = sibling_keys(cons, interned)
+            eligible: dict[tuple[bool, str, str], Eligibility] = {}  # a few per pod
             for c in cons:
-                spec = ViewSpec(
-                    pod.namespace,
-                    counted_constraint(c, empty_counts),
-                    eligibility_for(pod, c, cons),
-                )
+                kind = (c.hard, c.node_affinity_policy, c.node_taints_policy)
+                eligibility = eligible.get(kind)
+                if eligibility is None:
+                    eligibility = eligible[kind] = eligibility_for(pod, c, keys)
+                spec = ViewSpec(pod.namespace, counted_constraint(c, empty_counts), eligibility)
                 number = numbers.setdefault(spec, len(specs))
                 if number == len(specs):
                     specs.append(spec)
