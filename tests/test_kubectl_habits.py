@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -404,6 +405,58 @@ def test_bash_completion(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--snapshot" in _complete(script, ["rebalancer", "explain", "--"])
     assert _complete(script, ["rebalancer", "completion", ""])[:3] == ["bash", "zsh", "fish"]
     assert _complete(script, ["rebalancer", "--log-level", "w"]) == ["warning"]
+    # a value with no fixed set: no word of its own (not the flags), so bash lists the files
+    assert _complete(script, ["rebalancer", "plan", "--snapshot", ""]) == []
+    assert _complete(script, ["rebalancer", "explain", "--policy", "po"]) == []
+
+
+def _typed(tmux: list[str], keys: list[str], env: dict[str, str]) -> str:
+    """The pane once ``keys`` are sent and bash is done with them (its screen stops changing)."""
+    subprocess.run([*tmux, "send-keys", *keys], check=True, env=env)
+    screen = ""
+    for _ in range(100):
+        time.sleep(0.2)
+        now = subprocess.run(
+            [*tmux, "capture-pane", "-p"], check=True, capture_output=True, text=True, env=env
+        ).stdout
+        if now == screen:
+            return now
+        screen = now
+    return screen
+
+
+def test_bash_completes_a_snapshot_with_file_names(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """In an interactive bash (a tmux pane) with `completion bash` sourced, `rebalancer plan
+    --snapshot <TAB><TAB>` lists the directory's files, not the flags after inserting `-`, and
+    `--snapshot clu<TAB>` on one match writes its whole name."""
+    tmux_path, bash = shutil.which("tmux"), shutil.which("bash")
+    if tmux_path is None or bash is None:
+        pytest.skip("tmux and bash are needed for an interactive shell (apt-get install tmux)")
+    (tmp_path / "completion.bash").write_text(_out(["completion", "bash"], capsys))
+    for name in ("cluster-a.json", "other-b.yaml"):
+        (tmp_path / name).write_text("{}")
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    tmux = [tmux_path, "-L", f"completion-{time.monotonic_ns()}", "-f", "/dev/null"]
+    shell = f"cd {tmp_path} && PS1='$ ' exec {bash} --norc --noprofile -i"
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-x", "120", "-y", "20", "sh", "-c", shell],
+        check=True,
+        env=env,
+    )
+    try:
+        _typed(tmux, ["source completion.bash", "Enter"], env)
+        screen = _typed(tmux, ["rebalancer plan --snapshot ", "Tab", "Tab"], env)
+        line = next(x for x in screen.splitlines() if "rebalancer plan --snapshot" in x)
+        assert line.rstrip() == "$ rebalancer plan --snapshot", screen
+        listed = screen[screen.index(line) + len(line) :].split()
+        assert {"cluster-a.json", "other-b.yaml", "completion.bash"} <= set(listed), screen
+        assert "--policy" not in listed
+        screen = _typed(tmux, ["C-u", "rebalancer plan --snapshot clu", "Tab"], env)
+        assert "$ rebalancer plan --snapshot cluster-a.json" in screen, screen
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, env=env, capture_output=True)
 
 
 def test_zsh_and_fish_completion(capsys: pytest.CaptureFixture[str]) -> None:
