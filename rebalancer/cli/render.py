@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 import orjson
-import yaml
 
-from rebalancer.cli.printable import printable_fields
+from rebalancer.cli.printable import printable_fields, yaml_text
 from rebalancer.cli.wording import (
     MIN_WIDTH,
     NextRun,
@@ -229,9 +228,7 @@ def _dump(data: object, fmt: Format, *, floats: bool = True) -> str:
     if fmt == "json":
         return _json(data, floats=floats)
     if fmt == "yaml":
-        return yaml.safe_dump(
-            data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=_NO_WRAP
-        )
+        return yaml_text(data, width=_NO_WRAP)
     raise ValueError(f"unknown output format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
