@@ -18,9 +18,12 @@ from rebalancer.cli.render import (
     TableStyle,
     render_explanation,
     render_plan,
+    render_run,
     render_views,
     spread_bar,
 )
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.runner import RunReport, Wave
 from rebalancer.core.explain import ConstraintExplanation, Explanation
 from rebalancer.core.model import LabelSelector, PodDisruptionBudget, Snapshot
 from rebalancer.core.plan import (
@@ -447,3 +450,23 @@ def test_explain_counts_line_is_abbreviated_and_wide_is_complete() -> None:
     assert {n: int(c) for n, c in re.findall(r"(node-\d{5}):(\d+)", line)} == before
     assert MORE.search(wide) is None
     assert len(re.findall(r"node-\d{5}", wide)) >= 5000 + len(expl.rejected)
+
+
+@pytest.mark.parametrize("width", [60, 100])
+def test_a_run_keeps_each_pod_whole_and_wraps_its_detail(width: int) -> None:
+    """The Executed table of a run: each pod's namespace/name whole on its row, however long
+    the failure's detail (wrapped at spaces, or folded under the row when no room is left)."""
+    plan, _, _ = _plan(50)
+    evicted = dataclasses.replace(plan.evictions[0], namespace="shop", name="web-7f9c-abcde")
+    plan = dataclasses.replace(plan, evictions=(evicted,))
+    detail = "the API server refused the eviction: " + "admission webhook denied it; " * 6
+    result = EvictionResult(evicted, Outcome.FAILED, detail.strip(), 403, 1)
+    report = RunReport("r-1", plan, (Wave(1, plan, (result,)),), None, RunEnd.MAX_WAVES, (), 1.0)
+    lines = render_run(report, "table", TableStyle(width=width)).splitlines()
+    at = lines.index("Executed:")
+    section = lines[at + 1 : lines.index("", at)]
+    assert section[0].split()[:4] == ["WAVE", "POD", "OUTCOME", "STATUS"]
+    row = next(line for line in section if line.startswith("  1 "))
+    assert row.split()[:4] == ["1", "shop/web-7f9c-abcde", "failed", "403"]
+    assert all(len(line) <= width for line in section)
+    assert " ".join(" ".join(section).split()).endswith(" ".join(detail.split()))

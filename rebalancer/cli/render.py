@@ -856,7 +856,7 @@ def _count_note(c: ConstraintExplanation) -> str:
 
 def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
     where = f"on node {expl.node}" if expl.node else "pending (not bound to a node)"
-    lines = [f"Pod {expl.namespace}/{expl.name}, {where}"]
+    lines = _whole([f"Pod {expl.namespace}/{expl.name}, {where}"])  # names: never cut
     if expl.status is not None:
         lines.append(status_line(expl.status))
     lines += ["", f"Constraints ({len(expl.constraints)})"]
@@ -978,7 +978,7 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
         )
     if len(rows) > 1:
         lines.append("Executed:")
-        lines += _columns(rows)
+        lines += _folded_columns(rows, style, fold=(4,), hang=24)
         lines.append("")
     lines.append(run_summary(report))
     return _text(lines, style)
@@ -1006,7 +1006,7 @@ def render_plan(
         style = style or TableStyle()
         text = _text(_plan_lines(printable_fields(plan), style, run), style)
         if steering is not None:
-            text += "\n" + _text(steering_lines(steering), style)
+            text += "\n" + _text(steering_lines(printable_fields(steering), style), style)
         return text
     if fmt == "html":
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
@@ -1047,8 +1047,9 @@ def steering_data(steering: Steering) -> Data:
     }
 
 
-def steering_lines(steering: Steering) -> list[str]:
-    """The table section: ``Deletion costs (N)`` and one row per pod."""
+def steering_lines(steering: Steering, style: TableStyle | None = None) -> list[str]:
+    """The table section: ``Deletion costs (N)`` and one row per pod (fitted to ``style``'s
+    width without cutting a name)."""
     lines = [f"Deletion costs ({len(steering.changes)})"]
     rows = [["POD", "WORKLOAD", "POSITION", "FROM", "TO"]]
     rows.extend(
@@ -1061,7 +1062,8 @@ def steering_lines(steering: Steering) -> list[str]:
         ]
         for c in steering.changes
     )
-    lines += _columns(rows) if steering.changes else ["  none"]
+    fitted = _folded_columns(rows, style, fold=(4, 3, 2)) if style else _whole(_columns(rows))
+    lines += fitted if steering.changes else ["  none"]
     for s in steering.skipped:
         lines.append(f"  skipped {s.workload} ({s.pods} pods): {s}")
     if steering.deferred:
