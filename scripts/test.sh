@@ -39,6 +39,19 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 command -v chromium >/dev/null 2>&1 && chromium --version 2>/dev/null
 
+phase "terminal for the table test"
+# tests/test_terminal_names.py reads the plan table back from a tmux pane; skipped without it.
+if ! command -v tmux >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -q >/dev/null \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q tmux >/dev/null; } \
+      || echo "could not install tmux: the terminal test will be skipped"
+  else
+    echo "tmux is missing and apt-get needs root: the terminal test will be skipped"
+  fi
+fi
+command -v tmux >/dev/null 2>&1 && tmux -V
+
 phase "unit tests"
 # pytest exits 5 when it collects nothing; set -e turns that into a failure.
 "$PY" -m pytest tests -q

@@ -15,9 +15,11 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -183,32 +185,41 @@ def small_cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _plan_rows(lines: list[str]) -> list[str]:
+    """The Plan section's rows, each with the line folded under it (if any) joined to it."""
+    at = next(i for i, line in enumerate(lines) if line.startswith("Plan ("))
+    rows: list[str] = []
+    for line in lines[at + 2 : lines.index("", at)]:
+        if re.match(r"  \d", line):
+            rows.append(line)
+        elif line.startswith("    ") and rows:
+            rows[-1] += line
+    return rows
+
+
 @pytest.mark.parametrize("width", [80, 109, 119])
 def test_a_generated_cluster_fits_the_width(small_cluster: Path, width: int) -> None:
     """Every line fits, counted in UTF-8 bytes (what mawk's length counts); every shown plan
-    row keeps its workload and its target whole; each long section ends with how many more."""
+    row keeps its pod, workload, node and target whole, on its line or the one folded under
+    it; each long section ends with how many more."""
     planned = plan(load_snapshot(str(small_cluster)), Policy(), 1_000_000.0)
     assert len(planned.evictions) > 10
     table = render_plan(planned, "table", TableStyle(width=width))
     lines = table.splitlines()
     assert max(len(line.encode()) for line in lines) <= width
-    at = next(i for i, line in enumerate(lines) if line.startswith("Plan ("))
-    rows = lines[at + 2 : at + 12]
+    rows = _plan_rows(lines)
     for row, e in zip(rows, planned.evictions[:10], strict=True):
-        if width < 100:  # too narrow for both whole: the line fits, cut
-            continue
         kind, _, name = e.workload.partition("/")
         short = {"Deployment": "deploy", "StatefulSet": "sts"}.get(kind, kind.lower())
-        assert f"{short}/{name}" in row.split()
+        assert row.split()[:4] == [str(e.wave), e.key, f"{short}/{name}", e.node]
         assert f"{e.target_node} ({e.target_domain})" in row
-    assert lines[at + 12] == (
+    assert len(rows) == 10
+    assert (
         f"  (+{len(planned.evictions) - 10} more evictions, in {len(planned.waves)} waves: "
         "--all lists them all, -o wide in full)"
-    )
+    ) in lines
     every = render_plan(planned, "table", TableStyle(width=width, rows=None)).splitlines()
-    at = every.index(f"Plan ({len(planned.evictions)} evictions, by wave)")
-    section = every[at + 2 : every.index("", at)]
-    assert [row.split()[0] for row in section] == [str(e.wave) for e in planned.evictions]
+    assert [row.split()[0] for row in _plan_rows(every)] == [str(e.wave) for e in planned.evictions]
 
 
 def test_piped_output_is_120_columns(capsys: pytest.CaptureFixture[str]) -> None:
@@ -398,6 +409,58 @@ def test_bash_completion(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--snapshot" in _complete(script, ["rebalancer", "explain", "--"])
     assert _complete(script, ["rebalancer", "completion", ""])[:3] == ["bash", "zsh", "fish"]
     assert _complete(script, ["rebalancer", "--log-level", "w"]) == ["warning"]
+    # a value with no fixed set: no word of its own (not the flags), so bash lists the files
+    assert _complete(script, ["rebalancer", "plan", "--snapshot", ""]) == []
+    assert _complete(script, ["rebalancer", "explain", "--policy", "po"]) == []
+
+
+def _typed(tmux: list[str], keys: list[str], env: dict[str, str]) -> str:
+    """The pane once ``keys`` are sent and bash is done with them (its screen stops changing)."""
+    subprocess.run([*tmux, "send-keys", *keys], check=True, env=env)
+    screen = ""
+    for _ in range(100):
+        time.sleep(0.2)
+        now = subprocess.run(
+            [*tmux, "capture-pane", "-p"], check=True, capture_output=True, text=True, env=env
+        ).stdout
+        if now == screen:
+            return now
+        screen = now
+    return screen
+
+
+def test_bash_completes_a_snapshot_with_file_names(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """In an interactive bash (a tmux pane) with `completion bash` sourced, `rebalancer plan
+    --snapshot <TAB><TAB>` lists the directory's files, not the flags after inserting `-`, and
+    `--snapshot clu<TAB>` on one match writes its whole name."""
+    tmux_path, bash = shutil.which("tmux"), shutil.which("bash")
+    if tmux_path is None or bash is None:
+        pytest.skip("tmux and bash are needed for an interactive shell (apt-get install tmux)")
+    (tmp_path / "completion.bash").write_text(_out(["completion", "bash"], capsys))
+    for name in ("cluster-a.json", "other-b.yaml"):
+        (tmp_path / name).write_text("{}")
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    tmux = [tmux_path, "-L", f"completion-{time.monotonic_ns()}", "-f", "/dev/null"]
+    shell = f"cd {tmp_path} && PS1='$ ' exec {bash} --norc --noprofile -i"
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-x", "120", "-y", "20", "sh", "-c", shell],
+        check=True,
+        env=env,
+    )
+    try:
+        _typed(tmux, ["source completion.bash", "Enter"], env)
+        screen = _typed(tmux, ["rebalancer plan --snapshot ", "Tab", "Tab"], env)
+        line = next(x for x in screen.splitlines() if "rebalancer plan --snapshot" in x)
+        assert line.rstrip() == "$ rebalancer plan --snapshot", screen
+        listed = screen[screen.index(line) + len(line) :].split()
+        assert {"cluster-a.json", "other-b.yaml", "completion.bash"} <= set(listed), screen
+        assert "--policy" not in listed
+        screen = _typed(tmux, ["C-u", "rebalancer plan --snapshot clu", "Tab"], env)
+        assert "$ rebalancer plan --snapshot cluster-a.json" in screen, screen
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, env=env, capture_output=True)
 
 
 def test_zsh_and_fish_completion(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,9 +18,12 @@ from rebalancer.cli.render import (
     TableStyle,
     render_explanation,
     render_plan,
+    render_run,
     render_views,
     spread_bar,
 )
+from rebalancer.cluster.act.outcome import EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.runner import RunReport, Wave
 from rebalancer.core.explain import ConstraintExplanation, Explanation
 from rebalancer.core.model import LabelSelector, PodDisruptionBudget, Snapshot
 from rebalancer.core.plan import (
@@ -104,10 +107,22 @@ def _domain_lines(table: str) -> list[str]:
 
 @pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
 def test_plan_lines_fit_the_terminal(width: int) -> None:
-    """With a terminal's width, no line of a 5,000-domain plan is longer than it."""
+    """With a terminal's width, no line of a 5,000-domain plan is longer than it but those
+    that hold its 63-character namespace: a name is never cut, it overflows. The long reason,
+    skip detail and note are wrapped, not cut."""
     plan, _, _ = _plan(5000)
     table = render_plan(plan, "table", TableStyle(width=width))
-    assert max(len(line) for line in table.splitlines()) <= width
+    over = [line for line in table.splitlines() if len(line) > width]
+    # the 63-character namespace is not cut: the rows holding it overflow, and so do the
+    # heading and the rows of its column, padded to it
+    assert all(LONG_NS in line or " " * 40 in line for line in over), over
+    if width >= 200:
+        assert not over
+    assert plan.evictions[0].key in table.split()
+    assert f"{LONG_NS}/db-0" in table.split()
+    words = " ".join(table.split())
+    assert plan.notes[0] in words  # wrapped at its spaces, every word kept
+    assert plan.evictions[0].reason in words
     assert len(_domain_lines(table)) == 2
 
 
@@ -233,10 +248,11 @@ def test_few_skips_are_listed_one_per_line() -> None:
     assert len([line for line in lines[at + 2 :] if line.startswith("  shop/pdb-why-")]) == 12
 
 
-@pytest.mark.parametrize("width", [100, 120])
-def test_target_survives_the_reason_cut(width: int) -> None:
-    """At 100-120 columns every plan row keeps its replacement's node and domain (the TARGET
-    column comes before the reason, which is the one that is cut)."""
+@pytest.mark.parametrize("width", [60, 100, 120])
+def test_a_long_reason_folds_under_its_row(width: int) -> None:
+    """A plan row too wide with its reason keeps its pod, workload, node and target on its
+    line, in their columns, and gives the reason lines of its own under it (headed REASON on
+    a second heading line), wrapped at spaces: nothing is cut."""
     plan, _, _ = _plan(50)
     target = dataclasses.replace(
         plan.evictions[0],
@@ -247,11 +263,19 @@ def test_target_survives_the_reason_cut(width: int) -> None:
     )
     plan = dataclasses.replace(plan, evictions=(target,))
     lines = render_plan(plan, "table", TableStyle(width=width)).splitlines()
-    header = next(line for line in lines if line.lstrip().startswith("WAVE"))
-    row = lines[lines.index(header) + 1]
-    assert len(row) <= width
-    assert header.index("TARGET") < header.index("REASON")
-    assert row[header.index("TARGET") :].startswith("node-c1 (zone-c)")
+    at = lines.index("Plan (1 eviction, by wave)")
+    header, sub, row = lines[at + 1 : at + 4]
+    assert header.split() == ["WAVE", "POD", "WORKLOAD", "NODE", "TARGET"]
+    assert sub == "    REASON"
+    assert row.split() == ["1", "shop/web-1", "rs/web", "node-00001", "node-c1", "(zone-c)"]
+    assert row[header.index("TARGET") :] == "node-c1 (zone-c)"
+    folded = lines[at + 4 : lines.index("", at)]
+    assert all(line.startswith("    ") and len(line) <= width for line in folded)
+    assert " ".join(" ".join(folded).split()) == target.reason
+    wide_enough = len(row) + 2 + len(target.reason)
+    one_line = render_plan(plan, "table", TableStyle(width=wide_enough)).splitlines()
+    row = one_line[one_line.index("Plan (1 eviction, by wave)") + 2]
+    assert row.endswith(f"node-c1 (zone-c)  {target.reason}")
 
 
 def test_the_summary_counts_held_pods_in_over_full_domains_apart_from_skipped() -> None:
@@ -343,7 +367,9 @@ def test_views_table_fits_and_counts() -> None:
     """The views table gets the same treatment: width bounded, "+N more" correct."""
     before, _ = _counts(3000, 5)
     table = render_views([_view(before, LONG_NS, LONG_SELECTOR)], "table", TableStyle(width=70))
-    assert max(len(line) for line in table.splitlines()) <= 70
+    over = [line for line in table.splitlines() if len(line) > 70]
+    # the 63-character namespace is not cut: its row and the heading above it overflow
+    assert [line.split()[0] for line in over] == ["NAMESPACE", LONG_NS]
     line = next(x for x in table.splitlines() if x.startswith("  ["))
     shown = re.findall(r"(\S+):(\d+)", line)
     found = MORE.search(line)
@@ -424,3 +450,23 @@ def test_explain_counts_line_is_abbreviated_and_wide_is_complete() -> None:
     assert {n: int(c) for n, c in re.findall(r"(node-\d{5}):(\d+)", line)} == before
     assert MORE.search(wide) is None
     assert len(re.findall(r"node-\d{5}", wide)) >= 5000 + len(expl.rejected)
+
+
+@pytest.mark.parametrize("width", [60, 100])
+def test_a_run_keeps_each_pod_whole_and_wraps_its_detail(width: int) -> None:
+    """The Executed table of a run: each pod's namespace/name whole on its row, however long
+    the failure's detail (wrapped at spaces, or folded under the row when no room is left)."""
+    plan, _, _ = _plan(50)
+    evicted = dataclasses.replace(plan.evictions[0], namespace="shop", name="web-7f9c-abcde")
+    plan = dataclasses.replace(plan, evictions=(evicted,))
+    detail = "the API server refused the eviction: " + "admission webhook denied it; " * 6
+    result = EvictionResult(evicted, Outcome.FAILED, detail.strip(), 403, 1)
+    report = RunReport("r-1", plan, (Wave(1, plan, (result,)),), None, RunEnd.MAX_WAVES, (), 1.0)
+    lines = render_run(report, "table", TableStyle(width=width)).splitlines()
+    at = lines.index("Executed:")
+    section = lines[at + 1 : lines.index("", at)]
+    assert section[0].split()[:4] == ["WAVE", "POD", "OUTCOME", "STATUS"]
+    row = next(line for line in section if line.startswith("  1 "))
+    assert row.split()[:4] == ["1", "shop/web-7f9c-abcde", "failed", "403"]
+    assert all(len(line) <= width for line in section)
+    assert " ".join(" ".join(section).split()).endswith(" ".join(detail.split()))

@@ -7,7 +7,8 @@ so that it always offers the commands, flags and flag values the parser accepts.
 
 Completed: command and subcommand names, every flag of the command typed so far, and the
 values of flags with a fixed set (``-o``, ``--dry-run``, ``--log-level``, ...). Other values
-(files, durations) fall back to the shell's file names.
+(files, durations) fall back to the shell's file names: after ``--snapshot`` bash offers no
+word of its own, and ``complete -o default`` lists the files.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class _Command:
     help: str = ""
     commands: list[str] = field(default_factory=list)
     flags: list[tuple[list[str], str, list[str] | None]] = field(default_factory=list)
+    """Each flag's names, help and values: None when it takes none, [] when any (a file)."""
     values: list[str] = field(default_factory=list)  # a positional's fixed values
 
 
@@ -43,6 +45,8 @@ def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...], help_text: str
             here.values += [str(c) for c in action.choices]
         elif action.option_strings and action.help != argparse.SUPPRESS:
             values = [str(c) for c in action.choices] if action.choices else None
+            if values is None and action.nargs != 0:
+                values = []  # a value with no fixed set: a file, a duration, a name
             here.flags.append((list(action.option_strings), action.help or "", values))
     return found
 
@@ -64,12 +68,14 @@ def bash(parser: argparse.ArgumentParser, prog: str = "rebalancer") -> str:
     for command in tree:
         key = " ".join(command.path)
         for names, _help, choices in command.flags:
+            cases = "|".join(f'"{key}|{n}"' for n in names)
             if choices:
-                cases = "|".join(f'"{key}|{n}"' for n in names)
                 values.append(
                     f'        {cases}) COMPREPLY=($(compgen -W "{" ".join(choices)}" '
                     '-- "$cur")); return ;;'
                 )
+            elif choices is not None:  # no fixed set: no words, so bash lists file names
+                values.append(f"        {cases}) COMPREPLY=(); return ;;")
     words = []
     for command in tree:
         key = " ".join(command.path)

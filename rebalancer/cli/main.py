@@ -97,7 +97,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from rebalancer.core.explain import explain  # noqa: PLC0415  # on use: policy check needs no core
+    from rebalancer.core.explain import (  # noqa: PLC0415  # on use: policy check needs no core
+        explain,
+        pod_index,
+    )
     from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
     namespace, name = pod_of(args)
@@ -109,6 +112,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     else:
         limit = max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES)
         snapshot = _load_snapshot(args.snapshot, False, limit)[0]
+    pod_index(snapshot, namespace, name)  # an unknown pod: said before the plan is made
     with gc_paused():
         planned = plan(
             snapshot, policy, time.time(), rules=plan_holds(DEFAULT_UNPLACED_GRACE_SECONDS)

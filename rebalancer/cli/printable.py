@@ -25,6 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar, cast
 
+import yaml
+
 T = TypeVar("T")
 
 _SHORT: Final = {"\t": "\\t", "\r": "\\r", "\n": "\\n", "\b": "\\b", "\f": "\\f"}
@@ -114,3 +116,83 @@ def _init_fields(kind: type) -> tuple[str, ...]:
         names = tuple(f.name for f in dataclasses.fields(kind) if f.init) if is_dataclass else ()
         _INIT_FIELDS[kind] = names
     return names
+
+
+# --------------------------------------------------------------------------------------------
+# YAML: escapes that mean the same string
+
+_YAML_QUOTED: Final = re.compile(
+    "[^\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+    f"|[\t\u2028\u2029{FORMAT_CHARACTERS}]"
+)
+"""What :func:`printable` would escape, newlines aside (it keeps them, and so do YAML's quoted
+and block scalars): a scalar holding one is written double-quoted, escaped by YAML's rules."""
+_YAML_ESCAPED: Final = re.compile(f'{_YAML_QUOTED.pattern}|["\\\\\n]')
+_YAML_SHORT: Final = {
+    "\0": "0",
+    "\x07": "a",
+    "\b": "b",
+    "\t": "t",
+    "\n": "n",
+    "\x0b": "v",
+    "\f": "f",
+    "\r": "r",
+    "\x1b": "e",
+    '"': '"',
+    "\\": "\\",
+    "\x85": "N",
+    "\u2028": "L",
+    "\u2029": "P",
+}
+
+
+def _yaml_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    short = _YAML_SHORT.get(char)
+    if short is not None:
+        return "\\" + short
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"  # YAML spells a character above U+FFFF whole, not as a pair
+
+
+class YamlDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper whose output reads back as the same strings and holds nothing
+    :func:`printable` would escape. PyYAML writes a format character (U+202E, U+200B, ...) raw,
+    in a plain scalar, where the writers' last guard then turns it into the text ``\\u202e``;
+    here a string holding one, or a control character, or a line or paragraph separator, is
+    double-quoted with each such character escaped as YAML reads it (``"\\u202e"``,
+    ``"\\U000e0001"``, ``"\\L"``), so ``yaml.safe_load`` gives the very string ``-o json``
+    gives."""
+
+    def choose_scalar_style(self) -> str:
+        event = self.event
+        if isinstance(event, yaml.ScalarEvent) and _YAML_QUOTED.search(event.value):
+            return '"'
+        style: str = super().choose_scalar_style()
+        return style
+
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        """The scalar on one line (PyYAML's ``split`` is not followed: no line is wrapped)."""
+        self.write_indicator('"', True)
+        data = _YAML_ESCAPED.sub(_yaml_escape, text)
+        self.column += len(data)
+        self.stream.write(data.encode(self.encoding) if self.encoding else data)
+        self.write_indicator('"', False)
+
+
+def yaml_text(data: object, width: int = 1_000_000) -> str:
+    """``data`` as block YAML in its own key order, non-ASCII text as is, written by
+    :class:`YamlDumper`: it loads back as the same strings."""
+    text: str = yaml.dump(
+        data,
+        Dumper=YamlDumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=width,
+    )
+    return text

@@ -8,21 +8,23 @@ nodes) are sorted. The YAML form is the same data.
 
 The table is for reading, at any cluster size: a view shows its few most- and least-populated
 domains and ``(+N more)``, node lists their first few names, and with a terminal's width
-(:class:`TableStyle`) every line fits it. ``--wide`` shows everything. The HTML report is in
+(:class:`TableStyle`) every line fits it without cutting a name: a row too wide folds its
+last columns onto a line under it, and only a name longer than the width overflows its line.
+``--wide`` shows everything. The HTML report is in
 :mod:`rebalancer.cli.htmlreport`; the wording both share in :mod:`rebalancer.cli.wording`.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 import orjson
-import yaml
 
-from rebalancer.cli.printable import printable_fields
+from rebalancer.cli.printable import printable_fields, yaml_text
 from rebalancer.cli.wording import (
     MIN_WIDTH,
     NextRun,
@@ -231,9 +233,7 @@ def _dump(data: object, fmt: Format, *, floats: bool = True) -> str:
     if fmt == "json":
         return _json(data, floats=floats)
     if fmt == "yaml":
-        return yaml.safe_dump(
-            data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=_NO_WRAP
-        )
+        return yaml_text(data, width=_NO_WRAP)
     raise ValueError(f"unknown output format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
@@ -250,7 +250,8 @@ class TableStyle:
     rows (``--all``: every row), and cells are short (a workload, not a selector; the key and
     skew of an eviction, not its whole reason); with a ``width`` every line also fits it,
     counted in UTF-8 bytes (never fewer than the columns a character takes, so a line fits
-    whatever its characters, and byte-counting tools agree). ``wide`` shows every row, domain
+    whatever its characters, and byte-counting tools agree), except a line holding a name
+    longer than the room: names are never cut. ``wide`` shows every row, domain
     and name, the full reasons, and cuts nothing. The full counts are always in
     ``-o json|yaml``.
     """
@@ -280,6 +281,18 @@ def cells(text: str) -> int:
     return len(text.encode())
 
 
+class _Whole(str):
+    """A line that holds names: :func:`_fit` leaves it whole. Its layout already fits the
+    width where it can (fewer items, columns folded, prose wrapped); a single name longer than
+    the room overflows the line, as kubectl's does, rather than be cut."""
+
+    __slots__ = ()
+
+
+def _whole(lines: Iterable[str]) -> list[str]:
+    return [_Whole(line) for line in lines]
+
+
 def _clip(text: str, width: int, style: TableStyle) -> str:
     """``text`` cut to ``width`` (:func:`cells`), the last character marking the cut."""
     if cells(text) <= width:
@@ -292,15 +305,32 @@ def _clip(text: str, width: int, style: TableStyle) -> str:
 
 
 def _fit(lines: list[str], style: TableStyle) -> list[str]:
+    """``lines`` cut to the style's width, except the :class:`_Whole` ones (names)."""
     width = _width(style)
     if width is None:
         return lines
-    return [_clip(line, width, style) for line in lines]
+    return [line if isinstance(line, _Whole) else _clip(line, width, style) for line in lines]
 
 
 def _text(lines: list[str], style: TableStyle) -> str:
     """``lines`` fitted to the style's width, one text ending in a newline."""
     return "\n".join(_fit(lines, style)) + "\n"
+
+
+def _wrap(text: str, width: int | None, first: str, rest: str) -> list[str]:
+    """``text`` wrapped to ``width`` after the indents ``first`` and ``rest``, never breaking a
+    word (a name longer than the room overflows its line); one line without a width."""
+    if width is None:
+        return _whole([first + text])
+    lines = textwrap.wrap(
+        text,
+        width=max(width, cells(first) + 1),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return _whole(lines or [first.rstrip()])
 
 
 def _columns(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
@@ -317,8 +347,24 @@ def _columns(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     ]
 
 
-Shrink = tuple[int, int, Literal["end", "middle"]]
-"""A column that may be cut to fit: (its index, its fewest characters, where it is cut)."""
+class Shrink(NamedTuple):
+    """A column that is not a name and may be cut to fit: its index, its fewest characters,
+    where it is cut, and which of its cells (all without ``only``): a column that holds a
+    workload or else a selector cuts only the selectors."""
+
+    column: int
+    fewest: int
+    where: Literal["end", "middle"]
+    only: Callable[[str], bool] | None = None
+
+
+def _is_selector(cell: str) -> bool:
+    """A view's subject that is a selector (:func:`view_subject`), not a workload's name."""
+    return cell.startswith("selector ")
+
+
+def _fits(lines: Sequence[str], width: int) -> bool:
+    return all(cells(line) <= width for line in lines)
 
 
 def _fitted_columns(
@@ -327,19 +373,20 @@ def _fitted_columns(
     shrink: Sequence[Shrink],
     indent: str = "  ",
 ) -> list[str]:
-    """Rows in columns (:func:`_columns`) that fit the style's width: the ``shrink`` columns are
-    cut, in that order, each down to its fewest characters, until the widest line fits (in
-    :func:`cells`); what still does not fit is cut at the line's end by :func:`_text`."""
+    """Rows in columns (:func:`_columns`) that fit the style's width: the ``shrink`` columns
+    (never a name) are cut, in that order, each down to its fewest characters, until the widest
+    line fits (in :func:`cells`). The lines are :class:`_Whole`: what still does not fit is a
+    name, and overflows."""
     width = _width(style)
     if width is None or not rows:
-        return _columns(rows, indent)
+        return _whole(_columns(rows, indent))
     mark = cells(style.cut) - len(style.cut)  # the bytes a cut's mark takes beyond its column
     lines = _columns(rows, indent)
     for cut in range(len(shrink) + 1):  # room for the marks of ``cut`` cut columns
-        if max(cells(line) for line in lines) <= width:
+        if _fits(lines, width):
             break
         lines = _columns(_cut_cells(rows, width - cut * mark, shrink, style, indent), indent)
-    return lines
+    return _whole(lines)
 
 
 def _cut_cells(
@@ -350,21 +397,43 @@ def _cut_cells(
     indent: str,
 ) -> list[list[str]]:
     """The rows with the ``shrink`` columns cut so that a line takes at most ``room``
-    characters."""
+    characters (the cells a column's ``only`` refuses stay whole)."""
     widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
     excess = len(indent) + sum(widths) + 2 * (len(widths) - 1) - room
     limit = list(widths)
-    for index, fewest, _where in shrink:
+    for column in shrink:
         if excess <= 0:
             break
-        cut = min(excess, max(0, widths[index] - fewest))
-        limit[index] -= cut
+        cut = min(excess, max(0, widths[column.column] - column.fewest))
+        limit[column.column] -= cut
         excess -= cut
-    where = {index: mode for index, _f, mode in shrink}
-    return [
-        [_cut_cell(cell, limit[i], where.get(i, "end"), style) for i, cell in enumerate(row)]
-        for row in rows
-    ]
+    by_index = {column.column: column for column in shrink}
+
+    def one(i: int, cell: str) -> str:
+        column = by_index.get(i)
+        if column is None or (column.only is not None and not column.only(cell)):
+            return cell
+        return _cut_cell(cell, limit[i], column.where, style)
+
+    return [[one(i, cell) for i, cell in enumerate(row)] for row in rows]
+
+
+def _hung_columns(
+    rows: Sequence[Sequence[str]], width: int, hang: int, indent: str
+) -> list[str] | None:
+    """Rows in columns whose last one is wrapped at spaces within its column, its next lines
+    indented to it; None when that column would get fewer than ``hang`` characters."""
+    if len(rows[0]) < 2:
+        return None
+    heads = _columns([row[:-1] for row in rows], indent)
+    start = max(len(line) for line in heads) + 2
+    if width - start < hang:
+        return None
+    lines: list[str] = []
+    for head, row in zip(heads, rows, strict=True):
+        pad = " " * start
+        lines += _wrap(row[-1], width, head.ljust(start), pad) if row[-1] else [head]
+    return _whole(lines)
 
 
 def _cut_cell(text: str, width: int, where: str, style: TableStyle) -> str:
@@ -378,6 +447,58 @@ def _cut_cell(text: str, width: int, where: str, style: TableStyle) -> str:
         head = (width - 1) // 2
         return text[:head] + style.cut + text[len(text) - (width - 1 - head) :]
     return text[: width - 1] + style.cut
+
+
+def _folded_columns(
+    rows: Sequence[Sequence[str]],
+    style: TableStyle,
+    *,
+    fold: Sequence[int],
+    shrink: Sequence[Shrink] = (),
+    indent: str = "  ",
+    hang: int | None = None,
+) -> list[str]:
+    """Rows in columns that fit the style's width without cutting a name, as kubectl plugins
+    lay out a wide table in a narrow terminal. With ``hang``, a last column (prose) left at
+    least that many characters is wrapped at spaces within its column. Otherwise, while the
+    rows are too wide, the ``fold`` columns, in that order, leave the row for a line of their
+    own under it, indented (their headings on a second heading line), in columns when those
+    fit, else wrapped at spaces. Only when every fold column is folded and the rows are still
+    too wide are the ``shrink`` columns (never a name) cut; a name longer than the room
+    overflows its line."""
+    width = _width(style)
+    if width is None or not rows:
+        return _whole(_columns(rows, indent))
+    lines = _columns(rows, indent)
+    if _fits(lines, width):
+        return _whole(lines)
+    if hang is not None:
+        hung = _hung_columns(rows, width, hang, indent)
+        if hung is not None:
+            return hung
+    count = len(fold)
+    for fewer in range(len(fold) + 1):
+        folded = set(fold[:fewer])
+        firsts = _columns([[c for i, c in enumerate(r) if i not in folded] for r in rows], indent)
+        if _fits(firsts, width):
+            count = fewer
+            break
+    folded = set(fold[:count])
+    kept = [i for i in range(len(rows[0])) if i not in folded]
+    if count == len(fold) and not _fits(firsts, width):
+        cut = [s._replace(column=kept.index(s.column)) for s in shrink if s.column in kept]
+        firsts = _fitted_columns([[r[i] for i in kept] for r in rows], style, cut, indent)
+    if not folded:
+        return _whole(firsts)
+    moved = [[r[i] for i in sorted(folded)] for r in rows]
+    sub = indent + "  "
+    seconds = [[line] for line in _columns(moved, sub)]
+    if not _fits([line for group in seconds for line in group], width):
+        seconds = [_wrap("  ".join(c for c in row if c), width, sub, sub) for row in moved]
+    out: list[str] = []
+    for first, second in zip(firsts, seconds, strict=True):
+        out += [first, *(line for line in second if line.strip())]
+    return _whole(out)
 
 
 def _width(style: TableStyle) -> int | None:
@@ -518,7 +639,8 @@ def _view_rows(
             ]
             for view, later in zip(views, afters, strict=True)
         ]
-        firsts = _fitted_columns(rows, style, [(4, 24, "middle"), (1, 8, "middle")], indent)
+        shrink = [Shrink(4, 24, "middle", _is_selector), Shrink(1, 8, "middle")]
+        firsts = _fitted_columns(rows, style, shrink, indent)
     width = _width(style)
     sub = indent + "  "
     change = "before->after" if any(a is not None for a in afters) else "pods"
@@ -569,10 +691,9 @@ def _eviction_lines(plan: Plan, style: TableStyle) -> list[str]:
         wide = [row(e, str(e.priority), e.reason) for e in shown]
         return _columns([[*head, "PRIORITY", "REASON"], *wide])
     rows = [[*head, "REASON"], *(row(e, short_reason(e)) for e in shown)]
-    # The pod's name repeats its workload's: it is cut (in its middle) first, the workload and
-    # the target last.
-    shrink: list[Shrink] = [(1, 20, "middle"), (5, 10, "end"), (3, 8, "middle"), (2, 16, "middle")]
-    lines = _fitted_columns(rows, style, shrink)
+    # Nothing is cut: the reason, then the target, the node and the workload move to a line
+    # under the row until the pod's name fits.
+    lines = _folded_columns(rows, style, fold=(5, 4, 3, 2))
     waves = len(plan.waves)
     return lines + _more_rows(
         len(plan.evictions), len(shown), f"evictions, in {plural(waves, 'wave')}"
@@ -596,8 +717,8 @@ def _skip_groups(skipped: Sequence[Skip], style: TableStyle) -> list[str]:
         detail = skips[0].reason.detail
         if any(s.reason.detail != detail for s in skips):
             detail = f"e.g. {detail}"
-        lines.append(f"  {len(skips):>{digits}}  {code}: {detail}")
         pad = f"  {'':>{digits}}  "
+        lines += _wrap(f"{code}: {detail}", width, f"  {len(skips):>{digits}}  ", pad + "  ")
         budget = None if width is None else width - len(pad)
         names = [f"{s.namespace}/{s.name}" for s in skips]
         lines.append(pad + name_list(names, style, budget, "pod"))
@@ -637,7 +758,8 @@ def _unrepaired_lines(plan: Plan, style: TableStyle) -> list[str]:
         ]
         for u in left
     ]
-    lines = _fitted_columns(rows, style, [(5, 24, "middle"), (4, 16, "end"), (1, 8, "middle")])
+    shrink = [Shrink(5, 24, "middle", _is_selector), Shrink(1, 8, "middle")]
+    lines = _folded_columns(rows, style, fold=(4,), shrink=shrink)
     return lines + _more_rows(len(plan.unrepaired), len(left), "views")
 
 
@@ -665,13 +787,15 @@ def _plan_lines(
     if plan.skipped:
         if style.wide or len(plan.skipped) <= style.skips:
             lines += ["", f"Skipped ({len(plan.skipped)})"]
-            lines += _fitted_columns(_skip_rows(plan.skipped), style, [(1, 16, "end")])
+            lines += _folded_columns(_skip_rows(plan.skipped), style, fold=(1,), hang=32)
         else:
             lines += ["", f"Skipped ({len(plan.skipped)}), by reason (-o wide lists every pod)"]
             lines += _skip_groups(plan.skipped, style)
     if plan.notes:
         lines += ["", "Notes"]
-        lines += [f"  - {note}" for note in plan.notes]
+        width = _width(style)
+        for note in plan.notes:
+            lines += _wrap(note, width, "  - ", "    ")
     return lines
 
 
@@ -737,7 +861,7 @@ def _count_note(c: ConstraintExplanation) -> str:
 
 def _explanation_lines(expl: Explanation, style: TableStyle) -> list[str]:
     where = f"on node {expl.node}" if expl.node else "pending (not bound to a node)"
-    lines = [f"Pod {expl.namespace}/{expl.name}, {where}"]
+    lines = _whole([f"Pod {expl.namespace}/{expl.name}, {where}"])  # names: never cut
     if expl.status is not None:
         lines.append(status_line(expl.status))
     lines += ["", f"Constraints ({len(expl.constraints)})"]
@@ -890,7 +1014,7 @@ def _run_table(report: RunReport, style: TableStyle) -> str:
         )
     if len(rows) > 1:
         lines.append("Executed:")
-        lines += _columns(rows)
+        lines += _folded_columns(rows, style, fold=(4,), hang=24)
         lines.append("")
     lines.append(run_summary(report))
     return _text(lines, style)
@@ -918,7 +1042,7 @@ def render_plan(
         style = style or TableStyle()
         text = _text(_plan_lines(printable_fields(plan), style, run), style)
         if steering is not None:
-            text += "\n" + _text(steering_lines(steering), style)
+            text += "\n" + _text(steering_lines(printable_fields(steering), style), style)
         return text
     if fmt == "html":
         from rebalancer.cli.htmlreport import plan_html  # noqa: PLC0415  # only for -o html
@@ -959,8 +1083,9 @@ def steering_data(steering: Steering) -> Data:
     }
 
 
-def steering_lines(steering: Steering) -> list[str]:
-    """The table section: ``Deletion costs (N)`` and one row per pod."""
+def steering_lines(steering: Steering, style: TableStyle | None = None) -> list[str]:
+    """The table section: ``Deletion costs (N)`` and one row per pod (fitted to ``style``'s
+    width without cutting a name)."""
     lines = [f"Deletion costs ({len(steering.changes)})"]
     rows = [["POD", "WORKLOAD", "POSITION", "FROM", "TO"]]
     rows.extend(
@@ -973,7 +1098,8 @@ def steering_lines(steering: Steering) -> list[str]:
         ]
         for c in steering.changes
     )
-    lines += _columns(rows) if steering.changes else ["  none"]
+    fitted = _folded_columns(rows, style, fold=(4, 3, 2)) if style else _whole(_columns(rows))
+    lines += fitted if steering.changes else ["  none"]
     for s in steering.skipped:
         lines.append(f"  skipped {s.workload} ({s.pods} pods): {s}")
     if steering.deferred:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from rebalancer.core.errors import InputError
 from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.model import ZONE_KEY, Snapshot
+from rebalancer.core.nearest import nearest_pods
 from rebalancer.core.nodepools import PoolDetail, pool_details
 from rebalancer.core.plan import Plan
 from rebalancer.core.policy import Policy
@@ -73,22 +74,24 @@ class Explanation:
     node_pools: tuple[PoolDetail, ...] = ()  # each NodePool, per domain: why it cannot add a node
 
 
+def pod_index(snapshot: Snapshot, namespace: str, name: str) -> PodId:
+    """The pod's index in the snapshot; an :class:`InputError` naming the nearest pods when the
+    snapshot holds none of that name (:func:`nearest_pods`)."""
+    for i, p in enumerate(snapshot.pods):
+        if p.namespace == namespace and p.name == name:
+            return PodId(i)
+    near = nearest_pods(snapshot, namespace, name)
+    hint = f"; did you mean {', '.join(near)}?" if near else "; no pod has a name close to it"
+    raise InputError("--pod", [f"pod {namespace}/{name} is not in the snapshot{hint}"])
+
+
 def explain(
     snapshot: Snapshot, policy: Policy, namespace: str, name: str, plan: Plan | None = None
 ) -> Explanation:
     """Each constraint as the plan counts it, the nodes where kube-scheduler would place this
     pod's replacement (the pod itself gone), and, given ``plan`` (made from the same snapshot
     and policy), what the plan does with the pod."""
-    index = next(
-        (
-            PodId(i)
-            for i, p in enumerate(snapshot.pods)
-            if p.namespace == namespace and p.name == name
-        ),
-        None,
-    )
-    if index is None:
-        raise InputError("--pod", [f"pod {namespace}/{name} is not in the snapshot"])
+    index = pod_index(snapshot, namespace, name)
     pod = snapshot.pods[index]
     analysis = analyze(snapshot, policy)
     state = SimState(snapshot, analysis, map(ViewId, range(len(analysis.views))))
