@@ -404,3 +404,18 @@ def _lease(
         meta["resourceVersion"] = str(len(leases) + int(time.monotonic() * 1000))
         leases[namespace, str(meta.get("name") or name)] = lease
         request.send(201 if request.method == "POST" else 200, json.dumps(lease).encode())
+
+
+# -- hostile local inputs: kubeconfigs and snapshot files ------------------------------------------
+
+
+def deep_flow_kubeconfig(depth: int) -> str:
+    """A kubeconfig whose ``contexts`` is ``depth`` flow lists, one inside the other."""
+    return "contexts: " + "[" * depth + "]" * depth + "\n"
+
+
+def bad_items(count: int) -> list[dict[str, Any]]:
+    """One node and ``count`` pods, each missing its name (one problem each)."""
+    node = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"}}
+    pod = {"kind": "Pod", "apiVersion": "v1", "metadata": {"namespace": "ns"}, "spec": {}}
+    return [node] + [pod] * count
