@@ -416,9 +416,9 @@ def test_bad_items_in_the_line_layout_stop_at_the_problem_cap(
     same 1,002 lines on stderr (1,000 problems and a line saying the rest is not read) at
     2,000, 20,000 and 200,000 items, exit 2, nothing on stdout. Measured (`/usr/bin/time -v
     rebalancer plan --snapshot FILE`, 2-core machine under load): before, 50,000 items 50,003
-    lines (3.7 MB) on stderr, 13.3 s, 104 MB; 500,000 items (35 MB) 24 MB on stderr, 561 MB and
-    20 s (issue 47, unloaded). Now: 50,000 items 74 KB on stderr, 2.8 s, 26 MB; 500,000 the
-    same 74 KB, 2.0 s, 26 MB (the read stops at the cap)."""
+    lines (3.7 MB) on stderr, 13.3 s, 104 MB; 500,000 items (37 MB) 500,003 lines (37 MB),
+    199 s, 821 MB. Now: 50,000 items 74 KB on stderr, 2.8 s, 26 MB; 500,000 the same 74 KB,
+    2.0 s, 26 MB (the read stops at the cap)."""
     path = _write_bad_snapshot(tmp_path / "bad.json", count, "lines")
     code = main(["plan", "--snapshot", str(path)])
     out, err = capsys.readouterr()
