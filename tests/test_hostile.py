@@ -18,14 +18,17 @@ import structlog
 import urllib3
 import yaml
 
+from rebalancer.cli import logconfig
 from rebalancer.cli.kubectl_plugin import main as kubectl_main
 from rebalancer.cli.main import main
 from rebalancer.cluster.api import deadline, errors, kubeclient, transport
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
 from rebalancer.cluster.inputs import MAX_KUBECONFIG_BYTES
+from rebalancer.cluster.read.live import warn_rejected
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH
 from rebalancer.cluster.read.reader import ReadDeadline, ReadLimits, read_cluster
 from rebalancer.cluster.read.snapshot import MAX_PROBLEMS, dump_objects
+from rebalancer.core.convert.builder import Rejected
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_EVICTIONS_FAILED
 from tests import hostile
 from tests.hostile import PLANTED_TOKEN, hostile_server
@@ -555,3 +558,18 @@ def test_kubectl_explain_refuses_a_kubeconfig_that_is_no_regular_file(
         + "\n"
     )
     assert done.stdout == ""
+
+
+def test_a_live_read_logs_at_most_the_cap_of_objects_it_leaves_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """D7 on the live read: 3,000 objects a server sent that cannot be converted give 1,000
+    cluster.invalid_object lines and one counting the other 2,000 (before: a line each)."""
+    rejected = [Rejected("Pod", f"ns{i % 7}", f"p{i}", ("metadata.uid: bad",)) for i in range(3000)]
+    logconfig.configure(json_output=True)
+    warn_rejected(rejected, "left out")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert len(lines) == MAX_PROBLEMS + 1
+    assert [line["name"] for line in lines[:MAX_PROBLEMS]] == [f"p{i}" for i in range(1000)]
+    assert lines[-1]["more_objects"] == 2000
+    assert lines[-1]["namespaces"] == 7
