@@ -57,6 +57,7 @@ CASES = [
     ("Authorization: Bearer a.b.c-SECRET", f"Authorization: Bearer {R}", "SECRET"),
     # left alone: paths, label keys, prose, a key that is no secret
     ("tokenFile: /var/run/token", "tokenFile: /var/run/token", ""),
+    ("my-secret.yaml: 2 problem(s):", "my-secret.yaml: 2 problem(s):", ""),
     ("topologyKey: zone", "topologyKey: zone", ""),
     ("key=team, matchLabelKeys: app", "key=team, matchLabelKeys: app", ""),
     ("cannot load the credentials: no config", "cannot load the credentials: no config", ""),
@@ -148,7 +149,12 @@ def _names_a_path_or_label_key(key: str) -> bool:
     compact = key.lower().replace("-", "").replace("_", "").replace(".", "")
     public = {"key", "keys", "topologykey", "topologykeys", "labelkey", "labelkeys"}
     public |= {"matchlabelkeys", "mismatchlabelkeys"}
-    return compact in public or compact.endswith(("file", "filename", "path", "dir"))
+    files = (".yaml", ".yml", ".json", ".txt", ".conf", ".cfg", ".toml", ".ini", ".log", ".csv")
+    return (
+        compact in public
+        or compact.endswith(("file", "filename", "path", "dir"))
+        or key.lower().endswith((*files, ".html", ".md"))
+    )
 
 
 @given(

@@ -20,8 +20,8 @@ whose name looks secret loses its whole value, every other string goes through
 What counts as a key that looks secret: its name, lower-cased without ``-``, ``_`` and ``.``,
 holds one of :data:`SECRET_STEMS` (``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
 ``client_secret``, ``x-api-key``, ``passwd``), unless it names a file (``tokenFile``,
-``client-key-file``: a path, shown) or a label key (``key``, ``topologyKey``,
-``matchLabelKeys``: the Kubernetes vocabulary this tool prints everywhere).
+``client-key-file``, ``aws-credentials.yaml``: a path, shown) or a label key (``key``,
+``topologyKey``, ``matchLabelKeys``: the Kubernetes vocabulary this tool prints everywhere).
 
 ``KEY: value`` with an unquoted value is read as a credential where a key stands: at the start
 of a line or after ``{ , ( [ ; : = | - "`` or a quote, or when the name is spelt as an
@@ -81,6 +81,11 @@ PUBLIC_NAMES: Final = frozenset(
 
 PATH_SUFFIXES: Final = ("file", "filename", "path", "dir")
 """A key named like ``tokenFile`` holds where a credential is, not the credential."""
+FILE_EXTENSIONS: Final = (
+    *(".yaml", ".yml", ".json", ".txt", ".conf", ".cfg", ".toml", ".ini", ".log", ".csv"),
+    *(".html", ".md"),
+)
+"""A name ending so is a file's (``aws-credentials.yaml: 2 problem(s)`` heads an error)."""
 
 _remembered: set[str] = set()
 _lock = threading.Lock()
@@ -138,8 +143,11 @@ _STRUCTURE: Final = frozenset("\n\r{,([;:=|-\"'`")
 
 def secret_name(name: str) -> bool:
     """Whether a key called ``name`` holds a secret (see the module's docstring)."""
-    compact = name.lower().replace("-", "").replace("_", "").replace(".", "")
+    lower = name.lower()
+    compact = lower.replace("-", "").replace("_", "").replace(".", "")
     if compact in PUBLIC_NAMES or compact.endswith(PATH_SUFFIXES):
+        return False
+    if lower.endswith(FILE_EXTENSIONS):
         return False
     return any(stem in compact for stem in SECRET_STEMS)
 
