@@ -673,3 +673,18 @@ def bracketed_snapshot(brackets: int) -> str:
     text = text.replace("quoted: '@Q'", f"quoted: '{'[' * brackets}'", 1)
     text = text.replace("plain: '@P'", f"plain: a{'[' * brackets}", 1)
     return f"# {'[' * brackets}\n{text}"
+
+
+# -- hostile local inputs: kubeconfigs and snapshot files ------------------------------------------
+
+
+def deep_flow_kubeconfig(depth: int) -> str:
+    """A kubeconfig whose ``contexts`` is ``depth`` flow lists, one inside the other."""
+    return "contexts: " + "[" * depth + "]" * depth + "\n"
+
+
+def bad_items(count: int) -> list[dict[str, Any]]:
+    """One node and ``count`` pods, each missing its name (one problem each)."""
+    node = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"}}
+    pod = {"kind": "Pod", "apiVersion": "v1", "metadata": {"namespace": "ns"}, "spec": {}}
+    return [node] + [pod] * count

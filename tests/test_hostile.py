@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,13 +16,20 @@ from pathlib import Path
 import pytest
 import structlog
 import urllib3
+import yaml
 
+from rebalancer.cli import logconfig
+from rebalancer.cli.kubectl_plugin import main as kubectl_main
 from rebalancer.cli.main import main
 from rebalancer.cluster.api import deadline, errors, kubeclient, transport
 from rebalancer.cluster.api.resources import RESOURCES_BY_NAME
+from rebalancer.cluster.inputs import MAX_KUBECONFIG_BYTES
+from rebalancer.cluster.read.live import warn_rejected
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH
 from rebalancer.cluster.read.reader import ReadDeadline, ReadLimits, read_cluster
-from rebalancer.core.errors import EXIT_CLUSTER
+from rebalancer.cluster.read.snapshot import MAX_PROBLEMS, dump_objects
+from rebalancer.core.convert.builder import Rejected
+from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_EVICTIONS_FAILED
 from tests import hostile
 from tests.hostile import PLANTED_TOKEN, hostile_server
 
@@ -337,3 +347,256 @@ def test_a_do_not_disrupt_annotation_of_digits_is_read_at_once(
         skipped = {s["name"]: s for s in result["skipped"]}
         assert ("w0" in evicted) is not protected
         assert ("do-not-disrupt" in str(skipped.get("w0"))) is protected, skipped
+
+
+# -- hostile local inputs (issue 47: D4, D6, D7, D8) -----------------------------------------------
+
+PLUGIN_STDERR = [
+    "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCY",
+    "AWS_SESSION_TOKEN=IQoJb3JpZ2luX2VjEMj//////////wEaCXVz",
+    "client_secret=Zm9vYmFyYmF6cXV4",
+    'password: "correct horse battery staple"',
+]
+
+
+def test_an_exec_plugins_secrets_are_redacted_whole_and_its_log_lines_stay_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """D4: a failing exec plugin prints four secrets on stderr, named as cloud SDKs name them.
+    Before: the first three were printed in clear, the password less its first word, and the
+    exec.stderr lines redacted after rendering no longer parsed as JSON. Now: exit 3, every
+    stderr line but the error line is JSON, no secret word survives anywhere."""
+    script = tmp_path / "plugin.sh"
+    lines = "".join(f"echo '{line}' >&2\n" for line in PLUGIN_STDERR)
+    script.write_text(f"#!/bin/sh\n{lines}exit 1\n")
+    script.chmod(0o755)
+    kubeconfig = tmp_path / "kubeconfig.json"
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script)}}
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    code = main(["plan", "--kubeconfig", str(kubeconfig), "--log-format", "json"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_CLUSTER, err
+    assert out == ""
+    (line,) = error_lines(err)
+    logged = [json.loads(x) for x in err.splitlines() if not x.startswith("rebalancer: ")]
+    shown = [entry["line"] for entry in logged if entry["event"] == "exec.stderr"]
+    assert shown == [
+        "AWS_SECRET_ACCESS_KEY=<redacted>",
+        "AWS_SESSION_TOKEN=<redacted>",
+        "client_secret=<redacted>",
+        'password: "<redacted>"',
+    ]
+    for secret in ("wJalr", "IQoJb", "Zm9v", "correct", "horse", "staple"):
+        assert secret not in err
+    assert line.endswith(" ".join(shown))
+
+
+def test_version_json_is_one_document_whatever_is_logged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """D6: `version -o json` against a server that fails /version (retried, then exit 3).
+    Before: logging was never configured, so the request.retry lines went to stdout, which
+    held no JSON document. Now: stdout is one JSON document (the client's version), the
+    retries are JSON lines on stderr, then the error line."""
+    with hostile_server(hostile.internal_error) as server:
+        code = main(
+            [
+                *("version", "-o", "json", "--log-format", "json", "--request-timeout", "5s"),
+                *("--kubeconfig", str(server.kubeconfig(tmp_path))),
+            ]
+        )
+    out, err = capsys.readouterr()
+    assert code == EXIT_CLUSTER, err
+    assert list(json.loads(out)) == ["clientVersion"]
+    (line,) = error_lines(err)
+    logged = [json.loads(x) for x in err.splitlines() if not x.startswith("rebalancer: ")]
+    assert logged and {entry["event"] for entry in logged} == {"request.retry"}
+    assert "GET /version" in line
+
+
+def _write_bad_snapshot(path: Path, count: int, layout: str) -> Path:
+    """``count`` bad pods in ``layout``: the one-item-per-line JSON ``rebalancer snapshot``
+    writes, a List on one JSON line, a JSON array, or YAML (small counts only)."""
+    items = hostile.bad_items(count)
+    if layout == "lines":
+        path.write_bytes(dump_objects(items, "json"))
+    elif layout == "json-list":
+        path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    elif layout == "json-array":
+        path.write_text(json.dumps(items))
+    else:
+        path.write_text(yaml.safe_dump({"kind": "List", "apiVersion": "v1", "items": items}))
+    return path
+
+
+@pytest.mark.parametrize("count", [2_000, 20_000, 200_000])
+def test_bad_items_in_the_line_layout_stop_at_the_problem_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], count: int
+) -> None:
+    """D7: pods without a name in the line-per-item layout `rebalancer snapshot` writes: the
+    same 1,002 lines on stderr (1,000 problems and a line saying the rest is not read) at
+    2,000, 20,000 and 200,000 items, exit 2, nothing on stdout. Measured (`/usr/bin/time -v
+    rebalancer plan --snapshot FILE`, 2-core machine under load): before, 50,000 items 50,003
+    lines (3.7 MB) on stderr, 13.3 s, 104 MB; 500,000 items (37 MB) 500,003 lines (37 MB),
+    199 s, 821 MB. Now: 50,000 items 74 KB on stderr, 2.8 s, 26 MB; 500,000 the same 74 KB,
+    2.0 s, 26 MB (the read stops at the cap)."""
+    path = _write_bad_snapshot(tmp_path / "bad.json", count, "lines")
+    code = main(["plan", "--snapshot", str(path)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1 + MAX_PROBLEMS + 1  # the head, the problems, the rest not read
+    assert lines[-1] == f"  - more problems after these {MAX_PROBLEMS}: the rest is not read"
+
+
+@pytest.mark.parametrize("layout", ["lines", "json-list", "json-array", "yaml"])
+@pytest.mark.parametrize("entry", ["plan", "explain", "kubectl"])
+def test_the_problem_cap_holds_on_every_layout_and_entry_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str, entry: str
+) -> None:
+    """D7: 3,000 bad pods in each layout, through `plan`, `explain` and `kubectl rebalance
+    plan`: exit 2, at most 1,000 problems listed and a line saying so, never a traceback."""
+    path = _write_bad_snapshot(tmp_path / f"bad.{layout}", 3_000, layout)
+    if entry == "plan":
+        code = main(["plan", "--snapshot", str(path)])
+    elif entry == "explain":
+        code = main(["explain", "--pod", "ns/p", "--snapshot", str(path)])
+    else:
+        code = kubectl_main(["plan", "--snapshot", str(path)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT, err[-500:]
+    assert out == ""
+    assert "Traceback" not in err
+    problems = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert MAX_PROBLEMS <= len(problems) <= MAX_PROBLEMS + 2
+    assert "not read" in problems[-1] or "not listed" in problems[-1]
+
+
+def test_skipped_bad_items_are_listed_up_to_the_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """D7 with --skip-invalid: every bad pod is read and left out, but only 1,000 warnings are
+    printed and one line counts the rest (before: a line per object)."""
+    items = hostile.bad_items(3_000)
+    items.append({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "ok", "namespace": "a"}})
+    path = tmp_path / "bad.json"
+    path.write_bytes(dump_objects(items, "json"))
+    code = main(["plan", "--snapshot", str(path), "--skip-invalid"])
+    err = capsys.readouterr().err
+    assert code == EXIT_EVICTIONS_FAILED  # an object left out
+    warnings = [line for line in err.splitlines() if line.startswith("rebalancer: warning: ")]
+    assert len(warnings) == MAX_PROBLEMS + 1
+    assert warnings[-1].startswith("rebalancer: warning: 2000 more objects cannot be read")
+
+
+KUBECONFIG_CASES = {
+    "contexts: 5": ("apiVersion: v1\ncontexts: 5\n", "contexts: a list expected, got 5"),
+    "a list": ("- a\n", "is not a kubeconfig: a YAML mapping expected, not one mapping found"),
+    "not YAML": ("a: [\n", "invalid YAML"),
+    "deep blocks": (
+        "".join(f"{'  ' * i}a:\n" for i in range(100)) + "  " * 100 + "b: 1\n",
+        "nested more than 64 levels deep",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KUBECONFIG_CASES))
+def test_kubectl_explain_reads_the_kubeconfig_with_the_main_paths_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """D8: `kubectl rebalance explain POD` without -n reads the context's namespace from the
+    kubeconfig. Before: a bare YAML load, `contexts: 5` a TypeError traceback (exit 1 from
+    the console script). Now: exit 2, one problem naming the file, before anything else."""
+    text, problem = KUBECONFIG_CASES[case]
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    code = kubectl_main(["explain", "web-1", "--kubeconfig", str(path)])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT, err
+    assert err.startswith(f"{path}: 1 problem(s):\n")
+    assert problem in err
+
+
+@pytest.mark.parametrize("depth", [1_000, 10_000, 100_000])
+def test_kubectl_explain_refuses_a_deep_kubeconfig_at_any_depth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], depth: int
+) -> None:
+    """D8: `contexts:` inside 1,000, 10,000 and 100,000 flow lists. Before: a RecursionError
+    traceback of 200 KB at every depth, exit 1 (1,000 deep: 4.8 s; 100,000: 9.6 s; 25 MB).
+    Now: exit 2 and one line naming the file, under 200 bytes, 1.2-1.7 s whole process."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(hostile.deep_flow_kubeconfig(depth))
+    code = kubectl_main(["explain", "web-1", "--kubeconfig", str(path)])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT
+    assert err.startswith(f"{path}: 1 problem(s):\n")
+    assert len(err) < 200 + len(str(path))
+
+
+PLUGIN = [sys.executable, "-m", "rebalancer.cli.kubectl_plugin"]
+
+
+@pytest.mark.parametrize("what", ["/dev/zero", "fifo", "directory", "too large"])
+def test_kubectl_explain_refuses_a_kubeconfig_that_is_no_regular_file(
+    tmp_path: Path, what: str
+) -> None:
+    """D8: a kubeconfig that is /dev/zero (before: MemoryError at 1.9 GB peak, 7.5 s), a FIFO
+    no one writes (before: hung), a directory, or a sparse file past 16 MiB: exit 2 at once,
+    naming the file and what it is; nothing is read from it. A process, so that a regression
+    that hangs fails by timeout instead of hanging the suite."""
+    if what == "/dev/zero":
+        path = Path("/dev/zero")
+        said = "is a character device, not a regular file"
+    elif what == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+        said = "is a pipe, not a regular file"
+    elif what == "directory":
+        path = tmp_path
+        said = "is a directory, not a regular file"
+    else:
+        path = tmp_path / "big"
+        with path.open("wb") as f:
+            f.truncate(MAX_KUBECONFIG_BYTES + 1)
+        said = f"larger than {MAX_KUBECONFIG_BYTES} bytes"
+    done = subprocess.run(
+        [*PLUGIN, "explain", "web-1", "--kubeconfig", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert (
+        done.stderr
+        == f"{path}: 1 problem(s):\n  - {said}"
+        + ("" if what == "too large" else "; a kubeconfig is read from a file")
+        + "\n"
+    )
+    assert done.stdout == ""
+
+
+def test_a_live_read_logs_at_most_the_cap_of_objects_it_leaves_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """D7 on the live read: 3,000 objects a server sent that cannot be converted give 1,000
+    cluster.invalid_object lines and one counting the other 2,000 (before: a line each)."""
+    rejected = [Rejected("Pod", f"ns{i % 7}", f"p{i}", ("metadata.uid: bad",)) for i in range(3000)]
+    logconfig.configure(json_output=True)
+    warn_rejected(rejected, "left out")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert len(lines) == MAX_PROBLEMS + 1
+    assert [line["name"] for line in lines[:MAX_PROBLEMS]] == [f"p{i}" for i in range(1000)]
+    assert lines[-1]["more_objects"] == 2000
+    assert lines[-1]["namespaces"] == 7

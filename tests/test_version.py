@@ -7,18 +7,21 @@ import platform
 import re
 import subprocess
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 
 import pytest
+import structlog
 import yaml
 from prometheus_client import generate_latest
 
 from rebalancer.cli import buildinfo
+from rebalancer.cli.kubectl_plugin import main as kubectl_main
 from rebalancer.cli.main import main
 from rebalancer.cli.metrics import Metrics
-from rebalancer.core.errors import EXIT_CLUSTER, EXIT_OK
+from rebalancer.cluster import logs
+from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_OK
 from tests.hostile import Request, hostile_server, status_body
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +146,8 @@ def test_client_only_sends_nothing(tmp_path: Path) -> None:
 def test_unreachable_server_is_a_cluster_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A server refusing /version: exit 3, the error on stderr and nothing on stdout."""
+    """A server refusing /version: exit 3, the error on stderr, and on stdout the client's
+    version alone (printed first, as kubectl prints it)."""
 
     def refuse(request: Request) -> None:
         request.send(403, status_body(403, "forbidden: cannot get /version"))
@@ -160,5 +164,109 @@ def test_unreachable_server_is_a_cluster_error(
         )
     assert code == EXIT_CLUSTER
     captured = capsys.readouterr()
-    assert captured.out == ""
+    assert captured.out.startswith("Client Version: ")
+    assert len(captured.out.splitlines()) == 1
     assert "cluster error" in captured.err
+
+
+@pytest.fixture
+def _structlog_defaults_after() -> Iterator[None]:
+    """A command configures logging onto the captured stderr, closed when the test ends."""
+    yield
+    structlog.reset_defaults()
+
+
+def _flaky_version() -> Callable[[Request], None]:
+    """/version answered 500 once (a request.retry log line), then as a server answers it."""
+    seen: list[str] = []
+
+    def answer(request: Request) -> None:
+        seen.append(request.path)
+        if request.path == "/version" and seen.count("/version") == 1:
+            request.send(500, status_body(500, "try again"))
+        else:
+            _version_answer(request)
+
+    return answer
+
+
+@pytest.mark.usefixtures("_structlog_defaults_after")
+@pytest.mark.parametrize("output", ["json", "yaml", "table"])
+def test_log_lines_go_to_stderr_and_stdout_is_one_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    """A server that answers /version after one retry: the retry's log line is on stderr, and
+    stdout is exactly the version document (before: the log line was on stdout, so -o json
+    was not JSON)."""
+    with hostile_server(_flaky_version()) as server:
+        kubeconfig = str(server.kubeconfig(tmp_path))
+        code = main(["version", "-o", output, "--log-format", "json", "--kubeconfig", kubeconfig])
+    captured = capsys.readouterr()
+    assert code == EXIT_OK, captured.err
+    retries = [json.loads(line) for line in captured.err.splitlines()]
+    assert [line["event"] for line in retries] == ["request.retry"]
+    if output == "json":
+        data = json.loads(captured.out)
+    elif output == "yaml":
+        data = yaml.safe_load(captured.out)
+    else:
+        client, server_line = captured.out.splitlines()
+        assert client.startswith("Client Version: ")
+        assert server_line == "Server Version: v1.35.8"
+        return
+    assert list(data) == ["clientVersion", "serverVersion"]
+    assert data["serverVersion"]["gitVersion"] == "v1.35.8"
+
+
+@pytest.mark.usefixtures("_structlog_defaults_after")
+@pytest.mark.parametrize("output", ["json", "yaml", "table"])
+def test_without_a_kubeconfig_the_client_version_and_the_reason(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    output: str,
+) -> None:
+    """No kubeconfig anywhere: the client's version on stdout (one document), the reason on
+    stderr naming the file looked for, exit 2 (before: nothing on stdout)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code = main(["version", "-o", output])
+    captured = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT
+    assert f"kubeconfig {tmp_path}/.kube/config" in captured.err
+    assert "no configuration found" in captured.err
+    if output == "json":
+        assert list(json.loads(captured.out)) == ["clientVersion"]
+    elif output == "yaml":
+        assert list(yaml.safe_load(captured.out)) == ["clientVersion"]
+    else:
+        (line,) = captured.out.splitlines()
+        assert line.startswith(f"Client Version: {_pyproject_version()} (commit ")
+
+
+@pytest.mark.usefixtures("_structlog_defaults_after")
+def test_kubectl_rebalance_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl rebalance version` is rebalancer's, kubectl's flags taken (-n too, unused)."""
+    with hostile_server(_version_answer) as server:
+        kubeconfig = str(server.kubeconfig(tmp_path))
+        code = kubectl_main(["-n", "shop", "version", "-o", "json", "--kubeconfig", kubeconfig])
+    assert code == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["serverVersion"]["gitVersion"] == "v1.35.8"
+    assert kubectl_main(["version", "--client"]) == EXIT_OK
+    assert capsys.readouterr().out.startswith("Client Version: ")
+
+
+@pytest.mark.usefixtures("_structlog_defaults_after")
+def test_whatever_logs_after_a_command_starts_logs_to_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A command that did not configure logging itself (here `version --client`) has it
+    configured on the first log line: the line goes to stderr, as JSON, never to stdout."""
+    assert main(["version", "--client"]) == EXIT_OK
+    capsys.readouterr()
+    structlog.reset_defaults()  # as if nothing had configured it
+    logs.get_logger("t").warning("library.log", message="late")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert json.loads(captured.err)["message"] == "late"

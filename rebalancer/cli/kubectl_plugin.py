@@ -11,6 +11,11 @@ command of the same name in this process::
     snapshot  ``snapshot`` (-n: namespaced objects of that namespace only)
     explain   ``explain`` for ``POD`` (in -n, else the context's namespace) or ``NS/POD``; without
               ``--snapshot FILE`` on the live cluster, read as ``plan`` reads it
+    version   ``version``: the client's version, then the server's (-n is not used)
+
+The context's namespace is read from the kubeconfig as the main path reads it
+(:func:`rebalancer.cluster.inputs.read_kubeconfig`: capped, bounded, regular files only); a
+kubeconfig it cannot read is exit 2 naming the file, as the command would say.
 
 Without -n, plan, run and snapshot cover every namespace the policy allows (kubectl's context
 namespace does not narrow them: rebalancing is cluster-wide). Other options go to the command
@@ -24,16 +29,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
-
-import yaml
+from typing import Any, Final
 
 from rebalancer.cli.errorline import say
 from rebalancer.cli.exitcodes import exit_codes_text
 from rebalancer.cli.main import main as rebalancer_main
-from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK
+from rebalancer.cluster.inputs import read_kubeconfig
+from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, InputError
 
-COMMANDS: Final = ("plan", "explain", "run", "snapshot")
+COMMANDS: Final = ("plan", "explain", "run", "snapshot", "version")
 EXPLAIN_VALUE_OPTIONS: Final = frozenset({"--snapshot", "--policy", "--pod", "-o", "--output"})
 """explain's options that take a value (so that value is not taken for the POD argument)."""
 
@@ -47,6 +51,7 @@ commands:
   run        plan, then evict wave by wave (add --dry-run to only plan)
   snapshot   write what rebalancer reads from the cluster
   explain    POD | NAMESPACE/POD: where the pod could go and why not elsewhere
+  version    the client's version, then the server's
 
 kubectl flags (anywhere on the line):
   --kubeconfig FILE     kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)
@@ -134,30 +139,38 @@ def parse(argv: Sequence[str]) -> KubectlArgs:
 def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     """The namespace of the kubeconfig context in use, as kubectl picks it; "default" if none.
 
-    Reads the first file of --kubeconfig or $KUBECONFIG (else ~/.kube/config) that names the
-    context; an unreadable file counts as naming none (the snapshot reports the real problem).
+    Reads the files of --kubeconfig or $KUBECONFIG (else ~/.kube/config) with the checks of
+    the main path (:func:`rebalancer.cluster.inputs.read_kubeconfig`); a missing file names
+    no context, a file too large, too deep, not YAML, not a regular file, or whose
+    ``contexts`` is not a list is :class:`InputError` (exit 2) naming it.
     """
     if kubeconfig:
         paths = [kubeconfig]
     else:
         env = os.environ.get("KUBECONFIG", "")
         paths = [p for p in env.split(os.pathsep) if p] or [str(Path.home() / ".kube" / "config")]
-    docs = []
+    docs: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
-        try:
-            doc = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError):
-            continue
-        if isinstance(doc, dict):
-            docs.append(doc)
-    name = context or next((d["current-context"] for d in docs if d.get("current-context")), None)
-    for doc in docs:
-        for entry in doc.get("contexts") or []:
+        doc = read_kubeconfig(os.path.expanduser(path))
+        if doc is not None:
+            docs.append((path, doc))
+    current = (d.get("current-context") for _, d in docs if d.get("current-context"))
+    name = context or next(current, None)
+    for path, doc in docs:
+        entries = doc.get("contexts") or []
+        if not isinstance(entries, list):
+            raise InputError(path, [f"contexts: a list expected, got {_shown(entries)}"])
+        for entry in entries:
             if isinstance(entry, dict) and entry.get("name") == name:
                 ctx = entry.get("context") or {}
                 namespace = ctx.get("namespace") if isinstance(ctx, dict) else None
                 return str(namespace) if namespace else "default"
     return "default"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _explain_argv(args: KubectlArgs) -> list[str]:
@@ -196,6 +209,8 @@ def to_rebalancer(args: KubectlArgs) -> list[str]:
     assert args.command is not None
     if args.command == "explain":
         return ["explain", *_explain_argv(args), *args.connection()]
+    if args.command == "version":  # kubectl version takes -n and does nothing with it
+        return ["version", *args.rest, *args.connection()]
     out = [args.command, *args.rest, *args.connection()]
     if args.namespace:
         out += ["--namespace", args.namespace]
@@ -218,6 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         say(f"{USAGE}\nkubectl rebalance: error: {exc}")
         return EXIT_BAD_INPUT
+    except InputError as exc:  # the kubeconfig read for the context's namespace
+        say(exc)
+        return exc.exit_code
+    except Exception as exc:  # a bug: one line, exit 4, as rebalancer's own commands say it
+        say(f"kubectl rebalance: unexpected error: {type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # python -m rebalancer.cli.kubectl_plugin: the krew package's shim

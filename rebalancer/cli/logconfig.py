@@ -5,9 +5,12 @@ follows stderr unless ``--log-format`` chooses: JSON lines when it is not a term
 CronJob, a pipe), a console renderer (``text``) when it is. ``--log-level`` (default info)
 drops the lines below it. The event names are in :mod:`rebalancer.cluster.logs`.
 
-Every line, once formatted, is scrubbed (:func:`rebalancer.cli.errorline.scrub`): credentials
-redacted, control characters escaped (JSON escapes C0 itself but leaves DEL and C1 raw; the
-console renderer escapes nothing).
+Every line is redacted field by field before it is rendered
+(:func:`rebalancer.cluster.api.redact.redact_fields`: a field whose name looks secret loses its
+value, every string loses the credentials it holds), so a JSON line stays JSON. Once rendered,
+control characters are escaped (JSON escapes C0 itself but leaves DEL and C1 raw; the console
+renderer escapes nothing), and a console line is redacted again as text
+(:func:`rebalancer.cli.errorline.scrub`: a traceback it formats is text).
 
 Libraries log through the standard ``logging`` module, and one of them (the Kubernetes client)
 calls ``logging.error`` on the root logger, which installs a handler of its own
@@ -28,16 +31,33 @@ import orjson
 import structlog
 
 from rebalancer.cli.errorline import scrub
+from rebalancer.cli.printable import printable
 from rebalancer.cluster import logs
+from rebalancer.cluster.api.redact import redact_fields
 
 
 def _dumps(value: Any, **_: Any) -> str:
     return orjson.dumps(value, default=str).decode()
 
 
+def _redacted(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The processor before the renderer: every field as it may be shown (``exc_info`` is left
+    to the console renderer, whose text is redacted as a whole)."""
+    return {
+        key: value if key == "exc_info" else redact_fields(value, key)
+        for key, value in event.items()
+    }
+
+
 def _scrubbed(_logger: Any, _method: str, line: str) -> str:
-    """The last processor: the rendered line, as it may be shown."""
+    """The last processor of a console line: the rendered line, as it may be shown."""
     return scrub(line)
+
+
+def _printable(_logger: Any, _method: str, line: str) -> str:
+    """The last processor of a JSON line: its control characters escaped (its fields were
+    redacted before it was rendered; redacting the rendered text could break its quoting)."""
+    return printable(line, newlines=True)
 
 
 class _ScrubbingFormatter(logging.Formatter):
@@ -74,11 +94,12 @@ def configure(*, json_output: bool | None = None, stream: TextIO | None = None) 
     if json_output:
         processors += [
             structlog.processors.dict_tracebacks,
+            _redacted,
             structlog.processors.JSONRenderer(serializer=_dumps),
+            _printable,
         ]
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
-    processors.append(_scrubbed)
+        processors += [_redacted, structlog.dev.ConsoleRenderer(colors=False), _scrubbed]
     _route_stdlib_logging(out)
     structlog.configure(
         processors=processors,

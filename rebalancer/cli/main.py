@@ -48,6 +48,7 @@ from rebalancer.cli.options import explain_options, plan_options
 from rebalancer.cli.pushgateway import add_pushgateway_arguments
 from rebalancer.cli.render import REPORT_FORMATS, render_explanation
 from rebalancer.cli.version import add_version_command
+from rebalancer.cluster import logs
 from rebalancer.cluster.api.deadline import Stopped
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
@@ -57,6 +58,7 @@ from rebalancer.core.errors import (
     EXIT_CLUSTER,
     EXIT_INTERNAL,
     EXIT_OK,
+    MAX_PROBLEMS_SHOWN,
     InputError,
     RebalancerError,
 )
@@ -87,11 +89,17 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return plan_live(options, policy)
     limit = max_input_bytes(args, DEFAULT_MAX_SNAPSHOT_BYTES)
     snapshot, rejected = _load_snapshot(args.snapshot, args.skip_invalid, limit)
-    for r in rejected:
-        problems = "; ".join(r.problems)
+    for r in rejected[:MAX_PROBLEMS_SHOWN]:
+        problems = "; ".join(r.problems[:MAX_PROBLEMS_SHOWN])
         say(
             f"rebalancer: warning: {r.kind} {r.namespace}/{r.name} cannot be read, namespace "
             f"{r.namespace} left out: {problems}"
+        )
+    if len(rejected) > MAX_PROBLEMS_SHOWN:  # a line each would print many times the file
+        namespaces = len({r.namespace for r in rejected})
+        say(
+            f"rebalancer: warning: {len(rejected) - MAX_PROBLEMS_SHOWN} more objects cannot be "
+            f"read, not listed ({len(rejected)} in all, in {namespaces} namespace(s) left out)"
         )
     return plan_and_write(snapshot, rejected, policy, options)
 
@@ -403,6 +411,7 @@ def _main(argv: list[str] | None, command: list[str]) -> int:
             return exc.code or EXIT_OK
         return EXIT_BAD_INPUT
     command.append(args.command)
+    logs.configure_on_first_use(_configure_logging)  # whatever logs, logs to stderr
     handler: Handler = args.handler
     try:
         return handler(args)
@@ -420,6 +429,13 @@ def _main(argv: list[str] | None, command: list[str]) -> int:
             say_traceback()
         say(f"rebalancer: unexpected error: {_one_line(exc)}")
         return EXIT_INTERNAL
+
+
+def _configure_logging() -> None:
+    """:func:`rebalancer.cli.logconfig.configure`, loaded when something first logs."""
+    from rebalancer.cli.logconfig import configure  # noqa: PLC0415  # structlog on use
+
+    configure()
 
 
 def _one_line(exc: BaseException) -> str:

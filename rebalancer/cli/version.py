@@ -3,6 +3,13 @@
 The build's identity is :func:`rebalancer.cli.buildinfo.build_info`: the package version, the
 commit it was built from and the Python that runs it; the same three values label the
 ``rebalancer_build_info`` metric.
+
+As ``kubectl version``: the client's version comes first on stdout whatever happens to the
+server's. The table prints the ``Client Version:`` line before the cluster is asked; ``-o json``
+and ``-o yaml`` print one document, with ``serverVersion`` only when it was read. When it cannot
+be read (no kubeconfig, an unreachable server, refused credentials) the reason is the command's
+error line on stderr and its exit code (2 for a kubeconfig that is missing or bad, 3 for the
+cluster). Logging is configured before the cluster is asked, so a log line goes to stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from rebalancer.cli.buildinfo import BuildInfo, build_info
 from rebalancer.cli.common import write
 from rebalancer.cli.options import add_cluster_arguments, checked_connection
 from rebalancer.cluster.read.live import Connection, connect
-from rebalancer.core.errors import EXIT_OK
+from rebalancer.core.errors import EXIT_OK, RebalancerError
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -32,8 +39,10 @@ def add_version_command(subparsers: Subparsers) -> None:
         "version",
         help="print the client's version and commit, and the server's version",
         description="Print this build of rebalancer (version, commit, Python) and, unless "
-        "--client, the Kubernetes version of the cluster it would talk to (a GET of /version; "
-        "exit 3 when the cluster cannot be reached).",
+        "--client, the Kubernetes version of the cluster it would talk to (a GET of /version). "
+        "The client's version is printed first, whatever happens next; when the server's "
+        "cannot be read, the reason goes to stderr with exit 2 (no kubeconfig, or a bad one) "
+        "or 3 (the cluster).",
     )
     parser.add_argument(
         "--client", action="store_true", help="the client's version only; no cluster contact"
@@ -51,7 +60,21 @@ def add_version_command(subparsers: Subparsers) -> None:
 
 def _cmd_version(args: argparse.Namespace) -> int:
     client = build_info()
-    server = None if args.client else _server_version(checked_connection(args))
+    if args.client:
+        write(render_version(client, None, args.output))
+        return EXIT_OK
+    from rebalancer.cli.logconfig import configure  # noqa: PLC0415  # structlog on use
+
+    configure()
+    if args.output == "table":  # the client's line first, whatever the server does
+        write(render_version(client, None, "table"))
+        write(render_server_line(_server_version(checked_connection(args))))
+        return EXIT_OK
+    try:
+        server = _server_version(checked_connection(args))
+    except RebalancerError:
+        write(render_version(client, None, args.output))  # one document, the client's
+        raise  # the reason, on stderr, and its exit code
     write(render_version(client, server, args.output))
     return EXIT_OK
 
@@ -83,7 +106,10 @@ def render_version(client: BuildInfo, server: dict[str, Any] | None, output: str
         return json.dumps(data, indent=2) + "\n"
     if output == "yaml":
         return yaml.safe_dump(data, sort_keys=False)
-    lines = [f"Client Version: {client.version} (commit {client.commit}, Python {client.python})"]
-    if server is not None:
-        lines.append(f"Server Version: {server['gitVersion']}")
-    return "\n".join(lines) + "\n"
+    text = f"Client Version: {client.version} (commit {client.commit}, Python {client.python})\n"
+    return text if server is None else text + render_server_line(server)
+
+
+def render_server_line(server: dict[str, Any]) -> str:
+    """The table's ``Server Version:`` line."""
+    return f"Server Version: {server['gitVersion']}\n"

@@ -423,11 +423,48 @@ def check_kubeconfig(paths: str, limit: int = MAX_KUBECONFIG_BYTES) -> None:
         path = os.path.expanduser(part)
         if not part or not os.path.exists(path):
             continue
-        data = read_bytes(path, limit, flag=None)
-        documents, _ = yaml_documents(data, path, _KUBECONFIG_LOADER)
-        if len(documents) != 1 or not isinstance(documents[0], dict):
-            found = "nothing" if not documents or documents[0] is None else "not one mapping"
-            raise InputError(path, [f"is not a kubeconfig: a YAML mapping expected, {found} found"])
-        if _depth(documents[0]) > MAX_KUBECONFIG_DEPTH:
-            problem = f"is not a kubeconfig: nested more than {MAX_KUBECONFIG_DEPTH} levels deep"
+        _kubeconfig_document(read_bytes(path, limit, flag=None), path)
+
+
+def read_kubeconfig(path: str, limit: int = MAX_KUBECONFIG_BYTES) -> dict[str, Any] | None:
+    """The kubeconfig at ``path`` as one mapping, checked as :func:`check_kubeconfig` checks
+    it; None when there is no such file. Only a regular file is read: this is a look ahead
+    (``kubectl rebalance`` reads the context's namespace before the command reads the file
+    again), and a pipe read here would be empty for the command, a device endless, a FIFO
+    could wait for ever. Raises :class:`InputError` naming the file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(path, [f"cannot read the file: {exc.strerror or exc}"]) from exc
+    try:  # opened without waiting: a FIFO never blocks
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = "a pipe" if stat.S_ISFIFO(info.st_mode) else _not_a_file(info.st_mode)
+            problem = f"is {what}, not a regular file; a kubeconfig is read from a file"
             raise InputError(path, [problem])
+        if info.st_size > limit:
+            raise _too_big(path, limit, None)
+        os.set_blocking(fd, True)
+        stream = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with stream:
+        try:
+            data = _read_capped(stream, path, limit, None)
+        except OSError as exc:
+            raise InputError(path, [f"cannot read the file: {exc.strerror or exc}"]) from exc
+    return _kubeconfig_document(data, path)
+
+
+def _kubeconfig_document(data: bytes, path: str) -> dict[str, Any]:
+    documents, _ = yaml_documents(data, path, _KUBECONFIG_LOADER)
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        found = "nothing" if not documents or documents[0] is None else "not one mapping"
+        raise InputError(path, [f"is not a kubeconfig: a YAML mapping expected, {found} found"])
+    if _depth(documents[0]) > MAX_KUBECONFIG_DEPTH:
+        problem = f"is not a kubeconfig: nested more than {MAX_KUBECONFIG_DEPTH} levels deep"
+        raise InputError(path, [problem])
+    return documents[0]

@@ -8,7 +8,7 @@ set once by the command line (:mod:`rebalancer.cli.logconfig`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 RUN_START: Final = "run.start"
@@ -112,10 +112,23 @@ def bind_run_id(run_id: str) -> None:
     structlog.contextvars.bind_contextvars(run_id=run_id)
 
 
+_configure: list[Callable[[], None]] = []
+
+
+def configure_on_first_use(configure: Callable[[], None]) -> None:
+    """Have :func:`get_logger` call ``configure`` when logging is not configured yet (the
+    command line passes its own), so no line is ever written where structlog's defaults would
+    write it (stdout)."""
+    _configure[:] = [configure]
+
+
 def get_logger(name: str = "rebalancer") -> Any:
-    """A structlog logger; ``Any`` because structlog's proxy is typed loosely."""
+    """A structlog logger, logging configured first if it is not yet
+    (:func:`configure_on_first_use`); ``Any`` because structlog's proxy is typed loosely."""
     import structlog  # noqa: PLC0415  # on use: an offline command never logs
 
+    if _configure and not structlog.is_configured():
+        _configure[0]()
     return structlog.get_logger(name)
 
 

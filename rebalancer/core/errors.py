@@ -7,6 +7,7 @@ Errors about the cluster (unreachable, RBAC, API statuses) live in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 EXIT_OK = 0
 EXIT_EVICTIONS_FAILED = 1
@@ -22,6 +23,11 @@ class RebalancerError(Exception):
     exit_code = EXIT_BAD_INPUT
 
 
+MAX_PROBLEMS_SHOWN: Final = 1000
+"""An :class:`InputError` lists at most this many problems (and how many more there are): a
+file of many bad items must not print a line, many times its size, for each."""
+
+
 class InputError(RebalancerError):
     """Bad input: a policy, snapshot or API object. Reports every problem found, each with a path.
 
@@ -33,5 +39,9 @@ class InputError(RebalancerError):
     def __init__(self, source: str, problems: Sequence[str]) -> None:
         self.source = source
         self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
+        shown = self.problems
+        if len(shown) > MAX_PROBLEMS_SHOWN + 1:  # one more is shown rather than summed up
+            more = len(shown) - MAX_PROBLEMS_SHOWN
+            shown = (*shown[:MAX_PROBLEMS_SHOWN], f"{more} more problem(s), not listed")
+        lines = "\n".join(f"  - {p}" for p in shown)
         super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")

@@ -375,11 +375,12 @@ def _stderr_text(data: bytes) -> str:
 
 
 def _quoted(stderr: str) -> str:
-    """The plugin's stderr as one redacted line, cut to :data:`MAX_REASON_CHARS`."""
-    text = " ".join(line.strip() for line in stderr.splitlines() if line.strip())
+    """The plugin's stderr as one line, cut to :data:`MAX_REASON_CHARS`, each of its lines
+    redacted before they are joined (a value runs to the end of its own line, not the next's)."""
+    text = " ".join(redact.redact(line.strip()) for line in stderr.splitlines() if line.strip())
     if len(text) > MAX_REASON_CHARS:
         text = text[:MAX_REASON_CHARS] + "..."
-    return redact.redact(text)
+    return text
 
 
 def _exit_name(code: int) -> str:

@@ -474,10 +474,11 @@ def may_nest_deeper(body: bytes, limit: int) -> bool:
     return too_deep(body, limit) is not None
 
 
-def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
+def load_list(data: bytes, source: str, stop_after: int | None = None) -> SnapshotBuilder | None:
     """The objects of a JSON ``kind: List`` (or a typed list such as ``PodList``) in a
     builder; None when the document is anything else or strays from plain API objects (the
-    general path then parses it whole and names every problem)."""
+    general path then parses it whole and names every problem). ``stop_after``: as for
+    :func:`load_lines`."""
     try:
         document = _LIST.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
@@ -486,7 +487,7 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
     if document.items is None or (kind is not None and not kind.endswith("List")):
         return None
     inner = kind[: -len("List")] if kind is not None and kind != "List" else None
-    builder = SnapshotBuilder(source)
+    builder = SnapshotBuilder(source, stop_after)
     add = FastBuilder(builder).add_raw
     items = document.items
     del document
@@ -494,20 +495,27 @@ def load_list(data: bytes, source: str) -> SnapshotBuilder | None:
         for raw in items:
             if not add(raw, inner):
                 return None
+            if builder.stopped:
+                break
     return builder
 
 
-def load_lines(lines: Iterable[bytes], source: str, tail: bytes) -> SnapshotBuilder | None:
+def load_lines(
+    lines: Iterable[bytes], source: str, tail: bytes, stop_after: int | None = None
+) -> SnapshotBuilder | None:
     """The objects of the line-per-item layout after its first line (see
     :func:`rebalancer.cluster.read.snapshot.dump_objects`) in a builder; None when the text strays
-    from it."""
-    builder = SnapshotBuilder(source)
+    from it. ``stop_after``: the reading stops after that many problems (the builder's
+    :attr:`~SnapshotBuilder.stopped`)."""
+    builder = SnapshotBuilder(source, stop_after)
     add = FastBuilder(builder).add_raw
     with gc_paused():
         try:
             for body in _line_bodies(lines, tail):
                 if not add(body):
                     return None
+                if builder.stopped:
+                    return builder
         except _Stray:
             return None
     return builder

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cluster import logs
+from rebalancer.core.errors import MAX_PROBLEMS_SHOWN
 
 if TYPE_CHECKING:
     from rebalancer.cluster.api.kubeclient import Kube
@@ -56,15 +57,24 @@ def connect(connection: Connection) -> Kube:
 
 
 def warn_rejected(rejected: Sequence[Any], detail: str) -> None:
-    """One warning per object a read could not convert, naming it and its problems."""
+    """One warning per object a read could not convert, naming it and its problems, for the
+    first :data:`~rebalancer.core.errors.MAX_PROBLEMS_SHOWN` of them; one more counting the
+    rest (a server answering with millions of bad objects must not log a line for each)."""
     log = logs.get_logger("rebalancer.cli")
-    for r in rejected:
+    for r in rejected[:MAX_PROBLEMS_SHOWN]:
         log.warning(
             logs.INVALID_OBJECT,
             kind=r.kind,
             namespace=r.namespace,
             name=r.name,
-            problems=list(r.problems),
+            problems=list(r.problems[:MAX_PROBLEMS_SHOWN]),
+            detail=detail,
+        )
+    if len(rejected) > MAX_PROBLEMS_SHOWN:
+        log.warning(
+            logs.INVALID_OBJECT,
+            more_objects=len(rejected) - MAX_PROBLEMS_SHOWN,
+            namespaces=len({r.namespace for r in rejected}),
             detail=detail,
         )
 

@@ -224,7 +224,7 @@ def _stream_lines(lines: Iterable[bytes], source: str, skip_invalid: bool) -> Lo
     None when the text strays from that layout (the caller then parses the whole text, which
     also finds the exact line and column of any JSON error).
     """
-    builder = SnapshotBuilder(source)
+    builder = SnapshotBuilder(source, _stop_after(skip_invalid))
     ended = False
     with gc_paused():
         for raw in lines:
@@ -245,7 +245,9 @@ def _stream_lines(lines: Iterable[bytes], source: str, skip_invalid: bool) -> Lo
             if not isinstance(item, dict) or "items" in item:
                 return None  # nested Lists and the like: the general path handles them
             builder.add(item)
-    if not ended:
+            if builder.stopped:
+                break  # the build raises the problems found
+    if not ended and not builder.stopped:
         return None
     return builder.build(skip_invalid=skip_invalid), builder.rejected
 
@@ -292,6 +294,12 @@ Loaded = tuple[Snapshot, tuple[Rejected, ...]]
 """A snapshot, and the objects left out with their namespaces (``skip_invalid`` only)."""
 
 
+def _stop_after(skip_invalid: bool) -> int | None:
+    """When a load stops reading: after :data:`MAX_PROBLEMS` problems, on every route, unless
+    ``--skip-invalid`` leaves bad objects out (then every object is read)."""
+    return None if skip_invalid else MAX_PROBLEMS
+
+
 def _load(
     fh: IO[bytes], source: str, skip_invalid: bool = False, on_route: OnRoute = _untold
 ) -> Loaded:
@@ -304,7 +312,7 @@ def _load(
     why = "not the line-per-item layout"
     if first.rstrip(b"\r\n") == _LINES_HEAD:
         on_route(LoadRoute.LINES_TYPED, "the line-per-item layout")
-        typed = fastdecode.load_lines(fh, source, _LINES_TAIL)
+        typed = fastdecode.load_lines(fh, source, _LINES_TAIL, _stop_after(skip_invalid))
         if typed is not None:
             return typed.build(skip_invalid=skip_invalid), typed.rejected
         on_route(LoadRoute.LINES, "lines-typed declined: a line the typed decoder does not take")
@@ -320,12 +328,12 @@ def _load(
     if _is_json(data):
         on_route(LoadRoute.WHOLE_TYPED, f"{why}; JSON")
         _check_depth(data, source)
-        typed_list = fastdecode.load_list(data, source)
+        typed_list = fastdecode.load_list(data, source, _stop_after(skip_invalid))
         if typed_list is not None:
             return typed_list.build(skip_invalid=skip_invalid), typed_list.rejected
         why = "whole-typed declined: not a List the typed decoder takes"
     on_route(LoadRoute.WHOLE, why)
-    builder = SnapshotBuilder(source)
+    builder = SnapshotBuilder(source, _stop_after(skip_invalid))
     with gc_paused():
         builder.add_all(parse_objects(data, source))
     return builder.build(skip_invalid=skip_invalid), builder.rejected

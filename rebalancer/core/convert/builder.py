@@ -133,8 +133,12 @@ class SnapshotBuilder:
     The builder owns the caches of its conversion: nothing is shared with another builder.
     """
 
-    def __init__(self, source: str = "snapshot") -> None:
+    def __init__(self, source: str = "snapshot", stop_after: int | None = None) -> None:
+        """``stop_after``: once this many problems are found, :attr:`stopped` is true, and the
+        reader adding objects stops (:meth:`add_all` does); :meth:`build` lists those and says
+        the rest was not read. None (``--skip-invalid``, a live read) reads everything."""
         self.source = source
+        self.stop_after = stop_after
         self._buckets: dict[str, dict[tuple[str, ...], Any]] = {
             bucket: {} for bucket in _BUCKETS.values()
         }
@@ -153,6 +157,11 @@ class SnapshotBuilder:
     def problems(self) -> tuple[str, ...]:
         """Every problem found so far."""
         return tuple(self._problems)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether ``stop_after`` problems have been found: a reader adds no more."""
+        return self.stop_after is not None and len(self._problems) >= self.stop_after
 
     @property
     def counts(self) -> Mapping[str, int]:
@@ -239,6 +248,8 @@ class SnapshotBuilder:
     def add_all(self, objects: Iterable[Mapping[str, Any]]) -> None:
         """Add every object of one page (or of a whole file)."""
         for obj in objects:
+            if self.stopped:
+                break
             self.add(obj)
 
     @property
@@ -260,6 +271,11 @@ class SnapshotBuilder:
             spans = {i for _, start, end in self._rejected for i in range(start, end)}
             problems = [p for i, p in enumerate(self._problems) if i not in spans]
             skipped = {r.namespace for r, _, _ in self._rejected}
+        if self.stopped and self.stop_after is not None and problems:
+            problems = [
+                *problems[: self.stop_after],
+                f"more problems after these {self.stop_after}: the rest is not read",
+            ]
         raise_if(problems, self.source)
 
         def ordered(bucket_name: str) -> tuple[Any, ...]:
