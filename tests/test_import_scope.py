@@ -237,7 +237,9 @@ def test_two_scoped_profiles_keep_their_own_scope_and_limits(
 ) -> None:
     """--all-profiles writes one policy per profile; each considers exactly its profile's
     pods (by-team: shop and ops; blog: blog), together what the descheduler considers, and
-    each keeps the limit. --profile imports one and names the other as a SCOPE comment."""
+    the shared limit (4) is divided between them (2 and 2: together 4, as the descheduler
+    counts it across its profiles). --profile imports one, keeps the whole limit and names
+    the other as a SCOPE comment."""
     folder = tmp_path / "out"
     code, out, _ = _import(tmp_path, capsys, TWO_PROFILES, "--all-profiles", str(folder))
     assert code == EXIT_OK
@@ -248,10 +250,11 @@ def test_two_scoped_profiles_keep_their_own_scope_and_limits(
     assert candidates(snapshot, blog) == _pods("blog")
     assert evicted_namespaces(snapshot, by_team) == {"shop", "ops"}
     assert evicted_namespaces(snapshot, blog) == {"blog"}
-    assert by_team.limits.total == blog.limits.total == 4
+    assert by_team.limits.total == blog.limits.total == 2
     code, out, err = _import(tmp_path, capsys, TWO_PROFILES, "--profile", "blog")
     assert code == EXIT_OK
     assert candidates(snapshot, _policy_of(out)) == _pods("blog")
+    assert _policy_of(out).limits.total == 4
     assert '# SCOPE: narrower, profiles[0]: profile "by-team" also enables' in out
     assert err.startswith('SCOPE: profiles[0]: profile "by-team" also enables')
 

@@ -37,7 +37,7 @@ notes (no SCOPE one) on the namespaces, the selector and the resourceClaims.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN, INT64_MAX
@@ -64,12 +64,14 @@ __all__ = [
     "NARROWER",
     "TOPOLOGY_PLUGIN",
     "WIDER",
+    "AllImported",
     "Holder",
     "Imported",
     "Note",
     "describe_scope",
-    "enabling_profiles",
+    "divide",
     "from_descheduler",
+    "from_descheduler_all",
     "unwrap",
 ]
 
@@ -307,16 +309,21 @@ _Profile = tuple[int, dict[str, Any], str]
 
 
 def _profiles(walk: _Walk, raw: Mapping[str, Any]) -> list[_Profile]:
-    found = []
-    for index, item in enumerate(walk.items(raw.get("profiles"), "profiles")):
-        path = at("profiles", index)
-        profile = walk.loose(item, path, _PROFILE_KEYS)
-        name = profile.get("name")
-        if not isinstance(name, str) or not name:
-            walk.bad(at(path, "name"), f"must be a non-empty string, got {show(name)}")
-            name = f"#{index}"
-        found.append((index, profile, name))
-    return found
+    return [
+        _profile(walk, item, index)
+        for index, item in enumerate(walk.items(raw.get("profiles"), "profiles"))
+    ]
+
+
+def _profile(walk: _Walk, item: object, index: int) -> _Profile:
+    """The profile at ``index``, its keys read loosely (notes and problems into ``walk``)."""
+    path = at("profiles", index)
+    profile = walk.loose(item, path, _PROFILE_KEYS)
+    name = profile.get("name")
+    if not isinstance(name, str) or not name:
+        walk.bad(at(path, "name"), f"must be a non-empty string, got {show(name)}")
+        name = f"#{index}"
+    return (index, profile, name)
 
 
 def _scope_of(raw: Mapping[str, Any], profile: _Profile) -> str:
@@ -398,11 +405,12 @@ def _choose(walk: _Walk, raw: Mapping[str, Any], wanted: str | None) -> _Profile
         return None
     else:
         chosen = enabling[0]
-    for index, _, name in profiles:
+    enabled = {p[0] for p in enabling}
+    for other in profiles:
+        index, _, name = other
         if index == chosen[0]:
             continue
-        other = next(p for p in profiles if p[0] == index)
-        if other in enabling:
+        if index in enabled:
             walk.note(
                 at("profiles", index),
                 f"profile {show(name)} also enables {TOPOLOGY_PLUGIN} ({_scope_of(raw, other)}): "
@@ -821,13 +829,6 @@ def _header(walk: _Walk, document: object) -> dict[str, Any]:
     return document
 
 
-def enabling_profiles(document: object) -> tuple[str, ...]:
-    """The names of the profiles that enable the topology plugin (for ``--all-profiles``)."""
-    walk = _Walk()
-    raw = walk.loose(_header(walk, document), "", _TOP_KEYS)
-    return tuple(p[2] for p in _profiles(walk, raw) if _enables_topology(p[1]))
-
-
 def from_descheduler(
     document: object,
     source: str,
@@ -853,7 +854,157 @@ def from_descheduler(
     _import_profile(walk, raw, chosen)
     if walk.problems:
         raise InputError(source, walk.problems)
-    wider = [n for n in walk.notes if n.scope == WIDER]
+    _refuse_wider(source, walk.notes, accept_wider)
+    return _imported(walk, chosen[2])
+
+
+@dataclass(frozen=True, slots=True)
+class AllImported:
+    """One policy per profile that enables the topology plugin (``--all-profiles``)."""
+
+    imports: tuple[Imported, ...]
+    """In the profiles' order; each with the notes about its own profile and the top level."""
+    shared: tuple[Note, ...]
+    """The notes about the rest of the policy (keys the descheduler ignores, profiles that do
+    not enable the plugin): the same for every policy, so said once."""
+
+
+def from_descheduler_all(
+    document: object,
+    source: str,
+    *,
+    accept_wider: bool = False,
+    budget_per_policy: bool = False,
+) -> AllImported:
+    """Import every profile that enables the topology plugin, each into a policy of its own;
+    raise :class:`InputError` listing every problem of every profile.
+
+    The work is linear in the policy: each profile is read once and imported once, and no
+    note of one policy names the others. The descheduler counts its limits
+    (``maxNoOfPodsToEvict*``) across all its profiles in one cycle, where each rebalancer
+    counts its own: so each limit is divided between the policies (:func:`divide`), and one
+    that cannot give each at least 1 is a problem, unless ``budget_per_policy`` gives each
+    policy the whole limit (the note says the total it allows).
+    """
+    walk = _Walk()
+    checked = _header(walk, document)
+    if walk.problems:
+        raise InputError(source, walk.problems)
+    raw = walk.loose(checked, "", _TOP_KEYS)
+    walks: list[tuple[_Walk, _Profile]] = []
+    for index, item in enumerate(walk.items(raw.get("profiles"), "profiles")):
+        own = _Walk()  # the notes about this profile stay with its policy
+        chosen = _profile(own, item, index)
+        if _enables_topology(chosen[1]):
+            walks.append((own, chosen))
+            continue
+        walk.problems.extend(own.problems)
+        walk.notes.extend(own.notes)
+        walk.note(
+            at("profiles", index),
+            f"profile {show(chosen[2])} is not carried: it does not enable {TOPOLOGY_PLUGIN}; "
+            "keep it in the descheduler",
+        )
+    if not walks:
+        walk.notes.clear()  # _choose names every ignored key as a likely typo
+        _choose(walk, raw, None)
+        raise InputError(source, walk.problems)
+    names: dict[str, int] = {}
+    for own, chosen in walks:
+        if chosen[2] in names:
+            own.bad(at(at("profiles", chosen[0]), "name"), f"{show(chosen[2])} is used twice")
+        names.setdefault(chosen[2], chosen[0])
+        _import_profile(own, raw, chosen)
+    _divide_limits(walk, [own for own, _ in walks], raw, budget_per_policy)
+    problems = list(
+        dict.fromkeys(walk.problems + [p for own, _ in walks for p in own.problems])
+    )  # a problem of the top level is found once per profile: said once
+    if problems:
+        raise InputError(source, problems)
+    _refuse_wider(source, [n for own, _ in walks for n in own.notes], accept_wider)
+    return AllImported(tuple(_imported(own, chosen[2]) for own, chosen in walks), tuple(walk.notes))
+
+
+def divide(budget: int, parts: int) -> list[int]:
+    """``budget`` in ``parts`` shares: the floor each, the remainder one each to the first
+    (``divide(20, 3) == [7, 7, 6]``); they add up to ``budget``."""
+    share, rest = divmod(budget, parts)
+    return [share + (1 if index < rest else 0) for index in range(parts)]
+
+
+_LIMIT_FIELDS: Final = (
+    ("maxNoOfPodsToEvictTotal", "total"),
+    ("maxNoOfPodsToEvictPerNode", "per_node"),
+    ("maxNoOfPodsToEvictPerNamespace", "per_namespace"),
+)
+
+
+def _divide_limits(
+    walk: _Walk, walks: Sequence[_Walk], raw: Mapping[str, Any], budget_per_policy: bool
+) -> None:
+    """Each limit of the top level divided between the policies ``walks`` build (or kept whole
+    in each with ``budget_per_policy``), with a note beside ``limits`` in each."""
+    parts = len(walks)
+    limits = walks[0].out.get("limits") if parts > 1 else None
+    if not isinstance(limits, Limits):
+        return
+    shares: dict[str, list[int]] = {}
+    for key, name in _LIMIT_FIELDS:
+        budget = getattr(limits, name)
+        if budget is None:
+            continue
+        if budget_per_policy:
+            shares[name] = [budget] * parts
+        elif 0 < budget < parts:
+            walk.bad(
+                key,
+                f"{budget} cannot be divided between the {parts} policies --all-profiles "
+                "writes (the descheduler counts it across all its profiles, each rebalancer "
+                "counts its own; each policy needs at least 1): raise it, or pass "
+                f"--budget-per-policy to give each policy the whole {budget} (up to "
+                f"{budget * parts} in all)",
+            )
+        else:
+            shares[name] = divide(budget, parts)
+    if not shares or walk.problems:
+        return
+    said = ", ".join(
+        f"{key} {getattr(limits, name)}" for key, name in _LIMIT_FIELDS if name in shares
+    )
+    widest = ", ".join(
+        f"{key} {getattr(limits, name) * parts}" for key, name in _LIMIT_FIELDS if name in shares
+    )
+    for index, own in enumerate(walks):
+        mine = {name: values[index] for name, values in shares.items()}
+        own.out["limits"] = replace(limits, **mine)
+        these = ", ".join(
+            f"{_LIMIT_KEY[name]} {mine[name]}" for _, name in _LIMIT_FIELDS if name in mine
+        )
+        if budget_per_policy:
+            message = (
+                f"--budget-per-policy: each of the {parts} policies keeps the whole of "
+                f"{said}, which the descheduler counts across all its profiles: the {parts} "
+                f"rebalancers together may evict up to {parts} times as many ({widest})"
+            )
+        else:
+            message = (
+                f"divided between the {parts} policies --all-profiles writes, as the "
+                f"descheduler counts it across all its profiles ({said}): this one has "
+                f"{these} (the floor each, the remainder one each to the first policies)"
+            )
+        own.note(_first_limit(raw), message, "limits")
+
+
+_LIMIT_KEY: Final = {"total": "total", "per_node": "perNode", "per_namespace": "perNamespace"}
+"""The policy's spelling of each :class:`Limits` field."""
+
+
+def _first_limit(raw: Mapping[str, Any]) -> str:
+    return next(key for key in _LIMIT_KEYS if raw.get(key) is not None)
+
+
+def _refuse_wider(source: str, notes: Sequence[Note], accept_wider: bool) -> None:
+    wider = [n for n in notes if n.scope == WIDER]
     if wider and not accept_wider:
         raise InputError(
             source,
@@ -863,6 +1014,10 @@ def from_descheduler(
                 "marked '# SCOPE: wider' beside its field"
             ],
         )
+
+
+def _imported(walk: _Walk, profile: str) -> Imported:
+    """The policy ``walk`` built, as the document written and as ``policy check`` reads it."""
     for key, value in (
         ("nodeSelector", walk.out.get("nodeSelector")),
         ("labelSelector", walk.out.get("labelSelector")),
@@ -878,7 +1033,7 @@ def from_descheduler(
     return Imported(
         policy_from_document(document_out, "the imported policy"),
         document_out,
-        chosen[2],
+        profile,
         tuple(walk.notes),
     )
 
