@@ -35,6 +35,7 @@ from rebalancer.cluster.read.policyfile import load_policy, load_policy_file
 from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.fromdescheduler import divide
 from rebalancer.core.model import Snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
@@ -455,3 +456,101 @@ def test_helm_values_output_renders_in_the_chart(
         if d and d["kind"] == "ConfigMap" and "policy.yaml" in d.get("data", {})
     )
     assert load_policy(configmap["data"]["policy.yaml"], "chart") == expected
+
+
+def _limits_of(path: Path) -> tuple[int | None, int | None, int | None]:
+    limits = load_policy_file(path).limits
+    return limits.total, limits.per_node, limits.per_namespace
+
+
+@pytest.mark.parametrize(
+    ("budgets", "profiles", "expected"),
+    [
+        # (total, perNode, perNamespace) -> each policy's, worked out by hand: the floor each,
+        # the remainder one each to the first policies
+        ((4, 3, 2), 2, [(2, 2, 1), (2, 1, 1)]),
+        ((20, None, None), 2, [(10, None, None), (10, None, None)]),
+        ((20, 5, None), 3, [(7, 2, None), (7, 2, None), (6, 1, None)]),
+        ((0, None, 3), 3, [(0, None, 1), (0, None, 1), (0, None, 1)]),
+    ],
+)
+def test_all_profiles_divides_the_shared_budgets(
+    budgets: tuple[int | None, int | None, int | None],
+    profiles: int,
+    expected: list[tuple[int | None, int | None, int | None]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The descheduler counts maxNoOfPodsToEvictTotal, PerNode and PerNamespace across all its
+    profiles (one evictor per cycle): --all-profiles divides each between the policies it
+    writes, so together they allow what the descheduler allowed, and says so beside limits
+    and on stderr."""
+    keys = (
+        "maxNoOfPodsToEvictTotal",
+        "maxNoOfPodsToEvictPerNode",
+        "maxNoOfPodsToEvictPerNamespace",
+    )
+    policy: dict[str, Any] = {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy"}
+    policy.update({k: v for k, v in zip(keys, budgets, strict=True) if v is not None})
+    policy["profiles"] = [
+        {
+            "name": f"p{i}",
+            "pluginConfig": [
+                {
+                    "name": "RemovePodsViolatingTopologySpreadConstraint",
+                    "args": {"namespaces": {"include": [f"ns{i}"]}},
+                }
+            ],
+            "plugins": {"balance": {"enabled": ["RemovePodsViolatingTopologySpreadConstraint"]}},
+        }
+        for i in range(profiles)
+    ]
+    folder = tmp_path / "out"
+    code, out, err = _import(
+        tmp_path, capsys, yaml.safe_dump(policy), "--all-profiles", str(folder)
+    )
+    assert code == EXIT_OK, err
+    paths = [Path(line) for line in out.splitlines()]
+    assert [_limits_of(path) for path in paths] == expected
+    for path in paths:
+        text = path.read_text()
+        before_limits = text.split("\nlimits:")[0].split("\n")[-4:]
+        assert any(f"divided between the {profiles} policies" in line for line in before_limits)
+    assert err.count(f"divided between the {profiles} policies") == profiles
+
+
+def test_a_budget_too_small_to_divide_is_refused_unless_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """maxNoOfPodsToEvictPerNode: 1 cannot give each of two policies one: exit 2 naming it,
+    nothing written; --budget-per-policy gives each policy the whole budget and says what the
+    two then allow together."""
+    text = TWO_PROFILES.replace("maxNoOfPodsToEvictTotal: 4", "maxNoOfPodsToEvictPerNode: 1")
+    folder = tmp_path / "out"
+    code, out, err = _import(tmp_path, capsys, text, "--all-profiles", str(folder))
+    assert (code, out) == (EXIT_BAD_INPUT, "")
+    assert "maxNoOfPodsToEvictPerNode: 1 cannot be divided between the 2 policies" in err
+    assert "--budget-per-policy" in err
+    assert not folder.exists()
+    code, out, err = _import(
+        tmp_path, capsys, text, "--all-profiles", str(folder), "--budget-per-policy"
+    )
+    assert code == EXIT_OK
+    assert [_limits_of(Path(p)) for p in out.splitlines()] == [(None, 1, None)] * 2
+    assert "may evict up to 2 times as many (maxNoOfPodsToEvictPerNode 2)" in err
+    code, _, err = _import(tmp_path, capsys, text, "--budget-per-policy")
+    assert code == EXIT_BAD_INPUT
+    assert "--budget-per-policy: 1 problem(s):\n  - goes with --all-profiles" in err
+
+
+def test_divide_gives_everything_evenly() -> None:
+    """Every budget 0-40 in 1-7 parts: the shares add up to the budget, differ by at most one,
+    the larger first, and none is 0 when the budget is at least the parts (brute force)."""
+    for budget in range(41):
+        for parts in range(1, 8):
+            shares = divide(budget, parts)
+            assert len(shares) == parts
+            assert sum(shares) == budget
+            assert max(shares) - min(shares) <= 1
+            assert shares == sorted(shares, reverse=True)
+            assert budget < parts or min(shares) >= 1
