@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import yaml
 
@@ -222,24 +223,25 @@ def write_all(folder: Path, files: Mapping[Path, str]) -> None:
     temporary file beside it first, and only when all are written are they renamed over
     their targets. A target that cannot be written is an :class:`InputError` naming it
     (exit 2), and whatever this call made (temporary files, the folder) is removed."""
-    made = _missing(folder)
+    try:
+        made = _missing(folder)
+        if folder.exists() and not folder.is_dir():
+            _refuse(folder, "exists and is not a folder")
+    except OSError as exc:  # a name too long, a loop of links
+        _refuse(folder, f"cannot be made a folder: {_why(exc)}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(inert(str(folder)), [f"cannot be made a folder: {_why(exc)}"]) from exc
-    blocked = [path for path in files if path.is_dir() or (path.exists() and not path.is_file())]
-    if blocked:
         _undo([], made)
-        raise InputError(
-            "--all-profiles",
-            [
-                f"{inert(str(path))}: exists and is not a file; nothing was written"
-                for path in blocked
-            ],
-        )
+        _refuse(folder, f"cannot be made a folder: {_why(exc)}")
+    for path in files:
+        blocked = _blocked(path)
+        if blocked is not None:
+            _undo([], made)
+            _refuse(path, blocked)
     temporary: list[tuple[Path, Path]] = []
-    for path, text in files.items():
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    for number, (path, text) in enumerate(files.items()):
+        tmp = folder / f".rebalancer-import-{os.getpid()}-{number}.tmp"
         try:
             descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             temporary.append((tmp, path))
@@ -247,18 +249,34 @@ def write_all(folder: Path, files: Mapping[Path, str]) -> None:
                 out.write(text)
         except OSError as exc:
             _undo([t for t, _ in temporary], made)
-            raise InputError(
-                inert(str(path)), [f"cannot be written: {_why(exc)}; nothing was written"]
-            ) from exc
+            _refuse(path, f"cannot be written: {_why(exc)}")
     for done, (tmp, path) in enumerate(temporary):
         try:
             os.replace(tmp, path)
         except OSError as exc:
             _undo([t for t, _ in temporary[done:]], [])
             raise InputError(
-                inert(str(path)),
-                [f"cannot be replaced: {_why(exc)}; {done} of {len(temporary)} files were"],
+                "--all-profiles",
+                [
+                    f"{inert(str(path))}: cannot be replaced: {_why(exc)}; {done} of "
+                    f"{len(temporary)} files were replaced before it"
+                ],
             ) from exc
+
+
+def _blocked(path: Path) -> str | None:
+    """Why ``path`` cannot be a file written here, or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be written: {_why(exc)}"
+    return None if stat.S_ISREG(mode) else "exists and is not a file"
+
+
+def _refuse(path: Path, why: str) -> NoReturn:
+    raise InputError("--all-profiles", [f"{inert(str(path))}: {why}; nothing was written"])
 
 
 def _missing(folder: Path) -> list[Path]:
@@ -311,8 +329,10 @@ def add_import_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--all-profiles",
         metavar="DIR",
         help=f"write one policy per profile that enables {TOPOLOGY_PLUGIN} into DIR "
-        "(PROFILE.yaml, or PROFILE-values.yaml with --output helm-values); their paths are "
-        "printed on stdout",
+        "(PROFILE.yaml, or PROFILE-values.yaml with --output helm-values), all or none (a "
+        "target that cannot be written exits 2 naming it); their paths are printed on stdout. "
+        "The maxNoOfPodsToEvict* limits, which the descheduler counts across its profiles, "
+        "are divided between the policies (see --budget-per-policy)",
     )
     parser.add_argument(
         "--output",
