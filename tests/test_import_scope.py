@@ -22,8 +22,10 @@ namespaces, its profiles run one after another), or the import must exit non-zer
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -411,25 +413,77 @@ def test_the_descheduler_charts_values(
     assert "a Helm template" in err
 
 
-def test_a_wider_setting_exits_2_unless_accepted(
-    snapshot: Snapshot, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+AGES = {
+    # pod: (seconds since creation, seconds since status.startTime or None) at NOW
+    "settled": (3600, 3500),
+    "waited": (600, 120),  # old enough counted from creation, not from its start
+    "unstarted": (600, None),  # no startTime yet: age 0 from its start
+    "fresh": (100, 50),
+}
+
+
+def _aged_snapshot(tmp_path: Path) -> Snapshot:
+    """Four pods of one ReplicaSet in namespace shop (labelled rebalance=enabled), all on
+    node-a, with the ages of :data:`AGES`."""
+    items = [_node("node-a", "a"), _node("node-b", "b")]
+    items.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "shop", "labels": NAMESPACES["shop"]},
+        }
+    )
+    for name, (created, started) in AGES.items():
+        pod = _pod("shop", name)
+        pod["metadata"]["creationTimestamp"] = _stamp(NOW - created)
+        if started is not None:
+            pod["status"]["startTime"] = _stamp(NOW - started)
+        items.append(pod)
+    path = tmp_path / "aged.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    return load_snapshot(path)
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_min_pod_age_imports_with_the_descheduler_meaning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """minPodAge is measured from creationTimestamp here, from startTime there: a pod that
-    waited to start is old enough here sooner, so the import refuses it, naming the field,
-    unless --accept-wider-scope; then the comment marks it beside minPodAge."""
+    """A policy whose only difference is minPodAge: 5m imports with exit 0, no SCOPE note, and
+    minPodAgeFrom: startTime, so the pods it lets be evicted are those the descheduler
+    would (age from status.startTime >= 300 s; a pod not started is age 0): worked out by
+    hand from AGES, only "settled". Counted from creation instead, "waited" and "unstarted"
+    would be let in too."""
     text = LABELLED.replace(
         "matchLabels: {rebalance: enabled}",
         "{matchLabels: {rebalance: enabled}}\n          minPodAge: 5m",
     )
     code, out, err = _import(tmp_path, capsys, text)
-    assert (code, out) == (EXIT_BAD_INPUT, "")
-    assert "args.minPodAge: would widen what may be evicted" in err
-    code, out, _ = _import(tmp_path, capsys, text, "--accept-wider-scope")
+    assert code == EXIT_OK, err
+    assert "SCOPE" not in out + err
+    policy = _policy_of(out)
+    assert (policy.min_pod_age_seconds, policy.min_pod_age_from) == (300.0, "startTime")
+    code, plain, _ = _import(tmp_path, capsys, LABELLED)
     assert code == EXIT_OK
+    without = _policy_of(plain)
+    assert (
+        dataclasses.replace(without, min_pod_age_seconds=300.0, min_pod_age_from="startTime")
+        == policy
+    )
+    aged = _aged_snapshot(tmp_path)
+    assert candidates(aged, without) == {("shop", name) for name in AGES}
+    assert candidates(aged, policy) == {("shop", "settled")}
+    from_creation = dataclasses.replace(policy, min_pod_age_from="creationTimestamp")
+    assert candidates(aged, from_creation) == {
+        ("shop", n) for n in ("settled", "waited", "unstarted")
+    }
     lines = out.splitlines()
     at = lines.index("minPodAge: 5m")
-    comment = [line for line in lines[:at] if line.startswith("#")][-4:]
-    assert any(line.startswith("# SCOPE: wider, profiles[0]") for line in comment)
+    assert lines[at + 1] == "minPodAgeFrom: startTime"
+    comment = [line for line in lines[:at] if line.startswith("#")][-3:]
+    assert any("carried with minPodAgeFrom: startTime" in line for line in comment)
 
 
 def test_helm_values_output_renders_in_the_chart(

@@ -49,6 +49,7 @@ from rebalancer.core.model import HARD, SOFT, LabelSelector
 from rebalancer.core.policy import (
     MANDATORY,
     PREFERRED,
+    START_TIME,
     Limits,
     Policy,
     PriorityThreshold,
@@ -582,13 +583,13 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
     if age is not None:
         try:
             walk.put("minPodAge", parse_go_duration(age))
+            walk.put("minPodAgeFrom", START_TIME)
             walk.note(
                 at(path, "minPodAge"),
-                "carried, but rebalancer measures a pod's age from its creationTimestamp, the "
-                "descheduler from status.startTime (later, by the time the pod waited to be "
-                "scheduled and started): a pod that waited is old enough here sooner",
+                "carried with minPodAgeFrom: startTime: the age counts from status.startTime, "
+                "as the descheduler counts it (a pod not started yet is age 0), not from "
+                "creationTimestamp, rebalancer's default",
                 "minPodAge",
-                WIDER,
             )
         except ValueError as exc:
             walk.bad(at(path, "minPodAge"), str(exc))
