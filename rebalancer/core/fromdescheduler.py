@@ -505,6 +505,15 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
         walk.out["constraints"] = tuple(kinds)
     elif soft:
         walk.out["constraints"] = (HARD, SOFT)
+        walk.note(
+            at(path, "includeSoftConstraints"),
+            f"carried as constraints: [{HARD}, {SOFT}]: rebalancer repairs the soft "
+            "(ScheduleAnyway) spread views too, after the hard ones and never at their cost "
+            "(docs/spec.md, sections 2.6 and 3.6). It is the descheduler's older spelling "
+            "(before v0.28): the descheduler v0.36 decodes plugin args strictly and no longer "
+            "reads it; write constraints there too",
+            "constraints",
+        )
     walk.set_keys.add("constraints")
     namespaces = walk.strict(args.get("namespaces"), at(path, "namespaces"), ("include", "exclude"))
     include = _names(walk, namespaces, "include", at(path, "namespaces"))
