@@ -494,7 +494,7 @@ def test_helm_values_output_renders_in_the_chart(
     code, out, _ = _import(tmp_path, capsys, VALUES, "--output", "helm-values")
     assert code == EXIT_OK
     values = yaml.safe_load(out)
-    assert list(values) == ["policy"]
+    assert list(values) == ["kind", "schedule", "cmdOptions", "policy"]
     assert "apiVersion" not in values["policy"]
     code, plain, _ = _import(tmp_path, capsys, VALUES)
     expected = _policy_of(plain)
@@ -608,3 +608,87 @@ def test_divide_gives_everything_evenly() -> None:
             assert max(shares) - min(shares) <= 1
             assert shares == sorted(shares, reverse=True)
             assert budget < parts or min(shares) >= 1
+
+
+CHART_VALUES = """\
+kind: Deployment
+deschedulingInterval: 3m
+image: {repository: registry.k8s.io/descheduler/descheduler, tag: v0.36.0}
+resources: {requests: {cpu: 500m, memory: 256Mi}}
+priorityClassName: ops-critical
+tolerations: [{key: management, operator: Equal, value: tool, effect: NoSchedule}]
+nodeSelector: {kubernetes.io/os: linux}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ops]}]}]
+podAnnotations: {example.com/owner: platform}
+serviceMonitor: {enabled: true, interval: 30s, insecureSkipVerify: true}
+cmdOptions: {dry-run: true, v: 3, descheduling-interval: 5m}
+livenessProbe: {httpGet: {path: /healthz, port: 10258}}
+ports: [{containerPort: 10258}]
+deschedulerPolicy:
+  profiles:
+    - name: spread
+      pluginConfig:
+        - name: RemovePodsViolatingTopologySpreadConstraint
+          args: {namespaces: {include: [shop]}}
+      plugins:
+        balance: {enabled: [RemovePodsViolatingTopologySpreadConstraint]}
+"""
+
+
+def test_the_descheduler_charts_settings_are_carried(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output helm-values of the descheduler chart's values carries every value this chart
+    has (as written, but for the keys it lacks), names each left behind on stderr and as a
+    comment, and renders a Deployment that runs every 3m in dry run with the pods' settings and
+    a ServiceMonitor. The carried values are written out by hand from docs/helm.md's table."""
+    code, out, err = _import(tmp_path, capsys, CHART_VALUES, "--output", "helm-values")
+    assert code == EXIT_OK, err
+    values = yaml.safe_load(out)
+    source = yaml.safe_load(CHART_VALUES)
+    carried = {
+        key: source[key]
+        for key in (
+            "kind",
+            "deschedulingInterval",
+            "resources",
+            "priorityClassName",
+            "tolerations",
+            "nodeSelector",
+            "affinity",
+            "podAnnotations",
+        )
+    }
+    carried["resources"] = {**source["resources"], "limits": None}  # none, as there
+    carried["serviceMonitor"] = {"enabled": True, "interval": "30s"}
+    carried["cmdOptions"] = {"dry-run": True, "v": 3}
+    assert {k: v for k, v in values.items() if k != "policy"} == carried
+    assert list(values)[-1] == "policy"
+    left = ["image", "livenessProbe", "ports"]
+    left += ["serviceMonitor.insecureSkipVerify", "cmdOptions.descheduling-interval"]
+    for name in left:
+        assert f"note: {name}: not carried: " in err, name
+        assert f"# note: {name}: not carried: " in out, name
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(out)
+    chart = Path(__file__).resolve().parent.parent / "charts" / "rebalancer"
+    proc = run(tool("helm"), "template", "r", str(chart), "-f", str(values_file))
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--interval") + 1] == "3m"
+    assert "--dry-run" in args
+    assert container["resources"] == source["resources"]
+    for key in ("priorityClassName", "tolerations", "nodeSelector", "affinity"):
+        assert pod["spec"][key] == carried[key], key
+    assert pod["metadata"]["annotations"]["example.com/owner"] == "platform"
+    assert "livenessProbe" not in container
+    assert "descheduler" not in container["image"]
+    (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["interval"] == "30s"

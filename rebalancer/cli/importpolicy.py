@@ -4,7 +4,8 @@ FILE (``-`` reads standard input) is a ``DeschedulerPolicy``, a ConfigMap holdin
 ``kubectl get cm NAME -o yaml`` prints it), or the descheduler chart's values
 (``deschedulerPolicy:``). The policy goes to stdout as YAML (ready for ``rebalancer policy
 check`` and ``--policy``), or as this project's chart values with ``--output helm-values``
-(``helm install ... -f FILE``). Each setting that does not carry over, or carries over with
+(``helm install ... -f FILE``; from the descheduler chart's values, with every other value this
+chart has). Each setting that does not carry over, or carries over with
 another meaning, is a comment beside the key it concerns (``# SCOPE:`` when it changes which
 pods may be evicted, ``# note:`` otherwise) and one line on stderr. The mapping itself is
 pure: :mod:`rebalancer.core.fromdescheduler`.
@@ -34,8 +35,10 @@ from rebalancer.core.fromdescheduler import (
     KIND,
     TOPOLOGY_PLUGIN,
     WIDER,
+    ChartValues,
     Imported,
     Note,
+    chart_values,
     from_descheduler,
     from_descheduler_all,
     unwrap,
@@ -93,11 +96,14 @@ def render(
     imported: Imported,
     header: Sequence[str],
     output: str = POLICY,
+    *,
     shared: Sequence[Note] = (),
+    chart: ChartValues | None = None,
 ) -> str:
     """The imported policy as YAML with each note a comment beside the key it concerns (notes
     about the policy as a whole after the header, ``shared`` ones first). ``helm-values``:
-    under ``policy:``, without apiVersion and kind (the chart writes them).
+    under ``policy:``, without apiVersion and kind (the chart writes them), after the
+    descheduler chart's values ``chart`` carries (its notes first: stderr says them first).
 
     Every value is written by the YAML emitter and every comment is :func:`inert`; the text
     is read back and must hold exactly ``imported.document``, so nothing in a name can add a
@@ -120,12 +126,25 @@ def render(
                 "",
             )
         )
+    chart = chart if helm else None
+    carried: dict[str, Any] = chart.values if chart is not None else {}
+    chart_beside: dict[str, list[Note]] = {}
+    for note in chart.notes if chart is not None else ():
+        if note.field is not None and note.field in carried:
+            chart_beside.setdefault(note.field, []).append(note)
+        else:
+            lines.extend(_comment(note, ""))
     beside: dict[str, list[Note]] = {}
     for note in imported.notes:
         if note.field is not None and note.field in document:
             beside.setdefault(note.field, []).append(note)
         else:
             lines.extend(_comment(note, ""))
+    for key, value in carried.items():
+        for note in chart_beside.get(key, ()):
+            lines.extend(_comment(note, ""))
+        dumped = yaml.safe_dump({key: value}, sort_keys=False, width=_WIDTH)
+        lines.extend(dumped.splitlines())
     if helm:
         lines.append("policy:")
     for key, value in document.items():
@@ -134,13 +153,13 @@ def render(
         dumped = yaml.safe_dump({key: value}, sort_keys=False, width=_WIDTH)
         lines.extend(indent + line for line in dumped.splitlines())
     text = "\n".join(lines) + "\n"
-    expected = {"policy": document} if helm else document
+    expected = {**carried, "policy": document} if helm else document
     if yaml.load(text, Loader=_LOADER) != expected:  # a guard: inert() is what keeps it true
         raise AssertionError("the imported policy does not read back as the import built it")
     return text
 
 
-def _read(args: argparse.Namespace) -> tuple[object, str, str]:
+def _read(args: argparse.Namespace) -> tuple[object, str, str, ChartValues | None]:
     """The DeschedulerPolicy document, the name of the file, and what held the policy."""
     document, source = read_policy_document(
         args.file, max_input_bytes(args, DEFAULT_MAX_POLICY_BYTES)
@@ -148,18 +167,24 @@ def _read(args: argparse.Namespace) -> tuple[object, str, str]:
     holder = unwrap(document, source)
     if holder.text is not None:
         where = f"{source} ({holder.held_by})"
-        return policy_document_from_text(holder.text, where), where, holder.held_by
-    return holder.document, source, holder.held_by
+        return policy_document_from_text(holder.text, where), where, holder.held_by, None
+    chart = chart_values(holder.chart) if holder.chart is not None else None
+    return holder.document, source, holder.held_by, chart
 
 
-def _header(source: str, held_by: str, profile: str, place: tuple[int, int] | None) -> list[str]:
+def _header(
+    source: str, held_by: str, profile: str, place: tuple[int, int] | None, helm: bool
+) -> list[str]:
     """The header comment's lines (made :func:`inert` when written); ``place``: this policy's
     number and how many ``--all-profiles`` writes."""
     lines = [f"Imported by rebalancer policy import from {source}, profile {profile}."]
     if held_by.startswith("the descheduler chart"):
         lines.append(
-            "Only the policy is imported: the chart's other values (schedule, cmdOptions, ...) "
-            "map as docs/descheduler.md shows."
+            "The chart's other values are carried where this chart has them, each left behind "
+            "is a note."
+            if helm
+            else "Only the policy is imported: --output helm-values carries the chart's other "
+            "values too (kind, schedule, resources, ...)."
         )
     if place is not None:
         lines.append(
@@ -180,14 +205,19 @@ def _file_name(profile: str, output: str) -> str:
 
 
 def _cmd_policy_import(args: argparse.Namespace) -> int:
-    document, source, held_by = _read(args)
+    document, source, held_by, chart = _read(args)
+    helm = args.output == HELM_VALUES
+    if not helm:
+        chart = None
     if args.all_profiles is None:
         if args.budget_per_policy:
             raise InputError("--budget-per-policy", ["goes with --all-profiles"])
         imported = from_descheduler(
             document, source, args.profile, accept_wider=args.accept_wider_scope
         )
-        write(render(imported, _header(source, held_by, imported.profile, None), args.output))
+        header = _header(source, held_by, imported.profile, None, helm)
+        write(render(imported, header, args.output, chart=chart))
+        _stderr(chart.notes if chart is not None else ())
         _stderr(imported.notes)
         return EXIT_OK
     if args.profile is not None:
@@ -207,9 +237,10 @@ def _cmd_policy_import(args: argparse.Namespace) -> int:
             raise InputError(
                 "--all-profiles", [f"two profiles map to one file name: {inert(str(path))}"]
             )
-        header = _header(source, held_by, imported.profile, (number, count))
-        files[path] = render(imported, header, args.output, found.shared)
+        header = _header(source, held_by, imported.profile, (number, count), helm)
+        files[path] = render(imported, header, args.output, shared=found.shared, chart=chart)
     write_all(folder, files)
+    _stderr(chart.notes if chart is not None else ())  # the same in every file: said once
     _stderr(found.shared)
     for imported, path in zip(found.imports, files, strict=True):
         _stderr(imported.notes, f"{inert(str(path))}: ")

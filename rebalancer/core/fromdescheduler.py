@@ -66,9 +66,11 @@ __all__ = [
     "TOPOLOGY_PLUGIN",
     "WIDER",
     "AllImported",
+    "ChartValues",
     "Holder",
     "Imported",
     "Note",
+    "chart_values",
     "describe_scope",
     "divide",
     "from_descheduler",
@@ -1067,6 +1069,9 @@ class Holder:
     held_by: str
     """``""`` for a DeschedulerPolicy itself, else e.g. ``ConfigMap descheduler, data
     policy.yaml``."""
+    chart: Mapping[str, Any] | None = None
+    """The descheduler chart's other values, when its values held the policy
+    (:func:`chart_values` carries them)."""
 
 
 def unwrap(document: object, source: str) -> Holder:
@@ -1131,7 +1136,9 @@ def unwrap(document: object, source: str) -> Holder:
             )
         version = document.get(_CHART_VERSION_KEY, API_VERSION)
         rendered = {"apiVersion": version, "kind": KIND, **policy}
-        return Holder(rendered, None, f"the descheduler chart's values, {CHART_VALUES_KEY}")
+        return Holder(
+            rendered, None, f"the descheduler chart's values, {CHART_VALUES_KEY}", document
+        )
     return Holder(document, None, "")
 
 
@@ -1144,3 +1151,180 @@ def _templated(value: object, path: str) -> list[tuple[str, str]]:
     if isinstance(value, list):
         return [hit for i, v in enumerate(value) for hit in _templated(v, at(path, i))]
     return []
+
+
+# --- the descheduler chart's other values ---------------------------------------------------
+
+_CHART_AS_IS: Final = (
+    "kind",
+    "schedule",
+    "deschedulingInterval",
+    "replicas",
+    "suspend",
+    "timeZone",
+    "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+    "ttlSecondsAfterFinished",
+    "activeDeadlineSeconds",
+    "resources",
+    "priorityClassName",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "podAnnotations",
+    "podLabels",
+    "securityContext",
+    "podSecurityContext",
+    "imagePullSecrets",
+    "commonLabels",
+    "leaderElection",
+    "rbac",
+    "podDisruptionBudget",
+    "schedulerName",
+)
+"""The descheduler chart's values (v0.36) that this chart reads by the same name, with the same
+meaning (docs/helm.md): carried as they are."""
+_CHART_PARTLY: Final = {
+    "cmdOptions": ("dry-run", "v"),
+    "serviceMonitor": (
+        "enabled",
+        "namespace",
+        "interval",
+        "scrapeTimeout",
+        "honorLabels",
+        "additionalLabels",
+        "relabelings",
+        "metricRelabelings",
+    ),
+    "serviceAccount": ("create", "name", "annotations"),
+}
+"""Values carried with the keys this chart has; each other key is a note."""
+_WHY_PARTLY: Final = {
+    "cmdOptions": "rebalancer has no such option (dry-run and v are carried; put rebalancer's "
+    "own flags in extraArgs)",
+    "serviceMonitor": "rebalancer's metrics are plain HTTP on the metrics port, scraped through "
+    "the monitoring.coreos.com/v1 ServiceMonitor",
+    "serviceAccount": "the run needs its token, mounted the usual way",
+}
+_CHART_NOT_CARRIED: Final = {
+    "image": "it is the descheduler's image: this chart runs rebalancer's (image.repository "
+    "and image.tag or image.digest)",
+    "nameOverride": "it named the descheduler's objects; rebalancer's keep their own names, so "
+    "the two releases do not collide",
+    "fullnameOverride": "it named the descheduler's objects; rebalancer's keep their own "
+    "names, so the two releases do not collide",
+    "livenessProbe": "the descheduler's probe is /healthz on port 10258, which rebalancer does "
+    "not serve; with kind Deployment, point livenessProbe at the metrics port",
+    "command": "the image's entrypoint is rebalancer; its arguments come from the values",
+    "ports": "kind Deployment's one port is deployment.metricsPort (8080)",
+    "service": "deployment.service.enabled makes the metrics Service (on by default)",
+    "namespaceOverride": "everything goes in the release namespace (helm -n)",
+    "cronJobApiVersion": "the CronJob is always batch/v1",
+    "deploymentAnnotations": "commonLabels labels every object; podAnnotations annotate the pods",
+    "cronJobAnnotations": "commonLabels labels every object; podAnnotations annotate the pods",
+    "cronJobLabels": "commonLabels labels every object, podLabels the pods",
+    "jobAnnotations": "commonLabels labels every object; podAnnotations annotate the pods",
+    "jobLabels": "commonLabels labels every object, podLabels the pods",
+    "dnsConfig": "this chart does not offer it",
+    "initContainers": "this chart does not offer it",
+    "topologySpreadConstraints": "this chart does not offer it",
+    "automountServiceAccountToken": "the run needs its token, mounted the usual way",
+    "extraServiceAccountVolumes": "the run needs its token, mounted the usual way",
+    "extraServiceAccountVolumeMounts": "the run needs its token, mounted the usual way",
+}
+"""The descheduler chart's values with no counterpart here, and why."""
+_CHART_DEFAULTS: Final = {
+    "schedule": ("CronJob", "*/2 * * * *", "*/15 * * * *"),
+    "deschedulingInterval": ("Deployment", "5m", "10m"),
+    "priorityClassName": (None, "system-cluster-critical", "none"),
+}
+"""Defaults of the descheduler chart (v0.36) that differ from this chart's: (the kind they
+apply to, None for both; theirs; ours)."""
+
+
+_CHART_RESOURCES: Final = {"requests": "cpu 100m, memory 256Mi", "limits": "cpu 1, memory 1Gi"}
+"""This chart's default resources, which Helm merges into a user's unless set to null."""
+
+
+def _resources(value: Mapping[str, Any], notes: list[Note]) -> dict[str, Any]:
+    """``resources`` as written, with null for requests or limits it does not set: Helm would
+    otherwise merge this chart's defaults in, which the descheduler's pods did not have."""
+    out = dict(value)
+    for part, default in _CHART_RESOURCES.items():
+        if part not in value:
+            out[part] = None
+            notes.append(
+                Note(
+                    at("resources", part),
+                    f"not set, so null: this chart's default {part} ({default}) would be merged "
+                    "in otherwise, where the descheduler's pods had none",
+                    "resources",
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChartValues:
+    """The descheduler chart's values (besides its policy) as this chart's values."""
+
+    values: dict[str, Any]
+    """The values carried, in the file's order."""
+    notes: tuple[Note, ...]
+    """Each value not carried (``field`` None), or carried in part or with a remark (``field``
+    the value's name)."""
+
+
+def chart_values(values: Mapping[str, Any]) -> ChartValues:
+    """Carry the descheduler chart's ``values`` (its ``deschedulerPolicy`` left out) to this
+    chart: each value this chart reads by the same name as it is, the known keys of the ones it
+    reads in part, and a note for every value or key left behind (and for a default of the
+    descheduler's chart that differs from this one's, when the file does not set it)."""
+    out: dict[str, Any] = {}
+    notes: list[Note] = []
+    for key, value in values.items():
+        name = str(key)
+        if name in _CHART_AS_IS:
+            out[name] = value
+            if name == "resources" and isinstance(value, dict):
+                out[name] = _resources(value, notes)
+            if name == "priorityClassName" and str(value).startswith("system-"):
+                notes.append(
+                    Note(
+                        name,
+                        f"carried: {show(value)} is admitted only in kube-system unless a "
+                        "ResourceQuota allows it elsewhere: install this release in kube-system "
+                        "or choose another PriorityClass",
+                        name,
+                    )
+                )
+        elif name in _CHART_PARTLY and isinstance(value, dict):
+            known = _CHART_PARTLY[name]
+            out[name] = {k: v for k, v in value.items() if k in known}
+            notes.extend(
+                Note(at(name, str(k)), f"not carried: {_WHY_PARTLY[name]}", name)
+                for k in value
+                if k not in known
+            )
+        elif name in _CHART_NOT_CARRIED:
+            notes.append(Note(name, f"not carried: {_CHART_NOT_CARRIED[name]}"))
+        elif name in (CHART_VALUES_KEY, _CHART_VERSION_KEY):
+            continue
+        else:
+            notes.append(
+                Note(
+                    name, "not carried: not a value of the descheduler chart (v0.36) this chart has"
+                )
+            )
+    kind = values.get("kind", "CronJob")
+    for name, (applies, theirs, ours) in _CHART_DEFAULTS.items():
+        if name not in values and applies in (None, kind):
+            notes.append(
+                Note(
+                    name,
+                    f"not set: the descheduler chart's default is {theirs}, this chart's is "
+                    f"{ours}; set {name} to keep the descheduler's",
+                )
+            )
+    return ChartValues(out, tuple(notes))
