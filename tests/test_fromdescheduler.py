@@ -417,7 +417,8 @@ def test_all_profiles_costs_grow_with_the_profiles_not_their_square(
     Before, each policy re-imported every other profile to name its scope in a note, and its
     header named them all: `python -m bench.import_profiles` (N spread profiles, one
     namespace each) measured 100 profiles 7.9 s, 28 MiB peak RSS, 3.5 MB on stderr and 3.5 MB
-    of files; 300: 69 s, 65 MiB, 31.8 MB, 30.9 MB; 1,000: 279 s and 300 MB on stderr as reported.
+    of files; 300: 69 s, 65 MiB, 31.8 MB, 30.9 MB; 1,000: 1,827 s, 484 MiB, 353 MB,
+    342 MB.
     After: 100: 4.8 s, 25 MiB, 0.12 MB, 0.17 MB;
     300: 10 s, 29 MiB, 0.36 MB, 0.50 MB; 1,000: 30 s, 40 MiB, 1.2 MB, 1.7 MB (exit 0
     throughout; a loaded 2-core machine).
