@@ -218,6 +218,8 @@ def encode_pod(obj: Mapping[str, Any]) -> pb.Pod:
             s.schedulingGroup.podGroupName = spec["schedulingGroup"]["podGroupName"]
     st = pod.status
     st.phase = status.get("phase", "")
+    if status.get("startTime") is not None:
+        st.startTime.CopyFrom(_seconds(status["startTime"]))
     st.conditions.extend(
         pb.PodCondition(
             type=c.get("type", ""), status=c.get("status", ""), reason=c.get("reason", "")

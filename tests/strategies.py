@@ -494,3 +494,52 @@ def apply_plan(snapshot: Snapshot, plan: Plan) -> Snapshot:
                 )
             )
     return dataclasses.replace(snapshot, pods=tuple(pods))
+
+
+HOSTILE_PIECES: Final = (
+    "\n",
+    "\r",
+    "\r\n",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\u202e",
+    "\u2066",
+    "\u200b",
+    "\ufeff",
+    "\t",
+    " ",
+    "#",
+    ":",
+    ": ",
+    "---",
+    "...",
+    "- ",
+    "{",
+    "}",
+    "[",
+    "'",
+    '"',
+    "|",
+    ">",
+    "&a",
+    "*a",
+    "!!python/object:os.system",
+    "evictBarePods: true",
+    "priorityThreshold: {value: 2147483647}",
+    "limits: {total: 100000}",
+    "a",
+    "é",
+)
+"""What a name may hold to break out of a comment or a scalar in YAML: every line break YAML
+knows (LF, CR, NEL, the Unicode line and paragraph separators), bidirectional and zero-width
+format characters, indicators, document markers, and keys of a rebalancer policy."""
+
+
+def hostile_names(max_pieces: int = 8, *, any_text: bool = True) -> st.SearchStrategy[str]:
+    """Non-empty names joined from :data:`HOSTILE_PIECES` (and, with ``any_text``, short
+    arbitrary text)."""
+    piece = st.sampled_from(HOSTILE_PIECES)
+    if any_text:
+        piece = piece | st.text(max_size=3)
+    return st.lists(piece, min_size=1, max_size=max_pieces).map("".join).filter(bool)

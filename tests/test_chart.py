@@ -646,3 +646,12 @@ def test_image_by_digest() -> None:
     refused = helm("template", "r", str(CHART), "--set", "image.digest=latest")
     assert refused.returncode != 0
     assert "digest" in refused.stderr
+
+
+def test_the_charts_kube_version_is_the_oldest_the_readme_supports() -> None:
+    """Chart.yaml's kubeVersion admits exactly the releases README.md supports: from the
+    oldest it names on."""
+    readme = (ROOT / "README.md").read_text()
+    oldest = readme.split("The oldest supported version is **", 1)[1].split("**", 1)[0]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["kubeVersion"] == f">={oldest}.0-0"

@@ -221,7 +221,6 @@ REFUSED = (  # (--set value, the name the schema's error gives)
     ("automountServiceAccountToken=true", "automountServiceAccountToken"),
     ("serviceAccount.automountServiceAccountToken=true", "automountServiceAccountToken"),
     ("serviceMonitor.insecureSkipVerify=true", "insecureSkipVerify"),
-    ("deschedulerPolicyAPIVersion=descheduler/v1alpha2", "deschedulerPolicyAPIVersion"),
 )
 
 
@@ -241,3 +240,19 @@ def test_names_the_table_says_are_refused_are_refused(value: str, name: str) -> 
     proc = helm("template", "rebalancer", str(CHART), "--set", value)
     assert proc.returncode != 0
     assert f"'{name}' not allowed" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "deschedulerPolicy.maxNoOfPodsToEvictTotal=1",
+        "deschedulerPolicyAPIVersion=descheduler/v1alpha2",
+    ],
+)
+def test_the_descheduler_policy_is_refused_with_what_to_pass_instead(value: str) -> None:
+    """A values file of the descheduler chart (its deschedulerPolicy) is refused, saying to pass
+    the file policy import writes instead: this chart would otherwise take its image too."""
+    proc = helm("template", "rebalancer", str(CHART), "--set", value)
+    assert proc.returncode != 0
+    assert "deschedulerPolicy: these are the descheduler chart's values" in proc.stderr
+    assert "rebalancer policy import --output helm-values" in proc.stderr

@@ -154,8 +154,8 @@ def test_pod_fields_are_in_the_order_the_typed_path_builds_them() -> None:
         "tolerations", "constraints", "requests", "pvc_names", "local_storage", "mirror",
         "grace_period_seconds", "ready", "disruption_target",
         "resource_claims", "evict_requested", "prefer_no_eviction", "deletion_cost", "cost_mark",
-        "resource_version", "scheduling_group", "required_features", "do_not_disrupt", "label_set",
-        "template",
+        "resource_version", "scheduling_group", "required_features", "do_not_disrupt", "started",
+        "label_set", "template",
     ]  # fmt: skip
 
 

@@ -22,8 +22,10 @@ namespaces, its profiles run one after another), or the import must exit non-zer
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from rebalancer.cluster.read.policyfile import load_policy, load_policy_file
 from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
 from rebalancer.core.evictability import EvictionContext, skip_reason
+from rebalancer.core.fromdescheduler import divide
 from rebalancer.core.model import Snapshot
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
@@ -237,7 +240,9 @@ def test_two_scoped_profiles_keep_their_own_scope_and_limits(
 ) -> None:
     """--all-profiles writes one policy per profile; each considers exactly its profile's
     pods (by-team: shop and ops; blog: blog), together what the descheduler considers, and
-    each keeps the limit. --profile imports one and names the other as a SCOPE comment."""
+    the shared limit (4) is divided between them (2 and 2: together 4, as the descheduler
+    counts it across its profiles). --profile imports one, keeps the whole limit and names
+    the other as a SCOPE comment."""
     folder = tmp_path / "out"
     code, out, _ = _import(tmp_path, capsys, TWO_PROFILES, "--all-profiles", str(folder))
     assert code == EXIT_OK
@@ -248,10 +253,11 @@ def test_two_scoped_profiles_keep_their_own_scope_and_limits(
     assert candidates(snapshot, blog) == _pods("blog")
     assert evicted_namespaces(snapshot, by_team) == {"shop", "ops"}
     assert evicted_namespaces(snapshot, blog) == {"blog"}
-    assert by_team.limits.total == blog.limits.total == 4
+    assert by_team.limits.total == blog.limits.total == 2
     code, out, err = _import(tmp_path, capsys, TWO_PROFILES, "--profile", "blog")
     assert code == EXIT_OK
     assert candidates(snapshot, _policy_of(out)) == _pods("blog")
+    assert _policy_of(out).limits.total == 4
     assert '# SCOPE: narrower, profiles[0]: profile "by-team" also enables' in out
     assert err.startswith('SCOPE: profiles[0]: profile "by-team" also enables')
 
@@ -407,25 +413,77 @@ def test_the_descheduler_charts_values(
     assert "a Helm template" in err
 
 
-def test_a_wider_setting_exits_2_unless_accepted(
-    snapshot: Snapshot, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+AGES = {
+    # pod: (seconds since creation, seconds since status.startTime or None) at NOW
+    "settled": (3600, 3500),
+    "waited": (600, 120),  # old enough counted from creation, not from its start
+    "unstarted": (600, None),  # no startTime yet: age 0 from its start
+    "fresh": (100, 50),
+}
+
+
+def _aged_snapshot(tmp_path: Path) -> Snapshot:
+    """Four pods of one ReplicaSet in namespace shop (labelled rebalance=enabled), all on
+    node-a, with the ages of :data:`AGES`."""
+    items = [_node("node-a", "a"), _node("node-b", "b")]
+    items.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "shop", "labels": NAMESPACES["shop"]},
+        }
+    )
+    for name, (created, started) in AGES.items():
+        pod = _pod("shop", name)
+        pod["metadata"]["creationTimestamp"] = _stamp(NOW - created)
+        if started is not None:
+            pod["status"]["startTime"] = _stamp(NOW - started)
+        items.append(pod)
+    path = tmp_path / "aged.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    return load_snapshot(path)
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_min_pod_age_imports_with_the_descheduler_meaning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """minPodAge is measured from creationTimestamp here, from startTime there: a pod that
-    waited to start is old enough here sooner, so the import refuses it, naming the field,
-    unless --accept-wider-scope; then the comment marks it beside minPodAge."""
+    """A policy whose only difference is minPodAge: 5m imports with exit 0, no SCOPE note, and
+    minPodAgeFrom: startTime, so the pods it lets be evicted are those the descheduler
+    would (age from status.startTime >= 300 s; a pod not started is age 0): worked out by
+    hand from AGES, only "settled". Counted from creation instead, "waited" and "unstarted"
+    would be let in too."""
     text = LABELLED.replace(
         "matchLabels: {rebalance: enabled}",
         "{matchLabels: {rebalance: enabled}}\n          minPodAge: 5m",
     )
     code, out, err = _import(tmp_path, capsys, text)
-    assert (code, out) == (EXIT_BAD_INPUT, "")
-    assert "args.minPodAge: would widen what may be evicted" in err
-    code, out, _ = _import(tmp_path, capsys, text, "--accept-wider-scope")
+    assert code == EXIT_OK, err
+    assert "SCOPE" not in out + err
+    policy = _policy_of(out)
+    assert (policy.min_pod_age_seconds, policy.min_pod_age_from) == (300.0, "startTime")
+    code, plain, _ = _import(tmp_path, capsys, LABELLED)
     assert code == EXIT_OK
+    without = _policy_of(plain)
+    assert (
+        dataclasses.replace(without, min_pod_age_seconds=300.0, min_pod_age_from="startTime")
+        == policy
+    )
+    aged = _aged_snapshot(tmp_path)
+    assert candidates(aged, without) == {("shop", name) for name in AGES}
+    assert candidates(aged, policy) == {("shop", "settled")}
+    from_creation = dataclasses.replace(policy, min_pod_age_from="creationTimestamp")
+    assert candidates(aged, from_creation) == {
+        ("shop", n) for n in ("settled", "waited", "unstarted")
+    }
     lines = out.splitlines()
     at = lines.index("minPodAge: 5m")
-    comment = [line for line in lines[:at] if line.startswith("#")][-4:]
-    assert any(line.startswith("# SCOPE: wider, profiles[0]") for line in comment)
+    assert lines[at + 1] == "minPodAgeFrom: startTime"
+    comment = [line for line in lines[:at] if line.startswith("#")][-3:]
+    assert any("carried with minPodAgeFrom: startTime" in line for line in comment)
 
 
 def test_helm_values_output_renders_in_the_chart(
@@ -436,7 +494,7 @@ def test_helm_values_output_renders_in_the_chart(
     code, out, _ = _import(tmp_path, capsys, VALUES, "--output", "helm-values")
     assert code == EXIT_OK
     values = yaml.safe_load(out)
-    assert list(values) == ["policy"]
+    assert list(values) == ["kind", "schedule", "cmdOptions", "policy"]
     assert "apiVersion" not in values["policy"]
     code, plain, _ = _import(tmp_path, capsys, VALUES)
     expected = _policy_of(plain)
@@ -452,3 +510,185 @@ def test_helm_values_output_renders_in_the_chart(
         if d and d["kind"] == "ConfigMap" and "policy.yaml" in d.get("data", {})
     )
     assert load_policy(configmap["data"]["policy.yaml"], "chart") == expected
+
+
+def _limits_of(path: Path) -> tuple[int | None, int | None, int | None]:
+    limits = load_policy_file(path).limits
+    return limits.total, limits.per_node, limits.per_namespace
+
+
+@pytest.mark.parametrize(
+    ("budgets", "profiles", "expected"),
+    [
+        # (total, perNode, perNamespace) -> each policy's, worked out by hand: the floor each,
+        # the remainder one each to the first policies
+        ((4, 3, 2), 2, [(2, 2, 1), (2, 1, 1)]),
+        ((20, None, None), 2, [(10, None, None), (10, None, None)]),
+        ((20, 5, None), 3, [(7, 2, None), (7, 2, None), (6, 1, None)]),
+        ((0, None, 3), 3, [(0, None, 1), (0, None, 1), (0, None, 1)]),
+    ],
+)
+def test_all_profiles_divides_the_shared_budgets(
+    budgets: tuple[int | None, int | None, int | None],
+    profiles: int,
+    expected: list[tuple[int | None, int | None, int | None]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The descheduler counts maxNoOfPodsToEvictTotal, PerNode and PerNamespace across all its
+    profiles (one evictor per cycle): --all-profiles divides each between the policies it
+    writes, so together they allow what the descheduler allowed, and says so beside limits
+    and on stderr."""
+    keys = (
+        "maxNoOfPodsToEvictTotal",
+        "maxNoOfPodsToEvictPerNode",
+        "maxNoOfPodsToEvictPerNamespace",
+    )
+    policy: dict[str, Any] = {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy"}
+    policy.update({k: v for k, v in zip(keys, budgets, strict=True) if v is not None})
+    policy["profiles"] = [
+        {
+            "name": f"p{i}",
+            "pluginConfig": [
+                {
+                    "name": "RemovePodsViolatingTopologySpreadConstraint",
+                    "args": {"namespaces": {"include": [f"ns{i}"]}},
+                }
+            ],
+            "plugins": {"balance": {"enabled": ["RemovePodsViolatingTopologySpreadConstraint"]}},
+        }
+        for i in range(profiles)
+    ]
+    folder = tmp_path / "out"
+    code, out, err = _import(
+        tmp_path, capsys, yaml.safe_dump(policy), "--all-profiles", str(folder)
+    )
+    assert code == EXIT_OK, err
+    paths = [Path(line) for line in out.splitlines()]
+    assert [_limits_of(path) for path in paths] == expected
+    for path in paths:
+        text = path.read_text()
+        before_limits = text.split("\nlimits:")[0].split("\n")[-4:]
+        assert any(f"divided between the {profiles} policies" in line for line in before_limits)
+    assert err.count(f"divided between the {profiles} policies") == profiles
+
+
+def test_a_budget_too_small_to_divide_is_refused_unless_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """maxNoOfPodsToEvictPerNode: 1 cannot give each of two policies one: exit 2 naming it,
+    nothing written; --budget-per-policy gives each policy the whole budget and says what the
+    two then allow together."""
+    text = TWO_PROFILES.replace("maxNoOfPodsToEvictTotal: 4", "maxNoOfPodsToEvictPerNode: 1")
+    folder = tmp_path / "out"
+    code, out, err = _import(tmp_path, capsys, text, "--all-profiles", str(folder))
+    assert (code, out) == (EXIT_BAD_INPUT, "")
+    assert "maxNoOfPodsToEvictPerNode: 1 cannot be divided between the 2 policies" in err
+    assert "--budget-per-policy" in err
+    assert not folder.exists()
+    code, out, err = _import(
+        tmp_path, capsys, text, "--all-profiles", str(folder), "--budget-per-policy"
+    )
+    assert code == EXIT_OK
+    assert [_limits_of(Path(p)) for p in out.splitlines()] == [(None, 1, None)] * 2
+    assert "may evict up to 2 times as many (maxNoOfPodsToEvictPerNode 2)" in err
+    code, _, err = _import(tmp_path, capsys, text, "--budget-per-policy")
+    assert code == EXIT_BAD_INPUT
+    assert "--budget-per-policy: 1 problem(s):\n  - goes with --all-profiles" in err
+
+
+def test_divide_gives_everything_evenly() -> None:
+    """Every budget 0-40 in 1-7 parts: the shares add up to the budget, differ by at most one,
+    the larger first, and none is 0 when the budget is at least the parts (brute force)."""
+    for budget in range(41):
+        for parts in range(1, 8):
+            shares = divide(budget, parts)
+            assert len(shares) == parts
+            assert sum(shares) == budget
+            assert max(shares) - min(shares) <= 1
+            assert shares == sorted(shares, reverse=True)
+            assert budget < parts or min(shares) >= 1
+
+
+CHART_VALUES = """\
+kind: Deployment
+deschedulingInterval: 3m
+image: {repository: registry.k8s.io/descheduler/descheduler, tag: v0.36.0}
+resources: {requests: {cpu: 500m, memory: 256Mi}}
+priorityClassName: ops-critical
+tolerations: [{key: management, operator: Equal, value: tool, effect: NoSchedule}]
+nodeSelector: {kubernetes.io/os: linux}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ops]}]}]
+podAnnotations: {example.com/owner: platform}
+serviceMonitor: {enabled: true, interval: 30s, insecureSkipVerify: true}
+cmdOptions: {dry-run: true, v: 3, descheduling-interval: 5m}
+livenessProbe: {httpGet: {path: /healthz, port: 10258}}
+ports: [{containerPort: 10258}]
+deschedulerPolicy:
+  profiles:
+    - name: spread
+      pluginConfig:
+        - name: RemovePodsViolatingTopologySpreadConstraint
+          args: {namespaces: {include: [shop]}}
+      plugins:
+        balance: {enabled: [RemovePodsViolatingTopologySpreadConstraint]}
+"""
+
+
+def test_the_descheduler_charts_settings_are_carried(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output helm-values of the descheduler chart's values carries every value this chart
+    has (as written, but for the keys it lacks), names each left behind on stderr and as a
+    comment, and renders a Deployment that runs every 3m in dry run with the pods' settings and
+    a ServiceMonitor. The carried values are written out by hand from docs/helm.md's table."""
+    code, out, err = _import(tmp_path, capsys, CHART_VALUES, "--output", "helm-values")
+    assert code == EXIT_OK, err
+    values = yaml.safe_load(out)
+    source = yaml.safe_load(CHART_VALUES)
+    carried = {
+        key: source[key]
+        for key in (
+            "kind",
+            "deschedulingInterval",
+            "resources",
+            "priorityClassName",
+            "tolerations",
+            "nodeSelector",
+            "affinity",
+            "podAnnotations",
+        )
+    }
+    carried["resources"] = {**source["resources"], "limits": None}  # none, as there
+    carried["serviceMonitor"] = {"enabled": True, "interval": "30s"}
+    carried["cmdOptions"] = {"dry-run": True, "v": 3}
+    assert {k: v for k, v in values.items() if k != "policy"} == carried
+    assert list(values)[-1] == "policy"
+    left = ["image", "livenessProbe", "ports"]
+    left += ["serviceMonitor.insecureSkipVerify", "cmdOptions.descheduling-interval"]
+    for name in left:
+        assert f"note: {name}: not carried: " in err, name
+        assert f"# note: {name}: not carried: " in out, name
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(out)
+    chart = Path(__file__).resolve().parent.parent / "charts" / "rebalancer"
+    proc = run(tool("helm"), "template", "r", str(chart), "-f", str(values_file))
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--interval") + 1] == "3m"
+    assert "--dry-run" in args
+    assert container["resources"] == source["resources"]
+    for key in ("priorityClassName", "tolerations", "nodeSelector", "affinity"):
+        assert pod["spec"][key] == carried[key], key
+    assert pod["metadata"]["annotations"]["example.com/owner"] == "platform"
+    assert "livenessProbe" not in container
+    assert "descheduler" not in container["image"]
+    (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["interval"] == "30s"

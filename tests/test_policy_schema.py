@@ -27,9 +27,11 @@ from rebalancer.core.constants import INT32_MAX, INT32_MIN, INT64_MAX
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import (
     API_VERSION,
+    CREATION_TIMESTAMP,
     KEYS,
     KIND,
     NO_EVICTION_POLICIES,
+    START_TIME,
     policy_from_document,
 )
 from rebalancer.core.policy_schema import (
@@ -240,6 +242,10 @@ KEY_VALUES: Final[dict[str, st.SearchStrategy[Any]]] = {
     "nodeSelector": label_selector,
     "noEvictionPolicy": mixed(
         st.sampled_from(list(NO_EVICTION_POLICIES)), st.sampled_from(["preferred", "Never", ""])
+    ),
+    "minPodAgeFrom": mixed(
+        st.sampled_from([CREATION_TIMESTAMP, START_TIME]),
+        st.sampled_from(["creation", "StartTime", ""]),
     ),
     "schedule": st.one_of(
         st.none(),

@@ -168,7 +168,7 @@ def test_descheduler_import_quote_is_current(
             notes[current] += " " + line.removeprefix("#   ")
         else:
             current = None
-    assert len(notes) == 6
+    assert len(notes) == 7
     assert captured.err.splitlines() == notes
 
 

@@ -34,7 +34,7 @@ from rebalancer.core.karpenter import (
 )
 from rebalancer.core.model import Node, Pod, PriorityClass, Snapshot
 from rebalancer.core.plan import SkipCode, SkipReason
-from rebalancer.core.policy import MANDATORY, Policy
+from rebalancer.core.policy import MANDATORY, START_TIME, Policy
 from rebalancer.core.rollout import Rollouts
 from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.selectors import node_unreachable, selector_matches
@@ -186,6 +186,15 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
     return ctx.rollouts.reason(pod) or ctx.budgets.judge(pod)[0]
 
 
+def pod_age(pod: Pod, policy: Policy, now: float) -> float:
+    """A pod's age in seconds as ``minPodAge`` counts it: from its creation, or with
+    ``minPodAgeFrom: startTime`` from ``status.startTime``, where a pod that has not started
+    is age 0 (the youngest: protected by any ``minPodAge``)."""
+    if policy.min_pod_age_from == START_TIME:
+        return 0.0 if pod.started is None else now - pod.started
+    return now - pod.created
+
+
 def _protection(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
     """The protections a pod annotated ``descheduler.alpha.kubernetes.io/evict`` opts out of."""
     policy = ctx.policy
@@ -200,11 +209,14 @@ def _protection(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
             SkipCode.RESOURCE_CLAIMS,
             "has DRA resourceClaims (evictPodsWithResourceClaims is false)",
         )
-    age = ctx.now - pod.created
-    if policy.min_pod_age_seconds > 0 and age < policy.min_pod_age_seconds:
-        return SkipReason(
-            SkipCode.TOO_YOUNG, f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
-        )
+    if policy.min_pod_age_seconds > 0:
+        age = pod_age(pod, policy, ctx.now)
+        if age < policy.min_pod_age_seconds:
+            return SkipReason(
+                SkipCode.TOO_YOUNG,
+                f"{int(age)}s old, minPodAge is {int(policy.min_pod_age_seconds)}s"
+                + (" (from startTime)" if policy.min_pod_age_from == START_TIME else ""),
+            )
     owner = pod.owner
     if policy.min_replicas > 1 and owner is not None:
         live = ctx.replicas.get((pod.namespace, owner.kind, owner.name), 0)

@@ -37,7 +37,7 @@ notes (no SCOPE one) on the namespaces, the selector and the resourceClaims.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from rebalancer.core.constants import DNS_LABEL, DNS_SUBDOMAIN, INT32_MAX, INT32_MIN, INT64_MAX
@@ -49,6 +49,7 @@ from rebalancer.core.model import HARD, SOFT, LabelSelector
 from rebalancer.core.policy import (
     MANDATORY,
     PREFERRED,
+    START_TIME,
     Limits,
     Policy,
     PriorityThreshold,
@@ -64,12 +65,16 @@ __all__ = [
     "NARROWER",
     "TOPOLOGY_PLUGIN",
     "WIDER",
+    "AllImported",
+    "ChartValues",
     "Holder",
     "Imported",
     "Note",
+    "chart_values",
     "describe_scope",
-    "enabling_profiles",
+    "divide",
     "from_descheduler",
+    "from_descheduler_all",
     "unwrap",
 ]
 
@@ -307,16 +312,21 @@ _Profile = tuple[int, dict[str, Any], str]
 
 
 def _profiles(walk: _Walk, raw: Mapping[str, Any]) -> list[_Profile]:
-    found = []
-    for index, item in enumerate(walk.items(raw.get("profiles"), "profiles")):
-        path = at("profiles", index)
-        profile = walk.loose(item, path, _PROFILE_KEYS)
-        name = profile.get("name")
-        if not isinstance(name, str) or not name:
-            walk.bad(at(path, "name"), f"must be a non-empty string, got {show(name)}")
-            name = f"#{index}"
-        found.append((index, profile, name))
-    return found
+    return [
+        _profile(walk, item, index)
+        for index, item in enumerate(walk.items(raw.get("profiles"), "profiles"))
+    ]
+
+
+def _profile(walk: _Walk, item: object, index: int) -> _Profile:
+    """The profile at ``index``, its keys read loosely (notes and problems into ``walk``)."""
+    path = at("profiles", index)
+    profile = walk.loose(item, path, _PROFILE_KEYS)
+    name = profile.get("name")
+    if not isinstance(name, str) or not name:
+        walk.bad(at(path, "name"), f"must be a non-empty string, got {show(name)}")
+        name = f"#{index}"
+    return (index, profile, name)
 
 
 def _scope_of(raw: Mapping[str, Any], profile: _Profile) -> str:
@@ -398,11 +408,12 @@ def _choose(walk: _Walk, raw: Mapping[str, Any], wanted: str | None) -> _Profile
         return None
     else:
         chosen = enabling[0]
-    for index, _, name in profiles:
+    enabled = {p[0] for p in enabling}
+    for other in profiles:
+        index, _, name = other
         if index == chosen[0]:
             continue
-        other = next(p for p in profiles if p[0] == index)
-        if other in enabling:
+        if index in enabled:
             walk.note(
                 at("profiles", index),
                 f"profile {show(name)} also enables {TOPOLOGY_PLUGIN} ({_scope_of(raw, other)}): "
@@ -496,6 +507,15 @@ def _topology(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
         walk.out["constraints"] = tuple(kinds)
     elif soft:
         walk.out["constraints"] = (HARD, SOFT)
+        walk.note(
+            at(path, "includeSoftConstraints"),
+            f"carried as constraints: [{HARD}, {SOFT}]: rebalancer repairs the soft "
+            "(ScheduleAnyway) spread views too, after the hard ones and never at their cost "
+            "(docs/spec.md, sections 2.6 and 3.6). It is the descheduler's older spelling "
+            "(before v0.28): the descheduler v0.36 decodes plugin args strictly and no longer "
+            "reads it; write constraints there too",
+            "constraints",
+        )
     walk.set_keys.add("constraints")
     namespaces = walk.strict(args.get("namespaces"), at(path, "namespaces"), ("include", "exclude"))
     include = _names(walk, namespaces, "include", at(path, "namespaces"))
@@ -574,13 +594,13 @@ def _evictor(walk: _Walk, args: Mapping[str, Any], path: str) -> bool:
     if age is not None:
         try:
             walk.put("minPodAge", parse_go_duration(age))
+            walk.put("minPodAgeFrom", START_TIME)
             walk.note(
                 at(path, "minPodAge"),
-                "carried, but rebalancer measures a pod's age from its creationTimestamp, the "
-                "descheduler from status.startTime (later, by the time the pod waited to be "
-                "scheduled and started): a pod that waited is old enough here sooner",
+                "carried with minPodAgeFrom: startTime: the age counts from status.startTime, "
+                "as the descheduler counts it (a pod not started yet is age 0), not from "
+                "creationTimestamp, rebalancer's default",
                 "minPodAge",
-                WIDER,
             )
         except ValueError as exc:
             walk.bad(at(path, "minPodAge"), str(exc))
@@ -821,13 +841,6 @@ def _header(walk: _Walk, document: object) -> dict[str, Any]:
     return document
 
 
-def enabling_profiles(document: object) -> tuple[str, ...]:
-    """The names of the profiles that enable the topology plugin (for ``--all-profiles``)."""
-    walk = _Walk()
-    raw = walk.loose(_header(walk, document), "", _TOP_KEYS)
-    return tuple(p[2] for p in _profiles(walk, raw) if _enables_topology(p[1]))
-
-
 def from_descheduler(
     document: object,
     source: str,
@@ -853,7 +866,157 @@ def from_descheduler(
     _import_profile(walk, raw, chosen)
     if walk.problems:
         raise InputError(source, walk.problems)
-    wider = [n for n in walk.notes if n.scope == WIDER]
+    _refuse_wider(source, walk.notes, accept_wider)
+    return _imported(walk, chosen[2])
+
+
+@dataclass(frozen=True, slots=True)
+class AllImported:
+    """One policy per profile that enables the topology plugin (``--all-profiles``)."""
+
+    imports: tuple[Imported, ...]
+    """In the profiles' order; each with the notes about its own profile and the top level."""
+    shared: tuple[Note, ...]
+    """The notes about the rest of the policy (keys the descheduler ignores, profiles that do
+    not enable the plugin): the same for every policy, so said once."""
+
+
+def from_descheduler_all(
+    document: object,
+    source: str,
+    *,
+    accept_wider: bool = False,
+    budget_per_policy: bool = False,
+) -> AllImported:
+    """Import every profile that enables the topology plugin, each into a policy of its own;
+    raise :class:`InputError` listing every problem of every profile.
+
+    The work is linear in the policy: each profile is read once and imported once, and no
+    note of one policy names the others. The descheduler counts its limits
+    (``maxNoOfPodsToEvict*``) across all its profiles in one cycle, where each rebalancer
+    counts its own: so each limit is divided between the policies (:func:`divide`), and one
+    that cannot give each at least 1 is a problem, unless ``budget_per_policy`` gives each
+    policy the whole limit (the note says the total it allows).
+    """
+    walk = _Walk()
+    checked = _header(walk, document)
+    if walk.problems:
+        raise InputError(source, walk.problems)
+    raw = walk.loose(checked, "", _TOP_KEYS)
+    walks: list[tuple[_Walk, _Profile]] = []
+    for index, item in enumerate(walk.items(raw.get("profiles"), "profiles")):
+        own = _Walk()  # the notes about this profile stay with its policy
+        chosen = _profile(own, item, index)
+        if _enables_topology(chosen[1]):
+            walks.append((own, chosen))
+            continue
+        walk.problems.extend(own.problems)
+        walk.notes.extend(own.notes)
+        walk.note(
+            at("profiles", index),
+            f"profile {show(chosen[2])} is not carried: it does not enable {TOPOLOGY_PLUGIN}; "
+            "keep it in the descheduler",
+        )
+    if not walks:
+        walk.notes.clear()  # _choose names every ignored key as a likely typo
+        _choose(walk, raw, None)
+        raise InputError(source, walk.problems)
+    names: dict[str, int] = {}
+    for own, chosen in walks:
+        if chosen[2] in names:
+            own.bad(at(at("profiles", chosen[0]), "name"), f"{show(chosen[2])} is used twice")
+        names.setdefault(chosen[2], chosen[0])
+        _import_profile(own, raw, chosen)
+    _divide_limits(walk, [own for own, _ in walks], raw, budget_per_policy)
+    problems = list(
+        dict.fromkeys(walk.problems + [p for own, _ in walks for p in own.problems])
+    )  # a problem of the top level is found once per profile: said once
+    if problems:
+        raise InputError(source, problems)
+    _refuse_wider(source, [n for own, _ in walks for n in own.notes], accept_wider)
+    return AllImported(tuple(_imported(own, chosen[2]) for own, chosen in walks), tuple(walk.notes))
+
+
+def divide(budget: int, parts: int) -> list[int]:
+    """``budget`` in ``parts`` shares: the floor each, the remainder one each to the first
+    (``divide(20, 3) == [7, 7, 6]``); they add up to ``budget``."""
+    share, rest = divmod(budget, parts)
+    return [share + (1 if index < rest else 0) for index in range(parts)]
+
+
+_LIMIT_FIELDS: Final = (
+    ("maxNoOfPodsToEvictTotal", "total"),
+    ("maxNoOfPodsToEvictPerNode", "per_node"),
+    ("maxNoOfPodsToEvictPerNamespace", "per_namespace"),
+)
+
+
+def _divide_limits(
+    walk: _Walk, walks: Sequence[_Walk], raw: Mapping[str, Any], budget_per_policy: bool
+) -> None:
+    """Each limit of the top level divided between the policies ``walks`` build (or kept whole
+    in each with ``budget_per_policy``), with a note beside ``limits`` in each."""
+    parts = len(walks)
+    limits = walks[0].out.get("limits") if parts > 1 else None
+    if not isinstance(limits, Limits):
+        return
+    shares: dict[str, list[int]] = {}
+    for key, name in _LIMIT_FIELDS:
+        budget = getattr(limits, name)
+        if budget is None:
+            continue
+        if budget_per_policy:
+            shares[name] = [budget] * parts
+        elif 0 < budget < parts:
+            walk.bad(
+                key,
+                f"{budget} cannot be divided between the {parts} policies --all-profiles "
+                "writes (the descheduler counts it across all its profiles, each rebalancer "
+                "counts its own; each policy needs at least 1): raise it, or pass "
+                f"--budget-per-policy to give each policy the whole {budget} (up to "
+                f"{budget * parts} in all)",
+            )
+        else:
+            shares[name] = divide(budget, parts)
+    if not shares or walk.problems:
+        return
+    said = ", ".join(
+        f"{key} {getattr(limits, name)}" for key, name in _LIMIT_FIELDS if name in shares
+    )
+    widest = ", ".join(
+        f"{key} {getattr(limits, name) * parts}" for key, name in _LIMIT_FIELDS if name in shares
+    )
+    for index, own in enumerate(walks):
+        mine = {name: values[index] for name, values in shares.items()}
+        own.out["limits"] = replace(limits, **mine)
+        these = ", ".join(
+            f"{_LIMIT_KEY[name]} {mine[name]}" for _, name in _LIMIT_FIELDS if name in mine
+        )
+        if budget_per_policy:
+            message = (
+                f"--budget-per-policy: each of the {parts} policies keeps the whole of "
+                f"{said}, which the descheduler counts across all its profiles: the {parts} "
+                f"rebalancers together may evict up to {parts} times as many ({widest})"
+            )
+        else:
+            message = (
+                f"divided between the {parts} policies --all-profiles writes, as the "
+                f"descheduler counts it across all its profiles ({said}): this one has "
+                f"{these} (the floor each, the remainder one each to the first policies)"
+            )
+        own.note(_first_limit(raw), message, "limits")
+
+
+_LIMIT_KEY: Final = {"total": "total", "per_node": "perNode", "per_namespace": "perNamespace"}
+"""The policy's spelling of each :class:`Limits` field."""
+
+
+def _first_limit(raw: Mapping[str, Any]) -> str:
+    return next(key for key in _LIMIT_KEYS if raw.get(key) is not None)
+
+
+def _refuse_wider(source: str, notes: Sequence[Note], accept_wider: bool) -> None:
+    wider = [n for n in notes if n.scope == WIDER]
     if wider and not accept_wider:
         raise InputError(
             source,
@@ -863,6 +1026,10 @@ def from_descheduler(
                 "marked '# SCOPE: wider' beside its field"
             ],
         )
+
+
+def _imported(walk: _Walk, profile: str) -> Imported:
+    """The policy ``walk`` built, as the document written and as ``policy check`` reads it."""
     for key, value in (
         ("nodeSelector", walk.out.get("nodeSelector")),
         ("labelSelector", walk.out.get("labelSelector")),
@@ -878,7 +1045,7 @@ def from_descheduler(
     return Imported(
         policy_from_document(document_out, "the imported policy"),
         document_out,
-        chosen[2],
+        profile,
         tuple(walk.notes),
     )
 
@@ -902,6 +1069,9 @@ class Holder:
     held_by: str
     """``""`` for a DeschedulerPolicy itself, else e.g. ``ConfigMap descheduler, data
     policy.yaml``."""
+    chart: Mapping[str, Any] | None = None
+    """The descheduler chart's other values, when its values held the policy
+    (:func:`chart_values` carries them)."""
 
 
 def unwrap(document: object, source: str) -> Holder:
@@ -966,7 +1136,9 @@ def unwrap(document: object, source: str) -> Holder:
             )
         version = document.get(_CHART_VERSION_KEY, API_VERSION)
         rendered = {"apiVersion": version, "kind": KIND, **policy}
-        return Holder(rendered, None, f"the descheduler chart's values, {CHART_VALUES_KEY}")
+        return Holder(
+            rendered, None, f"the descheduler chart's values, {CHART_VALUES_KEY}", document
+        )
     return Holder(document, None, "")
 
 
@@ -979,3 +1151,180 @@ def _templated(value: object, path: str) -> list[tuple[str, str]]:
     if isinstance(value, list):
         return [hit for i, v in enumerate(value) for hit in _templated(v, at(path, i))]
     return []
+
+
+# --- the descheduler chart's other values ---------------------------------------------------
+
+_CHART_AS_IS: Final = (
+    "kind",
+    "schedule",
+    "deschedulingInterval",
+    "replicas",
+    "suspend",
+    "timeZone",
+    "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+    "ttlSecondsAfterFinished",
+    "activeDeadlineSeconds",
+    "resources",
+    "priorityClassName",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "podAnnotations",
+    "podLabels",
+    "securityContext",
+    "podSecurityContext",
+    "imagePullSecrets",
+    "commonLabels",
+    "leaderElection",
+    "rbac",
+    "podDisruptionBudget",
+    "schedulerName",
+)
+"""The descheduler chart's values (v0.36) that this chart reads by the same name, with the same
+meaning (docs/helm.md): carried as they are."""
+_CHART_PARTLY: Final = {
+    "cmdOptions": ("dry-run", "v"),
+    "serviceMonitor": (
+        "enabled",
+        "namespace",
+        "interval",
+        "scrapeTimeout",
+        "honorLabels",
+        "additionalLabels",
+        "relabelings",
+        "metricRelabelings",
+    ),
+    "serviceAccount": ("create", "name", "annotations"),
+}
+"""Values carried with the keys this chart has; each other key is a note."""
+_WHY_PARTLY: Final = {
+    "cmdOptions": "rebalancer has no such option (dry-run and v are carried; put rebalancer's "
+    "own flags in extraArgs)",
+    "serviceMonitor": "rebalancer's metrics are plain HTTP on the metrics port, scraped through "
+    "the monitoring.coreos.com/v1 ServiceMonitor",
+    "serviceAccount": "the run needs its token, mounted the usual way",
+}
+_CHART_NOT_CARRIED: Final = {
+    "image": "it is the descheduler's image: this chart runs rebalancer's (image.repository "
+    "and image.tag or image.digest)",
+    "nameOverride": "it named the descheduler's objects; rebalancer's keep their own names, so "
+    "the two releases do not collide",
+    "fullnameOverride": "it named the descheduler's objects; rebalancer's keep their own "
+    "names, so the two releases do not collide",
+    "livenessProbe": "the descheduler's probe is /healthz on port 10258, which rebalancer does "
+    "not serve; with kind Deployment, point livenessProbe at the metrics port",
+    "command": "the image's entrypoint is rebalancer; its arguments come from the values",
+    "ports": "kind Deployment's one port is deployment.metricsPort (8080)",
+    "service": "deployment.service.enabled makes the metrics Service (on by default)",
+    "namespaceOverride": "everything goes in the release namespace (helm -n)",
+    "cronJobApiVersion": "the CronJob is always batch/v1",
+    "deploymentAnnotations": "commonLabels labels every object; podAnnotations annotate the pods",
+    "cronJobAnnotations": "commonLabels labels every object; podAnnotations annotate the pods",
+    "cronJobLabels": "commonLabels labels every object, podLabels the pods",
+    "jobAnnotations": "commonLabels labels every object; podAnnotations annotate the pods",
+    "jobLabels": "commonLabels labels every object, podLabels the pods",
+    "dnsConfig": "this chart does not offer it",
+    "initContainers": "this chart does not offer it",
+    "topologySpreadConstraints": "this chart does not offer it",
+    "automountServiceAccountToken": "the run needs its token, mounted the usual way",
+    "extraServiceAccountVolumes": "the run needs its token, mounted the usual way",
+    "extraServiceAccountVolumeMounts": "the run needs its token, mounted the usual way",
+}
+"""The descheduler chart's values with no counterpart here, and why."""
+_CHART_DEFAULTS: Final = {
+    "schedule": ("CronJob", "*/2 * * * *", "*/15 * * * *"),
+    "deschedulingInterval": ("Deployment", "5m", "10m"),
+    "priorityClassName": (None, "system-cluster-critical", "none"),
+}
+"""Defaults of the descheduler chart (v0.36) that differ from this chart's: (the kind they
+apply to, None for both; theirs; ours)."""
+
+
+_CHART_RESOURCES: Final = {"requests": "cpu 100m, memory 256Mi", "limits": "cpu 1, memory 1Gi"}
+"""This chart's default resources, which Helm merges into a user's unless set to null."""
+
+
+def _resources(value: Mapping[str, Any], notes: list[Note]) -> dict[str, Any]:
+    """``resources`` as written, with null for requests or limits it does not set: Helm would
+    otherwise merge this chart's defaults in, which the descheduler's pods did not have."""
+    out = dict(value)
+    for part, default in _CHART_RESOURCES.items():
+        if part not in value:
+            out[part] = None
+            notes.append(
+                Note(
+                    at("resources", part),
+                    f"not set, so null: this chart's default {part} ({default}) would be merged "
+                    "in otherwise, where the descheduler's pods had none",
+                    "resources",
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChartValues:
+    """The descheduler chart's values (besides its policy) as this chart's values."""
+
+    values: dict[str, Any]
+    """The values carried, in the file's order."""
+    notes: tuple[Note, ...]
+    """Each value not carried (``field`` None), or carried in part or with a remark (``field``
+    the value's name)."""
+
+
+def chart_values(values: Mapping[str, Any]) -> ChartValues:
+    """Carry the descheduler chart's ``values`` (its ``deschedulerPolicy`` left out) to this
+    chart: each value this chart reads by the same name as it is, the known keys of the ones it
+    reads in part, and a note for every value or key left behind (and for a default of the
+    descheduler's chart that differs from this one's, when the file does not set it)."""
+    out: dict[str, Any] = {}
+    notes: list[Note] = []
+    for key, value in values.items():
+        name = str(key)
+        if name in _CHART_AS_IS:
+            out[name] = value
+            if name == "resources" and isinstance(value, dict):
+                out[name] = _resources(value, notes)
+            if name == "priorityClassName" and str(value).startswith("system-"):
+                notes.append(
+                    Note(
+                        name,
+                        f"carried: {show(value)} is admitted only in kube-system unless a "
+                        "ResourceQuota allows it elsewhere: install this release in kube-system "
+                        "or choose another PriorityClass",
+                        name,
+                    )
+                )
+        elif name in _CHART_PARTLY and isinstance(value, dict):
+            known = _CHART_PARTLY[name]
+            out[name] = {k: v for k, v in value.items() if k in known}
+            notes.extend(
+                Note(at(name, str(k)), f"not carried: {_WHY_PARTLY[name]}", name)
+                for k in value
+                if k not in known
+            )
+        elif name in _CHART_NOT_CARRIED:
+            notes.append(Note(name, f"not carried: {_CHART_NOT_CARRIED[name]}"))
+        elif name in (CHART_VALUES_KEY, _CHART_VERSION_KEY):
+            continue
+        else:
+            notes.append(
+                Note(
+                    name, "not carried: not a value of the descheduler chart (v0.36) this chart has"
+                )
+            )
+    kind = values.get("kind", "CronJob")
+    for name, (applies, theirs, ours) in _CHART_DEFAULTS.items():
+        if name not in values and applies in (None, kind):
+            notes.append(
+                Note(
+                    name,
+                    f"not set: the descheduler chart's default is {theirs}, this chart's is "
+                    f"{ours}; set {name} to keep the descheduler's",
+                )
+            )
+    return ChartValues(out, tuple(notes))

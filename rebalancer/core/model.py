@@ -166,6 +166,7 @@ class Pod:
     scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: a gang's PodGroup
     required_features: frozenset[str] = frozenset()  # node features it needs (convert.features)
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt protects it (core.karpenter)
+    started: float | None = None  # status.startTime, seconds since the epoch; None: not started
     label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
     """Pods converted in one snapshot with equal labels carry the same number (see template)."""
     template: int = field(default=NOT_SHARED, compare=False, repr=False)
@@ -213,7 +214,7 @@ def _positional(cls: type[_T]) -> Callable[..., _T]:
 
 
 new_pod: Final = _positional(Pod)
-"""``Pod(*values)`` with all 32 fields given in order, faster (the typed decoder's)."""
+"""``Pod(*values)`` with all 33 fields given in order, faster (the typed decoder's)."""
 
 
 IF_HEALTHY_BUDGET: Final = "IfHealthyBudget"

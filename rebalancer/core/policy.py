@@ -43,6 +43,10 @@ SYSTEM_CRITICAL = 2_000_000_000
 PREFERRED: Final = "Preferred"
 MANDATORY: Final = "Mandatory"
 NO_EVICTION_POLICIES: Final = (PREFERRED, MANDATORY)
+CREATION_TIMESTAMP: Final = "creationTimestamp"
+"""``minPodAgeFrom``: a pod's age counts from its creation (the default)."""
+START_TIME: Final = "startTime"
+"""``minPodAgeFrom``: a pod's age counts from ``status.startTime``, as the descheduler's."""
 
 API_VERSION: Final = "rebalancer/v1alpha1"
 KIND: Final = "RebalancerPolicy"
@@ -590,6 +594,12 @@ class Policy:
     """Allow evicting pods without a controller; they never come back."""
     min_pod_age_seconds: float = field(default=0.0, metadata=_key("minPodAge", Duration()))
     """Pods younger than this are never evicted."""
+    min_pod_age_from: str = field(
+        default=CREATION_TIMESTAMP,
+        metadata=_key("minPodAgeFrom", OneOf((CREATION_TIMESTAMP, START_TIME))),
+    )
+    """Where a pod's age for ``minPodAge`` starts: its ``metadata.creationTimestamp``, or its
+    ``status.startTime`` (as the descheduler counts it; a pod not started yet is age 0)."""
     limits: Limits = field(
         default_factory=Limits, metadata=_key("limits", Struct(Limits, nullable=True))
     )

@@ -124,6 +124,7 @@ class _ContainerStatus(Struct):
 
 class _Status(Struct):
     phase: str | None = None
+    startTime: str | None = None
     conditions: list[_Condition] | None = None
     containerStatuses: list[_ContainerStatus] | None = None
     initContainerStatuses: list[_ContainerStatus] | None = None
@@ -381,10 +382,7 @@ class FastBuilder:
             raise Fallback  # the converter names it
         ready, disruption_target = conditions(status.conditions or ())
         timestamp = meta.creationTimestamp
-        created = 0.0
-        if timestamp is not None:
-            found = self._times.get(timestamp)
-            created = found if found is not None else self._epoch(timestamp)
+        created = 0.0 if timestamp is None else self._time(timestamp)
         group = spec.schedulingGroup
         return key, (
             resized,
@@ -410,7 +408,13 @@ class FastBuilder:
             mark,
             meta.resourceVersion or "",
             (group.podGroupName or None) if group is not None else None,
+            self._time(status.startTime) if status.startTime is not None else None,
         )
+
+    def _time(self, value: str) -> float:
+        """A timestamp in epoch seconds, looked up, else converted (:meth:`_epoch`)."""
+        found = self._times.get(value)
+        return found if found is not None else self._epoch(value)
 
     def _epoch(self, value: str) -> float:
         """``metadata.creationTimestamp`` in epoch seconds, as the converter reads it. A

@@ -95,6 +95,7 @@ Own = tuple[
     str | None,  # cost mark
     str,  # resource version
     str | None,  # scheduling group
+    float | None,  # started: status.startTime, None when not started
 ]
 """What one pod holds of its own, in the order :meth:`PodConverter.pod` reads it."""
 
@@ -221,6 +222,7 @@ class PodConverter:
             mark,
             resource_version,
             pod_group,
+            started,
         ) = own
         template = self.templates.data.get(key)
         if template is None:
@@ -272,6 +274,7 @@ class PodConverter:
             pod_group,
             NO_FEATURES,  # a pod that may need node features takes the general path
             False,  # do_not_disrupt: a pod it protects takes the general path (annotation_flags)
+            started,
             label_set,
             template_number,
         )

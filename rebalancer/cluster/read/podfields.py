@@ -51,7 +51,7 @@ VOLUME_MOUNT: Final = ("bindMountOptions",)
 VOLUME_SOURCES: Final = ("emptyDir", "persistentVolumeClaim", "ephemeral")
 VOLUME: Final = ("name", *VOLUME_SOURCES)
 SCHEDULING_GROUP: Final = ("podGroupName",)
-STATUS: Final = ("phase", "conditions", "containerStatuses", "initContainerStatuses")
+STATUS: Final = ("phase", "startTime", "conditions", "containerStatuses", "initContainerStatuses")
 CONDITION: Final = ("type", "status", "reason")
 CONDITION_TYPES: Final = frozenset({"Ready", "DisruptionTarget", "PodResizePending"})
 """Readiness (for PDBs), leaving pods, and an in-place resize the kubelet cannot make."""

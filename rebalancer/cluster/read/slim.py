@@ -71,7 +71,7 @@ def _pod(obj: Mapping[str, Any]) -> dict[str, Any]:
             v for v in spec["volumes"] if any(src in v for src in podfields.VOLUME_SOURCES)
         ]
     status = obj.get("status") or {}
-    out_status = _pick(status, ("phase",))
+    out_status = _pick(status, ("phase", "startTime"))
     conditions = [
         _pick(c, CONDITION_KEYS)
         for c in status.get("conditions", ())

@@ -192,6 +192,11 @@ def pod(obj: Mapping[str, Any], problems: list[str], caches: Caches) -> Pod:
         scheduling_group=pod_group(chk, spec),
         required_features=pod_features(chk, spec),
         do_not_disrupt=do_not_disrupt(annotations.get(DO_NOT_DISRUPT_ANNOTATION)),
+        started=(
+            epoch(chk, status["startTime"], "status.startTime")
+            if status.get("startTime") is not None
+            else None
+        ),
         label_set=label_set,
         template=caches.template(
             (selector_number, affinity_number, tolerations_number, constraints_number)

@@ -420,6 +420,7 @@ class ProtoBuilder(FastBuilder):
                 mark,
                 meta.resourceVersion,
                 (group.podGroupName or None) if spec.HasField("schedulingGroup") else None,
+                float(status.startTime.seconds) if status.HasField("startTime") else None,
             ),
         )
 

@@ -164,16 +164,18 @@ class PersistentVolumeClaimVolumeSource(_message.Message):
     def __init__(self, claimName: _Optional[str] = ...) -> None: ...
 
 class PodStatus(_message.Message):
-    __slots__ = ("phase", "conditions", "containerStatuses", "initContainerStatuses")
+    __slots__ = ("phase", "startTime", "conditions", "containerStatuses", "initContainerStatuses")
     PHASE_FIELD_NUMBER: _ClassVar[int]
+    STARTTIME_FIELD_NUMBER: _ClassVar[int]
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     CONTAINERSTATUSES_FIELD_NUMBER: _ClassVar[int]
     INITCONTAINERSTATUSES_FIELD_NUMBER: _ClassVar[int]
     phase: str
+    startTime: Time
     conditions: _containers.RepeatedCompositeFieldContainer[PodCondition]
     containerStatuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     initContainerStatuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
-    def __init__(self, phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[PodCondition, _Mapping]]] = ..., containerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., initContainerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ...) -> None: ...
+    def __init__(self, phase: _Optional[str] = ..., startTime: _Optional[_Union[Time, _Mapping]] = ..., conditions: _Optional[_Iterable[_Union[PodCondition, _Mapping]]] = ..., containerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., initContainerStatuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ...) -> None: ...
 
 class PodCondition(_message.Message):
     __slots__ = ("type", "status", "reason")
