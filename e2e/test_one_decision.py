@@ -186,7 +186,7 @@ def test_plan_dry_run_and_run_evict_the_same_pods_beside_a_pod_not_placed_yet(
     ns = namespace
     cluster.apply(_deployment(ns, 6))
     placed = cluster.wait_for(
-        "6 pods created", lambda: (p if len(p := _pending(cluster, ns)) == 6 else None)
+        "6 pods created", lambda: p if len(p := _pending(cluster, ns)) == 6 else None
     )
     for k, pod in enumerate(sorted(p["metadata"]["name"] for p in placed)):
         _bind(cluster, ns, pod, nodes["b"] if k < 3 else nodes["c"])
