@@ -86,8 +86,7 @@ scheme=https; [[ $PLAIN_HTTP == 1 ]] && scheme=http
 # The registry's API root answers (200, or 401 before a login) when the registry is there.
 if command -v curl >/dev/null; then
   rc=0
-  curl -sS -o /dev/null --connect-timeout 10 --max-time 20 "$scheme://$HOST/v2/" 2>"${TMPDIR:-/tmp}/push-image.$$" || rc=$?
-  why="$(cat "${TMPDIR:-/tmp}/push-image.$$")"; rm -f "${TMPDIR:-/tmp}/push-image.$$"
+  why="$(curl -sS -o /dev/null --connect-timeout 10 --max-time 20 "$scheme://$HOST/v2/" 2>&1)" || rc=$?
   case $rc in
     0) ;;
     6|7|28) fail "registry $HOST unreachable ($scheme://$HOST/v2/): ${why#curl: }" ;;
