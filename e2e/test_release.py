@@ -401,6 +401,127 @@ def installed(
     _helm(real, "uninstall", "rebalancer", "-n", RELEASE_NS, "--wait")
 
 
+# -- the guide's worked switch, followed as written ----------------------------------------------
+#
+# docs/descheduler.md's worked switch, its commands taken from the page (so the two cannot
+# drift) and run by bash in a folder like a user's: the descheduler chart's values, the import,
+# scripts/push-image.sh to the registry above, `helm install` from the clone's chart, a Job from
+# the CronJob. Only the registry's address is replaced; `rebalancer`, `helm` and `kubectl` on
+# the PATH are this checkout's and the real-node cluster's.
+
+GUIDE_REGISTRY = "registry.example.com/platform"
+
+
+def _switch_commands() -> list[str]:
+    """The shell commands of docs/descheduler.md's worked switch, in order: each line of its
+    fenced blocks that name no language, without a leading ``$ ``."""
+    text = (ROOT / "docs" / "descheduler.md").read_text()
+    start = text.index("## Worked switch")
+    section = text[start : text.index("\n## ", start + 1)]
+    commands: list[str] = []
+    fence: str | None = None  # the info string of the open fence, None outside one
+    for line in section.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fence = stripped[3:] if fence is None else None
+        elif fence == "" and stripped:
+            commands.append(stripped.removeprefix("$ "))
+    assert fence is None, "a fence of the worked switch is not closed"
+    return commands
+
+
+def _wrapper(path: Path, argv: list[str], env: dict[str, str]) -> None:
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    path.write_text(f'#!/bin/bash\n{exports}exec {shlex.join(argv)} "$@"\n')
+    path.chmod(0o755)
+
+
+def test_the_guide_s_switch_runs_as_written_on_real_nodes(
+    real: RealNodeCluster, registry: str, tmp_path: Path
+) -> None:
+    """The worked switch of docs/descheduler.md, command by command: push-image.sh builds the
+    image from the Dockerfile (buildah here: no docker daemon, no podman) and pushes it to the
+    registry; the values file it writes pins the digest the registry serves; `helm install`
+    with the imported values and that file makes a CronJob whose Job Succeeds on a real node,
+    the kubelet having pulled the image by that digest (pod status imageID, containerd's
+    images). The push gets three things the guide does not show: `--plain-http` (the registry
+    here has no TLS), `--base-archive` (the e2e's Debian base: the Dockerfile's own base lives
+    in a registry this machine cannot reach) and, after `--`, the host's CA bundle and a
+    pip.conf naming it for the build's pip, as e2e/image/build-rebalancer-image.sh gives them."""
+    commands = _switch_commands()
+    order = [c.split()[0] + " " + c.split()[1] for c in commands]
+    print("the guide's commands:\n  " + "\n  ".join(commands))
+    assert order[:3] == ["rebalancer policy", "scripts/push-image.sh --registry", "helm install"]
+    assert "kubectl -n" in order and order[-1] == "helm upgrade", order
+    (push,) = [c for c in commands if c.startswith("scripts/push-image.sh ")]
+    assert f"--registry {GUIDE_REGISTRY} --values image-values.yaml" in push
+    install = next(c for c in commands if c.startswith("helm install "))
+    assert install.endswith("-f rebalancer-values.yaml -f image-values.yaml"), install
+
+    base = _last_lines(["bash", str(IMAGE_SH)], timeout=3600)["BASE_TAR"]
+    helm = Path(_last_lines(["bash", str(ROOT / "scripts" / "build-tools.sh")], 3600)["BIN_DIR"])
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "descheduler-values.yaml").write_text(_docs_switch_values())
+    (user / "charts").symlink_to(ROOT / "charts")  # a clone of the repository, as the guide's
+    (user / "scripts").symlink_to(ROOT / "scripts")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    home = tmp_path / "helm"
+    _wrapper(bin_dir / "rebalancer", [sys.executable, "-m", "rebalancer"],
+             {"PYTHONPATH": str(ROOT)})  # fmt: skip
+    homes = {f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}
+    _wrapper(bin_dir / "helm", [str(helm / "helm"), "--kubeconfig", str(real.kubeconfig)], homes)
+    _wrapper(bin_dir / "kubectl", [real.kubectl_bin, f"--kubeconfig={real.kubeconfig}"], {})
+    pip_conf = tmp_path / "pip.conf"
+    pip_conf.write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n")
+    ca = "/etc/ssl/certs/ca-certificates.crt"
+    here_only = ["--plain-http", "--base-archive", base, "--",
+                 "-v", f"{ca}:{ca}:ro", "-v", f"{pip_conf}:/etc/pip.conf:ro"]  # fmt: skip
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    try:
+        for command in commands:
+            line = command.replace(GUIDE_REGISTRY, f"{registry}/guide")
+            if command == push:
+                line += " " + shlex.join(here_only)
+            t0 = time.monotonic()
+            proc = subprocess.run(["bash", "-c", line], cwd=user, env=env, capture_output=True,
+                                  text=True, timeout=3600, check=False)  # fmt: skip
+            print(f"\n$ {line}\n[exit {proc.returncode}, {time.monotonic() - t0:.0f}s]")
+            print(proc.stdout[-3000:] + proc.stderr[-3000:])
+            assert proc.returncode == 0, f"{line}: exit {proc.returncode}"
+
+        image = yaml.safe_load((user / "image-values.yaml").read_text())["image"]
+        repository, digest = image["repository"], image["digest"]
+        assert repository == f"{registry}/guide/rebalancer"
+        request = urllib.request.Request(
+            f"http://{registry}/v2/guide/rebalancer/manifests/{_version()}",
+            headers={"Accept": MANIFEST_TYPES},
+            method="HEAD",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Docker-Content-Digest"] == digest
+        cron = real.get_json("cronjob", "rebalancer", "-n", RELEASE_NS)
+        (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"{repository}:{_version()}@{digest}", container
+        job = real.get_json("job", "first-run", "-n", RELEASE_NS)
+        assert job["status"].get("succeeded") == 1, job["status"]
+        (pod,) = real.pods(RELEASE_NS, "job-name=first-run")
+        (status,) = pod["status"]["containerStatuses"]
+        node = real.real_node(pod["spec"]["nodeName"])
+        on_node = {r: d for r, d in real.image_digests(node).items() if r.startswith(registry)}
+        print(f"pushed digest:  {digest}\npod imageID:    {status['imageID']}\n"
+              f"containerd of {node.name}: {on_node}")  # fmt: skip
+        assert status["imageID"] == f"{repository}@{digest}", status
+        assert f"{repository}@{digest}" in on_node, on_node
+        assert status["state"]["terminated"]["exitCode"] == 0, status
+        values = yaml.safe_load(_helm(real, "get", "values", "rebalancer", "-n", RELEASE_NS,
+                                      "-o", "yaml"))  # fmt: skip
+        assert values["dryRun"] == "none" and values["image"] == image, values
+    finally:
+        _helm(real, "uninstall", "rebalancer", "-n", RELEASE_NS, "--wait", "--ignore-not-found")
+
+
 def _namespace(real: RealNodeCluster, prefix: str, labels: dict[str, str] | None = None) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     real.apply({"apiVersion": "v1", "kind": "Namespace",

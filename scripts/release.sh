@@ -24,8 +24,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
+# shellcheck source=scripts/image-lib.sh
+source "$ROOT/scripts/image-lib.sh"
 
-VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
+VERSION="$(image_version)"
 OUT="$ROOT/dist/release-$VERSION"
 BASE=""
 BASE_ARCHIVE=""
@@ -51,8 +53,7 @@ if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
   exit 2
 fi
 # Every timestamp of the build is the commit's (no earlier than 1980, which a zip cannot hold).
-SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)"
-(( SOURCE_DATE_EPOCH >= 315532800 )) || SOURCE_DATE_EPOCH=315532800
+SOURCE_DATE_EPOCH="$(image_epoch)"
 export SOURCE_DATE_EPOCH
 T0=$SECONDS
 say() { echo "release.sh: [$(( SECONDS - T0 ))s] $*"; }
