@@ -239,6 +239,7 @@ DOCUMENTED_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evictPodsWithResourceClaims", ("evict_pods_with_resource_claims",)),
     ("evictBarePods", ("evict_bare_pods",)),
     ("minPodAge", ("min_pod_age_seconds",)),
+    ("minPodAgeFrom", ("min_pod_age_from",)),
     ("limits", ("limits",)),
     ("gracePeriodSeconds", ("grace_period_seconds",)),
     ("schedule", ("schedule",)),
