@@ -29,6 +29,7 @@ from rebalancer.core.policy import (
     API_VERSION,
     KEYS,
     KIND,
+    EVICTION_APIS,
     NO_EVICTION_POLICIES,
     policy_from_document,
 )
@@ -240,6 +241,9 @@ KEY_VALUES: Final[dict[str, st.SearchStrategy[Any]]] = {
     "nodeSelector": label_selector,
     "noEvictionPolicy": mixed(
         st.sampled_from(list(NO_EVICTION_POLICIES)), st.sampled_from(["preferred", "Never", ""])
+    ),
+    "evictionAPI": mixed(
+        st.sampled_from(list(EVICTION_APIS)), st.sampled_from(["Auto", "evictionrequest", ""])
     ),
     "schedule": st.one_of(
         st.none(),
