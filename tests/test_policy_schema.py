@@ -27,9 +27,9 @@ from rebalancer.core.constants import INT32_MAX, INT32_MIN, INT64_MAX
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import (
     API_VERSION,
+    EVICTION_APIS,
     KEYS,
     KIND,
-    EVICTION_APIS,
     NO_EVICTION_POLICIES,
     policy_from_document,
 )
