@@ -388,8 +388,12 @@ class BothApis(FakeApi):
 
     def __getattr__(self, name: str) -> Any:
         if name == "delete_eviction_request":
-            return lambda namespace, request: self.withdrawn.append(request) or 200
+            return self._withdraw
         return super().__getattr__(name)
+
+    def _withdraw(self, namespace: str, request: str) -> int:
+        self.withdrawn.append(request)
+        return 200
 
 
 def test_the_executor_sends_through_requests_when_the_run_chose_them() -> None:
