@@ -58,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "k8s_versions: a scenario that differs by Kubernetes version (run on 1.32, 1.35, 1.37, 1.38)",
+        "k8s_versions: a scenario that differs by Kubernetes version (run on 1.32 to 1.38)",
     )
     minor = config.getoption("--k8s", default=None)
     if minor:  # build.sh and the fixture read the environment
