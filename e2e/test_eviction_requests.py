@@ -13,9 +13,9 @@ API skip, saying so.
   responder evicted through the Eviction API, the PodDisruptionBudget held.
 - A request still in progress at the wave's timeout (the pods name a responder of their own,
   which never acts) is withdrawn: deleted, the pods untouched, outcome ``withdrawn``.
-- A budget refusal through a request: the test plays the pods' responder, spends the budget
-  on another pod, then hands the eviction on to the default responder, whose Eviction API call
-  the budget refuses: ``blocked-by-pdb`` with the responder's message, the request withdrawn.
+- A budget refusal through a request: the test plays the pods' responder, lowers the budget to
+  0 meanwhile, then hands the eviction on to the default responder, whose Eviction API call the
+  budget refuses: ``blocked-by-pdb`` with the responder's message, the request withdrawn.
 """
 
 from __future__ import annotations
@@ -226,9 +226,10 @@ def _complete_handoff(cluster: Cluster, eviction: dict[str, Any]) -> None:
 def test_a_budget_refusal_through_a_request_is_blocked_and_withdrawn(
     cluster: Cluster, with_responder: Callable[..., WithResponder]
 ) -> None:
-    """The budget (1) is spent on another pod while the pods' responder holds the eviction;
-    handed on, the default responder's Eviction API call is refused (429): rebalancer reports
-    ``blocked-by-pdb`` with the responder's message, withdraws the request, and the pod stays."""
+    """The budget falls to 0 (minAvailable raised to every pod) while the pods' responder holds
+    the eviction; handed on, the default responder's Eviction API call is refused (429):
+    rebalancer reports ``blocked-by-pdb`` with the responder's message, withdraws the request,
+    and the pod stays."""
     setup = with_responder(pdb_min_available=3)
     ns = setup.ns
     cluster.wait_for("PDB allows 1", lambda: pdb_settled(cluster, ns, 1), timeout=60)
@@ -242,11 +243,10 @@ def test_a_budget_refusal_through_a_request_is_blocked_and_withdrawn(
         held = cluster.wait_for("the pods' responder active", lambda: _active_handoff(cluster, ns),
                                 timeout=60)  # fmt: skip
         target = held["spec"]["target"]["pod"]["name"]
-        other = next(
-            p["metadata"]["name"] for p in cluster.pods(ns, f"app={APP}")
-            if p["metadata"]["name"] != target
-        )  # fmt: skip
-        assert cluster.evict(ns, other).code == 201  # spends the budget
+        # the budget goes to 0 while the pods' responder holds the eviction
+        cluster.kubectl(
+            "patch", "pdb", APP, "-n", ns, "--type=merge", "-p", '{"spec":{"minAvailable":4}}'
+        )
         cluster.wait_for("PDB allows 0", lambda: pdb_settled(cluster, ns, 0), timeout=60)
         for _ in range(5):  # the controller writes the status too: retry on a conflict
             current = _active_handoff(cluster, ns)
