@@ -202,6 +202,13 @@ def test_auto_asks_discovery_then_rbac_for_create_and_delete(
     assert all(a[1:] == ("evictionrequests", "lifecycle.k8s.io", "shop") for a in kube.asked)
 
 
+def test_a_plan_asks_discovery_only() -> None:
+    """``plan`` and the dry run send GETs only: no SelfSubjectAccessReview, RBAC assumed."""
+    kube = Discovery(200, ["evictionrequests"], set())
+    assert er.resolve(kube, "auto", "shop", ask_rbac=False)[0] == "evictionRequest"
+    assert kube.asked == []
+
+
 def test_a_grace_period_longer_than_the_pods_goes_through_the_eviction_api() -> None:
     """A request carries no grace period: a body with one (the plan's floor above the pod's
     own) is not carried by a request."""

@@ -112,14 +112,20 @@ def served(kube: Discovery) -> bool:
     return any(isinstance(r, Mapping) and r.get("name") == "evictionrequests" for r in resources)
 
 
-def resolve(kube: Discovery, mode: str, namespace: str | None) -> tuple[str, str]:
+def resolve(
+    kube: Discovery, mode: str, namespace: str | None, *, ask_rbac: bool = True
+) -> tuple[str, str]:
     """The API this run sends evictions through, and why (:func:`choose_api`): for ``auto``,
     discovery, then two SelfSubjectAccessReviews (create and delete of evictionrequests: a
-    request rebalancer could not withdraw would be left behind)."""
+    request rebalancer could not withdraw would be left behind). ``ask_rbac`` False (``plan``
+    and the dry run, which send GETs only): discovery alone, RBAC assumed to allow them."""
     if mode != AUTO_API:
         return choose_api(mode, served=True, allowed=True)
     if not served(kube):
         return choose_api(mode, served=False, allowed=False)
+    if not ask_rbac:
+        api, why = choose_api(mode, served=True, allowed=True)
+        return api, f"{why} (RBAC not asked: GETs only)"
     allowed = all(
         kube.can_i(verb, "evictionrequests", group="lifecycle.k8s.io", namespace=namespace)[0]
         for verb in ("create", "delete")
