@@ -11,6 +11,7 @@ import pytest
 from rebalancer.cluster.act import evictionrequest as er
 from rebalancer.cluster.act.executor import Executor, ExecutorSettings, poll_waits
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
+from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.core.plan import Eviction
 from tests.builders import NS, api_pod
@@ -345,6 +346,23 @@ def test_a_request_of_that_name_for_another_pod_is_neither_followed_nor_deleted(
     result = send(world, evict("web-1"))
     assert result.outcome is Outcome.FAILED
     assert world.deleted() == []
+
+
+def test_evictions_rbac_may_not_list_leave_the_rest_of_the_follow_up_alone() -> None:
+    """A 403 listing the Evictions: the responder's message is unknown, the pod evicted is
+    still seen, and the request still deleted."""
+
+    class NoList(RequestWorld):
+        def list_evictions(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+            raise errors.Forbidden(403, "no list", verb="list", resource="evictions")
+
+    def at(world: RequestWorld, look: int) -> None:
+        if look == 2:
+            world.pod = None
+
+    world = NoList(web(), at=at)
+    assert send(world, evict("web-1")).outcome is Outcome.EVICTED
+    assert world.deleted() == ["rebalancer-uid-web-1"]
 
 
 def test_a_request_deleted_by_someone_else_fails() -> None:

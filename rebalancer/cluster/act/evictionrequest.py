@@ -310,8 +310,7 @@ def _follow(api: RequestApi, e: Eviction, follow: Follow) -> Seen:
         while True:
             pod = api.get_pod(e.namespace, e.name)
             request = api.get_eviction_request(e.namespace, request_name(e))
-            evictions = api.list_evictions(e.namespace, REQUESTER)
-            last = look(e, pod, request, responder_says(evictions, e.uid))
+            last = look(e, pod, request, responder_says(_evictions(api, e), e.uid))
             now = follow.clock()
             if last.outcome is not None or now >= follow.until or follow.stopped():
                 return last
@@ -320,6 +319,16 @@ def _follow(api: RequestApi, e: Eviction, follow: Follow) -> Seen:
         return last
     except (errors.Unreachable, errors.ServerError) as exc:
         return Seen(None, f"follow-up failed: {exc}")
+
+
+def _evictions(api: RequestApi, e: Eviction) -> list[dict[str, Any]]:
+    """The Evictions of rebalancer's requests in the pod's namespace; none when they cannot be
+    listed (no RBAC for it): the responder's message is then unknown, the rest still holds."""
+    try:
+        return api.list_evictions(e.namespace, REQUESTER)
+    except errors.ApiError as exc:
+        _log().warning("eviction_request.evictions_unread", pod=e.key, error=str(exc))
+        return []
 
 
 def _withdraw(api: RequestApi, e: Eviction, seen: Seen) -> Seen:
