@@ -198,7 +198,7 @@ def test_auto_asks_discovery_then_rbac_for_create_and_delete(
 ) -> None:
     """``resolve`` for auto: discovery first; only where served, create and delete are asked."""
     kube = Discovery(status, resources, allowed)
-    assert er.resolve(kube, "auto", "shop")[0] == used
+    assert er.resolve(kube, "auto", "shop", version="v1.38.0-beta.0")[0] == used
     assert len(kube.asked) == reviews
     assert all(a[1:] == ("evictionrequests", "lifecycle.k8s.io", "shop") for a in kube.asked)
 
@@ -206,8 +206,30 @@ def test_auto_asks_discovery_then_rbac_for_create_and_delete(
 def test_a_plan_asks_discovery_only() -> None:
     """``plan`` and the dry run send GETs only: no SelfSubjectAccessReview, RBAC assumed."""
     kube = Discovery(200, ["evictionrequests"], set())
-    assert er.resolve(kube, "auto", "shop", ask_rbac=False)[0] == "evictionRequest"
+    used = er.resolve(kube, "auto", "shop", version="v1.38.0", ask_rbac=False)[0]
+    assert used == "evictionRequest"
     assert kube.asked == []
+
+
+@pytest.mark.parametrize(
+    ("version", "used"),
+    [
+        # 1.37 serves the API behind its gate, but its controller arrives with 1.38
+        ("v1.37.2", "eviction"),
+        ("v1.38.0-beta.0", "evictionRequest"),
+        ("v1.39.1", "evictionRequest"),
+        (None, "eviction"),  # unknown: not assumed
+        ("master", "eviction"),
+    ],
+)
+def test_auto_sends_requests_only_where_their_controller_runs(
+    version: str | None, used: str
+) -> None:
+    """Served and allowed, ``auto`` still keeps the Eviction API before 1.38 (nobody would act
+    on a request); an explicit ``evictionRequest`` is sent whatever the version."""
+    kube = Discovery(200, ["evictionrequests"], {"create", "delete"})
+    assert er.resolve(kube, "auto", "shop", version=version)[0] == used
+    assert er.resolve(kube, "evictionRequest", "shop", version=version)[0] == "evictionRequest"
 
 
 def test_a_grace_period_longer_than_the_pods_goes_through_the_eviction_api() -> None:

@@ -234,7 +234,9 @@ def read_live(
         snapshot = source.read()
         info = source.server_info() if server else None
         if info is not None and eviction_api is not None:
-            api, why = resolve(source.kube, eviction_api, namespace, ask_rbac=False)
+            api, why = resolve(
+                source.kube, eviction_api, namespace, version=info.get("version"), ask_rbac=False
+            )
             info["evictionApi"] = {"policy": eviction_api, "used": api, "why": why}
     finally:
         source.close()

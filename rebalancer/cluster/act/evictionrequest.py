@@ -35,6 +35,7 @@ With ``--server-dry-run`` the request is created with ``dryRun=All`` (validated,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -73,16 +74,32 @@ class RequestApi(Protocol):
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
-def choose_api(mode: str, *, served: bool, allowed: bool) -> tuple[str, str]:
+FIRST_MINOR: Final = 38
+"""1.37 serves the API behind its gate but runs no controller for it (the evictionrequest-
+controller and the default responder arrive with 1.38): a request there is never acted on."""
+_MINOR = re.compile(r"^v?1\.(\d+)\.")
+
+
+def minor_of(version: object) -> int | None:
+    """The minor of a ``gitVersion`` (``v1.38.0-beta.0``: 38); None when it says none."""
+    found = _MINOR.match(version) if isinstance(version, str) else None
+    return int(found.group(1)) if found else None
+
+
+def choose_api(
+    mode: str, *, served: bool, allowed: bool, minor: int | None = FIRST_MINOR
+) -> tuple[str, str]:
     """The API a run sends its evictions through, and why: the policy's ``evictionAPI``
-    (``auto``: EvictionRequests when the server serves them and RBAC lets rebalancer create
-    them, else the Eviction API)."""
+    (``auto``: EvictionRequests when the server serves them, runs their controller (1.38+) and
+    RBAC lets rebalancer create them, else the Eviction API)."""
     if mode == EVICTION_API:
         return EVICTION_API, "evictionAPI: eviction"
     if mode == EVICTION_REQUEST_API:
         return EVICTION_REQUEST_API, "evictionAPI: evictionRequest"
     if not served:
         return EVICTION_API, f"auto: {GROUP_VERSION} evictionrequests not served"
+    if minor is None or minor < FIRST_MINOR:
+        return EVICTION_API, f"auto: served, but no controller acts on them before 1.{FIRST_MINOR}"
     if not allowed:
         return EVICTION_API, "auto: RBAC does not allow creating evictionrequests"
     return EVICTION_REQUEST_API, f"auto: {GROUP_VERSION} evictionrequests served and allowed"
@@ -113,24 +130,33 @@ def served(kube: Discovery) -> bool:
 
 
 def resolve(
-    kube: Discovery, mode: str, namespace: str | None, *, ask_rbac: bool = True
+    kube: Discovery,
+    mode: str,
+    namespace: str | None,
+    *,
+    version: object = None,
+    ask_rbac: bool = True,
 ) -> tuple[str, str]:
     """The API this run sends evictions through, and why (:func:`choose_api`): for ``auto``,
     discovery, then two SelfSubjectAccessReviews (create and delete of evictionrequests: a
-    request rebalancer could not withdraw would be left behind). ``ask_rbac`` False (``plan``
-    and the dry run, which send GETs only): discovery alone, RBAC assumed to allow them."""
+    request rebalancer could not withdraw would be left behind). ``version``: the server's
+    ``gitVersion`` (requests from 1.38 only). ``ask_rbac`` False (``plan`` and the dry run, which
+    send GETs only): discovery alone, RBAC assumed to allow them."""
+    minor = minor_of(version)
     if mode != AUTO_API:
         return choose_api(mode, served=True, allowed=True)
     if not served(kube):
         return choose_api(mode, served=False, allowed=False)
+    if minor is None or minor < FIRST_MINOR:
+        return choose_api(mode, served=True, allowed=False, minor=minor)
     if not ask_rbac:
-        api, why = choose_api(mode, served=True, allowed=True)
+        api, why = choose_api(mode, served=True, allowed=True, minor=minor)
         return api, f"{why} (RBAC not asked: GETs only)"
     allowed = all(
         kube.can_i(verb, "evictionrequests", group="lifecycle.k8s.io", namespace=namespace)[0]
         for verb in ("create", "delete")
     )
-    return choose_api(mode, served=True, allowed=allowed)
+    return choose_api(mode, served=True, allowed=allowed, minor=minor)
 
 
 def request_name(e: Eviction) -> str:

@@ -73,7 +73,9 @@ def run_live(run: LiveRun, policy: Policy, hooks: RunHooks) -> RunReport | None:
         undo = hooks.take_signals(stop)
         try:
             server = source.server_info()  # read once: in every run's summary line
-            api, why = resolve(kube, policy.eviction_api, run.namespace)
+            api, why = resolve(
+                kube, policy.eviction_api, run.namespace, version=server.get("version")
+            )
             server["evictionApi"] = {"policy": policy.eviction_api, "used": api, "why": why}
             settings = replace(
                 run.settings, executor=replace(run.settings.executor, eviction_api=api)
