@@ -39,6 +39,7 @@ from e2e.test_live import (
     add_pool_nodes,
     audit_mark,
     explain,
+    imbalance,
     need_own_control_plane,
     pdb_settled,
     rebalancer,
@@ -50,6 +51,7 @@ from e2e.test_live import (
 from e2e.test_versions import minor
 
 pytestmark = [pytest.mark.e2e, pytest.mark.k8s_versions]
+__all__ = ["imbalance"]  # test_live's fixture, used here
 
 REQUESTS = "evictionrequests"
 HANDOFF = "example.com/handoff"  # a responder of the pods' own, played (or not) by the test
