@@ -11,8 +11,8 @@ Environment:
                              one; nothing is started or torn down.
   REBALANCER_E2E_KEEP=1      keep the run dir (logs, audit log, kubeconfigs) afterwards.
   REBALANCER_E2E_CACHE       binary cache root (default ~/.cache/rebalancer-e2e).
-  REBALANCER_E2E_K8S         Kubernetes minor of the control plane: 1.32, 1.35 (default) or
-                             1.37 (``--k8s`` sets it). Tests marked ``k8s_versions`` are the
+  REBALANCER_E2E_K8S         Kubernetes minor of the control plane: 1.32, 1.35 (default),
+                             1.37 or 1.38 (``--k8s`` sets it). Tests marked ``k8s_versions`` are the
                              scenarios that differ by version: ``pytest e2e --e2e --k8s 1.32
                              -m k8s_versions``.
 """
@@ -32,7 +32,7 @@ import pytest
 from e2e.cluster.controlplane import BUILD_SH, Cluster, ControlPlane, build
 
 E2E_DIR = Path(__file__).resolve().parent
-K8S_MINORS = ("1.32", "1.35", "1.37")
+K8S_MINORS = ("1.32", "1.35", "1.37", "1.38")
 ZONE_LABEL = "topology.kubernetes.io/zone"
 LEASE_NAMESPACE = "rebalancer"
 
@@ -58,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "k8s_versions: a scenario that differs by Kubernetes version (run on 1.32, 1.35, 1.37)",
+        "k8s_versions: a scenario that differs by Kubernetes version (run on 1.32 to 1.38)",
     )
     minor = config.getoption("--k8s", default=None)
     if minor:  # build.sh and the fixture read the environment

@@ -274,7 +274,7 @@ class RecordingServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            do_GET = do_POST = do_PUT = do_PATCH = _answer  # the names http.server calls
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # the names it calls
 
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         httpd.daemon_threads = True

@@ -296,13 +296,38 @@ def test_no_rule_can_delete_or_escalate(values: list[str]) -> None:
     only read, and the only write near pods is creating evictions."""
     for kind, name, rule in rbac_rules(render(*values)):
         where = f"{kind} {name}: {rule}"
-        assert not FORBIDDEN_VERBS & set(rule["verbs"]), where
+        # the one delete: of EvictionRequests (rebalancer withdraws its own)
+        own = rule["apiGroups"] == ["lifecycle.k8s.io"] and rule["resources"] == [
+            "evictionrequests"
+        ]
+        assert not (FORBIDDEN_VERBS - ({"delete"} if own else set())) & set(rule["verbs"]), where
         assert "*" not in rule["apiGroups"] and "*" not in rule["resources"], where
         for resource in rule["resources"]:
             if resource == "pods":
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, where
             elif resource.startswith("pods/"):
                 assert (resource, rule["verbs"]) == ("pods/eviction", ["create"]), where
+
+
+@pytest.mark.parametrize(
+    ("api", "granted"), [("auto", True), ("evictionRequest", True), ("eviction", False)]
+)
+def test_eviction_requests_are_granted_only_where_the_policy_allows_them(
+    api: str, granted: bool
+) -> None:
+    """create/get/delete of evictionrequests and list of evictions are in the ClusterRole
+    exactly when policy.evictionAPI is not eviction."""
+    rules = [r for _, _, r in rbac_rules(render(f"policy.evictionAPI={api}"))]
+    lifecycle = [r for r in rules if r["apiGroups"] == ["lifecycle.k8s.io"]]
+    expected = [
+        {
+            "apiGroups": ["lifecycle.k8s.io"],
+            "resources": ["evictionrequests"],
+            "verbs": ["create", "get", "delete"],
+        },
+        {"apiGroups": ["lifecycle.k8s.io"], "resources": ["evictions"], "verbs": ["list"]},
+    ]
+    assert lifecycle == (expected if granted else [])
 
 
 def test_release_name_and_namespace_are_used_everywhere() -> None:

@@ -74,6 +74,8 @@ def test_clusterrole_has_exactly_the_verbs_rebalancer_needs() -> None:
         ("apps", "deployments"): read,
         ("karpenter.sh", "nodepools"): {"list"},
         ("", "pods/eviction"): {"create"},
+        ("lifecycle.k8s.io", "evictionrequests"): {"create", "get", "delete"},
+        ("lifecycle.k8s.io", "evictions"): {"list"},
         ("", "events"): {"create"},
         ("authorization.k8s.io", "selfsubjectaccessreviews"): {"create"},
     }
@@ -91,7 +93,13 @@ def test_only_the_deployment_overlay_grants_watch_on_what_is_read() -> None:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 watched.setdefault((group, resource), set()).update(rule["verbs"])
-    read = {key for key, verbs in rules().items() if "list" in verbs}
+    # what the snapshot reads; the Evictions of rebalancer's requests are listed only while one
+    # is followed, never kept current
+    read = {
+        key
+        for key, verbs in rules().items()
+        if "list" in verbs and key != ("lifecycle.k8s.io", "evictions")
+    }
     assert watched == {key: {"watch"} for key in read}
     assert all("watch" not in verbs for verbs in rules().values())
     assert binding["roleRef"] == {
@@ -103,13 +111,18 @@ def test_only_the_deployment_overlay_grants_watch_on_what_is_read() -> None:
 
 
 def test_clusterrole_never_allows_deleting_pods() -> None:
-    """No delete, deletecollection, update, patch or wildcard on pods, and no wildcard at all."""
+    """No delete, deletecollection, update, patch or wildcard on pods, and no wildcard at all;
+    the one delete is of EvictionRequests (rebalancer withdraws its own)."""
     granted = rules()
     for (group, resource), verbs in granted.items():
         assert "*" not in verbs and group != "*" and resource != "*"
         if resource.startswith("pods") and resource != "pods/eviction":
             assert verbs <= {"get", "list", "watch"}, resource
-        assert "delete" not in verbs and "deletecollection" not in verbs
+        assert "deletecollection" not in verbs
+        if (group, resource) != ("lifecycle.k8s.io", "evictionrequests"):
+            assert "delete" not in verbs, resource
+    assert granted["lifecycle.k8s.io", "evictionrequests"] == {"create", "get", "delete"}
+    assert granted["lifecycle.k8s.io", "evictions"] == {"list"}
 
 
 def test_binding_grants_the_role_to_the_service_account() -> None:

@@ -248,6 +248,7 @@ DOCUMENTED_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ignorePodsWithoutPDB", ("ignore_pods_without_pdb",)),
     ("noEvictionPolicy", ("no_eviction_policy",)),
     ("steerScaleDown", ("steer_scale_down",)),
+    ("evictionAPI", ("eviction_api",)),
 )
 
 

@@ -28,6 +28,7 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.policy import (
     API_VERSION,
     CREATION_TIMESTAMP,
+    EVICTION_APIS,
     KEYS,
     KIND,
     NO_EVICTION_POLICIES,
@@ -246,6 +247,9 @@ KEY_VALUES: Final[dict[str, st.SearchStrategy[Any]]] = {
     "minPodAgeFrom": mixed(
         st.sampled_from([CREATION_TIMESTAMP, START_TIME]),
         st.sampled_from(["creation", "StartTime", ""]),
+    ),
+    "evictionAPI": mixed(
+        st.sampled_from(list(EVICTION_APIS)), st.sampled_from(["Auto", "evictionrequest", ""])
     ),
     "schedule": st.one_of(
         st.none(),

@@ -13,7 +13,7 @@
 #   e2e/cluster/build.sh            build what is missing, print timings and BIN_DIR=...
 #   e2e/cluster/build.sh --bin-dir  only print the bin dir (no build)
 #   e2e/cluster/build.sh --force    rebuild everything
-# The Kubernetes minor comes from REBALANCER_E2E_K8S (1.32, 1.35 or 1.37; default 1.35),
+# The Kubernetes minor comes from REBALANCER_E2E_K8S (1.32, 1.35, 1.37 or 1.38; default 1.35),
 # or from --k8s MINOR given first (e.g. `build.sh --k8s 1.32 --bin-dir`).
 set -euo pipefail
 
@@ -23,11 +23,15 @@ GOMOD="$HERE/gomod"
 K8S_MINOR="${REBALANCER_E2E_K8S:-1.35}"
 if [[ "${1:-}" == "--k8s" ]]; then K8S_MINOR="${2:-}"; shift 2 || shift $#; fi
 # One wrapper module per Kubernetes minor, with the etcd that fits it; kwok is shared.
+# K8S_GO is the Go toolchain of the Kubernetes module: 1.38's go.mod says go 1.27.0, newer
+# than the local Go, so the go command fetches that toolchain (cached in the module cache).
+K8S_GO=local
 case "$K8S_MINOR" in
   1.32) K8S_MOD=kubernetes-1.32 ETCD_MOD=etcd-3.5 ;;
   1.35) K8S_MOD=kubernetes ETCD_MOD=etcd ;;
   1.37) K8S_MOD=kubernetes-1.37 ETCD_MOD=etcd-3.7 ;;
-  *) echo "build.sh: REBALANCER_E2E_K8S/--k8s must be 1.32, 1.35 or 1.37, got '$K8S_MINOR'" >&2; exit 2 ;;
+  1.38) K8S_MOD=kubernetes-1.38 ETCD_MOD=etcd-3.7 K8S_GO=go1.27.3 ;;
+  *) echo "build.sh: REBALANCER_E2E_K8S/--k8s must be 1.32, 1.35, 1.37 or 1.38, got '$K8S_MINOR'" >&2; exit 2 ;;
 esac
 
 # Versions come from the wrapper go.mod files (single source of truth).
@@ -51,7 +55,7 @@ case "${1:-}" in
   --bin-dir) echo "$BIN"; exit 0 ;;
   --force) FORCE=1 ;;
   "") ;;
-  *) echo "usage: $0 [--k8s 1.32|1.35|1.37] [--bin-dir|--force]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--k8s 1.32|1.35|1.37|1.38] [--bin-dir|--force]" >&2; exit 2 ;;
 esac
 
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
@@ -79,7 +83,7 @@ fi
 command -v go >/dev/null || { echo "build.sh: go not found on PATH" >&2; exit 1; }
 export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
 export GOFLAGS="-mod=readonly -buildvcs=false"
-echo "build.sh: $(go version); building $KEY into $BIN"
+echo "build.sh: $(go version), Kubernetes with $(GOTOOLCHAIN=$K8S_GO go version); building $KEY into $BIN"
 
 T0=$SECONDS
 phase_start=$SECONDS
@@ -114,7 +118,7 @@ phase "download modules"
 # older releases are not served by the module proxy, so `go mod download` would fail.
 (cd "$GOMOD/$ETCD_MOD" && go list -deps go.etcd.io/etcd/server/v3 >/dev/null)
 (cd "$GOMOD/kwok" && go list -deps sigs.k8s.io/kwok/cmd/kwok >/dev/null)
-(cd "$GOMOD/$K8S_MOD" && go list -deps $(printf 'k8s.io/kubernetes/cmd/%s ' "${K8S_BINS[@]}") >/dev/null)
+(cd "$GOMOD/$K8S_MOD" && GOTOOLCHAIN=$K8S_GO go list -deps $(printf 'k8s.io/kubernetes/cmd/%s ' "${K8S_BINS[@]}") >/dev/null)
 phase_done "download modules"
 
 if [[ $FORCE == 1 ]] || ! have etcd; then
@@ -145,13 +149,13 @@ if (( ${#need_k8s[@]} )); then
   done
   pkgs=()
   for b in "${need_k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  gobuild "$GOMOD/$K8S_MOD" "$TMP/" "$ld" "${pkgs[@]}"
+  GOTOOLCHAIN=$K8S_GO gobuild "$GOMOD/$K8S_MOD" "$TMP/" "$ld" "${pkgs[@]}"
   install_bins "${need_k8s[@]}"
   phase_done "Kubernetes"
 fi
 
 all_present || { echo "build.sh: some binaries are missing after the build" >&2; ls -l "$BIN" >&2; exit 1; }
-printf '%s\n' "k8s=$K8S_VERSION" "etcd=$ETCD_VERSION" "kwok=$KWOK_VERSION" "go=$(go env GOVERSION)" >"$OUT/VERSIONS"
+printf '%s\n' "k8s=$K8S_VERSION" "etcd=$ETCD_VERSION" "kwok=$KWOK_VERSION" "go=$(go env GOVERSION)" "go-kubernetes=$(GOTOOLCHAIN=$K8S_GO go env GOVERSION)" >"$OUT/VERSIONS"
 echo "build.sh: [$(( SECONDS - T0 ))s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
 du -sh "$BIN" | sed 's/^/build.sh: size /'
 echo "BIN_DIR=$BIN"

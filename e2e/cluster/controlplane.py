@@ -105,15 +105,29 @@ def k8s_minor_of(bin_dir: Path) -> tuple[int, int]:
     raise ControlPlaneError(f"no k8s= line in {bin_dir.parent / 'VERSIONS'}")
 
 
-def version_flags(component: str, minor: tuple[int, int]) -> list[str]:
+def version_flags(
+    component: str, minor: tuple[int, int], *, eviction_requests: bool | None = None
+) -> list[str]:
     """Flags that differ by Kubernetes version. Every flag the control plane passes exists
-    from 1.32 to 1.37; on 1.37 the workload API (GenericWorkload, beta, off by default) is
-    turned on, so that pods can belong to a PodGroup (spec.schedulingGroup)."""
+    from 1.32 to 1.38; from 1.37 the workload API (GenericWorkload, beta, off by default) is
+    turned on, so that pods can belong to a PodGroup (spec.schedulingGroup).
+
+    ``eviction_requests`` (default: ``REBALANCER_E2E_EVICTION_REQUESTS=1``) also turns on the
+    EvictionRequest API from 1.37 (KEP-4563: gate ``EvictionRequestAPI``, alpha, off by
+    default, on kube-apiserver and kube-controller-manager, and the ``lifecycle.k8s.io/v1alpha1``
+    group); off, the server serves none of it, as a release does by default."""
     if minor < (1, 37):
         return []
-    flags = ["--feature-gates=GenericWorkload=true"]
+    if eviction_requests is None:
+        eviction_requests = os.environ.get("REBALANCER_E2E_EVICTION_REQUESTS", "") not in ("", "0")
+    gates = ["GenericWorkload=true"]
+    groups = ["scheduling.k8s.io/v1beta1=true"]
+    if eviction_requests and component in ("kube-apiserver", "kube-controller-manager"):
+        gates.append("EvictionRequestAPI=true")
+        groups.append("lifecycle.k8s.io/v1alpha1=true")
+    flags = ["--feature-gates=" + ",".join(gates)]
     if component == "kube-apiserver":
-        flags.append("--runtime-config=scheduling.k8s.io/v1beta1=true")
+        flags.append("--runtime-config=" + ",".join(groups))
     return flags
 
 

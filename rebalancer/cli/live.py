@@ -209,10 +209,16 @@ def add_live_commands(subparsers: Subparsers) -> None:
 
 
 def read_live(
-    connection: Connection, namespace: str | None, *, server: bool = False
+    connection: Connection,
+    namespace: str | None,
+    *,
+    server: bool = False,
+    eviction_api: str | None = None,
 ) -> tuple[Snapshot, Sequence[object], dict[str, Any] | None]:
     """One read of the cluster as ``plan`` and ``explain`` make it (GETs only): the snapshot,
-    the objects left out, and with ``server`` the server's version and feature gates."""
+    the objects left out, and with ``server`` the server's version and feature gates (and,
+    given the policy's ``eviction_api``, the API a run would send the evictions through)."""
+    from rebalancer.cluster.act.evictionrequest import resolve  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.live import LiveSource, connect  # noqa: PLC0415  # on use
 
     configure_logging()
@@ -221,6 +227,11 @@ def read_live(
     try:
         snapshot = source.read()
         info = source.server_info() if server else None
+        if info is not None and eviction_api is not None:
+            api, why = resolve(
+                source.kube, eviction_api, namespace, version=info.get("version"), ask_rbac=False
+            )
+            info["evictionApi"] = {"policy": eviction_api, "used": api, "why": why}
     finally:
         source.close()
     oneshot.keep(snapshot)
@@ -230,7 +241,9 @@ def read_live(
 def plan_live(options: PlanOptions, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
     assert options.connection is not None
-    snapshot, rejected, server = read_live(options.connection, options.namespace, server=True)
+    snapshot, rejected, server = read_live(
+        options.connection, options.namespace, server=True, eviction_api=policy.eviction_api
+    )
     return plan_and_write(snapshot, rejected, policy, options, server)
 
 

@@ -49,6 +49,7 @@ from prometheus_client.exposition import push_to_gateway
 from rebalancer.cli.buildinfo import build_info
 from rebalancer.cluster.act.outcome import Outcome, RunEnd
 from rebalancer.cluster.act.runner import RunReport, ViewSkew
+from rebalancer.core.policy import EVICTION_REQUEST_API
 
 if TYPE_CHECKING:
     from rebalancer.core.plan import Plan, ViewKey
@@ -138,6 +139,13 @@ class Metrics:
         self.evictions = Counter(
             "rebalancer_evictions", "Evictions by result.", ["result"], registry=r
         )
+        self.requests = Counter(
+            "rebalancer_eviction_requests",
+            "Evictions sent as EvictionRequests, by result and the responder's or condition's "
+            "reason (Timeout: withdrawn at the wave's timeout).",
+            ["result", "reason"],
+            registry=r,
+        )
         self.runs = Counter("rebalancer_runs", "Runs by result.", ["result"], registry=r)
         self.invalid = Counter(
             "rebalancer_invalid_objects",
@@ -225,6 +233,8 @@ class Metrics:
         counts = dict.fromkeys(map(str, Outcome), 0)
         for result in report.results:
             self.evictions.labels(result=str(result.outcome)).inc()
+            if result.api == EVICTION_REQUEST_API:
+                self.requests.labels(result=str(result.outcome), reason=result.reason).inc()
             counts[str(result.outcome)] += 1
         self.planned.set(report.planned)
         self.invalid.inc(report.invalid_objects)

@@ -962,6 +962,8 @@ def result_rows(report: RunReport) -> list[Data]:
                     "attempts": r.attempts,
                     "detail": r.detail,
                     "replacement": r.replacement,
+                    "api": r.api,
+                    "reason": r.reason,
                 }
             )
     return rows

@@ -47,6 +47,11 @@ CREATION_TIMESTAMP: Final = "creationTimestamp"
 """``minPodAgeFrom``: a pod's age counts from its creation (the default)."""
 START_TIME: Final = "startTime"
 """``minPodAgeFrom``: a pod's age counts from ``status.startTime``, as the descheduler's."""
+AUTO_API: Final = "auto"
+EVICTION_API: Final = "eviction"
+EVICTION_REQUEST_API: Final = "evictionRequest"
+EVICTION_APIS: Final = (AUTO_API, EVICTION_API, EVICTION_REQUEST_API)
+"""``evictionAPI``: how a planned eviction is sent (SPEC §5.11)."""
 
 API_VERSION: Final = "rebalancer/v1alpha1"
 KIND: Final = "RebalancerPolicy"
@@ -632,6 +637,10 @@ class Policy:
     """The ``prefer-no-eviction`` pod annotation: Preferred (evicted last) or Mandatory (never)."""
     steer_scale_down: bool = field(default=False, metadata=_key("steerScaleDown", _FLAG))
     """True: keep ``pod-deletion-cost`` on ReplicaSet pods so scale-downs keep the spread."""
+    eviction_api: str = field(default=AUTO_API, metadata=_key("evictionAPI", OneOf(EVICTION_APIS)))
+    """How planned evictions are sent: ``eviction`` (the Eviction API), ``evictionRequest``
+    (EvictionRequests, KEP-4563: the pod's responders act first), or ``auto`` (requests where
+    the server serves them and RBAC allows them, else the Eviction API)."""
 
 
 _DEFAULTS: Final = Policy()

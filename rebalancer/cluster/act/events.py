@@ -2,7 +2,9 @@
 
 ``Rebalanced`` (Normal) on each evicted pod, naming the topology key, the domain it leaves and
 where the simulation expects its replacement; ``RebalanceBlocked`` (Warning) when a
-PodDisruptionBudget refused the eviction; ``RebalanceFailed`` (Warning) when it failed.
+PodDisruptionBudget refused the eviction; ``RebalanceFailed`` (Warning) when it failed or, sent
+as an EvictionRequest, was withdrawn still in progress at the wave's timeout. An eviction sent as
+an EvictionRequest says so, with the responder's reason when it has one.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
+from rebalancer.core.policy import EVICTION_REQUEST_API
 
 COMPONENT: Final = "rebalancer"
 REBALANCED: Final = "Rebalanced"
@@ -26,6 +29,15 @@ def _target(result: EvictionResult) -> str:
 
 def event_message(result: EvictionResult) -> tuple[str, str, str] | None:
     """(type, reason, message) for a result, or None when it deserves no event."""
+    described = _described(result)
+    if described is None or result.api != EVICTION_REQUEST_API:
+        return described
+    kind, reason, message = described
+    why = f" (reason {result.reason})" if result.reason else ""
+    return kind, reason, f"{message} [sent as an EvictionRequest{why}]"
+
+
+def _described(result: EvictionResult) -> tuple[str, str, str] | None:
     e = result.eviction
     where = f"{e.topology_key}={e.domain}"
     if result.outcome is Outcome.EVICTED:
@@ -40,6 +52,12 @@ def event_message(result: EvictionResult) -> tuple[str, str, str] | None:
             f"refused by a PodDisruptionBudget; rebalancer tries again next run. {result.detail}"
         )
         return "Warning", BLOCKED, message
+    if result.outcome is Outcome.WITHDRAWN:
+        message = (
+            f"Eviction to repair topology spread on {e.topology_key} (leaving {where}) was "
+            f"withdrawn: {result.detail}"
+        )
+        return "Warning", FAILED, message
     if result.outcome is Outcome.FAILED:
         message = (
             f"Eviction to repair topology spread on {e.topology_key} (leaving {where}) "

@@ -52,6 +52,7 @@ from typing import Any, Final, Protocol
 from tenacity import Retrying
 
 from rebalancer.cluster import logs
+from rebalancer.cluster.act import evictionrequest
 from rebalancer.cluster.act.lease import EvictionRecord
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
 from rebalancer.cluster.api import deadline, errors
@@ -60,6 +61,7 @@ from rebalancer.core.errors import InputError
 from rebalancer.core.grace import eviction_grace
 from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
 from rebalancer.core.plan import Eviction, SkipCode, SkipReason, workload_key
+from rebalancer.core.policy import EVICTION_REQUEST_API
 from rebalancer.core.selectors import NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY
 
 
@@ -121,6 +123,9 @@ class ExecutorSettings:
     """The first look after an eviction comes this soon, then each wait doubles up to
     ``poll_interval_seconds``: a replacement Ready in a second does not hold the workload's
     next eviction (nor the next wave) for a whole poll interval."""
+    eviction_api: str = "eviction"
+    """The API evictions go through, as the run resolved the policy's ``evictionAPI``:
+    ``eviction``, or ``evictionRequest`` (:mod:`.evictionrequest`, SPEC §5.11)."""
 
 
 def poll_waits(settings: ExecutorSettings) -> Iterator[float]:
@@ -504,6 +509,7 @@ class Executor:
         self._before_evict = before_evict
         self._earlier: dict[str, list[EvictionRecord]] = {}
         self._owner_unread: set[str] = set()  # workloads whose owner could not be read
+        self._until = 0.0  # the current wave's deadline (an EvictionRequest is followed until it)
         for record in earlier:
             key = workload_key(record.namespace, record.workload, record.name)
             self._earlier.setdefault(key, []).append(record)
@@ -519,7 +525,7 @@ class Executor:
         dry_run = self.settings.server_dry_run
         for e in evictions:
             eviction_body(e, dry_run=dry_run)  # validates; the body sent is built per pod
-        until = self._clock() + self.settings.wave_timeout_seconds
+        until = self._until = self._clock() + self.settings.wave_timeout_seconds
         groups: OrderedDict[str, deque[Eviction]] = OrderedDict()
         for e in evictions:
             groups.setdefault(e.workload_key, deque()).append(e)
@@ -608,6 +614,21 @@ class Executor:
                 )
                 return _skipped(e, SkipReason(code, f"not sent: {exc}")), None
         body = eviction_body(e, dry_run=self.settings.server_dry_run, pod=pod)
+        if self.settings.eviction_api == EVICTION_REQUEST_API and evictionrequest.carries(body):
+            follow = evictionrequest.Follow(
+                self._until,
+                self._clock,
+                self._sleep,
+                self._stopped,
+                lambda: poll_waits(self.settings),
+            )
+            sent = evictionrequest.send(
+                self._transport,  # type: ignore[arg-type]  # Kube serves both protocols
+                e,
+                follow,
+                dry_run=self.settings.server_dry_run,
+            )
+            return sent, pending
         return self._send(e, body), pending
 
     def _prepare_wait(self, e: Eviction, pod: Mapping[str, Any], index: int) -> _Pending | None:
@@ -669,6 +690,10 @@ class Executor:
             outcome, detail = Outcome.WOULD_EVICT, "server dry run: accepted"
         elif status in (200, 201):
             outcome, detail = Outcome.EVICTED, "evicted"
+            # From 1.38 the answer's Status carries the evicted pod's resourceVersion.
+            version = _part(answer, "metadata").get("resourceVersion")
+            if version:
+                _log().info("eviction.accepted", pod=e.key, resource_version=str(version))
         elif status == 404:
             outcome, detail = Outcome.GONE, f"pod-gone: {message}"
         elif status == 409:

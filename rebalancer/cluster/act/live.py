@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from rebalancer.cluster.act.evictionrequest import resolve
 from rebalancer.cluster.act.lease import LeaseSettings
 from rebalancer.cluster.act.runner import Runner, RunReport, RunSettings
 from rebalancer.cluster.api.preflight import preflight, run_checks
@@ -72,7 +73,14 @@ def run_live(run: LiveRun, policy: Policy, hooks: RunHooks) -> RunReport | None:
         undo = hooks.take_signals(stop)
         try:
             server = source.server_info()  # read once: in every run's summary line
-            runner = Runner(source, kube, policy, run.settings, server=server, stop=stop)
+            api, why = resolve(
+                kube, policy.eviction_api, run.namespace, version=server.get("version")
+            )
+            server["evictionApi"] = {"policy": policy.eviction_api, "used": api, "why": why}
+            settings = replace(
+                run.settings, executor=replace(run.settings.executor, eviction_api=api)
+            )
+            runner = Runner(source, kube, policy, settings, server=server, stop=stop)
             if run.interval is not None:
                 hooks.serving()
                 runner.run_forever(

@@ -20,6 +20,8 @@ class Outcome(StrEnum):
     CONFLICT = "conflict"  # 409: the pod changed; re-plan
     SKIPPED = "skipped"  # not sent: the plan's premise no longer holds, or stopping
     FAILED = "failed"
+    WITHDRAWN = "withdrawn"  # an EvictionRequest still in progress at the wave's timeout,
+    # withdrawn (deleted): its responders stop; the next run plans again
 
 
 FAILURES: Final = frozenset({Outcome.FAILED})
@@ -38,6 +40,8 @@ class EvictionResult:
     attempts: int = 0  # eviction requests sent
     replacement: str | None = None  # namespace/name of the Ready replacement, once seen
     skip: SkipReason | None = None  # why it was not sent, for SKIPPED (``detail`` says it too)
+    api: str = "eviction"  # the API that sent it: "eviction" or "evictionRequest"
+    reason: str = ""  # an EvictionRequest's: the responder's or condition's reason, when any
 
 
 class RunEnd(StrEnum):

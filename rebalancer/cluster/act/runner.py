@@ -254,6 +254,7 @@ class RunReport:
             "would_evict": self.count(Outcome.WOULD_EVICT),
             "blocked_by_pdb": self.blocked_by_pdb,
             "failed": self.failed,
+            "withdrawn": self.count(Outcome.WITHDRAWN),  # EvictionRequests, at a wave's timeout
             "skipped": self.skipped,
             "waves": len(self.waves),
             "end": str(self.end),

@@ -5,9 +5,10 @@ service account, exec plugins). Requests go out through rebalancer's own HTTP po
 
 Everything above this module sees plain dicts and bytes, and rebalancer's own errors
 (:mod:`rebalancer.core.errors`); no client object or client exception leaks out. Requests go through
-:meth:`Kube.request`, which only knows GET and POST, plus PUT on a coordination.k8s.io Lease:
-rebalancer never deletes anything, and this module makes a pod DELETE (or any write to a pod
-but an eviction) impossible to issue by mistake.
+:meth:`Kube.request`, which only knows GET and POST, plus PUT on a coordination.k8s.io Lease
+and DELETE of rebalancer's own EvictionRequests (``rebalancer-<pod uid>``, its withdrawal):
+rebalancer deletes nothing else, and this module makes a pod DELETE (or any write to a pod but
+an eviction) impossible to issue by mistake.
 
 Every request has a wall-clock deadline (``request_timeout``), enforced by a
 :class:`~rebalancer.cluster.api.deadline.Watchdog` that cuts the socket: a server that trickles
@@ -48,11 +49,16 @@ from rebalancer.cluster.api.transport import Endpoint
 from rebalancer.cluster.inputs import check_kubeconfig
 from rebalancer.core.errors import InputError
 
-ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH"})
+ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")
 """The only thing rebalancer ever PUTs: one Lease (SPEC §5, one rebalancer at a time)."""
 POD_PATH: Final = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+$")
 """The only thing rebalancer ever PATCHes: a pod, and only its deletion cost (SPEC §7)."""
+REQUEST_PATH: Final = re.compile(
+    r"^/apis/lifecycle\.k8s\.io/v1alpha1/namespaces/[^/]+/evictionrequests/rebalancer-[0-9a-f-]+$"
+)
+"""The only thing rebalancer ever DELETEs: its own EvictionRequest, named after the pod's uid
+(SPEC §5.11: deleting it withdraws it; never a pod)."""
 MERGE_PATCH: Final = "application/merge-patch+json"
 PATCHED_ANNOTATIONS: Final = frozenset(
     {"controller.kubernetes.io/pod-deletion-cost", "rebalancer/deletion-cost"}
@@ -230,6 +236,7 @@ class Kube:
         if (
             method not in ALLOWED_METHODS
             or (method == "PUT" and not LEASE_PATH.match(path))
+            or (method == "DELETE" and not REQUEST_PATH.match(path))
             or (method == "PATCH" and not (POD_PATH.match(path) and _cost_patch(body)))
         ):
             # Not an assert: this must hold with python -O too.
@@ -657,6 +664,50 @@ class Kube:
             details.setdefault("retryAfterSeconds", wait)
         return response.status, answer
 
+    # -- EvictionRequests (lifecycle.k8s.io/v1alpha1, KEP-4563) -------------------------------
+
+    def create_eviction_request(
+        self, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> tuple[int, dict[str, Any]]:
+        """POST an EvictionRequest; (status, body) for the caller to interpret (409: one of
+        that name exists). 401 and 403 raise, as RBAC's denial."""
+        response = self.request(
+            "POST",
+            f"{_REQUESTS}/namespaces/{_seg(namespace)}/evictionrequests",
+            query=[("dryRun", "All")] if dry_run else [],
+            body=body,
+        )
+        if response.status in (401, 403):
+            self._fail(response, None, verb="create", resource=_ER, namespace=namespace)
+        return response.status, response.json() if response.body else {}
+
+    def get_eviction_request(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The EvictionRequest, or None when it does not exist."""
+        path = f"{_REQUESTS}/namespaces/{_seg(namespace)}/evictionrequests/{_seg(name)}"
+        return self._get(path, resource=_ER, namespace=namespace)
+
+    def delete_eviction_request(self, namespace: str, name: str) -> int:
+        """DELETE rebalancer's own EvictionRequest (its withdrawal); the HTTP status (404: gone
+        already). Nothing else is ever deleted."""
+        path = f"{_REQUESTS}/namespaces/{_seg(namespace)}/evictionrequests/{_seg(name)}"
+        response = self.request("DELETE", path)
+        if response.status >= 400 and response.status != 404:
+            self._fail(response, None, verb="delete", resource=_ER, namespace=namespace)
+        return response.status
+
+    def list_evictions(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """The Evictions (lifecycle.k8s.io/v1alpha1) of a namespace matching the selector."""
+        query = [("labelSelector", label_selector)] if label_selector else []
+        body = self._checked(
+            "GET",
+            f"{_REQUESTS}/namespaces/{_seg(namespace)}/evictions",
+            verb="list",
+            resource="evictions.lifecycle.k8s.io",
+            namespace=namespace,
+            query=query,
+        ).json()
+        return [item for item in body.get("items") or [] if isinstance(item, dict)]
+
     def patch_pod_cost(
         self, namespace: str, name: str, body: Mapping[str, Any]
     ) -> tuple[int, dict[str, Any]]:
@@ -745,6 +796,8 @@ class Kube:
 
 
 _LEASES: Final = "leases.coordination.k8s.io"
+_REQUESTS: Final = "/apis/lifecycle.k8s.io/v1alpha1"
+_ER: Final = "evictionrequests.lifecycle.k8s.io"
 _OWNERS: Final = {
     r.kind: r for r in (RESOURCES_BY_NAME["replicasets"], RESOURCES_BY_NAME["statefulsets"])
 }
