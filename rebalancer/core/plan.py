@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class SkipCode(StrEnum):
@@ -80,9 +81,16 @@ class Skip:
     reason: SkipReason
 
 
-ViewKey = tuple[str, str, str, int, str]
-"""What tells a run's views apart from plan to plan (and in the metrics): namespace,
-topologyKey, selector, maxSkew, whenUnsatisfiable."""
+class ViewKey(NamedTuple):
+    """What tells a run's views apart from plan to plan (and in the metrics): a view's
+    namespace and the fields of its constraint that name it. Made from a constraint by
+    :attr:`rebalancer.core.spread.ViewSpec.key`, from a report by :attr:`ViewReport.key`."""
+
+    namespace: str
+    topology_key: str
+    selector: str  # as rebalancer.core.selectors.selector_string writes it
+    max_skew: int
+    when_unsatisfiable: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +111,8 @@ class ViewReport:
 
     @property
     def key(self) -> ViewKey:
-        return (
-            self.namespace,
-            self.topology_key,
-            self.selector,
-            self.max_skew,
-            self.when_unsatisfiable,
+        return ViewKey(
+            self.namespace, self.topology_key, self.selector, self.max_skew, self.when_unsatisfiable
         )
 
     @property

@@ -31,6 +31,7 @@ from rebalancer.core.model import (
     Toleration,
     shared_key,
 )
+from rebalancer.core.plan import ViewKey
 from rebalancer.core.policy import Policy
 from rebalancer.core.scope import NamespaceScope
 from rebalancer.core.selectors import (
@@ -76,17 +77,21 @@ class ViewSpec:
     def max_skew(self) -> int:
         return self.constraint.max_skew
 
-    def sort_key(self) -> tuple[str, str, str, int, str, int, str]:
+    @property
+    def key(self) -> ViewKey:
+        """The view's name from run to run (:class:`~rebalancer.core.plan.ViewKey`)."""
         c = self.constraint
-        return (
+        return ViewKey(
             self.namespace,
             c.topology_key,
             selector_string(c.selector),
             c.max_skew,
             c.when_unsatisfiable,
-            c.min_domains,
-            _described(self.eligibility),
         )
+
+    def sort_key(self) -> tuple[str, str, str, int, str, int, str]:
+        """The key, then what else tells two views of one key apart."""
+        return (*self.key, self.constraint.min_domains, _described(self.eligibility))
 
 
 @functools.lru_cache(maxsize=256)

@@ -151,12 +151,8 @@ class ViewSkew:
 
     @property
     def key(self) -> ViewKey:
-        return (
-            self.namespace,
-            self.topology_key,
-            self.selector,
-            self.max_skew,
-            self.when_unsatisfiable,
+        return ViewKey(
+            self.namespace, self.topology_key, self.selector, self.max_skew, self.when_unsatisfiable
         )
 
 
@@ -268,15 +264,7 @@ def current_skews(snapshot: Snapshot, policy: Policy) -> dict[ViewKey, int]:
     with gc_paused():
         analysis = analyze(snapshot, policy)
     for view in analysis.views:
-        spec = view.spec
-        c = spec.constraint
-        key = (
-            spec.namespace,
-            c.topology_key,
-            selector_string(c.selector),
-            c.max_skew,
-            c.when_unsatisfiable,
-        )
+        key = view.spec.key
         skews[key] = max(skews.get(key, 0), view.skew)
     return skews
 
