@@ -11,7 +11,7 @@ it now (:mod:`rebalancer.core.budgets`).
 
 A pod annotated ``descheduler.alpha.kubernetes.io/evict`` (any value) opts out of the
 protections, as the descheduler's DefaultEvictor lets it; nothing else moves for it: what
-SPEC §5 never evicts (mirror, DaemonSet, bare, leaving, unreachable or disrupted node,
+SPEC §5.6 never evicts (mirror, DaemonSet, bare, leaving, unreachable or disrupted node,
 ``karpenter.sh/do-not-disrupt``, priority threshold, rollout), the policy's scope and the
 PodDisruptionBudget's answer stay. Worked example: a ReplicaSet pod with an emptyDir volume,
 5 minutes old, under ``minPodAge: 1h`` is skipped (``local-storage``); annotated, it is a

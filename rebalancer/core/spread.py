@@ -5,7 +5,7 @@ from that pod's topology keys, node affinity and tolerations (per the inclusion 
 selector from its labelSelector merged with matchLabelKeys. Pods with identical views share one.
 A view counts every matching, bound pod in its namespace on an eligible node, whether or not
 that pod declares the constraint itself, except pods that are leaving: terminating, or carrying
-the DisruptionTarget condition (SPEC §2, §5).
+the DisruptionTarget condition (SPEC §2.2, §5.6).
 """
 
 from __future__ import annotations

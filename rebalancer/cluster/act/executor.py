@@ -1,4 +1,4 @@
-"""Executing one wave of a plan through the Eviction API, and nothing else (SPEC §5).
+"""Executing one wave of a plan through the Eviction API, and nothing else (SPEC §5.1).
 
 The only write is ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction`` with a ``policy/v1``
 Eviction that always carries ``deleteOptions.preconditions.uid``. There is no code path that
@@ -15,7 +15,7 @@ is coming any more: the owning ReplicaSet or StatefulSet is gone, or was scaled 
 since the eviction (:func:`replacement_moot`).
 Workloads proceed side by side, in rounds: the first pod of every workload, wait, the second...
 
-Status codes (SPEC §5):
+Status codes (SPEC §5.3):
 
 =====  ==================================================================================
 200,   evicted (``would-evict`` with ``--server-dry-run``)
@@ -143,7 +143,7 @@ def eviction_body(
 
     The plan's grace period is sent only when it is longer than the pod's own
     ``terminationGracePeriodSeconds`` (30 when unset), read from ``pod`` (the pod as just
-    re-read) when given: a policy grace period never shortens a pod's shutdown (SPEC §5).
+    re-read) when given: a policy grace period never shortens a pod's shutdown (SPEC §5.2).
     """
     grace = eviction.grace_period_seconds
     if grace is not None and grace < 1:

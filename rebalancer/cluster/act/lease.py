@@ -1,6 +1,6 @@
 """One rebalancer evicting at a time, and a record of its evictions that survives a crash.
 
-SPEC §5: a run that evicts holds a ``coordination.k8s.io/v1`` Lease (default
+SPEC §5.7: a run that evicts holds a ``coordination.k8s.io/v1`` Lease (default
 ``rebalancer/rebalancer``). It is taken before the first eviction, renewed by a thread every
 ``renew_seconds`` while the run lasts, and given back at the end (``holderIdentity`` cleared;
 the Lease is never deleted). A run that finds it held by someone else, and not expired

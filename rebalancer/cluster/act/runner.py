@@ -1,4 +1,4 @@
-"""The run loop: the shell between the pure planner and the executor (SPEC §3 waves).
+"""The run loop: the shell between the pure planner and the executor (SPEC §3.9 waves).
 
 One run: read the cluster, plan, execute wave 1 only, wait for the replacements, read again,
 re-plan with the evictions done so far (``evicted_before``: the policy limits count them, and
