@@ -27,6 +27,7 @@ from rebalancer.core.constants import INT32_MAX, INT32_MIN, INT64_MAX
 from rebalancer.core.errors import InputError
 from rebalancer.core.policy import (
     API_VERSION,
+    HEADER_KEYS,
     KEYS,
     KIND,
     NO_EVICTION_POLICIES,
@@ -34,7 +35,7 @@ from rebalancer.core.policy import (
 )
 from rebalancer.core.policy_schema import (
     OPEN_KEYS,
-    policy_document_schema,
+    Schema,
     policy_values_schema,
 )
 from tests.packaging_tools import ROOT
@@ -358,6 +359,20 @@ def test_every_validator_key_is_in_the_schema() -> None:
     assert {k for k, rule in properties.items() if "type" not in rule and "enum" not in rule} == (
         set(OPEN_KEYS)
     )
+
+
+def policy_document_schema() -> Schema:
+    """The schema of a whole policy file: the values' policy with its header."""
+    body = policy_values_schema()
+    return {
+        **body,
+        "required": list(HEADER_KEYS),
+        "properties": {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": KIND},
+            **body["properties"],
+        },
+    }
 
 
 def test_shipped_policies_fit_the_document_schema() -> None:

@@ -514,10 +514,7 @@ class Lease:
 
     def _holder_or_unknown(self, obj: Mapping[str, Any] | None) -> Holder:
         """Who won the race for the Lease, as far as a read just after says."""
-        holder = None
-        if obj is not None:
-            state, now = read_state(obj, self.where), self._wall()
-            holder = None if state.distrust(now) else state.holder(now)
+        holder = None if obj is None else holder_of(obj, self._wall())
         if holder is not None:
             return holder
         return Holder(
