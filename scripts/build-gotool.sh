@@ -10,6 +10,8 @@
 # Usage: scripts/build-gotool.sh NAME [--path]   (--path: only print NAME=..., no build)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/gobuild.sh
+source "$ROOT/scripts/lib/gobuild.sh"
 NAME="${1:-}"
 case "$NAME" in
   syft)
@@ -31,15 +33,12 @@ CACHE_ROOT="${REBALANCER_E2E_CACHE:-$HOME/.cache/rebalancer-e2e}"
 OUT="$CACHE_ROOT/tools-$NAME-$VERSION"
 BIN="$OUT/bin/$NAME"
 if [[ "${2:-}" == "--path" ]]; then echo "$VAR=$BIN"; exit 0; fi
-if [[ -x "$BIN" ]]; then echo "$ME: cached: $NAME $VERSION"; echo "$VAR=$BIN"; exit 0; fi
-
+all_present() { [[ -x "$BIN" ]]; }
+gb_start "$ME" "$NAME $VERSION" "$OUT" "$VAR=$BIN"
+gb_cached_or_lock
 mkdir -p "$OUT/bin"
-exec 9>"$OUT/.lock"
-flock -w 3600 9 || { echo "$ME: could not take $OUT/.lock" >&2; exit 1; }
-if [[ -x "$BIN" ]]; then echo "$ME: cached: $NAME $VERSION (built by a concurrent run)"; echo "$VAR=$BIN"; exit 0; fi
-command -v go >/dev/null || { echo "$ME: go not found on PATH" >&2; exit 1; }
-export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
-T0=$SECONDS
+gb_go_env
+gb_timer
 echo "$ME: $(go version); building $NAME $VERSION"
 case "$NAME" in  # each tool's own variable for the version it reports
   syft) ld="-s -w -X main.version=${VERSION#v}" ;;
@@ -47,5 +46,5 @@ case "$NAME" in  # each tool's own variable for the version it reports
 esac
 (cd "$MOD" && go mod download && go build -trimpath -ldflags "$ld" -o "$OUT/bin/$NAME.tmp" "$PKG")
 mv -f "$OUT/bin/$NAME.tmp" "$BIN"
-echo "$ME: [$(( SECONDS - T0 ))s] done: $NAME $VERSION"
-echo "$VAR=$BIN"
+echo "$ME: [$(gb_elapsed)s] done: $NAME $VERSION"
+echo "$GB_RESULT"

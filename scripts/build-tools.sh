@@ -16,14 +16,13 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 GOMOD="$ROOT/e2e/cluster/gomod"
+# shellcheck source=lib/gobuild.sh
+source "$ROOT/scripts/lib/gobuild.sh"
 
 # Versions come from the wrapper go.mod files (single source of truth).
-modver() { # modver DIR MODULE
-  awk -v m="$2" '($1 == "require" && $2 == m) {print $3; exit} ($1 == m) {print $2; exit}' "$1/go.mod"
-}
-HELM_VERSION="$(modver "$GOMOD/helm" helm.sh/helm/v3)"
-PROM_VERSION="$(modver "$GOMOD/promtool" github.com/prometheus/prometheus)"
-HELM_CLIENT_GO="$(modver "$GOMOD/helm" k8s.io/client-go)"
+HELM_VERSION="$(gb_modver "$GOMOD/helm" helm.sh/helm/v3)"
+PROM_VERSION="$(gb_modver "$GOMOD/promtool" github.com/prometheus/prometheus)"
+HELM_CLIENT_GO="$(gb_modver "$GOMOD/helm" k8s.io/client-go)"
 for v in "$HELM_VERSION" "$PROM_VERSION" "$HELM_CLIENT_GO"; do
   [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "build-tools.sh: cannot read versions from $GOMOD/{helm,promtool}/go.mod" >&2; exit 2; }
 done
@@ -45,33 +44,13 @@ ALL_BINS=(helm promtool)
 have() { [[ -x "$BIN/$1" && -s "$BIN/$1" ]]; }
 all_present() { local b; for b in "${ALL_BINS[@]}"; do have "$b" || return 1; done; }
 
-if [[ $FORCE == 0 ]] && all_present; then
-  echo "build-tools.sh: cached: $KEY (nothing to do)"
-  echo "BIN_DIR=$BIN"
-  exit 0
-fi
-
+gb_start build-tools.sh "$KEY" "$OUT" "BIN_DIR=$BIN" "$FORCE"
+gb_cached_or_lock
 mkdir -p "$BIN"
-exec 9>"$OUT/.lock"
-if ! flock -w 3600 9; then echo "build-tools.sh: could not take $OUT/.lock within 3600 s" >&2; exit 1; fi
-if [[ $FORCE == 0 ]] && all_present; then
-  echo "build-tools.sh: cached: $KEY (built by a concurrent run)"
-  echo "BIN_DIR=$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "build-tools.sh: go not found on PATH" >&2; exit 1; }
-export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
-export GOFLAGS="-mod=readonly -buildvcs=false"
+gb_go_env
 echo "build-tools.sh: $(go version); building $KEY into $BIN"
-
-T0=$SECONDS
-phase_start=$SECONDS
-phase() { echo "build-tools.sh: [$(( SECONDS - T0 ))s] $*"; phase_start=$SECONDS; }
-phase_done() { echo "build-tools.sh: [$(( SECONDS - T0 ))s]   done in $(( SECONDS - phase_start ))s: $*"; }
-
-TMP="$(mktemp -d "$OUT/tmp.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+gb_timer
+gb_tmp
 
 gobuild() { # gobuild MODDIR OUTFILE LDFLAGS PKG
   (cd "$1" && go mod download && go build -trimpath -ldflags "$3" -o "$2" "$4")
@@ -103,6 +82,6 @@ fi
 
 all_present || { echo "build-tools.sh: some binaries are missing after the build" >&2; ls -l "$BIN" >&2; exit 1; }
 printf '%s\n' "helm=$HELM_VERSION" "promtool=$PROM_VERSION" "go=$(go env GOVERSION)" >"$OUT/VERSIONS"
-echo "build-tools.sh: [$(( SECONDS - T0 ))s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
+echo "build-tools.sh: [$(gb_elapsed)s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
 du -sh "$BIN" | sed 's/^/build-tools.sh: size /'
-echo "BIN_DIR=$BIN"
+echo "$GB_RESULT"

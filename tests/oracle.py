@@ -5,19 +5,19 @@ the same hard constraints (zone and/or hostname), each pod with a priority and w
 be evicted. Room is ample. The oracle answers by brute force:
 
 * :func:`joint_minimum`: breadth-first over every sequence of "evict one pod, place its
-  replacement on any node the filter allows at that moment" (SPEC §3's discipline), the fewest
+  replacement on any node the filter allows at that moment" (SPEC §3.9's discipline), the fewest
   evictions after which every constraint is within maxSkew; None when no sequence gets there.
-* :func:`lexicographic_minimum`: with soft constraints too (SPEC §3, "hard first, then soft"),
+* :func:`lexicographic_minimum`: with soft constraints too (SPEC §3.6, "hard first, then soft"),
   the fewest evictions H after which every hard constraint is within maxSkew, then, from any
   state H evictions reach that way, the fewest further evictions after which every soft one
   is too, each further step keeping every hard constraint within maxSkew.
 * :func:`best_victims`: among every set of pods of that size that some sequence evicts with
-  SPEC §3's simulated placement (each replacement in the least populated legal domain), the
-  best by SPEC §3's order: fewest victims that could come back to their domain (minimised
+  SPEC §3.3's simulated placement (each replacement in the least populated legal domain), the
+  best by SPEC §3.4's order: fewest victims that could come back to their domain (minimised
   over the orders evicting that set), then the victims' priorities sorted from highest to
   lowest, compared lexicographically.
 
-The filter (SPEC §2): placing a pod in domain d is allowed by a hard constraint iff
+The filter (SPEC §2.4): placing a pod in domain d is allowed by a hard constraint iff
 ``count(d) + 1 - globalMin <= maxSkew``, where the global minimum is the smallest count over
 every domain of the key (0 with fewer domains than minDomains). A constraint is violated
 when some domain holding pods is more than maxSkew above the global minimum.
@@ -87,7 +87,7 @@ def per_domain(cluster: OracleCluster, c: OracleConstraint, counts: Counts) -> l
 
 
 def global_minimum(cluster: OracleCluster, c: OracleConstraint, counts: Counts) -> int:
-    """SPEC §2's global minimum (minDomains for hard constraints only)."""
+    """SPEC §2.4's global minimum (minDomains for hard constraints only)."""
     domains = per_domain(cluster, c, counts)
     return 0 if not c.soft and len(domains) < c.min_domains else min(domains)
 
@@ -215,7 +215,7 @@ def lexicographic_minimum(cluster: OracleCluster) -> tuple[int, int | None] | No
 
 
 def _least_populated_legal(cluster: OracleCluster, counts: Counts) -> list[int]:
-    """The nodes SPEC §3's simulation may put a replacement on: legal nodes whose domain (of
+    """The nodes SPEC §3.3's simulation may put a replacement on: legal nodes whose domain (of
     the first constraint) holds the fewest pods; any of them when several tie."""
     legal = [n for n in range(len(counts)) if allowed(cluster, counts, n)]
     if not legal:
@@ -228,7 +228,7 @@ def _least_populated_legal(cluster: OracleCluster, counts: Counts) -> list[int]:
 
 def _returning_minimum(cluster: OracleCluster, removals: Counts) -> int | None:
     """Over every order of evicting exactly ``removals[n]`` pods from each node n, each
-    replacement placed as SPEC §3's simulation does (ties tried every way), and ending in
+    replacement placed as SPEC §3.3's simulation does (ties tried every way), and ending in
     balance, the fewest evictions whose replacement could land back in its domain; None when
     no such sequence exists."""
 

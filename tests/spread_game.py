@@ -4,7 +4,7 @@ docs/spec.md §2-§3 alone; no planner code).
 The game is played on the pods per domain of one view. Some pods may be pinned (they count but
 are never evicted). Each turn the planner evicts any set of the movable pods (one wave); then
 the scheduler places their replacements one at a time, each in ANY domain the filter allows at
-that moment: ``count(d) + 1 - globalMin <= maxSkew`` (SPEC §2, one node per domain, room for
+that moment: ``count(d) + 1 - globalMin <= maxSkew`` (SPEC §2.4, one node per domain, room for
 every pod), with every eviction of the wave already done. Replacements are movable. The game
 ends when the view is within maxSkew. The adversarial limit is the fewest evictions the planner
 can guarantee against every such scheduler: the minimax value over count vectors, found by

@@ -1,4 +1,4 @@
-"""Waves against the worst legal scheduler need exactly the adversarial limit (SPEC §3 waves).
+"""Waves against the worst legal scheduler need exactly the adversarial limit (SPEC §3.9 waves).
 
 The replay does what ``run`` does: plan, evict wave 1, let the scheduler place each replacement,
 read the new state, plan again, until the plan is empty. Here the scheduler is every scheduler
@@ -10,7 +10,7 @@ the best possible planner; no planner can guarantee fewer. A planner whose waves
 evictions that stay safe whatever legal domain each of their replacements lands in, counted
 together, meets it.
 
-Exception (SPEC §3): when pinned pods (here DaemonSet pods that match the selector) keep the
+Exception (SPEC §3.9): when pinned pods (here DaemonSet pods that match the selector) keep the
 scheduler able to undo a move forever, no number of evictions guarantees balance. The replay
 then evicts one pod alone, and the run stops once its replacement lands back where it was.
 """
@@ -101,7 +101,7 @@ class Replay:
         """The most evictions the run spends from ``snapshot`` over every legal placement.
 
         States are remembered by their counts per zone (the pods of a zone are alike but for
-        their names and ages, which must not decide a victim's domain by SPEC §3). A state met
+        their names and ages, which must not decide a victim's domain by SPEC §3.4). A state met
         again while it is still being replayed means the scheduler can keep the run going
         forever: :data:`ENDLESS`.
         """
@@ -176,7 +176,7 @@ def replay(
 # (zones, maxSkew, adversarial limit). The first three equal their cooperative minimum, which no
 # planner beats: [6, 7, 1] band [3, 5] or [4, 6], 3 moves; [8, 4, 11] band [6, 8] or [7, 9], 3;
 # [10, 10, 11, 0, 7, 12] band [6, 9] or [7, 10], 7 (tests/spread_game.py shows 3 guaranteed for
-# [6, 7, 1]). SPEC §3's [3, 9, 0, 9] needs one more than its 5 (tests/test_waves.py, by hand).
+# [6, 7, 1]). SPEC §3.9's [3, 9, 0, 9] needs one more than its 5 (tests/test_waves.py, by hand).
 SHAPES = [
     ((6, 7, 1), 2, 3),
     ((8, 4, 11), 2, 3),
@@ -230,7 +230,7 @@ def test_every_small_shape_needs_exactly_the_adversarial_limit(ages: str) -> Non
 
 
 def test_small_shapes_at_mixed_priorities_need_the_adversarial_limit() -> None:
-    """Zones at different priorities (SPEC §3's preemption order then chooses which domains
+    """Zones at different priorities (SPEC §3.4's preemption order then chooses which domains
     give victims): over every other small shape, at two priority patterns, the worst replay
     still equals the game value. (Not a law: priorities may force victims low enough that the
     limit is out of reach; on 1,000 random shapes of up to 5 zones one run needed one more.)"""
@@ -323,7 +323,7 @@ def test_no_replacement_of_a_wave_can_undo_one_of_its_evictions(ages: str) -> No
 def test_waves_of_pods_of_any_priority_stay_shut(
     shape: tuple[Counts, int, list[float]], priorities: list[int]
 ) -> None:
-    """Whatever the victims' priorities make the plan take (SPEC §3's order comes first), the
+    """Whatever the victims' priorities make the plan take (SPEC §3.4's order comes first), the
     replacements of wave 1 cannot land in a zone the wave takes pods from."""
     counts, max_skew, ages = shape
     snapshot = cluster(counts, max_skew, ages=ages, priorities=priorities[: len(counts)])
@@ -333,7 +333,7 @@ def test_waves_of_pods_of_any_priority_stay_shut(
 
 
 def test_min_domains_above_the_zones() -> None:
-    """With fewer zones than minDomains the global minimum is 0 (SPEC §2): every zone must end
+    """With fewer zones than minDomains the global minimum is 0 (SPEC §2.4): every zone must end
     at most maxSkew; over every small shape that can, the worst replay is the game value."""
     checked = 0
     for zones, most in ((2, 6), (3, 4)):
@@ -409,7 +409,7 @@ def test_pinned_shapes_that_can_be_balanced_need_exactly_the_adversarial_limit()
 
 
 def test_pinned_shapes_the_scheduler_can_keep_unbalanced_stop_after_a_lone_eviction() -> None:
-    """SPEC §3's exception: where pinned pods let the scheduler undo every move forever, the
+    """SPEC §3.9's exception: where pinned pods let the scheduler undo every move forever, the
     run still ends: a wave whose replacements can all land back where they were holds one
     eviction (so the move goes alone), and the run stops when they do."""
     stalled = 0
@@ -424,7 +424,7 @@ def test_pinned_shapes_the_scheduler_can_keep_unbalanced_stop_after_a_lone_evict
 
 
 def test_pinned_example_of_the_spec() -> None:
-    """[3 pinned, 0, 2] maxSkew 2 (SPEC §3, tests/test_waves.py): no number of evictions
+    """[3 pinned, 0, 2] maxSkew 2 (SPEC §3.9, tests/test_waves.py): no number of evictions
     guarantees balance; the run evicts one pod, which may land back in zone-c, and stops."""
     assert not can_force_balance((0, 0, 2), 2, (3, 0, 0))
     total, r = replay((0, 0, 2), 2, pinned=(3, 0, 0))

@@ -243,3 +243,87 @@ def test_explain_unknown_pod(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "shop/nope" in err
     assert "Traceback" not in err
+
+
+def _no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection attempt ends the command with exit 3 and says so."""
+
+    def connect(*_args: object, **_kwargs: object) -> None:
+        raise ClusterError("reached the cluster")
+
+    monkeypatch.setattr("rebalancer.cluster.act.live.connect", connect)
+    monkeypatch.setattr("rebalancer.cluster.read.live.connect", connect)
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["run", "--relist"], "--relist: only with --interval"),
+        (["run", "--workload-cooldown", "10s"], "--workload-cooldown: only with --interval"),
+        (["run", "--workload-cooldown", "0s"], "--workload-cooldown: only with --interval"),
+        (["run", "--react-after", "1s"], "--react-after: only with --interval and the watch"),
+        (
+            ["run", "--interval", "1m", "--relist", "--react-after", "5s"],
+            "--react-after: only with --interval and the watch, not --relist",
+        ),
+        (["run", "--wait-for-nodes-after", "0s"], "--wait-for-nodes-after: only with --interval"),
+        (["run", "--pushgateway-job", "nightly"], "--pushgateway-job: only with --pushgateway"),
+        (["plan", "--pushgateway-job", "nightly"], "--pushgateway-job: only with --pushgateway"),
+        (["plan", "--skip-invalid"], "--skip-invalid: only with --snapshot"),
+        (["plan", "--snapshot", str(SNAPSHOT), "--context", "kind"], "--context: not with"),
+        (["plan", "--snapshot", str(SNAPSHOT), "--paged-lists"], "--paged-lists: not with"),
+        (
+            ["plan", "--snapshot", str(SNAPSHOT), "--request-timeout", "60s"],
+            "--request-timeout: not with --snapshot",
+        ),
+        (
+            ["explain", "--snapshot", str(SNAPSHOT), "default/web-0", "--max-objects", "10"],
+            "--max-objects: not with --snapshot",
+        ),
+        (["explain", "default/web-0", "--paged-lists"], "--paged-lists: not with explain"),
+    ],
+)
+def test_a_flag_that_does_not_apply_is_refused(
+    argv: list[str],
+    reason: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A flag given where it changes nothing (its default's value included) exits 2 naming the
+    flag and why, before any connection; it is never ignored."""
+    _no_cluster(monkeypatch)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert reason in err
+    assert "reached the cluster" not in err
+
+
+def test_the_refusals_name_every_flag_at_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """All loop-mode flags given to a one-shot run are refused in one message."""
+    _no_cluster(monkeypatch)
+    argv = ["run", "--relist", "--workload-cooldown", "1m", "--react-after", "2s"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert all(flag in err for flag in ("--relist:", "--workload-cooldown:", "--react-after:"))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--interval", "1m", "--relist", "--workload-cooldown", "0s"],
+        ["run", "--interval", "1m", "--react-after", "0s", "--wait-for-nodes-after", "1m"],
+        ["run", "--pushgateway", "http://127.0.0.1:9091", "--pushgateway-job", "nightly"],
+        ["plan", "--context", "kind", "--request-timeout", "5s", "--paged-lists"],
+        ["explain", "default/web-0", "--context", "kind"],
+    ],
+)
+def test_the_same_flags_where_they_apply_are_taken(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the flags they need, the same flags pass the checks: the command goes on to the
+    cluster (here: exit 3 from a stand-in connection)."""
+    _no_cluster(monkeypatch)
+    assert main(argv) == 3
+    assert "reached the cluster" in capsys.readouterr().err

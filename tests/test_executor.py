@@ -13,9 +13,12 @@ from rebalancer.cluster.act.lease import EvictionRecord
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
+from rebalancer.core.convert import snapshot_from_objects
 from rebalancer.core.errors import EXIT_CLUSTER, InputError
+from rebalancer.core.evictability import EvictionContext, skip_reason
 from rebalancer.core.model import ZONE_KEY
 from rebalancer.core.plan import Eviction
+from rebalancer.core.policy import Policy
 from tests.builders import NS, api_node, api_pod
 from tests.fakes import MULTI_PDB_500, PDB_429, FakeApi, FakeClock, RecordingServer
 
@@ -395,6 +398,71 @@ def test_pod_on_unready_node_is_dropped(node: dict[str, Any] | None) -> None:
     result = one(executor(api).execute_wave([evict("web-1")]))
     assert result.outcome is Outcome.SKIPPED
     assert result.detail.startswith(("node-not-ready", "node-gone"))
+    assert api.posts() == []
+
+
+def _planned_skip(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
+    """What the plan says of ``pod`` on ``node``: its skip reason as printed, or None."""
+    snapshot = snapshot_from_objects([node, pod])
+    reason = skip_reason(snapshot.pods[0], EvictionContext.build(snapshot, Policy(), 0.0))
+    return None if reason is None else str(reason)
+
+
+@pytest.mark.parametrize(
+    ("node", "code"),
+    [
+        (api_node("n1", ready="False"), "node-not-ready"),
+        (api_node("n1", ready="Unknown"), "node-not-ready"),
+        (api_node("n1", taints=["node.kubernetes.io/unreachable"]), "node-not-ready"),
+        (api_node("n1", taints=["node.kubernetes.io/not-ready"]), "node-not-ready"),
+        (api_node("n1", taints=["karpenter.sh/disrupted"]), "node-disrupted"),
+        (api_node("n1", taints=["karpenter.sh/unregistered"]), None),
+        (api_node("n1"), None),
+    ],
+)
+def test_the_reread_node_is_judged_as_the_plan_judges_it(
+    node: dict[str, Any], code: str | None
+) -> None:
+    """The check before each eviction and the plan hold a pod back for the same node states,
+    in the same words: the executor's skip detail is the plan's skip reason."""
+    pod = api_pod("web-1")
+    api = FakeApi([pod], nodes=[node])
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    planned = _planned_skip(pod, node)
+    if code is None:
+        assert planned is None
+        assert result.outcome is Outcome.EVICTED
+    else:
+        assert result.outcome is Outcome.SKIPPED
+        assert result.detail.startswith(f"{code}: node n1 ")
+        assert result.detail == planned
+        assert api.posts() == []
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}}, "terminating"),
+        (
+            {"status": {"conditions": [{"type": "DisruptionTarget", "status": "True"}]}},
+            "disruption-target",
+        ),
+        ({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}, "do-not-disrupt"),
+    ],
+)
+def test_the_reread_pod_is_judged_as_the_plan_judges_it(
+    change: dict[str, dict[str, Any]], code: str
+) -> None:
+    """A pod leaving (terminating, DisruptionTarget) or annotated do-not-disrupt since the plan
+    is held back with the reason the plan would give it."""
+    pod = api_pod("web-1")
+    for part, fields in change.items():
+        pod[part] = {**pod[part], **fields}
+    api = FakeApi([pod], nodes=[api_node("n1")])
+    result = one(executor(api).execute_wave([evict("web-1")]))
+    assert result.outcome is Outcome.SKIPPED
+    assert result.detail.startswith(f"{code}: ")
+    assert result.detail == _planned_skip(pod, api_node("n1"))
     assert api.posts() == []
 
 

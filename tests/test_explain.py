@@ -1,4 +1,4 @@
-"""``explain`` agrees with kube-scheduler's PodTopologySpread filter (SPEC §2), case by case.
+"""``explain`` agrees with kube-scheduler's PodTopologySpread filter (SPEC §2.4), case by case.
 
 The cases follow the shape of kube-scheduler's podtopologyspread filtering tests: a few nodes
 in zones, existing pods, and one incoming pending pod ``p`` with its constraints. Every expected

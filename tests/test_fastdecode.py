@@ -732,3 +732,38 @@ def test_a_string_that_is_not_utf8_is_bad_input_not_a_crash(tmp_path: Path) -> N
     )
     with pytest.raises(InputError, match="UTF-8"):
         load_snapshot(path)
+
+
+def test_both_typed_decoders_fill_every_field_of_a_pods_own_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The JSON and the protobuf decoder each set every named field of what a pod holds of its
+    own (a field left out would fail when read), and agree on their values, on generated pods
+    (terminating, with volumes, PVCs, priorities, annotations)."""
+    from rebalancer.cluster.read.podconvert import Own, PodConverter  # noqa: PLC0415
+    from rebalancer.cluster.read.protodecode import ProtoBuilder  # noqa: PLC0415
+    from tests.protoenc import encode_pod  # noqa: PLC0415
+
+    seen: list[Own] = []
+    convert = PodConverter.pod
+
+    def recording(self: PodConverter, key: Any, own: Own) -> Pod:
+        seen.append(own)
+        return convert(self, key, own)
+
+    monkeypatch.setattr(PodConverter, "pod", recording)
+    pods = [o for o in generate(20, 200, 3) if o["kind"] == "Pod"]
+    json_builder = fastdecode.FastBuilder(SnapshotBuilder())
+    for obj in pods:
+        assert json_builder.add_raw(orjson.dumps(obj), "Pod")
+    from_json = list(seen)
+    seen.clear()
+    assert ProtoBuilder(SnapshotBuilder()).convert_items(encode_pod(o) for o in pods) is not None
+    from_proto = list(seen)
+    assert len(from_json) == len(from_proto) == len(pods)
+    fields = Own.__slots__
+    assert len(fields) == 23
+    for a, b in zip(from_json, from_proto, strict=True):
+        assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    with pytest.raises(AttributeError):
+        Own().name  # noqa: B018  # an unset field is an error, not a stale value

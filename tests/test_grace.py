@@ -1,4 +1,4 @@
-"""The policy's grace period is a floor over each pod's own, never an override (SPEC §5)."""
+"""The policy's grace period is a floor over each pod's own, never an override (SPEC §5.2)."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def zone_and_hostname(
 def test_search_finds_the_oracle_minimum(
     zones: list[list[int]], sz: int, sh: int, pinned: int, expected: int | None
 ) -> None:
-    """SPEC §3's joint examples (and a few with pinned pods): the search's minimum is the
+    """SPEC §3.5's joint examples (and a few with pinned pods): the search's minimum is the
     hand-worked one and the breadth-first oracle's, and every end state it lists is balanced."""
     problem, cluster = zone_and_hostname(zones, sz, sh, pinned)
     result = search(problem)

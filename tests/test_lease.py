@@ -1,5 +1,5 @@
 """The Lease: one rebalancer evicting at a time, and the eviction record that survives a crash
-(SPEC §5, issue 11 §1-2). Against a fake Lease API with the API server's optimistic
+(SPEC §5.7, issue 11 §1-2). Against a fake Lease API with the API server's optimistic
 concurrency (a PUT with a stale resourceVersion gets 409)."""
 
 from __future__ import annotations

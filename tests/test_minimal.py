@@ -1,4 +1,4 @@
-"""SPEC §3's formula (rebalancer.core.minimal.min_moves) against exhaustive search.
+"""SPEC §3.2's formula (rebalancer.core.minimal.min_moves) against exhaustive search.
 
 The oracle knows nothing of bands or levels: it searches the graph whose nodes are count
 vectors and whose edges are single moves (one pod from one domain to another), from every

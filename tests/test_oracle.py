@@ -160,7 +160,7 @@ def test_zone_and_hostname_plan_reaches_the_joint_minimum(cluster: OracleCluster
 @given(st.data())
 def test_renaming_domains_and_nodes_gives_the_same_plan(data: st.DataObject) -> None:
     """Any renaming of the nodes and zones gives the same victims, bound and end counts per
-    view (as a multiset: SPEC §3 breaks ties between equally empty domains by node name, so
+    view (as a multiset: SPEC §3.3 breaks ties between equally empty domains by node name, so
     which of them takes a replacement may follow the names)."""
     cluster = data.draw(
         st.sampled_from(("zone", "both")).flatmap(

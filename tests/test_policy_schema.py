@@ -29,6 +29,7 @@ from rebalancer.core.policy import (
     API_VERSION,
     CREATION_TIMESTAMP,
     EVICTION_APIS,
+    HEADER_KEYS,
     KEYS,
     KIND,
     NO_EVICTION_POLICIES,
@@ -37,7 +38,7 @@ from rebalancer.core.policy import (
 )
 from rebalancer.core.policy_schema import (
     OPEN_KEYS,
-    policy_document_schema,
+    Schema,
     policy_values_schema,
 )
 from tests.packaging_tools import ROOT
@@ -368,6 +369,20 @@ def test_every_validator_key_is_in_the_schema() -> None:
     assert {k for k, rule in properties.items() if "type" not in rule and "enum" not in rule} == (
         set(OPEN_KEYS)
     )
+
+
+def policy_document_schema() -> Schema:
+    """The schema of a whole policy file: the values' policy with its header."""
+    body = policy_values_schema()
+    return {
+        **body,
+        "required": list(HEADER_KEYS),
+        "properties": {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"const": KIND},
+            **body["properties"],
+        },
+    }
 
 
 def test_shipped_policies_fit_the_document_schema() -> None:

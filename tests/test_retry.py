@@ -120,7 +120,7 @@ def test_a_pod_re_read_answered_once_503_then_200_goes_on_after_one_pause() -> N
 def test_an_eviction_answered_429_is_sent_once_plus_the_executors_retries(
     pdb_retries: int,
 ) -> None:
-    """A 429 on eviction is the executor's alone (SPEC §5): 1 + pdb_retries POSTs, its own
+    """A 429 on eviction is the executor's alone (SPEC §5.5): 1 + pdb_retries POSTs, its own
     backoff (1 s doubling), never a retry of the POST by the transport."""
     seen: list[tuple[str, str]] = []
     sleeps: list[float] = []

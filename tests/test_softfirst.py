@@ -1,4 +1,4 @@
-"""Hard first, then soft (SPEC §3): soft views opted in never cost a hard repair.
+"""Hard first, then soft (SPEC §3.6): soft views opted in never cost a hard repair.
 
 The oracle (tests/oracle.py, :func:`~tests.oracle.lexicographic_minimum`) searches every
 one-at-a-time sequence of evictions on small clusters: the fewest evictions H bringing the hard

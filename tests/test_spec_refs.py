@@ -1,9 +1,11 @@
 """Every "SPEC §N" in the repository names a section of docs/spec.md, the behaviour contract.
 
-A citation is ``SPEC §3``, ``SPEC §3.4``, ``SPEC §3's``, or several sections at once:
-``SPEC §2-§3``, ``SPEC §2/3``, ``SPEC §2, §5``; ``docs/spec.md §2`` is read the same way. Each
-number must be the number of a heading of docs/spec.md (``## §3 ...``, ``### §3.4 ...``).
-Inside docs/spec.md every bare ``§N`` is checked too.
+A citation is ``SPEC §4``, ``SPEC §3.4``, ``SPEC §3.4's``, or several sections at once:
+``SPEC §2.1-§2.4``, ``SPEC §2.1/2.4``, ``SPEC §2.2, §5.6``; ``docs/spec.md §2.4`` is read the
+same way. Each number must be the number of a heading of docs/spec.md (``## §3 ...``,
+``### §3.4 ...``). Inside docs/spec.md every bare ``§N`` is checked too. A citation names the
+subsection where its section has them (``SPEC §3.4``, not the whole of §3), except in a range
+of whole sections (``docs/spec.md §2-§3``), which cites them whole on purpose.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ SPEC = ROOT / "docs" / "spec.md"
 
 HEADING = re.compile(r"^#{2,4} §(\d+(?:\.\d+)?) \S", re.MULTILINE)
 NUMBER = r"\d+(?:\.\d+)?"
-# "SPEC §2", then any further sections joined by -, /, "," or "and", with or without their §.
+# "SPEC §2.4", then any further sections joined by -, /, "," or "and", with or without their §.
 CITATION = re.compile(rf"(?:\bSPEC|docs/spec\.md) ?§{NUMBER}(?:(?: ?[-/] ?| and |, )§?{NUMBER})*")
 BARE = re.compile(rf"§{NUMBER}")
 
@@ -40,6 +42,25 @@ def cited(text: str) -> Iterator[tuple[int, str]]:
         for match in CITATION.finditer(line):
             for number in re.findall(NUMBER, match.group(0).partition("§")[2]):
                 yield line_no, number
+
+
+def whole(text: str, known: set[str], *, bare: bool = False) -> list[tuple[int, str]]:
+    """The citations in ``text`` of a whole section that has subsections in ``known`` (so a
+    reader cannot tell which one is meant), a range of whole sections aside; with ``bare``,
+    every ``§N`` counts as one."""
+    parents = {number.partition(".")[0] for number in known if "." in number}
+    pattern = BARE if bare else CITATION
+    found = []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if bare and line.startswith("#"):
+            continue  # a heading names its own section
+        for match in pattern.finditer(line):
+            cites = "§" + match.group(0).partition("§")[2]
+            if re.fullmatch(r"§\d+ ?- ?§\d+", cites):
+                continue
+            numbers = re.findall(NUMBER, cites)
+            found += [(line_no, n) for n in numbers if n in parents]
+    return found
 
 
 def dangling(text: str, known: set[str], *, bare: bool = False) -> list[tuple[int, str]]:
@@ -93,6 +114,34 @@ def test_every_spec_citation_resolves() -> None:
             problems.append(f"{path.relative_to(ROOT)}:{line}: SPEC §{number}")
     assert problems == []
     assert count > 50  # the scan did find the code's citations
+
+
+def test_every_citation_names_the_subsection() -> None:
+    """A citation of a section that has subsections names the one meant (``SPEC §3.4``, not
+    the whole of §3), in the repository and inside docs/spec.md."""
+    spec_text = SPEC.read_text()
+    known = sections(spec_text)
+    problems = [f"docs/spec.md:{line}: §{n}" for line, n in whole(spec_text, known, bare=True)]
+    for path in text_files():
+        text = path.read_text(errors="replace")
+        for line, number in whole(text, known):
+            problems.append(f"{path.relative_to(ROOT)}:{line}: SPEC §{number}")
+    assert problems == []
+
+
+def test_a_whole_section_citation_is_found() -> None:
+    """Built here so that this file itself cites nothing."""
+    known = {"1", "2", "2.1", "3", "3.4", "4"}
+    fake = "\n".join(
+        [
+            "# victims: SPEC " + "§3's order",
+            "# the filter (SPEC " + "§2.1), priority (SPEC " + "§4)",
+            "# written from docs/spec.md " + "§2-" + "§3 alone",
+            "# SPEC " + "§1 and " + "§3",
+        ]
+    )
+    assert whole(fake, known) == [(1, "3"), (4, "3")]
+    assert whole("see " + "§3, then " + "§3.4", known, bare=True) == [(1, "3")]
 
 
 def test_the_spec_cites_only_its_own_sections() -> None:

@@ -7,14 +7,15 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rebalancer.core.ids import ViewId
+from rebalancer.core.ids import ViewId, ViewKey
 from rebalancer.core.minimal import min_moves
-from rebalancer.core.model import LabelSelector, Pod, Requirement
+from rebalancer.core.model import ZONE_KEY, LabelSelector, Pod, Requirement, Snapshot
+from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import SelectorIndex, selector_matches
 from rebalancer.core.simulate import SimState
 from rebalancer.core.spread import PodIndex, analyze, global_min, skew_of
-from tests.builders import pod
+from tests.builders import pod, zones_cluster
 from tests.strategies import Cluster, clusters
 
 LABEL_KEYS = ("app", "tier")
@@ -167,3 +168,23 @@ def test_simulated_counts_drop_the_domains_they_empty(
         assert state.gmin(v) == dense_min(full, c.min_domains, c.hard)
         assert state.gmin(v) == global_min(recount, len(view.domains), c.min_domains, c.hard)
         assert state.skew(v) == skew_of(recount, len(view.domains), c.min_domains, c.hard)
+
+
+def test_a_view_is_named_the_same_by_its_spec_and_by_its_report() -> None:
+    """The key of a view, from its constraint (the analysis) or from the plan's report of it,
+    is one record whose fields are named as the report's: zone constraint, maxSkew 1, pods
+    [3, 1, 0] in namespace default."""
+    nodes, pods = zones_cluster([3, 1, 0])
+    snapshot = Snapshot(nodes=tuple(nodes), pods=tuple(pods))
+    (view,) = analyze(snapshot, Policy()).views
+    (report,) = plan(snapshot, Policy(), 1_000_000.0).violations
+    expected = ViewKey(
+        namespace="default",
+        topology_key=ZONE_KEY,
+        selector="app=web",
+        max_skew=1,
+        when_unsatisfiable="DoNotSchedule",
+    )
+    assert view.spec.key == expected
+    assert report.key == expected
+    assert (report.key.selector, report.key.max_skew) == (report.selector, report.max_skew)

@@ -28,7 +28,7 @@ from tests.builders import node, pod, zone_constraint
 
 
 def _within(views: Sequence[ViewCounts], members: Sequence[Member], removed: Sequence[int]) -> bool:
-    """Every view within its maxSkew once ``removed`` are gone (SPEC §2, written out again)."""
+    """Every view within its maxSkew once ``removed`` are gone (SPEC §2.4, written out again)."""
     for v, view in enumerate(views):
         counts = dict(view.counts)
         for i in removed:

@@ -1,4 +1,4 @@
-"""Waves (SPEC §3): executed one at a time against a cooperative, random or adversarial scheduler.
+"""Waves (SPEC §3.9): executed one at a time against a cooperative, random or adversarial scheduler.
 
 The executor plans, evicts only the first wave, lets a simulated scheduler place each
 replacement on one of its legal nodes (``explain(...).feasible_nodes``: its own hard spread

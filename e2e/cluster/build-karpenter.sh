@@ -19,6 +19,8 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MOD="$HERE/gomod/karpenter"
+# shellcheck source=../../scripts/lib/gobuild.sh
+source "$HERE/../../scripts/lib/gobuild.sh"
 TOOLCHAIN="${REBALANCER_KARPENTER_GOTOOLCHAIN:-go1.27.3}"
 
 KARP_VERSION="$(awk '($1 == "sigs.k8s.io/karpenter") {print $2; exit}' "$MOD/go.mod")"
@@ -48,36 +50,18 @@ all_present() {
   local f; for f in "${CRD_FILES[@]}"; do [[ -s "$CRDS/$f" ]] || return 1; done
 }
 
-if [[ $FORCE == 0 ]] && all_present; then
-  echo "build-karpenter.sh: cached: $KEY (nothing to do)"
-  echo "KARPENTER_DIR=$OUT"
-  exit 0
-fi
-
+gb_start build-karpenter.sh "$KEY" "$OUT" "KARPENTER_DIR=$OUT" "$FORCE"
+gb_cached_or_lock
 mkdir -p "$BIN" "$CRDS"
-exec 9>"$OUT/.lock"
-if ! flock -w 3600 9; then echo "build-karpenter.sh: could not take $OUT/.lock within 3600 s" >&2; exit 1; fi
-if [[ $FORCE == 0 ]] && all_present; then
-  echo "build-karpenter.sh: cached: $KEY (built by a concurrent run)"
-  echo "KARPENTER_DIR=$OUT"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "build-karpenter.sh: go not found on PATH" >&2; exit 1; }
-export GOWORK=off GOTOOLCHAIN="$TOOLCHAIN" CGO_ENABLED=0
-export GOFLAGS="-mod=readonly -buildvcs=false"
-T0=$SECONDS
-phase_start=$SECONDS
-phase() { echo "build-karpenter.sh: [$(( SECONDS - T0 ))s] $*"; phase_start=$SECONDS; }
-phase_done() { echo "build-karpenter.sh: [$(( SECONDS - T0 ))s]   done in $(( SECONDS - phase_start ))s: $*"; }
+gb_go_env "$TOOLCHAIN"
+gb_timer
 
 phase "toolchain and modules ($TOOLCHAIN, sigs.k8s.io/karpenter $KARP_VERSION)"
 (cd "$MOD" && go version && go list -deps sigs.k8s.io/karpenter/kwok >/dev/null)
 SRC="$(cd "$MOD" && go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)"
 phase_done "modules"
 
-TMP="$(mktemp -d "$OUT/tmp.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+gb_tmp
 
 if [[ $FORCE == 1 || ! -x "$BIN/karpenter-kwok" || ! -s "$BIN/karpenter-kwok" ]]; then
   phase "build karpenter-kwok (slow when cold)"
@@ -95,6 +79,6 @@ done
 
 all_present || { echo "build-karpenter.sh: something is missing after the build" >&2; ls -lR "$OUT" >&2; exit 1; }
 printf '%s\n' "karpenter=$KARP_VERSION" "go=$(cd "$MOD" && go env GOVERSION)" >"$OUT/VERSIONS"
-echo "build-karpenter.sh: [$(( SECONDS - T0 ))s] built: $BIN/karpenter-kwok, CRDs: ${CRD_FILES[*]}"
+echo "build-karpenter.sh: [$(gb_elapsed)s] built: $BIN/karpenter-kwok, CRDs: ${CRD_FILES[*]}"
 du -sh "$BIN" | sed 's/^/build-karpenter.sh: size /'
-echo "KARPENTER_DIR=$OUT"
+echo "$GB_RESULT"

@@ -20,12 +20,11 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GOMOD="$HERE/gomod"
 IMAGE_SRC="$HERE/../image/testimage"
+# shellcheck source=../../scripts/lib/gobuild.sh
+source "$HERE/../../scripts/lib/gobuild.sh"
 
-modver() { # modver DIR MODULE
-  awk -v m="$2" '($1 == "require" && $2 == m) {print $3; exit} ($1 == m) {print $2; exit}' "$1/go.mod"
-}
-K8S_VERSION="$(modver "$GOMOD/kubernetes" k8s.io/kubernetes)"
-CTRD_VERSION="$(modver "$GOMOD/containerd" github.com/containerd/containerd/v2)"
+K8S_VERSION="$(gb_modver "$GOMOD/kubernetes" k8s.io/kubernetes)"
+CTRD_VERSION="$(gb_modver "$GOMOD/containerd" github.com/containerd/containerd/v2)"
 for v in "$K8S_VERSION" "$CTRD_VERSION"; do
   [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "build-nodes.sh: cannot read versions from $GOMOD/*/go.mod" >&2; exit 2; }
 done
@@ -41,10 +40,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--bin-dir]" >&2; exit 2 ;;
 esac
 
-T0=$SECONDS
-phase_start=$SECONDS
-phase() { echo "build-nodes.sh: [$(( SECONDS - T0 ))s] $*"; phase_start=$SECONDS; }
-phase_done() { echo "build-nodes.sh: [$(( SECONDS - T0 ))s]   done in $(( SECONDS - phase_start ))s: $*"; }
+gb_start build-nodes.sh "$KEY" "$OUT" "NODES_BIN_DIR=$BIN"
 
 # ---- Debian packages (root; the real nodes need root anyway)
 DEB_PKGS=(runc containernetworking-plugins iptables iproute2)
@@ -80,26 +76,10 @@ all_present() {
   have testimage && [[ "$(cat "$BIN/testimage.src" 2>/dev/null)" == "$(img_hash)" ]]
 }
 
-if all_present; then
-  echo "build-nodes.sh: cached: $KEY (nothing to do)"
-  echo "NODES_BIN_DIR=$BIN"
-  exit 0
-fi
-
+gb_cached_or_lock
 mkdir -p "$BIN"
-exec 9>"$OUT/.lock"
-flock -w 3600 9 || { echo "build-nodes.sh: could not take $OUT/.lock within 3600 s" >&2; exit 1; }
-if all_present; then
-  echo "build-nodes.sh: cached: $KEY (built by a concurrent run)"
-  echo "NODES_BIN_DIR=$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "build-nodes.sh: go not found on PATH" >&2; exit 1; }
-export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
-export GOFLAGS="-mod=readonly -buildvcs=false"
-TMP="$(mktemp -d "$OUT/tmp.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+gb_go_env  # the timings count from gb_start: the apt-get and control plane phases included
+gb_tmp
 
 gobuild() { # gobuild MODDIR OUT LDFLAGS TAGS PKG...
   local moddir="$1" out="$2" ldflags="$3" tags="$4"; shift 4
@@ -146,5 +126,5 @@ all_present || { echo "build-nodes.sh: some binaries are missing after the build
 printf '%s\n' "k8s=$K8S_VERSION" "containerd=$CTRD_VERSION" "go=$(go env GOVERSION)" \
   "runc=$(dpkg-query -W -f='${Version}' runc 2>/dev/null || echo unknown)" \
   "cni=$(dpkg-query -W -f='${Version}' containernetworking-plugins 2>/dev/null || echo unknown)" >"$OUT/VERSIONS"
-echo "build-nodes.sh: [$(( SECONDS - T0 ))s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
-echo "NODES_BIN_DIR=$BIN"
+echo "build-nodes.sh: [$(gb_elapsed)s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
+echo "$GB_RESULT"

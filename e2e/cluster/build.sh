@@ -19,6 +19,8 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GOMOD="$HERE/gomod"
+# shellcheck source=../../scripts/lib/gobuild.sh
+source "$HERE/../../scripts/lib/gobuild.sh"
 
 K8S_MINOR="${REBALANCER_E2E_K8S:-1.35}"
 if [[ "${1:-}" == "--k8s" ]]; then K8S_MINOR="${2:-}"; shift 2 || shift $#; fi
@@ -35,12 +37,9 @@ case "$K8S_MINOR" in
 esac
 
 # Versions come from the wrapper go.mod files (single source of truth).
-modver() { # modver DIR MODULE
-  awk -v m="$2" '($1 == "require" && $2 == m) {print $3; exit} ($1 == m) {print $2; exit}' "$1/go.mod"
-}
-K8S_VERSION="$(modver "$GOMOD/$K8S_MOD" k8s.io/kubernetes)"
-ETCD_VERSION="$(modver "$GOMOD/$ETCD_MOD" go.etcd.io/etcd/server/v3)"
-KWOK_VERSION="$(modver "$GOMOD/kwok" sigs.k8s.io/kwok)"
+K8S_VERSION="$(gb_modver "$GOMOD/$K8S_MOD" k8s.io/kubernetes)"
+ETCD_VERSION="$(gb_modver "$GOMOD/$ETCD_MOD" go.etcd.io/etcd/server/v3)"
+KWOK_VERSION="$(gb_modver "$GOMOD/kwok" sigs.k8s.io/kwok)"
 for v in "$K8S_VERSION" "$ETCD_VERSION" "$KWOK_VERSION"; do
   [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || { echo "build.sh: cannot read versions from $GOMOD/*/go.mod" >&2; exit 2; }
 done
@@ -64,31 +63,12 @@ ALL_BINS=("${K8S_BINS[@]}" etcd kwok)
 have() { [[ -x "$BIN/$1" && -s "$BIN/$1" ]]; }
 all_present() { local b; for b in "${ALL_BINS[@]}"; do have "$b" || return 1; done; }
 
-if [[ $FORCE == 0 ]] && all_present; then
-  echo "build.sh: cached: $KEY (nothing to do)"
-  echo "BIN_DIR=$BIN"
-  exit 0
-fi
-
+gb_start build.sh "$KEY" "$OUT" "BIN_DIR=$BIN" "$FORCE"
+gb_cached_or_lock
 mkdir -p "$BIN"
-exec 9>"$OUT/.lock"
-if ! flock -w 3600 9; then echo "build.sh: could not take $OUT/.lock within 3600 s" >&2; exit 1; fi
-# Another invocation may have finished the build while we waited.
-if [[ $FORCE == 0 ]] && all_present; then
-  echo "build.sh: cached: $KEY (built by a concurrent run)"
-  echo "BIN_DIR=$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "build.sh: go not found on PATH" >&2; exit 1; }
-export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
-export GOFLAGS="-mod=readonly -buildvcs=false"
+gb_go_env
 echo "build.sh: $(go version), Kubernetes with $(GOTOOLCHAIN=$K8S_GO go version); building $KEY into $BIN"
-
-T0=$SECONDS
-phase_start=$SECONDS
-phase() { echo "build.sh: [$(( SECONDS - T0 ))s] $*"; phase_start=$SECONDS; }
-phase_done() { echo "build.sh: [$(( SECONDS - T0 ))s]   done in $(( SECONDS - phase_start ))s: $*"; }
+gb_timer
 
 # go build with a fallback for newer Go toolchains where the vendored
 # kube-openapi fails with "undefined: json.SkipFunc" (descheduler #1925).
@@ -108,8 +88,7 @@ gobuild() { # gobuild MODDIR OUT(file, or dir/) LDFLAGS PKG...
   cat "$log"; rm -f "$log"
 }
 
-TMP="$(mktemp -d "$OUT/tmp.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+gb_tmp
 
 install_bins() { local b; for b in "$@"; do mv -f "$TMP/$b" "$BIN/$b"; done; }
 
@@ -156,6 +135,6 @@ fi
 
 all_present || { echo "build.sh: some binaries are missing after the build" >&2; ls -l "$BIN" >&2; exit 1; }
 printf '%s\n' "k8s=$K8S_VERSION" "etcd=$ETCD_VERSION" "kwok=$KWOK_VERSION" "go=$(go env GOVERSION)" "go-kubernetes=$(GOTOOLCHAIN=$K8S_GO go env GOVERSION)" >"$OUT/VERSIONS"
-echo "build.sh: [$(( SECONDS - T0 ))s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
+echo "build.sh: [$(gb_elapsed)s] all built: $(cd "$BIN" && ls | tr '\n' ' ')"
 du -sh "$BIN" | sed 's/^/build.sh: size /'
-echo "BIN_DIR=$BIN"
+echo "$GB_RESULT"

@@ -32,6 +32,8 @@ from rebalancer.cli.common import (
 )
 from rebalancer.cli.errorline import say
 from rebalancer.cli.options import (
+    DEFAULT_REACT_AFTER,
+    DEFAULT_WORKLOAD_COOLDOWN,
     RunOptions,
     add_cluster_arguments,
     checked_connection,
@@ -56,8 +58,6 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 DEFAULT_COOLDOWN: Final = "10m"
-DEFAULT_WORKLOAD_COOLDOWN: Final = "10s"
-DEFAULT_REACT_AFTER: Final = "1s"
 DEFAULT_LEASE_DURATION: Final = "60s"
 LEASE_NAMESPACE_ENV: Final = "REBALANCER_LEASE_NAMESPACE"
 
@@ -161,7 +161,6 @@ def add_live_commands(subparsers: Subparsers) -> None:
     run.add_argument(
         "--workload-cooldown",
         metavar="DURATION",
-        default=DEFAULT_WORKLOAD_COOLDOWN,
         help="with --interval: once a workload's replacements are Ready, later runs evict none "
         f"of its pods for this long (default {DEFAULT_WORKLOAD_COOLDOWN}; 0s: off; skips "
         "'cooldown' in the plan)",
@@ -170,7 +169,6 @@ def add_live_commands(subparsers: Subparsers) -> None:
     run.add_argument(
         "--wait-for-nodes-after",
         metavar="DURATION",
-        default="0s",
         help="with --interval: an eviction whose replacement waits for a node a NodePool adds "
         "is made only once repairs of its workload have needed one, run after run, this long "
         "(default 0s: at once; skips 'launch-deferred' in the plan)",
@@ -178,7 +176,6 @@ def add_live_commands(subparsers: Subparsers) -> None:
     run.add_argument(
         "--react-after",
         metavar="DURATION",
-        default=DEFAULT_REACT_AFTER,
         help="with --interval and the watch: when pods are bound, deleted or start "
         "terminating, start the next run this long after the last such change instead of "
         "waiting for the interval; at most one early run per tenth of the interval "

@@ -52,7 +52,8 @@ from rebalancer.cluster.act.runner import RunReport, ViewSkew
 from rebalancer.core.policy import EVICTION_REQUEST_API
 
 if TYPE_CHECKING:
-    from rebalancer.core.plan import Plan, ViewKey
+    from rebalancer.core.ids import ViewKey
+    from rebalancer.core.plan import Plan
 
 VIEW_LABELS: Final = ("namespace", "topology_key", "selector", "max_skew", "when_unsatisfiable")
 UNREPAIRED_LABELS: Final = ("namespace", "workload")

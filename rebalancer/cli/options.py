@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 DEFAULT_CONNECT_TIMEOUT: Final = "5s"
 DEFAULT_REQUEST_TIMEOUT: Final = "60s"
 DEFAULT_READ_DEADLINE: Final = "2m"
+DEFAULT_WORKLOAD_COOLDOWN: Final = "10s"
+DEFAULT_REACT_AFTER: Final = "1s"
 MAX_OBJECTS: Final = 100_000_000
 
 DURATION_RANGES: Final[dict[str, tuple[float, float]]] = {
@@ -56,8 +58,23 @@ ZERO_ALLOWED: Final = frozenset(
 )
 
 
+CONNECTION_FLAGS: Final = (
+    ("--kubeconfig", "kubeconfig"),
+    ("--context", "context"),
+    ("--connect-timeout", "connect_timeout"),
+    ("--request-timeout", "request_timeout"),
+    ("--read-deadline", "read_deadline"),
+    ("--max-objects", "max_objects"),
+    ("--paged-lists", "paged_lists"),
+)
+"""The flags :func:`add_cluster_arguments` adds, and their ``argparse`` names: each defaults to
+None (``--paged-lists`` to False) so that one given where no cluster is read is seen, and
+refused."""
+
+
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of every command that talks to a cluster: which one, and the timeouts."""
+    """The flags of every command that talks to a cluster: which one, and the timeouts (their
+    defaults are filled in by :func:`connection_of`)."""
     parser.add_argument(
         "--kubeconfig",
         metavar="FILE",
@@ -68,21 +85,18 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--connect-timeout",
         metavar="DURATION",
-        default=DEFAULT_CONNECT_TIMEOUT,
         help=f"how long to wait for a connection to the API server (default "
         f"{DEFAULT_CONNECT_TIMEOUT})",
     )
     parser.add_argument(
         "--request-timeout",
         metavar="DURATION",
-        default=DEFAULT_REQUEST_TIMEOUT,
         help="how long one request may take in all, however slowly the answer arrives "
         f"(default {DEFAULT_REQUEST_TIMEOUT}); past it: exit 3",
     )
     parser.add_argument(
         "--read-deadline",
         metavar="DURATION",
-        default=DEFAULT_READ_DEADLINE,
         help=f"how long one read of the whole cluster may take (default {DEFAULT_READ_DEADLINE}"
         ", plus 1s per 1,000 objects read, so it grows with the cluster); past it: exit 3",
     )
@@ -90,7 +104,6 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-objects",
         metavar="N",
         type=count_type(MAX_OBJECTS),
-        default=DEFAULT_MAX_OBJECTS,
         help=f"most objects one read of the cluster may take in (default {DEFAULT_MAX_OBJECTS:,}"
         "); past it, or past 16 GiB received: exit 3, whatever the server sends",
     )
@@ -126,12 +139,38 @@ def parse_duration_flag(flag: str, text: str, problems: list[str], fallback: flo
 def connection_of(args: argparse.Namespace, problems: list[str]) -> Connection:
     """The connection flags, adding a problem for each bad timeout."""
     connect, request, read = (
-        parse_duration_flag(flag, getattr(args, flag[2:].replace("-", "_")), problems, 1.0)
-        for flag in ("--connect-timeout", "--request-timeout", "--read-deadline")
+        parse_duration_flag(
+            flag, _or(getattr(args, flag[2:].replace("-", "_")), text), problems, 1.0
+        )
+        for flag, text in (
+            ("--connect-timeout", DEFAULT_CONNECT_TIMEOUT),
+            ("--request-timeout", DEFAULT_REQUEST_TIMEOUT),
+            ("--read-deadline", DEFAULT_READ_DEADLINE),
+        )
     )
+    max_objects = args.max_objects if args.max_objects is not None else DEFAULT_MAX_OBJECTS
     return Connection(
-        args.kubeconfig, args.context, connect, request, read, args.max_objects, args.paged_lists
+        args.kubeconfig, args.context, connect, request, read, max_objects, args.paged_lists
     )
+
+
+def _or(given: str | None, default: str) -> str:
+    """A flag's text, or its default when it was not given."""
+    return default if given is None else given
+
+
+def no_cluster_flags(args: argparse.Namespace, command: str) -> None:
+    """Exit 2 naming every connection flag given to ``command --snapshot``: no cluster is read,
+    so it would be ignored."""
+    given = [flag for flag, dest in CONNECTION_FLAGS if getattr(args, dest) not in (None, False)]
+    if given:
+        raise InputError(
+            command,
+            [
+                f"{flag}: not with --snapshot ({command} reads the file, no cluster)"
+                for flag in given
+            ],
+        )
 
 
 def checked_connection(args: argparse.Namespace) -> Connection:
@@ -144,7 +183,18 @@ def checked_connection(args: argparse.Namespace) -> Connection:
 
 
 def plan_options(args: argparse.Namespace) -> PlanOptions:
-    """``plan``'s flags (the connection's only without ``--snapshot``)."""
+    """``plan``'s flags (the connection's only without ``--snapshot``, ``--skip-invalid`` only
+    with it)."""
+    if args.snapshot is not None:
+        no_cluster_flags(args, "plan")
+    elif args.skip_invalid:
+        raise InputError(
+            "plan",
+            [
+                "--skip-invalid: only with --snapshot (a live plan always leaves an object it "
+                "cannot read, and its namespace, out)"
+            ],
+        )
     gateway = pushgateway_of(args)
     live = checked_connection(args) if args.snapshot is None else None  # else: none needed
     problems: list[str] = []
@@ -171,6 +221,15 @@ class ExplainOptions:
 
 
 def explain_options(args: argparse.Namespace) -> ExplainOptions:
+    """``explain``'s flags: the connection's only without ``--snapshot``, and never
+    ``--paged-lists`` (it reads the pods as ``plan`` does, in one streamed LIST)."""
+    if args.snapshot is not None:
+        no_cluster_flags(args, "explain")
+    elif args.paged_lists:
+        raise InputError(
+            "explain",
+            ["--paged-lists: not with explain (it reads the pods as plan does, in one LIST)"],
+        )
     return ExplainOptions(
         Output.of(args), checked_connection(args) if args.snapshot is None else None
     )
@@ -211,6 +270,56 @@ class RunOptions:
         }
 
 
+def loop_flag_problems(args: argparse.Namespace) -> list[str]:
+    """A problem for each of ``run``'s loop-mode flags given where it does not apply: without
+    ``--interval`` (one run, then exit), or the watch's with ``--relist``. Refused, not ignored,
+    so that a flag given never changes nothing in silence."""
+    loop = args.interval is not None
+    watch = loop and not args.relist
+    rules = (
+        (
+            "--relist",
+            args.relist,
+            loop,
+            "only with --interval (a one-shot run reads the cluster once, with LISTs)",
+        ),
+        (
+            "--workload-cooldown",
+            args.workload_cooldown is not None,
+            loop,
+            "only with --interval (a one-shot run keeps no memory of the replacements it waited "
+            "for)",
+        ),
+        (
+            "--wait-for-nodes-after",
+            args.wait_for_nodes_after is not None,
+            loop,
+            "only with --interval (a one-shot run has no memory of earlier plans; a CronJob's "
+            "schedule is its wait)",
+        ),
+        (
+            "--react-after",
+            args.react_after is not None,
+            watch,
+            "only with --interval and the watch, not --relist (it reacts to what the watch sees "
+            "between runs)",
+        ),
+        (
+            "--verify-state-every",
+            args.verify_state_every > 0,
+            watch,
+            "only with --interval and the watch (not --relist)",
+        ),
+        (
+            "--metrics-bind-address",
+            bool(args.metrics_bind_address),
+            loop,
+            "only with --interval (a one-shot run exits)",
+        ),
+    )
+    return [f"{flag}: {reason}" for flag, given, applies, reason in rules if given and not applies]
+
+
 def run_options(args: argparse.Namespace) -> RunOptions:
     """Every ``run`` flag problem at once, before anything is sent (exit 2)."""
     problems: list[str] = []
@@ -220,23 +329,22 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     wave_timeout = parse_duration_flag("--wave-timeout", args.wave_timeout, problems, 1.0)
     connection = connection_of(args, problems)
     cooldown = parse_duration_flag("--cooldown", args.cooldown, problems, 0.0)
+    problems.extend(loop_flag_problems(args))
     workload_cooldown = parse_duration_flag(
-        "--workload-cooldown", args.workload_cooldown, problems, 0.0
+        "--workload-cooldown",
+        _or(args.workload_cooldown, DEFAULT_WORKLOAD_COOLDOWN),
+        problems,
+        0.0,
     )
     wait_for_nodes = parse_duration_flag(
-        "--wait-for-nodes-after", args.wait_for_nodes_after, problems, 0.0
+        "--wait-for-nodes-after", _or(args.wait_for_nodes_after, "0s"), problems, 0.0
     )
     unplaced_grace = parse_duration_flag("--unplaced-grace", args.unplaced_grace, problems, 0.0)
-    if wait_for_nodes and args.interval is None:
-        problems.append(
-            "--wait-for-nodes-after: only with --interval (a one-shot run has no memory of "
-            "earlier plans; a CronJob's schedule is its wait)"
-        )
     if args.verify_state_every < 0:
         problems.append(f"--verify-state-every: must be >= 0, got {args.verify_state_every}")
-    elif args.verify_state_every and (args.interval is None or args.relist):
-        problems.append("--verify-state-every: only with --interval and the watch (not --relist)")
-    react_after = parse_duration_flag("--react-after", args.react_after, problems, 0.0)
+    react_after = parse_duration_flag(
+        "--react-after", _or(args.react_after, DEFAULT_REACT_AFTER), problems, 0.0
+    )
     lease_duration = parse_duration_flag("--lease-duration", args.lease_duration, problems, 60.0)
     for flag, value in (
         ("--lease-namespace", args.lease_namespace),
@@ -252,8 +360,6 @@ def run_options(args: argparse.Namespace) -> RunOptions:
             parse_bind_address(address)
         except ValueError as exc:
             problems.append(f"--metrics-bind-address: {exc}")
-        if args.interval is None:
-            problems.append("--metrics-bind-address: only with --interval (a one-shot run exits)")
     if problems:
         raise InputError("run", problems)
     gateway = pushgateway_of(args)

@@ -38,7 +38,6 @@ def add_pushgateway_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pushgateway-job",
         metavar="NAME",
-        default=DEFAULT_JOB,
         help=f"the job label the metrics are pushed under (default {DEFAULT_JOB}); each push "
         "replaces the previous run's",
     )
@@ -56,13 +55,18 @@ def pushgateway_of(args: argparse.Namespace) -> Pushgateway | None:
     """The Pushgateway asked for, if any; exit 2 before anything is read or sent when the URL
     or job cannot be used."""
     url = getattr(args, "pushgateway", None)
+    job = getattr(args, "pushgateway_job", None)
     if not url:
+        if job is not None:
+            raise InputError(
+                "arguments", ["--pushgateway-job: only with --pushgateway (nothing is pushed)"]
+            )
         return None
     problems = []
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         problems.append(f"--pushgateway: must be an http:// or https:// URL, got {url!r}")
-    job = args.pushgateway_job
+    job = DEFAULT_JOB if job is None else job
     if not job or "/" in job:
         problems.append(f"--pushgateway-job: must be a non-empty name without '/', got {job!r}")
     if problems:

@@ -21,7 +21,7 @@ makes next (it retries a refused one until the budget comes back), so the plan c
 PDB's budget as spent by it. Without the claim the two race for each disruption the budget
 gives back, and the loser's eviction is refused (429), or the node's removal waits.
 
-The budget is per wave (SPEC §3): within one wave at most ``disruptionsAllowed`` evictions spend
+The budget is per wave (SPEC §3.10): within one wave at most ``disruptionsAllowed`` evictions spend
 a PDB; once the wave's replacements are Ready the disruption controller gives the budget back
 and the next wave may spend it again.
 

@@ -11,7 +11,7 @@ it now (:mod:`rebalancer.core.budgets`).
 
 A pod annotated ``descheduler.alpha.kubernetes.io/evict`` (any value) opts out of the
 protections, as the descheduler's DefaultEvictor lets it; nothing else moves for it: what
-SPEC §5 never evicts (mirror, DaemonSet, bare, leaving, unreachable or disrupted node,
+SPEC §5.6 never evicts (mirror, DaemonSet, bare, leaving, unreachable or disrupted node,
 ``karpenter.sh/do-not-disrupt``, priority threshold, rollout), the policy's scope and the
 PodDisruptionBudget's answer stay. Worked example: a ReplicaSet pod with an emptyDir volume,
 5 minutes old, under ``minPodAge: 1h`` is skipped (``local-storage``); annotated, it is a
@@ -139,27 +139,18 @@ def skip_reason(pod: Pod, ctx: EvictionContext) -> SkipReason | None:
         return SkipReason(SkipCode.DAEMONSET, f"owned by DaemonSet {owner.name}")
     if owner is None and not policy.evict_bare_pods:
         return SkipReason(SkipCode.NO_CONTROLLER, "no controller would re-create it")
-    if pod.terminating:
-        return SkipReason(SkipCode.TERMINATING, "already terminating; its grace can only shrink")
-    if pod.disruption_target:
-        return SkipReason(
-            SkipCode.DISRUPTION_TARGET, "has the DisruptionTarget condition: it is leaving"
-        )
+    leaving = leaving_reason(pod)
+    if leaving is not None:
+        return leaving
     if pod.scheduling_group is not None:
         return SkipReason(
             SkipCode.GANG_MEMBER,
             f"in PodGroup {pod.scheduling_group}: a gang is not evicted one pod at a time",
         )
     node = ctx.nodes.get(pod.node_name or "")
-    if node is not None and node_unreachable(node):
-        return SkipReason(SkipCode.NODE_NOT_READY, f"node {node.name} is NotReady or unreachable")
-    if node is not None and node_disrupted(node):
-        return SkipReason(
-            SkipCode.NODE_DISRUPTED,
-            f"node {node.name} has the {DISRUPTED_TAINT_KEY} taint: it is being drained",
-        )
-    if pod.do_not_disrupt:
-        return SkipReason(SkipCode.DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT_ANNOTATION}")
+    held = (node_reason(node) if node is not None else None) or do_not_disrupt_reason(pod)
+    if held is not None:
+        return held
     priority = ctx.priority(pod)
     if priority >= ctx.threshold:
         return SkipReason(
@@ -193,6 +184,40 @@ def pod_age(pod: Pod, policy: Policy, now: float) -> float:
     if policy.min_pod_age_from == START_TIME:
         return 0.0 if pod.started is None else now - pod.started
     return now - pod.created
+
+
+def leaving_reason(pod: Pod) -> SkipReason | None:
+    """Why ``pod`` is already on its way out (terminating, or carrying the DisruptionTarget
+    condition), or None. Checked by the plan and again just before each eviction."""
+    if pod.terminating:
+        return SkipReason(SkipCode.TERMINATING, "already terminating; its grace can only shrink")
+    if pod.disruption_target:
+        return SkipReason(
+            SkipCode.DISRUPTION_TARGET, "has the DisruptionTarget condition: it is leaving"
+        )
+    return None
+
+
+def node_reason(node: Node) -> SkipReason | None:
+    """Why no pod on ``node`` may be evicted now, or None: the node is NotReady, Unknown or
+    tainted unreachable or not-ready (the termination cannot complete), or Karpenter is draining
+    it. Checked by the plan and again just before each eviction."""
+    if node_unreachable(node):
+        return SkipReason(SkipCode.NODE_NOT_READY, f"node {node.name} is NotReady or unreachable")
+    if node_disrupted(node):
+        return SkipReason(
+            SkipCode.NODE_DISRUPTED,
+            f"node {node.name} has the {DISRUPTED_TAINT_KEY} taint: it is being drained",
+        )
+    return None
+
+
+def do_not_disrupt_reason(pod: Pod) -> SkipReason | None:
+    """Why Karpenter's ``do-not-disrupt`` annotation protects ``pod``, or None. Checked by the
+    plan and again just before each eviction."""
+    if pod.do_not_disrupt:
+        return SkipReason(SkipCode.DO_NOT_DISRUPT, f"annotated {DO_NOT_DISRUPT_ANNOTATION}")
+    return None
 
 
 def _protection(pod: Pod, ctx: EvictionContext) -> SkipReason | None:

@@ -1,4 +1,4 @@
-"""The grace period an eviction carries: the policy's is a floor, never an override (SPEC §5).
+"""The grace period an eviction carries: the policy's is a floor, never an override (SPEC §5.2).
 
 A pod's own ``terminationGracePeriodSeconds`` (30 when unset, as the API server defaults it) is
 how long its shutdown may take. An eviction that carries ``deleteOptions.gracePeriodSeconds``

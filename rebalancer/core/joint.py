@@ -1,4 +1,4 @@
-"""The joint minimum of views that share pods, by exact search over node counts (SPEC §3).
+"""The joint minimum of views that share pods, by exact search over node counts (SPEC §3.5).
 
 One workload with a zone and a hostname constraint has two views over the same pods. The
 joint minimum is the fewest evictions such that, evicting one pod and placing its
@@ -21,7 +21,7 @@ the first depth holding a solution is the joint minimum. At that depth the searc
 end state (every way to choose how many victims each node gives), so the planner can pick
 victims over all minimal plans (:mod:`rebalancer.core.victims`).
 
-Soft views opted in come second (SPEC §3): :func:`search_then_soft` first finds the hard
+Soft views opted in come second (SPEC §3.6): :func:`search_then_soft` first finds the hard
 views' joint minimum H and every end state at it, then, from all of them at once, the fewest
 further moves F that bring the soft views (:attr:`JointProblem.soft`; they filter nothing)
 within maxSkew, each further state keeping every hard view within its maxSkew. The plan is the

@@ -1,4 +1,4 @@
-"""Planning a group of views that share pods to their joint minimum (SPEC §3).
+"""Planning a group of views that share pods to their joint minimum (SPEC §3.5).
 
 :func:`plan_group` checks that the group is one the exact search models faithfully, builds the
 :class:`~rebalancer.core.joint.JointProblem`, picks the best victims over every minimal end
@@ -203,7 +203,7 @@ def plan_group(
     """Plan ``group`` to its joint minimum, or None when the group is left to the
     move-by-move search.
 
-    ``with_soft``: hard first, then soft (SPEC §3): the considered soft views counting the
+    ``with_soft``: hard first, then soft (SPEC §3.6): the considered soft views counting the
     group's pods are planned too, after the hard views' minimum
     (:func:`~rebalancer.core.joint.search_then_soft`); None (nothing counted in the stats)
     when there are none, the search does not model them, the soft views cannot be brought

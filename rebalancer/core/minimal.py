@@ -1,4 +1,4 @@
-"""SPEC §3's arithmetic of balance: the fewest moves that bring one view within maxSkew, and the
+"""SPEC §3.2's arithmetic of balance: the fewest moves that bring one view within maxSkew, and the
 highest global minimum a number of added pods can reach. Pure functions of counts."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def min_moves(
     *,
     empty: int = 0,
 ) -> int:
-    """The fewest moves that bring one view within ``max_skew`` (SPEC §3), capacity permitting.
+    """The fewest moves that bring one view within ``max_skew`` (SPEC §3.2), capacity permitting.
 
     A move takes one pod out of a domain and adds it to another. For a target band
     ``[L, L + max_skew]`` the pods above the band must leave and the domains below it must be

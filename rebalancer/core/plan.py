@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from rebalancer.core.ids import ViewKey
+
 if TYPE_CHECKING:
     from rebalancer.core.steer import Steering
 
@@ -84,11 +86,6 @@ class Skip:
     reason: SkipReason
 
 
-ViewKey = tuple[str, str, str, int, str]
-"""What tells a run's views apart from plan to plan (and in the metrics): namespace,
-topologyKey, selector, maxSkew, whenUnsatisfiable."""
-
-
 @dataclass(frozen=True, slots=True)
 class ViewReport:
     """The domain counts of one spread view (one constraint as its pods see it)."""
@@ -107,12 +104,8 @@ class ViewReport:
 
     @property
     def key(self) -> ViewKey:
-        return (
-            self.namespace,
-            self.topology_key,
-            self.selector,
-            self.max_skew,
-            self.when_unsatisfiable,
+        return ViewKey(
+            self.namespace, self.topology_key, self.selector, self.max_skew, self.when_unsatisfiable
         )
 
     @property

@@ -1,6 +1,6 @@
 """The planner: the fewest evictions that let the scheduler restore every considered spread.
 
-``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2) and splits them
+``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2.4) and splits them
 into groups that share pods (:mod:`rebalancer.core.groups`); groups never interact through
 counts.
 
@@ -17,7 +17,7 @@ counts.
 
 Moves of all groups are made one at a time, worst view first, in one simulation.
 
-Soft views, when the policy opts them in, come second (SPEC §3). The hard views' groups are
+Soft views, when the policy opts them in, come second (SPEC §3.6). The hard views' groups are
 formed and planned exactly as with soft views off, and a soft view never blocks a hard view's
 move; the hard views move first. A group whose pods soft views count is then replanned
 exactly with them (:func:`rebalancer.core.joint.search_then_soft`): the hard views' minimum
@@ -36,7 +36,7 @@ Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0
 
 A greedy descheduler that moves "everything above the average" would evict 3 here.
 
-Victims follow SPEC §3's order (:class:`rebalancer.core.victims.VictimKey` for one pod,
+Victims follow SPEC §3.4's order (:class:`rebalancer.core.victims.VictimKey` for one pod,
 :func:`rebalancer.core.victims.plan_key` for a plan): first pods whose own hard constraints
 forbid their replacement from returning to their current domain, then preemption's order over
 the victims' priorities, then pods without the descheduler's ``prefer-no-eviction``
@@ -63,16 +63,15 @@ from rebalancer.core.holds import (
     launch_deferral,
     victim_holds,
 )
-from rebalancer.core.ids import Domain, PodId, ViewId
+from rebalancer.core.ids import Domain, PodId, ViewId, ViewKey
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
 from rebalancer.core.limits import RunLimits, owner_map, workload_of
 from rebalancer.core.model import Snapshot
 from rebalancer.core.moves import Move
-from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason, ViewKey, workload_key
+from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason, workload_key
 from rebalancer.core.policy import Policy
 from rebalancer.core.ranking import VictimRanking
 from rebalancer.core.record import plan_record, trim
-from rebalancer.core.selectors import selector_string
 from rebalancer.core.simulate import Placement, SimState
 from rebalancer.core.spread import Analysis, analyze, considered
 from rebalancer.core.steer import Steering, ours, steer
@@ -115,7 +114,7 @@ class Planner:
             if considered(view, policy, self.analysis.scope)
         ]
         self.violated = [v for v in self.considered if views[v].violated]
-        # Soft views opted in come second (SPEC §3): they never block a hard view's move.
+        # Soft views opted in come second (SPEC §3.6): they never block a hard view's move.
         self.soft_considered = any(not views[v].spec.hard for v in self.considered)
         self.state = SimState(snapshot, self.analysis, self.considered)
         self.ranking = VictimRanking(self.analysis, self.ctx, holding)
@@ -124,7 +123,7 @@ class Planner:
         self.distances = PinnedDistances(self.analysis, self.state, self.ranking.skip)
         self.limits = RunLimits(policy, before)
         self.owners = owner_map(snapshot)
-        # Planned up front (SPEC §3), per group of violated views sharing pods:
+        # Planned up front (SPEC §3.5), per group of violated views sharing pods:
         self.groups: list[list[ViewId]] = []  # the groups (violated_groups)
         self.planned: dict[ViewId, list[PodId]] = {}  # one view's victims, in eviction order
         self.joint: dict[ViewId, tuple[ViewId, JointPlan]] = {}  # view -> (first view, plan)
@@ -150,7 +149,7 @@ class Planner:
         return after + 1 - gmin_after > spec.max_skew
 
     def plan_victims(self, v: ViewId) -> list[PodId] | None:
-        """The best victims over every minimal plan for view v alone (SPEC §3), chosen before
+        """The best victims over every minimal plan for view v alone (SPEC §3.4), chosen before
         any move; None when the formula's band cannot be reached with the evictable pods."""
         state = self.state
         key, evictable = self.ranking.key, self.ranking.evictable
@@ -419,14 +418,14 @@ class Planner:
             if self.soft_considered and size is not None:
                 joined.update(self._with_soft(group, size))
         if self.soft_considered:
-            # Soft views come second (SPEC §3): those left over, in groups of their own.
+            # Soft views come second (SPEC §3.6): those left over, in groups of their own.
             left = [v for v in self.violated if not views[v].spec.hard and v not in joined]
             soft_groups = violated_groups(state, left)
             for group in soft_groups:
                 if not self._with_soft(group, 0):
                     self._plan_group(group)
             self.groups = self._disjoint(self.groups + soft_groups)
-        # Hard views first: a soft view moves only while no hard view can (SPEC §3).
+        # Hard views first: a soft view moves only while no hard view can (SPEC §3.6).
         heap = [
             (not views[v].spec.hard, -state.excess(v), v, state.version[v]) for v in self.violated
         ]
@@ -487,7 +486,7 @@ class Planner:
         return None
 
     def _with_soft(self, group: list[ViewId], hard_size: int) -> list[ViewId]:
-        """Hard first, then soft (SPEC §3): replan a group exactly with the soft views that
+        """Hard first, then soft (SPEC §3.6): replan a group exactly with the soft views that
         count its pods, keeping it only when its hard views need exactly ``hard_size``
         evictions, the number planned with soft views off (0 for a group of soft views);
         the soft views then join the group. Returns them (none when not kept)."""
@@ -561,15 +560,7 @@ def _skews(analysis: Analysis) -> tuple[tuple[ViewKey, int], ...]:
     """The skew of every view, the largest per view key (as runs and metrics key them)."""
     skews: dict[ViewKey, int] = {}
     for view in analysis.views:
-        spec = view.spec
-        c = spec.constraint
-        key = (
-            spec.namespace,
-            c.topology_key,
-            selector_string(c.selector),
-            c.max_skew,
-            c.when_unsatisfiable,
-        )
+        key = view.spec.key
         skews[key] = max(skews.get(key, 0), view.skew)
     return tuple(skews.items())
 

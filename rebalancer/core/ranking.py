@@ -1,4 +1,4 @@
-"""Which pods a planning pass may evict, and in what order (SPEC §3).
+"""Which pods a planning pass may evict, and in what order (SPEC §3.4).
 
 :class:`VictimRanking` answers three questions about a pod of the snapshot: may it be evicted
 at all (:meth:`~VictimRanking.skip`: the rule that forbids it, or None), which
@@ -73,7 +73,7 @@ class VictimRanking:
         return found
 
     def key(self, i: PodId, v: ViewId, blocked: bool) -> VictimKey:
-        """Pod i's place in the victim order for view v (SPEC §3): pods that cannot return
+        """Pod i's place in the victim order for view v (SPEC §3.4): pods that cannot return
         first, then the lowest priority, no prefer-no-eviction annotation, a PodDisruptionBudget
         allowing a disruption, the youngest, and the pod's own identity. ``blocked``: whether
         view v, as a hard constraint, keeps a replacement out of the pod's domain (it applies

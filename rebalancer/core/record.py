@@ -89,7 +89,7 @@ def trim(planner: Planner, moves: list[Move]) -> list[Move]:
     The objective is the worst excess over the violated views, then their summed excess. The
     views an exact joint plan balances count too: its steps may pass through states where a
     view that was within maxSkew is not, and cutting them there would leave it so. With soft
-    views opted in, the hard views' objective comes first, then the soft views' (SPEC §3).
+    views opted in, the hard views' objective comes first, then the soft views' (SPEC §3.6).
     """
     state = planner.state
     if not any(state.excess(v) for v in planner.violated):

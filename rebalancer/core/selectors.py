@@ -20,6 +20,7 @@ from rebalancer.core.model import (
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+UNREADY_TAINT_KEYS = frozenset({UNREACHABLE_TAINT_KEY, NOT_READY_TAINT_KEY})
 FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
@@ -215,5 +216,7 @@ def untolerated_taint(
 
 
 def node_unreachable(node: Node) -> bool:
-    """NotReady/Unknown, or carrying the unreachable taint: evictions there cannot complete."""
-    return not node.ready or any(t.key == UNREACHABLE_TAINT_KEY for t in node.taints)
+    """NotReady/Unknown, or carrying the unreachable or not-ready taint (the node lifecycle
+    controller's, which may outlive the condition by a moment): evictions there cannot
+    complete."""
+    return not node.ready or any(t.key in UNREADY_TAINT_KEYS for t in node.taints)

@@ -7,7 +7,7 @@ on a node that passes the scheduler's hard filters (the replacement's own hard s
 constraints, resources, taints, node selector and required affinity, cordon, volume node
 affinity). Among those nodes it takes the one whose domain is least populated, ranking by the
 replacement's own constraints first, then by every considered view that counts it; ties go to
-the node name (SPEC §3).
+the node name (SPEC §3.3).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from that pod's topology keys, node affinity and tolerations (per the inclusion 
 selector from its labelSelector merged with matchLabelKeys. Pods with identical views share one.
 A view counts every matching, bound pod in its namespace on an eligible node, whether or not
 that pod declares the constraint itself, except pods that are leaving: terminating, or carrying
-the DisruptionTarget condition (SPEC §2, §5).
+the DisruptionTarget condition (SPEC §2.2, §5.6).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final, cast
 
 from rebalancer.core.constants import TERMINAL_PHASES
-from rebalancer.core.ids import Domain, PodId, ViewId
+from rebalancer.core.ids import Domain, PodId, ViewId, ViewKey
 from rebalancer.core.model import (
     HONOR,
     NOT_SHARED,
@@ -86,17 +86,21 @@ class ViewSpec:
     def max_skew(self) -> int:
         return self.constraint.max_skew
 
-    def sort_key(self) -> tuple[str, str, str, int, str, int, str]:
+    @property
+    def key(self) -> ViewKey:
+        """The view's name from run to run (:class:`~rebalancer.core.plan.ViewKey`)."""
         c = self.constraint
-        return (
+        return ViewKey(
             self.namespace,
             c.topology_key,
             selector_string(c.selector),
             c.max_skew,
             c.when_unsatisfiable,
-            c.min_domains,
-            _described(self.eligibility),
         )
+
+    def sort_key(self) -> tuple[str, str, str, int, str, int, str]:
+        """The key, then what else tells two views of one key apart."""
+        return (*self.key, self.constraint.min_domains, _described(self.eligibility))
 
 
 @functools.lru_cache(maxsize=256)

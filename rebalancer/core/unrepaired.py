@@ -12,7 +12,7 @@ under ``min-domains`` whatever else holds them.
 
 Worked example, zones [2, 1, 0] with maxSkew 1, every pod mounting a PersistentVolumeClaim
 (``evictPodsWithPVC: false``): the plan evicts nothing, the view ends at skew 2, zone a (2 > 0 +
-1) holds 2 pods, both ``has-pvc``; one eviction would repair it (SPEC §3's formula on [2, 1, 0]).
+1) holds 2 pods, both ``has-pvc``; one eviction would repair it (SPEC §3.2's formula on [2, 1, 0]).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _REPLACED = SkipReason(
 
 def needed(state: SimState, v: ViewId) -> int:
     """The fewest evictions that bring view v within maxSkew from where it stood before the
-    plan, if no pod were held (SPEC §3's formula; views sharing pods may need more)."""
+    plan, if no pod were held (SPEC §3.2's formula; views sharing pods may need more)."""
     view = state.views[v]
     c = view.spec.constraint
     return min_moves(

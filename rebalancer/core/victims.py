@@ -1,4 +1,4 @@
-"""Victim order (SPEC §3): which pods a minimal plan evicts, compared as preemption compares.
+"""Victim order (SPEC §3.4): which pods a minimal plan evicts, compared as preemption compares.
 
 One pod's place in the order is its :class:`VictimKey`. A whole plan is compared by
 :func:`plan_key`: first the fewest victims whose replacement could come back to the domain it
@@ -57,7 +57,7 @@ class VictimKey(NamedTuple):
 
 
 class PlanKey(NamedTuple):
-    """A whole plan's place in the victim order (SPEC §3); smaller is preferred."""
+    """A whole plan's place in the victim order (SPEC §3.4); smaller is preferred."""
 
     can_return: int
     priorities: tuple[int, ...]  # highest first
@@ -176,7 +176,7 @@ def fewest_returning(
     hard constraint on the view, so it could return anyway. A victim could come back when its
     domain, without it, is within maxSkew of the global minimum (its own constraint lets its
     replacement return). Each replacement lands in the least populated domain that gives no
-    victim and takes it (SPEC §3's simulation); ties are tried both ways. None when no order
+    victim and takes it (SPEC §3.3's simulation); ties are tried both ways. None when no order
     ends within maxSkew. Past :data:`MAX_WORK`, the fullest domain goes first.
     """
     try:
@@ -467,7 +467,7 @@ def single_view_victims(
     ``domains``: the view's domains holding pods (their order does not matter; the keys'
     ``can_return`` says whether the pod's own hard constraints include this view at all);
     ``empty``: how many further domains hold none; ``band_forced_zero``: the global minimum
-    is 0 whatever happens (fewer domains than minDomains); ``moves``: the minimum (SPEC §3's
+    is 0 whatever happens (fewer domains than minDomains); ``moves``: the minimum (SPEC §3.2's
     formula, with the unevictable pods as floors). None when no band of that size can be
     reached with the evictable pods (the planner then searches move by move).
 
@@ -475,7 +475,7 @@ def single_view_victims(
     leaves the fewest victims able to come back (:func:`fewest_returning`). When a band has
     more than :data:`MAX_SPLITS` splits, only the split of the best optional victims taken
     one at a time is compared. The victims are returned fullest domain first (each from the
-    domain that then holds the most pods, the replacements placed as SPEC §3's simulation
+    domain that then holds the most pods, the replacements placed as SPEC §3.3's simulation
     places them) when that order ends balanced, else in the order found; the planner evicts
     them so. Example, maxSkew 2, zones [6, 7, 1] with the 7's pods at priority 100: the split
     is one from the 7 and two from the 6, evicted 7, 6, 6 (not 6, 6, 7, which the worst

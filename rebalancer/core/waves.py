@@ -5,7 +5,7 @@ legal domain, not the least populated one. A wave therefore holds only evictions
 safe whatever legal domain EACH of its replacements lands in, counted together: no replacement
 of the wave can land in any domain the wave takes pods from (in the view the moves repair),
 whatever legal domains all the wave's replacements pick, one after the other. The next wave is
-re-planned from the live state once the replacements have landed (SPEC §3).
+re-planned from the live state once the replacements have landed (SPEC §3.9).
 
 The check is a bound: after the wave's ``k`` evictions, the other ``k - 1`` replacements can
 raise a view's global minimum at most to the water level ``m`` that ``k - 1`` pods reach when
@@ -92,7 +92,7 @@ class WaveBuilder:
         return True
 
     def pdb_room(self, m: Move) -> bool:
-        """At most ``disruptionsAllowed`` evictions spending one PDB in a wave (SPEC §3); the
+        """At most ``disruptionsAllowed`` evictions spending one PDB in a wave (SPEC §3.10); the
         planner never plans a pod whose PDB allows none."""
         used, allowed = self.pdb_used, self.pdb_allowed
         return all(used.get(k, 0) < allowed[k] for k in self.pdbs_of(m.pod))

@@ -1,19 +1,21 @@
-"""Executing one wave of a plan through the Eviction API, and nothing else (SPEC §5).
+"""Executing one wave of a plan through the Eviction API, and nothing else (SPEC §5.1).
 
 The only write is ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction`` with a ``policy/v1``
 Eviction that always carries ``deleteOptions.preconditions.uid``. There is no code path that
 deletes a pod: a 429 is retried a few times and then reported, never "forced".
 
-Before each eviction the pod and its node are read again; the eviction is dropped when the
-plan's premise no longer holds (pod gone, replaced, terminating, moved, relabelled, annotated
-``karpenter.sh/do-not-disrupt``, or its node NotReady, unreachable or being disrupted).
+Before each eviction the pod and its node are read again, converted as the plan's snapshot
+was, and the eviction is dropped when the plan's premise no longer holds (pod gone, replaced,
+moved or relabelled) or the plan's own checks (:mod:`rebalancer.core.evictability`: leaving,
+annotated ``karpenter.sh/do-not-disrupt``, its node NotReady, unreachable or being disrupted)
+would now hold it.
 Within one workload, pods are evicted one at a time: the next one waits until the previous
 one's replacement is scheduled and Ready, bounded by the wave timeout, or until no replacement
 is coming any more: the owning ReplicaSet or StatefulSet is gone, or was scaled down past it
 since the eviction (:func:`replacement_moot`).
 Workloads proceed side by side, in rounds: the first pod of every workload, wait, the second...
 
-Status codes (SPEC §5):
+Status codes (SPEC §5.3):
 
 =====  ==================================================================================
 200,   evicted (``would-evict`` with ``--server-dry-run``)
@@ -47,7 +49,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from tenacity import Retrying
 
@@ -57,12 +59,14 @@ from rebalancer.cluster.act.lease import EvictionRecord
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
 from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
+from rebalancer.core.convert.memo import Caches
+from rebalancer.core.convert.nodes import node as convert_node
+from rebalancer.core.convert.pods import pod as convert_pod
 from rebalancer.core.errors import InputError
+from rebalancer.core.evictability import do_not_disrupt_reason, leaving_reason, node_reason
 from rebalancer.core.grace import eviction_grace
-from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
 from rebalancer.core.plan import Eviction, SkipCode, SkipReason, workload_key
 from rebalancer.core.policy import EVICTION_REQUEST_API
-from rebalancer.core.selectors import NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY
 
 
 def _log() -> Any:
@@ -144,7 +148,7 @@ def eviction_body(
 
     The plan's grace period is sent only when it is longer than the pod's own
     ``terminationGracePeriodSeconds`` (30 when unset), read from ``pod`` (the pod as just
-    re-read) when given: a policy grace period never shortens a pod's shutdown (SPEC §5).
+    re-read) when given: a policy grace period never shortens a pod's shutdown (SPEC §5.2).
     """
     grace = eviction.grace_period_seconds
     if grace is not None and grace < 1:
@@ -207,27 +211,12 @@ def _owned_by(pod: Mapping[str, Any], owner_uid: str) -> bool:
     return ref is not None and ref.get("uid") == owner_uid
 
 
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    labels = _part(obj, "metadata").get("labels")
-    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
-
-
 def node_problem(node: Mapping[str, Any] | None, name: str) -> SkipReason | None:
-    """Why pods on this node must not be evicted now (NotReady, unreachable), or None."""
+    """Why pods on the re-read node must not be evicted now, or None: it is gone, or the
+    plan's own node check (:func:`~rebalancer.core.evictability.node_reason`) holds them."""
     if node is None:
         return SkipReason(SkipCode.NODE_GONE, f"node {name} no longer exists")
-    ready = _condition(node, "Ready")
-    if ready != "True":
-        return SkipReason(
-            SkipCode.NODE_NOT_READY, f"node {name} is NotReady (Ready={ready or 'missing'})"
-        )
-    for taint in _part(node, "spec").get("taints") or ():
-        key = taint.get("key") if isinstance(taint, Mapping) else None
-        if key in (UNREACHABLE_TAINT_KEY, NOT_READY_TAINT_KEY):
-            return SkipReason(SkipCode.NODE_NOT_READY, f"node {name} has the {key} taint")
-        if key == DISRUPTED_TAINT_KEY:
-            return SkipReason(SkipCode.NODE_DISRUPTED, f"node {name} has the {key} taint")
-    return None
+    return node_reason(_converted(convert_node, node))
 
 
 def pod_problem(
@@ -235,32 +224,39 @@ def pod_problem(
     eviction: Eviction,
     expected_labels: Mapping[str, str] | None,
 ) -> SkipReason | None:
-    """Why the re-read pod no longer matches the plan's premise, or None."""
-    meta = _part(pod, "metadata")
-    uid = meta.get("uid")
+    """Why the re-read pod no longer matches the plan's premise, or None: another pod by the
+    same name, one leaving, moved or relabelled, or one the plan's own checks would now hold
+    (:func:`~rebalancer.core.evictability.leaving_reason`, ``do_not_disrupt_reason``)."""
+    found = _converted(convert_pod, pod)
     key = eviction.key
-    if uid != eviction.uid:
+    if found.uid != eviction.uid:
         return SkipReason(
-            SkipCode.UID_CHANGED, f"{key} is now uid {uid}, the plan evicts uid {eviction.uid}"
+            SkipCode.UID_CHANGED,
+            f"{key} is now uid {found.uid or None}, the plan evicts uid {eviction.uid}",
         )
-    if meta.get("deletionTimestamp"):
-        return SkipReason(SkipCode.TERMINATING, f"{key} is already terminating")
-    node = _part(pod, "spec").get("nodeName")
-    if node != eviction.node:
+    leaving = leaving_reason(found)
+    if leaving is not None:
+        return leaving
+    if found.node_name != eviction.node:
         return SkipReason(
-            SkipCode.MOVED, f"{key} is on node {node}, the plan saw it on {eviction.node}"
+            SkipCode.MOVED,
+            f"{key} is on node {found.node_name}, the plan saw it on {eviction.node}",
         )
-    if expected_labels is not None and _labels(pod) != dict(expected_labels):
+    if expected_labels is not None and dict(found.labels) != dict(expected_labels):
         return SkipReason(SkipCode.LABELS_CHANGED, f"the labels of {key} changed since the plan")
-    annotations = meta.get("annotations")
-    marked = (
-        annotations.get(DO_NOT_DISRUPT_ANNOTATION) if isinstance(annotations, Mapping) else None
-    )
-    if isinstance(marked, str) and do_not_disrupt(marked):
-        return SkipReason(
-            SkipCode.DO_NOT_DISRUPT, f"{key} is annotated {DO_NOT_DISRUPT_ANNOTATION}"
-        )
-    return None
+    return do_not_disrupt_reason(found)
+
+
+_T = TypeVar("_T")
+
+
+def _converted(
+    convert: Callable[[Mapping[str, Any], list[str], Caches], _T], obj: Mapping[str, Any]
+) -> _T:
+    """A re-read object in the model, by the converter the plan's snapshot went through. A
+    field the checks do not read that fails to convert (a quantity, a constraint) holds nothing
+    back; one they read comes out defaulted (an unreadable uid is no uid: ``uid-changed``)."""
+    return convert(obj, [], Caches())
 
 
 def _is_ready(pod: Mapping[str, Any]) -> bool:

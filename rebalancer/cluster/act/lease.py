@@ -1,6 +1,6 @@
 """One rebalancer evicting at a time, and a record of its evictions that survives a crash.
 
-SPEC §5: a run that evicts holds a ``coordination.k8s.io/v1`` Lease (default
+SPEC §5.7: a run that evicts holds a ``coordination.k8s.io/v1`` Lease (default
 ``rebalancer/rebalancer``). It is taken before the first eviction, renewed by a thread every
 ``renew_seconds`` while the run lasts, and given back at the end (``holderIdentity`` cleared;
 the Lease is never deleted). A run that finds it held by someone else, and not expired
@@ -514,10 +514,7 @@ class Lease:
 
     def _holder_or_unknown(self, obj: Mapping[str, Any] | None) -> Holder:
         """Who won the race for the Lease, as far as a read just after says."""
-        holder = None
-        if obj is not None:
-            state, now = read_state(obj, self.where), self._wall()
-            holder = None if state.distrust(now) else state.holder(now)
+        holder = None if obj is None else holder_of(obj, self._wall())
         if holder is not None:
             return holder
         return Holder(

@@ -1,4 +1,4 @@
-"""The run loop: the shell between the pure planner and the executor (SPEC §3 waves).
+"""The run loop: the shell between the pure planner and the executor (SPEC §3.9 waves).
 
 One run: read the cluster, plan, execute wave 1 only, wait for the replacements, read again,
 re-plan with the evictions done so far (``evicted_before``: the policy limits count them, and
@@ -49,8 +49,9 @@ from rebalancer.core.errors import (
     RebalancerError,
 )
 from rebalancer.core.holds import Guard, HoldRules, LoopMemory, remembered_launches
+from rebalancer.core.ids import ViewKey
 from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import Eviction, Plan, ViewKey
+from rebalancer.core.plan import Eviction, Plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.schedule import window_state
 from rebalancer.core.scope import NamespaceScope
@@ -163,12 +164,8 @@ class ViewSkew:
 
     @property
     def key(self) -> ViewKey:
-        return (
-            self.namespace,
-            self.topology_key,
-            self.selector,
-            self.max_skew,
-            self.when_unsatisfiable,
+        return ViewKey(
+            self.namespace, self.topology_key, self.selector, self.max_skew, self.when_unsatisfiable
         )
 
 

@@ -83,12 +83,6 @@ def stopping() -> bool:
     return _stopping[0]
 
 
-def resume_requests() -> None:
-    """Undo :func:`stop_requests` (tests that stop in-process, then go on)."""
-    _stopping[0] = False
-    _wake.clear()
-
-
 def check(what: str) -> None:
     """Raise :class:`Stopped` if stopping: ``what`` is not sent."""
     if _stopping[0]:

@@ -51,7 +51,7 @@ from rebalancer.core.errors import InputError
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")
-"""The only thing rebalancer ever PUTs: one Lease (SPEC §5, one rebalancer at a time)."""
+"""The only thing rebalancer ever PUTs: one Lease (SPEC §5.7, one rebalancer at a time)."""
 POD_PATH: Final = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+$")
 """The only thing rebalancer ever PATCHes: a pod, and only its deletion cost (SPEC §7)."""
 REQUEST_PATH: Final = re.compile(

@@ -315,7 +315,7 @@ class FastBuilder:
 
     def _digest(self, item: _Item) -> tuple[Hashable, Own]:
         """The key of the fragments the pod's workload shares and what the pod holds of its own
-        (:data:`~rebalancer.cluster.read.podconvert.Own`): everything but the shared
+        (:class:`~rebalancer.cluster.read.podconvert.Own`): everything but the shared
         conversions, which number fragments and so happen in file order."""
         meta = item.metadata or _EMPTY_META
         spec = item.spec or _EMPTY_SPEC
@@ -355,8 +355,15 @@ class FastBuilder:
                 key = (key, resized, reasons)
             else:
                 resized = ()
-        mirror, evict, prefer_no, cost, mark = annotation_flags(meta.annotations or {})
-        pvc_names, local_storage = (
+        own = Own()
+        (
+            own.mirror,
+            own.evict_requested,
+            own.prefer_no_eviction,
+            own.deletion_cost,
+            own.cost_mark,
+        ) = annotation_flags(meta.annotations or {})
+        own.pvc_names, own.local_storage = (
             volumes(
                 (
                     (
@@ -380,36 +387,26 @@ class FastBuilder:
         grace = spec.terminationGracePeriodSeconds
         if grace is not None and not INT64_MIN <= grace <= INT64_MAX:
             raise Fallback  # the converter names it
-        ready, disruption_target = conditions(status.conditions or ())
+        own.ready, own.disruption_target = conditions(status.conditions or ())
         timestamp = meta.creationTimestamp
         created = 0.0 if timestamp is None else self._time(timestamp)
         group = spec.schedulingGroup
-        return key, (
-            resized,
-            reasons,
-            meta.namespace or "default",
-            name,
-            meta.uid or "",
-            spec.nodeName or None,
-            created,
-            status.phase or "Pending",
-            _given(meta.deletionTimestamp),
-            priority,
-            spec.priorityClassName or None,
-            pvc_names,
-            local_storage,
-            mirror,
-            grace,
-            ready,
-            disruption_target,
-            evict,
-            prefer_no,
-            cost,
-            mark,
-            meta.resourceVersion or "",
-            (group.podGroupName or None) if group is not None else None,
-            self._time(status.startTime) if status.startTime is not None else None,
-        )
+        own.resized = resized
+        own.reasons = reasons
+        own.namespace = meta.namespace or "default"
+        own.name = name
+        own.uid = meta.uid or ""
+        own.node = spec.nodeName or None
+        own.created = created
+        own.phase = status.phase or "Pending"
+        own.terminating = _given(meta.deletionTimestamp)
+        own.priority = priority
+        own.priority_class_name = spec.priorityClassName or None
+        own.grace_period_seconds = grace
+        own.resource_version = meta.resourceVersion or ""
+        own.scheduling_group = (group.podGroupName or None) if group is not None else None
+        own.started = self._time(status.startTime) if status.startTime is not None else None
+        return key, own
 
     def _time(self, value: str) -> float:
         """A timestamp in epoch seconds, looked up, else converted (:meth:`_epoch`)."""

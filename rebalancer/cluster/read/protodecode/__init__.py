@@ -30,6 +30,7 @@ from rebalancer.cluster.read.podconvert import (
     RESIZE,
     Fallback,
     Fragment,
+    Own,
     PodConverter,
     Resized,
     annotation_flags,
@@ -368,8 +369,15 @@ class ProtoBuilder(FastBuilder):
             flags = annotation_flags({entry.key: entry.value for entry in meta.annotations})
         else:
             flags = (False, False, False, None, None)
-        mirror, evict, prefer_no, cost, mark = flags
-        pvc_names, local_storage = (
+        own = Own()
+        (
+            own.mirror,
+            own.evict_requested,
+            own.prefer_no_eviction,
+            own.deletion_cost,
+            own.cost_mark,
+        ) = flags
+        own.pvc_names, own.local_storage = (
             volumes(
                 (
                     (
@@ -387,42 +395,31 @@ class ProtoBuilder(FastBuilder):
             if spec.volumes
             else NO_VOLUMES
         )
-        ready, disruption_target = conditions(status.conditions)
+        own.ready, own.disruption_target = conditions(status.conditions)
         group = spec.schedulingGroup
-        return self.proto_pods.pod(
-            key,
-            (
-                resized,
-                reasons,
-                meta.namespace or "default",
-                name,
-                meta.uid,
-                spec.nodeName or None,
-                # JSON writes seconds only; an empty Time (zero time, or the epoch) reads as 0.0.
-                float(meta.creationTimestamp.seconds),
-                status.phase or "Pending",
-                _terminating(meta),
-                spec.priority if spec.HasField("priority") else None,
-                spec.priorityClassName or None,
-                pvc_names,
-                local_storage,
-                mirror,
-                (
-                    spec.terminationGracePeriodSeconds
-                    if spec.HasField("terminationGracePeriodSeconds")
-                    else None
-                ),
-                ready,
-                disruption_target,
-                evict,
-                prefer_no,
-                cost,
-                mark,
-                meta.resourceVersion,
-                (group.podGroupName or None) if spec.HasField("schedulingGroup") else None,
-                float(status.startTime.seconds) if status.HasField("startTime") else None,
-            ),
+        own.resized = resized
+        own.reasons = reasons
+        own.namespace = meta.namespace or "default"
+        own.name = name
+        own.uid = meta.uid
+        own.node = spec.nodeName or None
+        # JSON writes seconds only; an empty Time (zero time, or the epoch) reads as 0.0.
+        own.created = float(meta.creationTimestamp.seconds)
+        own.phase = status.phase or "Pending"
+        own.terminating = _terminating(meta)
+        own.priority = spec.priority if spec.HasField("priority") else None
+        own.priority_class_name = spec.priorityClassName or None
+        own.grace_period_seconds = (
+            spec.terminationGracePeriodSeconds
+            if spec.HasField("terminationGracePeriodSeconds")
+            else None
         )
+        own.resource_version = meta.resourceVersion
+        own.scheduling_group = (
+            (group.podGroupName or None) if spec.HasField("schedulingGroup") else None
+        )
+        own.started = float(status.startTime.seconds) if status.HasField("startTime") else None
+        return self.proto_pods.pod(key, own)
 
 
 def _parts(meta: pb.ObjectMeta, spec: pb.PodSpec, pod_level: bytes | None) -> tuple[Fragment, ...]:
