@@ -23,9 +23,10 @@ same stream, scrubbed.
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import orjson
 import structlog
@@ -80,7 +81,7 @@ def choose(*, level: str | None = None, log_format: str | None = None) -> None:
 def configure(*, json_output: bool | None = None, stream: TextIO | None = None) -> None:
     """Configure structlog for the process; ``json_output=None`` takes ``--log-format``, else
     decides by ``stream.isatty()``."""
-    out = stream if stream is not None else sys.stderr
+    out = stream if stream is not None else cast(TextIO, _StderrNow())
     if json_output is None and "format" in _chosen:
         json_output = _chosen["format"] == "json"
     if json_output is None:
@@ -107,6 +108,20 @@ def configure(*, json_output: bool | None = None, stream: TextIO | None = None) 
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
+
+
+class _StderrNow(io.TextIOBase):
+    """``sys.stderr`` as it is when a line is written, not when logging was configured: a
+    process (or a test) that replaces its stderr later still gets the lines there."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
 
 
 class _ToStructlog(logging.Handler):
