@@ -19,14 +19,20 @@ from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES, DEFAULT_WAVE_TIME
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
-from rebalancer.core.errors import EXIT_EVICTIONS_FAILED, EXIT_OK, InputError
-from rebalancer.core.holds import HoldRules
-from rebalancer.core.policy import Policy, parse_duration, restrict_to_namespace
+from rebalancer.core.api import (
+    EXIT_EVICTIONS_FAILED,
+    EXIT_OK,
+    HoldRules,
+    InputError,
+    Policy,
+    parse_duration,
+    restrict_to_namespace,
+)
 
 if TYPE_CHECKING:
     from rebalancer.cli.pushgateway import Pushgateway
     from rebalancer.cluster.read.live import Connection
-    from rebalancer.core.model import Snapshot
+    from rebalancer.core.api import Snapshot
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
@@ -289,7 +295,7 @@ def window_status(policy: Policy) -> tuple[bool, str] | None:
         return None
     from datetime import UTC, datetime  # noqa: PLC0415  # only with a schedule
 
-    from rebalancer.core.schedule import describe, window_state  # noqa: PLC0415  # same
+    from rebalancer.core.api import describe, window_state  # noqa: PLC0415  # same
 
     state = window_state(policy.schedule, datetime.fromtimestamp(time.time(), UTC))
     return state.inside, describe(state, policy.schedule.windows[0].time_zone)
@@ -308,7 +314,7 @@ def plan_and_write(
     turns them on, or costs of ours remain). ``server``: the API server's version and feature
     gates (JSON/YAML only; a plan from a snapshot has none). Exit 1 when objects that could not
     be read (``rejected``) left their namespaces out of the plan."""
-    from rebalancer.core.planner import plan  # noqa: PLC0415  # on use: policy check needs no core
+    from rebalancer.core.api import plan  # noqa: PLC0415  # on use: policy check needs no core
 
     with gc_paused():
         planned = plan(snapshot, policy, time.time(), rules=options.holds)
@@ -380,7 +386,7 @@ def say_what_matches_nothing(namespace: str | None, policy: Policy, snapshot: Sn
     """On stderr: ``-n NAMESPACE`` that holds no pod, or a policy labelSelector that matches
     none, so that an empty plan is not read as a balanced one."""
     from rebalancer.cli.errorline import say  # noqa: PLC0415  # only to warn
-    from rebalancer.core.selectors import selector_matches, selector_string  # noqa: PLC0415
+    from rebalancer.core.api import selector_matches, selector_string  # noqa: PLC0415
 
     pods = snapshot.pods
     if namespace:

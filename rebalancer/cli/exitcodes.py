@@ -13,7 +13,7 @@ from __future__ import annotations
 import textwrap
 from typing import Final
 
-from rebalancer.core.errors import (
+from rebalancer.core.api import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,

@@ -25,7 +25,7 @@ from rebalancer.cli.wording import (
     target_cell,
     worst_first,
 )
-from rebalancer.core.plan import Eviction, Plan, Skip, Unrepaired, ViewReport
+from rebalancer.core.api import Eviction, Plan, Skip, Unrepaired, ViewReport
 
 if TYPE_CHECKING:
     from rebalancer.cluster.act.runner import RunReport

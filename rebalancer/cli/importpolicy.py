@@ -29,21 +29,22 @@ from rebalancer.cli.errorline import say
 from rebalancer.cli.printable import printable
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES
 from rebalancer.cluster.read.policyfile import policy_document_from_text, read_policy_document
-from rebalancer.core.errors import EXIT_OK, InputError
-from rebalancer.core.fromdescheduler import (
+from rebalancer.core.api import (
     API_VERSION,
+    EXIT_OK,
+    HEADER_KEYS,
     KIND,
     TOPOLOGY_PLUGIN,
     WIDER,
     ChartValues,
     Imported,
+    InputError,
     Note,
     chart_values,
     from_descheduler,
     from_descheduler_all,
     unwrap,
 )
-from rebalancer.core.policy import HEADER_KEYS
 
 __all__ = ["add_import_command", "inert", "render", "write_all"]
 

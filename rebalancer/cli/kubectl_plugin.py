@@ -35,7 +35,7 @@ from rebalancer.cli.errorline import say
 from rebalancer.cli.exitcodes import exit_codes_text
 from rebalancer.cli.main import main as rebalancer_main
 from rebalancer.cluster.inputs import read_kubeconfig
-from rebalancer.core.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, InputError
+from rebalancer.core.api import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, InputError
 
 COMMANDS: Final = ("plan", "explain", "run", "snapshot", "version")
 EXPLAIN_VALUE_OPTIONS: Final = frozenset({"--snapshot", "--policy", "--pod", "-o", "--output"})

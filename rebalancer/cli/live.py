@@ -45,15 +45,14 @@ from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
-from rebalancer.core.errors import EXIT_OK, RebalancerError
-from rebalancer.core.policy import Policy
+from rebalancer.core.api import EXIT_OK, Policy, RebalancerError
 
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
     from rebalancer.cluster.act.runner import RunReport
     from rebalancer.cluster.api.kubeclient import Kube
     from rebalancer.cluster.read.live import Connection
-    from rebalancer.core.model import Snapshot
+    from rebalancer.core.api import Snapshot
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -254,7 +253,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from rebalancer.cluster.read import reader  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.live import connect, warn_rejected  # noqa: PLC0415
     from rebalancer.cluster.read.snapshot import dump_objects  # noqa: PLC0415  # on use
-    from rebalancer.core.convert.serverversion import server_version_item  # noqa: PLC0415
+    from rebalancer.core.api import server_version_item  # noqa: PLC0415
 
     configure_logging()
     connection = checked_connection(args)

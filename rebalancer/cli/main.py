@@ -53,7 +53,7 @@ from rebalancer.cluster.api.deadline import Stopped
 from rebalancer.cluster.gcpause import gc_paused
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, STDIN
 from rebalancer.cluster.read.policyfile import load_policy_file
-from rebalancer.core.errors import (
+from rebalancer.core.api import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
     EXIT_INTERNAL,
@@ -61,8 +61,8 @@ from rebalancer.core.errors import (
     MAX_PROBLEMS_SHOWN,
     InputError,
     RebalancerError,
+    policy_to_dict,
 )
-from rebalancer.core.policy import policy_to_dict
 
 if TYPE_CHECKING:
     from rebalancer.cluster.read.snapshot import Loaded
@@ -105,11 +105,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from rebalancer.core.explain import (  # noqa: PLC0415  # on use: policy check needs no core
+    from rebalancer.core.api import (  # noqa: PLC0415  # on use: policy check needs no core
         explain,
+        plan,  # same
         pod_index,
     )
-    from rebalancer.core.planner import plan  # noqa: PLC0415  # same
 
     namespace, name = pod_of(args)
     policy = resolve_policy(args)

@@ -49,11 +49,10 @@ from prometheus_client.exposition import push_to_gateway
 from rebalancer.cli.buildinfo import build_info
 from rebalancer.cluster.act.outcome import Outcome, RunEnd
 from rebalancer.cluster.act.runner import RunReport, ViewSkew
-from rebalancer.core.policy import EVICTION_REQUEST_API
+from rebalancer.core.api import EVICTION_REQUEST_API
 
 if TYPE_CHECKING:
-    from rebalancer.core.ids import ViewKey
-    from rebalancer.core.plan import Plan
+    from rebalancer.core.api import Plan, ViewKey
 
 VIEW_LABELS: Final = ("namespace", "topology_key", "selector", "max_skew", "when_unsatisfiable")
 UNREPAIRED_LABELS: Final = ("namespace", "workload")

@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rebalancer.cli.common import Output, PlanOptions, count_type, plan_holds
 from rebalancer.cli.pushgateway import pushgateway_of
 from rebalancer.cluster.read.live import DEFAULT_MAX_OBJECTS, Connection
-from rebalancer.core.constants import DNS_SUBDOMAIN
-from rebalancer.core.errors import InputError
-from rebalancer.core.policy import format_duration, parse_duration
+from rebalancer.core.api import DNS_SUBDOMAIN, InputError, format_duration, parse_duration
 
 if TYPE_CHECKING:
     from rebalancer.cluster.act.live import LiveRun

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from rebalancer.cli.errorline import say
-from rebalancer.core.errors import InputError
+from rebalancer.core.api import InputError
 
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
-    from rebalancer.core.plan import Plan
+    from rebalancer.core.api import Plan
 
 PUSHGATEWAY_ENV: Final = "REBALANCER_PUSHGATEWAY"
 DEFAULT_JOB: Final = "rebalancer"

@@ -44,13 +44,21 @@ from rebalancer.cli.wording import (
     worst_first,
 )
 from rebalancer.cluster.act.outcome import RunEnd
-from rebalancer.core.explain import ConstraintExplanation, Explanation, PlanStatus
-from rebalancer.core.nodepools import ANY_NODE
-from rebalancer.core.plan import Eviction, Plan, Skip, Unrepaired, ViewReport
+from rebalancer.core.api import (
+    ANY_NODE,
+    ConstraintExplanation,
+    Eviction,
+    Explanation,
+    Plan,
+    PlanStatus,
+    Skip,
+    Unrepaired,
+    ViewReport,
+)
 
 if TYPE_CHECKING:
     from rebalancer.cluster.act.runner import RunReport
-    from rebalancer.core.steer import Steering
+    from rebalancer.core.api import Steering
 
 Format = Literal["table", "json", "yaml", "html"]
 FORMATS: Final[tuple[Format, ...]] = ("table", "json", "yaml")

@@ -38,7 +38,7 @@ from typing import Final
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import deadline
-from rebalancer.core.errors import EXIT_OK
+from rebalancer.core.api import EXIT_OK
 
 SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 _received: list[int] = []  # the signals received, in order

@@ -25,7 +25,7 @@ from rebalancer.cli.buildinfo import BuildInfo, build_info
 from rebalancer.cli.common import write
 from rebalancer.cli.options import add_cluster_arguments, checked_connection
 from rebalancer.cluster.read.live import Connection, connect
-from rebalancer.core.errors import EXIT_OK, RebalancerError
+from rebalancer.core.api import EXIT_OK, RebalancerError
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]

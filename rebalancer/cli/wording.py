@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
-from rebalancer.core.holds import HoldRules
-from rebalancer.core.plan import Eviction, Hold, Plan, Skip, ViewReport
-from rebalancer.core.policy import format_duration
+from rebalancer.core.api import Eviction, Hold, HoldRules, Plan, Skip, ViewReport, format_duration
 
 if TYPE_CHECKING:
     from rebalancer.cluster.act.runner import RunReport

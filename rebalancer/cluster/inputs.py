@@ -23,7 +23,7 @@ from typing import IO, Any, Final, TypeVar
 
 import yaml
 
-from rebalancer.core.errors import InputError
+from rebalancer.core.api import InputError
 
 __all__ = [
     "DEFAULT_MAX_POLICY_BYTES",

@@ -134,7 +134,7 @@ def get_logger(name: str = "rebalancer") -> Any:
 
 def log_config(policy: object, settings: Mapping[str, Any]) -> None:
     """Log the effective configuration once at start: the canonical policy and the settings."""
-    from rebalancer.core.policy import Policy, policy_to_dict  # noqa: PLC0415  # keep logs standalone
+    from rebalancer.core.api import Policy, policy_to_dict  # noqa: PLC0415  # keep logs standalone
 
     shown = policy_to_dict(policy) if isinstance(policy, Policy) else repr(policy)
     get_logger().info(CONFIG, policy=shown, **dict(settings))

@@ -26,7 +26,8 @@ labels, compared and printed as it is, so the name documents it and the type sta
 class ViewKey(NamedTuple):
     """What tells a run's views apart from plan to plan (and in the metrics): a view's
     namespace and the fields of its constraint that name it. Made from a constraint by
-    :attr:`rebalancer.core.spread.ViewSpec.key`, from a report by :attr:`rebalancer.core.plan.ViewReport.key`."""
+    :attr:`rebalancer.core.spread.ViewSpec.key`, from a report by
+    :attr:`rebalancer.core.plan.ViewReport.key`."""
 
     namespace: str
     topology_key: str

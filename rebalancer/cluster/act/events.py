@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
-from rebalancer.core.policy import EVICTION_REQUEST_API
+from rebalancer.core.api import EVICTION_REQUEST_API
 
 COMPONENT: Final = "rebalancer"
 REBALANCED: Final = "Rebalanced"

@@ -43,8 +43,7 @@ from typing import Any, Final, Protocol
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
 from rebalancer.cluster.api import deadline, errors
-from rebalancer.core.plan import Eviction
-from rebalancer.core.policy import AUTO_API, EVICTION_API, EVICTION_REQUEST_API
+from rebalancer.core.api import AUTO_API, EVICTION_API, EVICTION_REQUEST_API, Eviction
 
 GROUP_VERSION: Final = "lifecycle.k8s.io/v1alpha1"
 REQUESTER: Final = "rebalancer/descheduler"

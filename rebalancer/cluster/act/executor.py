@@ -59,14 +59,21 @@ from rebalancer.cluster.act.lease import EvictionRecord
 from rebalancer.cluster.act.outcome import EvictionResult, Outcome
 from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
-from rebalancer.core.convert.memo import Caches
-from rebalancer.core.convert.nodes import node as convert_node
-from rebalancer.core.convert.pods import pod as convert_pod
-from rebalancer.core.errors import InputError
-from rebalancer.core.evictability import do_not_disrupt_reason, leaving_reason, node_reason
-from rebalancer.core.grace import eviction_grace
-from rebalancer.core.plan import Eviction, SkipCode, SkipReason, workload_key
-from rebalancer.core.policy import EVICTION_REQUEST_API
+from rebalancer.core.api import (
+    EVICTION_REQUEST_API,
+    Caches,
+    Eviction,
+    InputError,
+    SkipCode,
+    SkipReason,
+    do_not_disrupt_reason,
+    eviction_grace,
+    leaving_reason,
+    node_reason,
+    workload_key,
+)
+from rebalancer.core.api import node as convert_node
+from rebalancer.core.api import pod as convert_pod
 
 
 def _log() -> Any:

@@ -40,7 +40,7 @@ from typing import Any, Final, NoReturn, Protocol
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.read.nesting import too_deep
-from rebalancer.core.plan import Eviction
+from rebalancer.core.api import Eviction
 
 RECORD_ANNOTATION: Final = "rebalancer/evictions"
 DEFAULT_NAMESPACE: Final = "rebalancer"

@@ -17,8 +17,7 @@ from rebalancer.cluster.act.lease import LeaseSettings
 from rebalancer.cluster.act.runner import Runner, RunReport, RunSettings
 from rebalancer.cluster.api.preflight import preflight, run_checks
 from rebalancer.cluster.read.live import Connection, LiveSource, connect
-from rebalancer.core.errors import RebalancerError
-from rebalancer.core.policy import Policy
+from rebalancer.core.api import Policy, RebalancerError
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from rebalancer.core.plan import Eviction, SkipReason
+from rebalancer.core.api import Eviction, SkipReason
 
 
 class Outcome(StrEnum):

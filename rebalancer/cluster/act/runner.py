@@ -39,23 +39,28 @@ from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, Ru
 from rebalancer.cluster.act.steering import CostOutcome, CostResult, name_writers, write_costs
 from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
-from rebalancer.core.budgets import budget
-from rebalancer.core.convert import pdb_from_api
-from rebalancer.core.drains import DrainLedger
-from rebalancer.core.errors import (
+from rebalancer.core.api import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
     EXIT_OK,
+    DrainLedger,
+    Eviction,
+    Guard,
+    HoldRules,
+    LabelSelector,
+    LoopMemory,
+    NamespaceScope,
+    Plan,
+    Policy,
     RebalancerError,
+    Snapshot,
+    ViewKey,
+    budget,
+    pdb_from_api,
+    remembered_launches,
+    selector_string,
+    window_state,
 )
-from rebalancer.core.holds import Guard, HoldRules, LoopMemory, remembered_launches
-from rebalancer.core.ids import ViewKey
-from rebalancer.core.model import LabelSelector, Snapshot
-from rebalancer.core.plan import Eviction, Plan
-from rebalancer.core.policy import Policy
-from rebalancer.core.schedule import window_state
-from rebalancer.core.scope import NamespaceScope
-from rebalancer.core.selectors import selector_string
 
 PlanFn = Callable[..., Plan]
 """``plan(snapshot, policy, now, *, evicted_before=(), rules=None, memory=None) -> Plan``
@@ -348,7 +353,7 @@ class Runner:
         self.policy = policy
         self.settings = settings or RunSettings()
         if plan_fn is None:
-            from rebalancer.core.planner import plan  # noqa: PLC0415  # the core, as a run starts
+            from rebalancer.core.api import plan  # noqa: PLC0415  # the core, as a run starts
 
             plan_fn = plan
         self._plan = plan_fn

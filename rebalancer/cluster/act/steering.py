@@ -26,9 +26,13 @@ from typing import Any, Final
 
 from rebalancer.cluster import logs
 from rebalancer.cluster.api import errors
-from rebalancer.core.convert.pods import COST_MARK_ANNOTATION, DELETION_COST_ANNOTATION
-from rebalancer.core.karpenter import field_writers
-from rebalancer.core.steer import CostChange, Steering
+from rebalancer.core.api import (
+    COST_MARK_ANNOTATION,
+    DELETION_COST_ANNOTATION,
+    CostChange,
+    Steering,
+    field_writers,
+)
 
 PatchFn = Callable[[str, str, Mapping[str, Any]], tuple[int, dict[str, Any]]]
 """``patch(namespace, name, body) -> (status, answer)``: :meth:`Kube.patch_pod_cost`."""

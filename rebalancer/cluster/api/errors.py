@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from rebalancer.core.errors import EXIT_CLUSTER, RebalancerError
+from rebalancer.core.api import EXIT_CLUSTER, RebalancerError
 
 
 class ClusterError(RebalancerError):

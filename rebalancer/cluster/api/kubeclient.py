@@ -47,7 +47,7 @@ from rebalancer.cluster.api.retry import GET as GET_RETRY
 from rebalancer.cluster.api.retry import RetryPolicy, retrying
 from rebalancer.cluster.api.transport import Endpoint
 from rebalancer.cluster.inputs import check_kubeconfig
-from rebalancer.core.errors import InputError
+from rebalancer.core.api import InputError
 
 ALLOWED_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 LEASE_PATH: Final = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/[^/]+/leases/[^/]+$")

@@ -43,11 +43,17 @@ from rebalancer.cluster.read.podconvert import (
     conditions,
     volumes,
 )
-from rebalancer.core.constants import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from rebalancer.core.convert import KINDS, SnapshotBuilder
-from rebalancer.core.convert.memo import Caches
-from rebalancer.core.convert.meta import epoch
-from rebalancer.core.model import Pod
+from rebalancer.core.api import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    KINDS,
+    Caches,
+    Pod,
+    SnapshotBuilder,
+    epoch,
+)
 
 __all__ = ["FastBuilder", "load_lines", "load_list"]
 

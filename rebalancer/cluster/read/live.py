@@ -13,14 +13,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from rebalancer.cluster import logs
-from rebalancer.core.errors import MAX_PROBLEMS_SHOWN
+from rebalancer.core.api import MAX_PROBLEMS_SHOWN
 
 if TYPE_CHECKING:
     from rebalancer.cluster.api.kubeclient import Kube
     from rebalancer.cluster.api.resources import Resource
     from rebalancer.cluster.read.reader import ReadDeadline
     from rebalancer.cluster.read.watch import ClusterWatch
-    from rebalancer.core.model import Snapshot
+    from rebalancer.core.api import Snapshot
 
 DEFAULT_MAX_OBJECTS: Final = 1_000_000
 VERIFY_ATTEMPTS: Final = 3

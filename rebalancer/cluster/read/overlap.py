@@ -31,8 +31,7 @@ from rebalancer.cluster.api.resources import Resource
 from rebalancer.cluster.read import fastdecode
 from rebalancer.cluster.read.fastdecode import FastBuilder, Sink
 from rebalancer.cluster.read.protodecode.stream import PodBatch
-from rebalancer.core.convert import convert_one
-from rebalancer.core.convert.memo import Caches
+from rebalancer.core.api import Caches, convert_one
 
 __all__ = ["Overlapped", "Prepared", "SidePages", "replay"]
 

@@ -18,30 +18,30 @@ import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
-from rebalancer.core.convert.checker import Checker
-from rebalancer.core.convert.constraints import spread_constraints
-from rebalancer.core.convert.disruption import resource_claims
-from rebalancer.core.convert.features import NO_FEATURES
-from rebalancer.core.convert.memo import EMPTY_NUMBER, Caches
-from rebalancer.core.convert.meta import controller_owner
-from rebalancer.core.convert.pods import (
+from rebalancer.core.api import (
     COST_MARK_ANNOTATION,
     DELETION_COST_ANNOTATION,
+    DO_NOT_DISRUPT_ANNOTATION,
+    EMPTY_NUMBER,
     EVICT_ANNOTATION,
     MIRROR_ANNOTATION,
+    NO_FEATURES,
     PREFER_NO_EVICTION_ANNOTATION,
-    required_node_affinity,
-    tolerations,
-)
-from rebalancer.core.convert.requests import pod_requests
-from rebalancer.core.karpenter import DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
-from rebalancer.core.model import (
+    Caches,
+    Checker,
     NodeSelector,
     OwnerRef,
     Pod,
     SpreadConstraint,
     Toleration,
+    controller_owner,
+    do_not_disrupt,
     new_pod,
+    pod_requests,
+    required_node_affinity,
+    resource_claims,
+    spread_constraints,
+    tolerations,
 )
 
 __all__ = [

@@ -16,8 +16,7 @@ from typing import Any
 import yaml
 
 from rebalancer.cluster.inputs import DEFAULT_MAX_POLICY_BYTES, read_bytes, yaml_documents
-from rebalancer.core.errors import InputError
-from rebalancer.core.policy import Policy, policy_from_document
+from rebalancer.core.api import InputError, Policy, policy_from_document
 
 __all__ = [
     "load_policy",

@@ -46,9 +46,7 @@ from rebalancer.cluster.read.overlap import Overlapped, Prepared, SidePages, rep
 from rebalancer.cluster.read.protodecode import ProtoBuilder, ProtoPage
 from rebalancer.cluster.read.protodecode.stream import PodBatch, StreamDeclined, pod_batches
 from rebalancer.cluster.read.slim import slim
-from rebalancer.core.convert import SnapshotBuilder
-from rebalancer.core.convert.builder import Rejected
-from rebalancer.core.model import Snapshot
+from rebalancer.core.api import Rejected, Snapshot, SnapshotBuilder
 
 ListPage = Callable[[str, str | None, int, str | None], bytes]
 """``list_page(resource, namespace, limit, continue_token) -> bytes`` (one LIST page as JSON)."""

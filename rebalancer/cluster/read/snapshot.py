@@ -41,11 +41,7 @@ from rebalancer.cluster.inputs import (
 )
 from rebalancer.cluster.read import fastdecode
 from rebalancer.cluster.read.nesting import MAX_JSON_DEPTH, too_deep
-from rebalancer.core.convert import SnapshotBuilder
-from rebalancer.core.convert.builder import Rejected
-from rebalancer.core.convert.checker import show
-from rebalancer.core.errors import InputError
-from rebalancer.core.model import Snapshot
+from rebalancer.core.api import InputError, Rejected, Snapshot, SnapshotBuilder, show
 
 __all__ = ["LoadRoute", "dump_objects", "load_objects", "load_snapshot", "parse_objects"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rebalancer.cluster.read.reader import VersionUnavailable
-from rebalancer.core.model import Snapshot
+from rebalancer.core.api import Snapshot
 
 MAX_NAMED: Final = 10
 """Differences named in full at most (the count is always exact)."""

@@ -49,11 +49,7 @@ from rebalancer.cluster.read.reader import (
     first_route,
     next_route,
 )
-from rebalancer.core.convert import SnapshotBuilder, convert_one
-from rebalancer.core.convert.builder import Rejected
-from rebalancer.core.convert.memo import Caches
-from rebalancer.core.errors import InputError
-from rebalancer.core.model import Snapshot
+from rebalancer.core.api import Caches, InputError, Rejected, Snapshot, SnapshotBuilder, convert_one
 
 __all__ = ["ClusterWatch", "ListPage", "WatchLines", "WatchSettings"]
 

@@ -38,7 +38,7 @@ from rebalancer.cluster.read.podconvert import (
     volumes,
 )
 from rebalancer.cluster.read.protodecode import schema_pb2 as pb
-from rebalancer.core.model import Pod
+from rebalancer.core.api import Pod
 
 __all__ = [
     "ACCEPT",
