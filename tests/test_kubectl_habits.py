@@ -74,19 +74,19 @@ def _summary(table: str) -> str:
             [],
             "Next run (--max-waves 5, --wave-timeout 10m, no limits): waves 1-3 of 3, 5 "
             "evictions, at most 30m waiting for replacements; the whole plan takes one run. "
-            "Holds: pods-unplaced 2m, node-drifting.",
+            "Holds: pods-unplaced 2m, node-drifting; with --interval also thrash-guard 1h.",
         ),
         (
             ["--max-waves", "2"],
             "Next run (--max-waves 2, --wave-timeout 10m, no limits): waves 1-2 of 3, 4 "
             "evictions, at most 20m waiting for replacements; the whole plan takes 2 runs. "
-            "Holds: pods-unplaced 2m, node-drifting.",
+            "Holds: pods-unplaced 2m, node-drifting; with --interval also thrash-guard 1h.",
         ),
         (
             ["--max-waves", "1", "--wave-timeout", "90s"],
             "Next run (--max-waves 1, --wave-timeout 1m30s, no limits): wave 1 of 3, 2 "
             "evictions, at most 1m30s waiting for replacements; the whole plan takes 3 runs. "
-            "Holds: pods-unplaced 2m, node-drifting.",
+            "Holds: pods-unplaced 2m, node-drifting; with --interval also thrash-guard 1h.",
         ),
     ],
 )
@@ -115,7 +115,7 @@ def test_next_run_in_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
         "planWaves": 3,
         "runs": 2,
         "window": None,
-        "holds": {"applied": ["pods-unplaced", "node-drifting"], "loopOnly": []},
+        "holds": {"applied": ["pods-unplaced", "node-drifting"], "loopOnly": ["thrash-guard"]},
     }
     policy = tmp_path / "p.yaml"
     policy.write_text(

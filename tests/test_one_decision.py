@@ -391,11 +391,13 @@ def test_the_summary_names_the_holds_a_loop_would_add(capsys: pytest.CaptureFixt
     and ``run --dry-run`` names its thrash guard among them (``nextRun.holds``)."""
     assert main(["plan", "--snapshot", str(EXAMPLE), "--unplaced-grace", "0s", "-o", "json"]) == 0
     holds = json.loads(capsys.readouterr().out)["nextRun"]["holds"]
-    assert holds == {"applied": ["node-drifting"], "loopOnly": []}
+    assert holds == {"applied": ["node-drifting"], "loopOnly": ["thrash-guard"]}
     from rebalancer.cli.common import plan_holds  # noqa: PLC0415
     from rebalancer.cli.wording import holds_sentence  # noqa: PLC0415
 
     assert holds_sentence(SETTINGS.holds) == (
         "Holds: pods-unplaced 2m, node-drifting; with --interval also cooldown 1m, thrash-guard 1h."
     )
-    assert holds_sentence(plan_holds(30.0)) == "Holds: pods-unplaced 30s, node-drifting."
+    assert holds_sentence(plan_holds(30.0)) == (
+        "Holds: pods-unplaced 30s, node-drifting; with --interval also thrash-guard 1h."
+    )

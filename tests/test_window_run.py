@@ -171,8 +171,9 @@ def test_plan_says_whether_now_is_inside(
     assert summary.startswith("1 eviction, proven minimal, in 1 wave ")
     assert summary.endswith(
         "Next run (--max-waves 5, --wave-timeout 10m, no limits): evicts nothing while the "
-        "maintenance window is closed. Holds: pods-unplaced 2m, node-drifting. Maintenance window: "
-        "outside the maintenance window, next opens at 2025-11-25T02:00+00:00."
+        "maintenance window is closed. Holds: pods-unplaced 2m, node-drifting; with --interval "
+        "also thrash-guard 1h. Maintenance window: outside the maintenance window, next opens at "
+        "2025-11-25T02:00+00:00."
     )
     inside = str(_policy_file(tmp_path, "0 15 * * 1"))
     assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", inside]) == 0
@@ -181,8 +182,8 @@ def test_plan_says_whether_now_is_inside(
     assert summary.endswith(
         "Next run (--max-waves 5, --wave-timeout 10m, no limits): wave 1 of 1, 1 eviction, at "
         "most 10m waiting for replacements; the whole plan takes one run. Holds: pods-unplaced 2m, "
-        "node-drifting. Maintenance window: inside the maintenance window until "
-        "2025-11-24T16:00+00:00."
+        "node-drifting; with --interval also thrash-guard 1h. Maintenance window: inside the "
+        "maintenance window until 2025-11-24T16:00+00:00."
     )
     assert main(["plan", "--snapshot", str(SNAPSHOT), "--policy", inside, "-o", "json"]) == 0
     with_schedule = json.loads(capsys.readouterr().out)

@@ -22,6 +22,7 @@ from rebalancer.cluster.read.policyfile import load_policy_file
 from rebalancer.core.api import (
     EXIT_EVICTIONS_FAILED,
     EXIT_OK,
+    THRASH_GUARD_SECONDS,
     HoldRules,
     InputError,
     Policy,
@@ -158,7 +159,11 @@ DEFAULT_UNPLACED_GRACE_SECONDS: Final = 120.0
 def plan_holds(unplaced_grace_seconds: float) -> HoldRules:
     """The holds of a ``plan`` (and of a one-shot ``run``'s first plan): pods not placed yet,
     with ``--unplaced-grace``, and drifted landings; the loop's memory adds none."""
-    return HoldRules(unplaced_grace_seconds=unplaced_grace_seconds, drifting=True)
+    return HoldRules(
+        unplaced_grace_seconds=unplaced_grace_seconds,
+        drifting=True,
+        thrash_guard_seconds=THRASH_GUARD_SECONDS,  # named as a loop's, as run --dry-run does
+    )
 
 
 def add_hold_arguments(parser: argparse.ArgumentParser) -> None:

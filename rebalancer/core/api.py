@@ -113,6 +113,7 @@ if TYPE_CHECKING:
         eviction_grace,
     )
     from rebalancer.core.holds import (
+        THRASH_GUARD_SECONDS,
         Guard,
         HoldRules,
         LoopMemory,
@@ -182,6 +183,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE: dict[str, str] = {
+    "THRASH_GUARD_SECONDS": "rebalancer.core.holds",
     "ANY_NODE": "rebalancer.core.nodepools",
     "API_VERSION": "rebalancer.core.fromdescheduler",
     "AUTO_API": "rebalancer.core.policy",
@@ -316,6 +318,7 @@ __all__ = [
     "MIRROR_ANNOTATION",
     "NO_FEATURES",
     "PREFER_NO_EVICTION_ANNOTATION",
+    "THRASH_GUARD_SECONDS",
     "TOPOLOGY_PLUGIN",
     "WIDER",
     "Caches",

@@ -38,6 +38,9 @@ UNPLACED: Final = SkipCode.UNPLACED
 NODE_DRIFTING: Final = SkipCode.NODE_DRIFTING
 LAUNCH_DEFERRED: Final = SkipCode.LAUNCH_DEFERRED
 
+THRASH_GUARD_SECONDS: Final = 3600.0
+"""How long a replacement a runner saw land is not evicted again, for any view (the default)."""
+
 LANDING_HOLDS: Final = frozenset({NODE_DRIFTING, LAUNCH_DEFERRED})
 """The skip codes of landing holds: the planner records them as it records ``no-fit``."""
 

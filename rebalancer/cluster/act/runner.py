@@ -43,6 +43,7 @@ from rebalancer.core.api import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
     EXIT_OK,
+    THRASH_GUARD_SECONDS,
     DrainLedger,
     Eviction,
     Guard,
@@ -75,8 +76,6 @@ PDB_POLL_SECONDS: Final = 0.5
 """How often to look at a spent PodDisruptionBudget between waves."""
 REACT_POLL_SECONDS: Final = 0.25
 """How often a sleeping loop looks at the watch's last placement change."""
-THRASH_GUARD_SECONDS: Final = 3600.0
-"""How long a replacement this runner saw land is not evicted again, for any view."""
 DRAIN_TAIL_SECONDS: Final = 30.0
 """How long a drained pod's replacement may come before or after the runner sees the pod
 leave, and still count as its replacement (:class:`rebalancer.core.drains.DrainLedger`)."""
@@ -127,7 +126,7 @@ class RunSettings:
     workload_cooldown_seconds: float = 0.0
     """After a workload's replacements landed (Ready), later runs evict none of its pods for
     this long (the runner's memory; ``cooldown`` skips in the plan). 0: off."""
-    thrash_guard_seconds: float = THRASH_GUARD_SECONDS
+    thrash_guard_seconds: float = THRASH_GUARD_SECONDS  # core.holds: plan says it too
     """A replacement this runner saw land, or one it saw replace a pod a node's drain moved
     (:mod:`rebalancer.core.drains`), is not evicted again for this long, for any view: the
     planner goes around it (another pod of its domain is as good a victim), and what it still
