@@ -49,11 +49,13 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollectio
 def rebalancer(
     cluster: Cluster, *args: str, kubeconfig: Path | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real command line against this cluster only; never raises on exit codes."""
+    """Run the real command line against this cluster only; never raises on exit codes. An
+    offline command (``--snapshot``) gets no ``--kubeconfig``: it would be refused (exit 2)."""
     kc = kubeconfig or cluster.kubeconfig
     cluster.assert_own_cluster(kc)
+    to_cluster = () if "--snapshot" in args else ("--kubeconfig", str(kc))
     return subprocess.run(
-        [sys.executable, "-m", "rebalancer", *args, "--kubeconfig", str(kc)],
+        [sys.executable, "-m", "rebalancer", *args, *to_cluster],
         capture_output=True,
         text=True,
         timeout=timeout,
