@@ -40,8 +40,8 @@ class VictimRanking:
     def __init__(
         self, analysis: Analysis, ctx: EvictionContext, held: Mapping[str, SkipReason]
     ) -> None:
-        """``held``: pod key -> why the caller will not have it evicted (the loop's thrash
-        guard); such a pod is skipped for that reason."""
+        """``held``: pod key -> why a hold keeps it in place in this plan (SPEC §3.12); such a
+        pod is skipped for that reason, unless a rule forbids its eviction at all."""
         self.pods = analysis.pods
         self.own_views = analysis.own_views
         self.ctx = ctx
@@ -58,7 +58,8 @@ class VictimRanking:
         reason = self._skips.get(i, _UNKNOWN)
         if reason is _UNKNOWN:
             pod = self.pods[i]
-            reason = self._skips[i] = self.held.get(pod.key) or skip_reason(pod, self.ctx)
+            # a rule that forbids the eviction at all comes before a hold (SPEC §3.12)
+            reason = self._skips[i] = skip_reason(pod, self.ctx) or self.held.get(pod.key)
         return reason  # type: ignore[return-value]  # _UNKNOWN was replaced
 
     def evictable(self, i: PodId) -> bool:
