@@ -550,8 +550,8 @@ def test_p_pdb_budget_is_spent_one_wave_at_a_time(
 # -- r: a Deployment in the middle of a rollout is left alone ------------------------------------
 
 
-def plan_json(cluster: Cluster, ns: str) -> dict[str, Any]:
-    planned = rebalancer(cluster, "plan", "-n", ns, "-o", "json")
+def plan_json(cluster: Cluster, ns: str, *flags: str) -> dict[str, Any]:
+    planned = rebalancer(cluster, "plan", "-n", ns, "-o", "json", *flags)
     assert planned.returncode == 0, explain(planned)
     result: dict[str, Any] = json.loads(planned.stdout)
     return result
@@ -602,7 +602,12 @@ def test_r_pods_of_the_replaced_revision_are_skipped_while_the_rollout_runs(
         return bool(d["status"].get("observedGeneration", 0) >= d["metadata"]["generation"])
 
     cluster.wait_for("paused rollout observed", paused, timeout=60)
-    after = plan_json(cluster, ns)
+    # The surge pod waits (Pending, younger than --unplaced-grace): plan, as run, holds the
+    # workload first (SPEC §3.12); past the grace (0s here) the old pods go.
+    held = plan_json(cluster, ns)
+    assert held["evictions"] == [], held["evictions"]
+    assert {r["code"] for u in held["unrepaired"] for r in u["reasons"]} == {"pods-unplaced"}
+    after = plan_json(cluster, ns, "--unplaced-grace", "0s")
     assert len(after["evictions"]) == 2, after
     assert {e["name"] for e in after["evictions"]} <= old
     assert not [s for s in after["skipped"] if s["code"] == "rollout"], after["skipped"]
