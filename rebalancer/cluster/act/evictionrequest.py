@@ -183,7 +183,7 @@ def request_body(e: Eviction) -> dict[str, Any]:
 def carries(body: Mapping[str, Any]) -> bool:
     """Whether a request can carry this policy/v1 Eviction: it has no grace period of its own
     (a responder evicts with the pod's), so one whose plan asks for a longer grace period than
-    the pod's own (SPEC §5, the floor) goes through the Eviction API."""
+    the pod's own (SPEC §5.2, the floor) goes through the Eviction API."""
     options = body.get("deleteOptions")
     return not (isinstance(options, Mapping) and options.get("gracePeriodSeconds") is not None)
 
