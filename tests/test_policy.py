@@ -249,6 +249,7 @@ DOCUMENTED_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("noEvictionPolicy", ("no_eviction_policy",)),
     ("steerScaleDown", ("steer_scale_down",)),
     ("evictionAPI", ("eviction_api",)),
+    ("reserveCapacity", ("reserve_capacity",)),
 )
 
 

@@ -33,6 +33,7 @@ from rebalancer.core.policy import (
     KEYS,
     KIND,
     NO_EVICTION_POLICIES,
+    RESERVE_CAPACITY_MODES,
     START_TIME,
     policy_from_document,
 )
@@ -251,6 +252,9 @@ KEY_VALUES: Final[dict[str, st.SearchStrategy[Any]]] = {
     ),
     "evictionAPI": mixed(
         st.sampled_from(list(EVICTION_APIS)), st.sampled_from(["Auto", "evictionrequest", ""])
+    ),
+    "reserveCapacity": mixed(
+        st.sampled_from(list(RESERVE_CAPACITY_MODES)), st.sampled_from(["Never", "always", ""])
     ),
     "schedule": st.one_of(
         st.none(),

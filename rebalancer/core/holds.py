@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from rebalancer.core.capacity import CAPACITY_NOT_ADDED, CapacityRules, Refused
 from rebalancer.core.limits import owner_map, workload_of
 from rebalancer.core.model import Snapshot
 from rebalancer.core.pending import unplaced
@@ -41,7 +42,7 @@ LAUNCH_DEFERRED: Final = SkipCode.LAUNCH_DEFERRED
 THRASH_GUARD_SECONDS: Final = 3600.0
 """How long a replacement a runner saw land is not evicted again, for any view (the default)."""
 
-LANDING_HOLDS: Final = frozenset({NODE_DRIFTING, LAUNCH_DEFERRED})
+LANDING_HOLDS: Final = frozenset({NODE_DRIFTING, LAUNCH_DEFERRED, CAPACITY_NOT_ADDED})
 """The skip codes of landing holds: the planner records them as it records ``no-fit``."""
 
 
@@ -62,6 +63,9 @@ class HoldRules:
     wait_for_nodes_after_seconds: float = 0.0
     """A replacement waits for a new node only once its workload needed one this long
     (``launch-deferred``)."""
+    capacity: CapacityRules = field(default_factory=CapacityRules)
+    """Whether a replacement that waits for a new node is reserved first, and the back-off
+    after a reservation that brought no node (``capacity-not-added``; :mod:`.capacity`)."""
 
     def names(self, memory: LoopMemory | None) -> tuple[str, ...]:
         """The holds in force, as skip codes: those the snapshot decides always, those of the
@@ -78,6 +82,8 @@ class HoldRules:
                 found.append(THRASH_GUARD.value)
             if self.wait_for_nodes_after_seconds > 0:
                 found.append(LAUNCH_DEFERRED.value)
+            if self.capacity.reserve and self.capacity.backoff_seconds > 0:
+                found.append(CAPACITY_NOT_ADDED.value)
         return tuple(found)
 
     def memory_only(self) -> tuple[str, ...]:
@@ -105,6 +111,9 @@ class LoopMemory:
     """replacement pod -> its guard (rebalancer's own replacements and a drain's)."""
     launch_since: Mapping[str, float] = field(default_factory=dict)
     """workload -> when a plan of this loop first needed a new node for it."""
+    refused: Mapping[str, Refused] = field(default_factory=dict)
+    """:func:`~rebalancer.core.capacity.refusal_key` -> a reservation that brought no node
+    (this loop's, and those the Lease holder's record keeps for later runs)."""
 
 
 def victim_holds(

@@ -18,3 +18,4 @@ class Move:
     source_count: int  # view's pods in the source domain, before the move
     global_min: int  # view's global minimum, before the move
     pool: str = ""  # what a replacement short of room waits for: ``NodePool p in zone-b``
+    reserve_in: tuple[tuple[str, str], ...] = ()  # with pool: the pool's and zone's labels

@@ -481,6 +481,12 @@ class PoolPlan:
         """Some replacement of the plan waits for a planned node."""
         return bool(self._of)
 
+    def where(self, i: int) -> tuple[str, str, str] | None:
+        """The pool, topology key and domain pod ``i``'s replacement waits in ("" domain under
+        the hostname key: anywhere); None when it waits for no planned node."""
+        found = self._of.get(i)
+        return found[0] if found is not None else None
+
     def planned_nodes(self) -> dict[str, int]:
         """How many new nodes the plan implies, per pool (pools with none absent)."""
         out: dict[str, int] = {}

@@ -59,6 +59,7 @@ class SkipCode(StrEnum):
     LAUNCH_DEFERRED = "launch-deferred"  # its replacement needs a new node: repaired later
     NODE_DRIFTING = "node-drifting"  # its replacement may land on a node Karpenter replaces
     UNPLACED = "pods-unplaced"  # its workload has pods the scheduler has yet to place
+    CAPACITY_NOT_ADDED = "capacity-not-added"  # a reservation there brought no node: back-off
     STOPPING = "stopping"
     LEASE_LOST = "lease-lost"
     NOT_RECORDED = "not-recorded"
@@ -136,6 +137,8 @@ class Eviction:
     pdb: str = ""  # the PodDisruptionBudget whose budget (per wave) this eviction spends, if any
     target_domain: str | None = None  # the target node's domain in ``topology_key``
     waits_for: str = ""  # the pool node the replacement waits for: "NodePool p in zone-c"
+    capacity: str = ""  # with waits_for: "reserve" (capacity first) or "await" (SPEC §5.10)
+    reserve_in: tuple[tuple[str, str], ...] = ()  # with waits_for: the node labels to pin
 
     @property
     def key(self) -> str:

@@ -52,6 +52,7 @@ import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
+from rebalancer.core.capacity import Pin, backoff, pin_of
 from rebalancer.core.distances import PinnedDistances
 from rebalancer.core.drains import DriftedLandings
 from rebalancer.core.evictability import EvictionContext
@@ -66,7 +67,7 @@ from rebalancer.core.holds import (
 from rebalancer.core.ids import Domain, PodId, ViewId, ViewKey
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
 from rebalancer.core.limits import RunLimits, owner_map, workload_of
-from rebalancer.core.model import Snapshot
+from rebalancer.core.model import ZONE_KEY, Snapshot
 from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason, workload_key
 from rebalancer.core.policy import Policy
@@ -218,7 +219,7 @@ class Planner:
             return held or SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
         if placement.waits:
             state.waiting.add(i)
-        return Move(i, v, source, placement.node, source_count, gmin, placement.pool)
+        return Move(i, v, source, placement.node, source_count, gmin, placement.pool, self._pin(i))
 
     def landing_hold(self, i: PodId, v: ViewId, placement: Placement) -> SkipReason | None:
         """Why pod i's replacement may not land where the simulation put it, for view v (a
@@ -228,7 +229,12 @@ class Planner:
         if placement.pool:
             workload = workload_key(pod.namespace, workload_of(pod, self.owners), pod.name)
             self.launch_wanted.add(workload)
-            return launch_deferral(self.rules, self.memory, self.now, workload, placement.pool)
+            deferred = launch_deferral(self.rules, self.memory, self.now, workload, placement.pool)
+            if deferred is not None or self.memory is None:
+                return deferred
+            return backoff(
+                self.rules.capacity, self.memory.refused, self.now, workload, self._pin(i)
+            )
         if self.drifted and placement.node is not None:
             key = self.analysis.views[v].spec.topology_key
             domain = self.analysis.nodes[placement.node].labels.get(key)
@@ -236,6 +242,16 @@ class Planner:
             if why is not None:
                 return SkipReason(SkipCode.NODE_DRIFTING, why)
         return None
+
+    def _pin(self, i: PodId) -> Pin:
+        """The labels a reservation for pod i's replacement pins (its pool's node in the
+        zone it waits in); () when it waits for no new node."""
+        plan = self.state.pool_plan
+        where = plan.where(i) if plan is not None else None
+        if where is None:
+            return ()
+        pool, key, domain = where
+        return pin_of(pool, domain if key == ZONE_KEY else None)
 
     def _note_no_fit(self, i: PodId, why: SkipReason) -> None:
         if why.code is SkipCode.NO_FIT or why.code in LANDING_HOLDS:

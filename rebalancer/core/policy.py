@@ -52,6 +52,10 @@ EVICTION_API: Final = "eviction"
 EVICTION_REQUEST_API: Final = "evictionRequest"
 EVICTION_APIS: Final = (AUTO_API, EVICTION_API, EVICTION_REQUEST_API)
 """``evictionAPI``: how a planned eviction is sent (SPEC §5.11)."""
+NEVER: Final = "never"
+RESERVE_CAPACITY_MODES: Final = (AUTO_API, NEVER)
+"""``reserveCapacity``: whether a replacement that waits for a new node gets it first (SPEC
+§5.10): ``auto`` where the CapacityBuffer API is served and RBAC allows it, ``never``."""
 
 API_VERSION: Final = "rebalancer/v1alpha1"
 KIND: Final = "RebalancerPolicy"
@@ -641,6 +645,12 @@ class Policy:
     """How planned evictions are sent: ``eviction`` (the Eviction API), ``evictionRequest``
     (EvictionRequests, KEP-4563: the pod's responders act first), or ``auto`` (requests where
     the server serves them and RBAC allows them, else the Eviction API)."""
+    reserve_capacity: str = field(
+        default=AUTO_API, metadata=_key("reserveCapacity", OneOf(RESERVE_CAPACITY_MODES))
+    )
+    """A replacement that waits for a node a NodePool adds: ``auto`` reserves that capacity
+    first (a CapacityBuffer, where the API is served and RBAC allows it) and evicts once a node
+    is Ready; ``never`` evicts and lets the replacement wait, Pending (SPEC §5.10)."""
 
 
 _DEFAULTS: Final = Policy()

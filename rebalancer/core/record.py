@@ -16,6 +16,7 @@ from typing import Protocol
 from rebalancer.core.distances import PinnedDistances
 from rebalancer.core.evictability import EvictionContext
 from rebalancer.core.grace import eviction_grace
+from rebalancer.core.holds import HoldRules
 from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.jointplan import JointPlan
 from rebalancer.core.limits import RunLimits, workload_of
@@ -48,6 +49,7 @@ class Planner(Protocol):
     proven: dict[ViewId, int]
     no_fit: dict[PodId, SkipReason]
     limit_notes: set[str]
+    rules: HoldRules
 
 
 def plan_record(planner: Planner, moves: list[Move]) -> Plan:
@@ -253,6 +255,8 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
         pdb="".join(planner.ctx.budgets.pdbs[k].name for k in planner.ranking.pdbs(m.pod)),
         target_domain=target_domain,
         waits_for=m.pool,
+        capacity=(planner.rules.capacity.way if m.pool else ""),
+        reserve_in=m.reserve_in,
     )
 
 
