@@ -11,6 +11,7 @@ or evicts anything. ``plan`` and ``run --dry-run`` send only GET requests. Signa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -45,7 +46,7 @@ from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
-from rebalancer.core.api import EXIT_OK, Policy, RebalancerError
+from rebalancer.core.api import EXIT_OK, CapacityRules, Policy, RebalancerError
 
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
@@ -210,16 +211,21 @@ def read_live(
     *,
     server: bool = False,
     eviction_api: str | None = None,
-) -> tuple[Snapshot, Sequence[object], dict[str, Any] | None]:
+    reserve_capacity: str | None = None,
+) -> tuple[Snapshot, Sequence[object], dict[str, Any] | None, CapacityRules | None]:
     """One read of the cluster as ``plan`` and ``explain`` make it (GETs only): the snapshot,
     the objects left out, and with ``server`` the server's version and feature gates (and,
-    given the policy's ``eviction_api``, the API a run would send the evictions through)."""
+    given the policy's ``eviction_api``, the API a run would send the evictions through;
+    given its ``reserve_capacity``, whether a run would reserve capacity first: those rules,
+    else None)."""
+    from rebalancer.cluster.act import reserve  # noqa: PLC0415  # on use
     from rebalancer.cluster.act.evictionrequest import resolve  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.live import LiveSource, connect  # noqa: PLC0415  # on use
 
     configure_logging()
     source = LiveSource(connect(connection), connection, namespace)
     oneshot.loading()  # as for a snapshot file: the collector stays off from the read on
+    rules = None
     try:
         snapshot = source.read()
         info = source.server_info() if server else None
@@ -228,18 +234,29 @@ def read_live(
                 source.kube, eviction_api, namespace, version=info.get("version"), ask_rbac=False
             )
             info["evictionApi"] = {"policy": eviction_api, "used": api, "why": why}
+        if info is not None and reserve_capacity is not None:
+            rules = reserve.resolve(source.kube, reserve_capacity, namespace, ask_rbac=False)
+            info["capacity"] = reserve.info(reserve_capacity, rules)
     finally:
         source.close()
     oneshot.keep(snapshot)
-    return snapshot, source.rejected, info
+    return snapshot, source.rejected, info, rules
 
 
 def plan_live(options: PlanOptions, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
     assert options.connection is not None
-    snapshot, rejected, server = read_live(
-        options.connection, options.namespace, server=True, eviction_api=policy.eviction_api
+    snapshot, rejected, server, rules = read_live(
+        options.connection,
+        options.namespace,
+        server=True,
+        eviction_api=policy.eviction_api,
+        reserve_capacity=policy.reserve_capacity,
     )
+    if rules is not None:  # the plan says which way each replacement that waits for a node goes
+        options = dataclasses.replace(
+            options, holds=dataclasses.replace(options.holds, capacity=rules)
+        )
     return plan_and_write(snapshot, rejected, policy, options, server)
 
 
