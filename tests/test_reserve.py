@@ -37,8 +37,12 @@ from rebalancer.cluster.act.reserverecord import (
 )
 from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import RESERVE_NAME, Kube
-from rebalancer.core.capacity import Refused, pin_of, refusal_key
+from rebalancer.core.capacity import CapacityRules, Refused, pin_of, refusal_key
+from rebalancer.core.holds import HoldRules, LoopMemory
+from rebalancer.core.model import ZONE_KEY, NodeSelectorRequirement
 from rebalancer.core.plan import SkipCode
+from rebalancer.core.planner import plan
+from rebalancer.core.policy import Policy
 from tests.builders import NS, api_pod
 from tests.fakes import FakeApi, FakeClock, RecordingServer
 from tests.test_executor import evict
@@ -575,3 +579,39 @@ def test_no_node_in_time_sends_nothing_says_why_and_is_remembered() -> None:
     key = refusal_key(f"{NS}/ReplicaSet/web", PIN)
     assert refused == {key: Refused(refused[key].since, why)}
     assert refused[key].since >= 1030.0  # when the wave's timeout had passed
+
+
+# -- a live plan's memory: the Lease's record alone ---------------------------------------------
+
+
+def test_a_plan_with_the_records_refusal_holds_that_landing_and_names_only_that_hold() -> None:
+    """A refusal read from the Lease's record (a live ``plan``, ``run --dry-run``) holds the
+    workload's landings in that pool and zone for the back-off, and the plan names the
+    back-off among its holds, none of a loop's (no thrash guard, cooldown or deferral: no loop
+    remembered anything); without it, or once the back-off is over, the move is planned."""
+    from tests.test_nodepools import _packed, _pool  # noqa: PLC0415  # its scenario
+
+    pb = _pool("pb", requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-b",)),))
+    snapshot = _packed(pb)
+    rules = HoldRules(
+        thrash_guard_seconds=3600.0,
+        wait_for_nodes_after_seconds=600.0,
+        capacity=CapacityRules(reserve=True, why="served"),
+    )
+    now = 100_000.0
+    unheld = plan(snapshot, Policy(), now, rules=rules, memory=LoopMemory(from_record=True))
+    (free,) = unheld.evictions
+    assert unheld.holds == ("capacity-not-added",)
+    assert (free.capacity, free.reserve_in) == ("reserve", pin_of("pb", "zone-b"))
+    why = "NodePool pb added no node in zone-b within 10m"
+    key = refusal_key(free.workload_key, free.reserve_in)
+    record = LoopMemory(refused={key: Refused(now - 60, why)}, from_record=True)
+    held = plan(snapshot, Policy(), now, rules=rules, memory=record)
+    assert held.evictions == ()
+    assert held.holds == ("capacity-not-added",)
+    reasons = {
+        s.reason.detail for s in held.skipped if s.reason.code is SkipCode.CAPACITY_NOT_ADDED
+    }
+    assert reasons == {f"{why} (60s ago; tried again in 540s)"}
+    later = plan(snapshot, Policy(), now + 600, rules=rules, memory=record)
+    assert [e.name for e in later.evictions] == [free.name]
