@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
@@ -46,14 +46,14 @@ from rebalancer.cli.shutdown import install_stop_handlers
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.lease import DEFAULT_NAME as DEFAULT_LEASE_NAME
 from rebalancer.cluster.act.lease import DEFAULT_NAMESPACE as DEFAULT_LEASE_NAMESPACE
-from rebalancer.core.api import EXIT_OK, CapacityRules, Policy, RebalancerError
+from rebalancer.core.api import EXIT_OK, Policy, RebalancerError
 
 if TYPE_CHECKING:
     from rebalancer.cli.metrics import Metrics
     from rebalancer.cluster.act.runner import RunReport
     from rebalancer.cluster.api.kubeclient import Kube
     from rebalancer.cluster.read.live import Connection
-    from rebalancer.core.api import Snapshot
+    from rebalancer.core.api import CapacityRules, LoopMemory, Snapshot
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -205,6 +205,16 @@ def add_live_commands(subparsers: Subparsers) -> None:
 # Commands
 
 
+class LiveRead(NamedTuple):
+    """What :func:`read_live` read."""
+
+    snapshot: Snapshot
+    rejected: Sequence[object]  # objects left out
+    server: dict[str, Any] | None  # the server's version and feature gates, when asked
+    capacity: CapacityRules | None  # whether a run would reserve first, when asked
+    memory: LoopMemory | None  # what the Lease holder's record keeps for the plan, if any
+
+
 def read_live(
     connection: Connection,
     namespace: str | None,
@@ -212,12 +222,14 @@ def read_live(
     server: bool = False,
     eviction_api: str | None = None,
     reserve_capacity: str | None = None,
-) -> tuple[Snapshot, Sequence[object], dict[str, Any] | None, CapacityRules | None]:
+    lease: tuple[str, str] | None = None,
+) -> LiveRead:
     """One read of the cluster as ``plan`` and ``explain`` make it (GETs only): the snapshot,
     the objects left out, and with ``server`` the server's version and feature gates (and,
     given the policy's ``eviction_api``, the API a run would send the evictions through;
-    given its ``reserve_capacity``, whether a run would reserve capacity first: those rules,
-    else None)."""
+    given its ``reserve_capacity``, whether a run would reserve capacity first, and where it
+    would, the refused reservations the record of ``lease`` (namespace, name; default
+    rebalancer's) keeps for the back-off, SPEC §5.10)."""
     from rebalancer.cluster.act import reserve  # noqa: PLC0415  # on use
     from rebalancer.cluster.act.evictionrequest import resolve  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.live import LiveSource, connect  # noqa: PLC0415  # on use
@@ -225,7 +237,7 @@ def read_live(
     configure_logging()
     source = LiveSource(connect(connection), connection, namespace)
     oneshot.loading()  # as for a snapshot file: the collector stays off from the read on
-    rules = None
+    rules = memory = None
     try:
         snapshot = source.read()
         info = source.server_info() if server else None
@@ -237,27 +249,39 @@ def read_live(
         if info is not None and reserve_capacity is not None:
             rules = reserve.resolve(source.kube, reserve_capacity, namespace, ask_rbac=False)
             info["capacity"] = reserve.info(reserve_capacity, rules)
+            if rules.reserve:
+                from rebalancer.core.api import LoopMemory  # noqa: PLC0415  # on use
+
+                where = lease or (
+                    os.environ.get(LEASE_NAMESPACE_ENV) or DEFAULT_LEASE_NAMESPACE,
+                    DEFAULT_LEASE_NAME,
+                )
+                refused = reserve.recorded_refusals(source.kube, *where)
+                memory = LoopMemory(refused=refused, from_record=True)
     finally:
         source.close()
     oneshot.keep(snapshot)
-    return snapshot, source.rejected, info, rules
+    return LiveRead(snapshot, source.rejected, info, rules, memory)
 
 
 def plan_live(options: PlanOptions, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
     assert options.connection is not None
-    snapshot, rejected, server, rules = read_live(
+    read = read_live(
         options.connection,
         options.namespace,
         server=True,
         eviction_api=policy.eviction_api,
         reserve_capacity=policy.reserve_capacity,
+        lease=options.lease,
     )
-    if rules is not None:  # the plan says which way each replacement that waits for a node goes
+    if read.capacity is not None:  # the plan says which way each waiting replacement goes
         options = dataclasses.replace(
-            options, holds=dataclasses.replace(options.holds, capacity=rules)
+            options, holds=dataclasses.replace(options.holds, capacity=read.capacity)
         )
-    return plan_and_write(snapshot, rejected, policy, options, server)
+    return plan_and_write(
+        read.snapshot, read.rejected, policy, options, read.server, memory=read.memory
+    )
 
 
 def _get_json(kube: Kube, path: str) -> tuple[int, bytes]:

@@ -48,7 +48,7 @@ from rebalancer.cluster.act.reservebody import (
     pod_template,
     requests_of,
 )
-from rebalancer.cluster.act.reserverecord import Ledger, Made
+from rebalancer.cluster.act.reserverecord import Ledger, Made, parse
 from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.api.kubeclient import RESERVE_NAME
 from rebalancer.core.api import (
@@ -117,6 +117,25 @@ def info(policy: str, rules: CapacityRules) -> dict[str, Any]:
     """``server.capacity`` of a run's summary and of ``plan -o json``: the policy's
     ``reserveCapacity``, whether replacements that wait for a node are reserved first, and why."""
     return {"policy": policy, "reserve": rules.reserve, "why": rules.why}
+
+
+class LeaseReader(Protocol):
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+def recorded_refusals(api: LeaseReader, namespace: str, name: str) -> dict[str, Refused]:
+    """The refused reservations the Lease holder's record keeps (a GET: what a live ``plan``
+    reads for the back-off); none when the Lease is not there or cannot be read (logged)."""
+    try:
+        lease = api.get_lease(namespace, name)
+    except deadline.Stopped:
+        raise
+    except errors.ClusterError as exc:
+        _log().warning("reserve.record_unread", lease=f"{namespace}/{name}", error=str(exc))
+        return {}
+    meta = lease.get("metadata") if lease is not None else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return parse(annotations if isinstance(annotations, Mapping) else None).refused
 
 
 class ReserveApi(Protocol):

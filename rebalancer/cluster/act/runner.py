@@ -42,7 +42,12 @@ from rebalancer.cluster.act.executor import (
 )
 from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
 from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
-from rebalancer.cluster.act.reserve import Reservations, Waiting, remove_orphans
+from rebalancer.cluster.act.reserve import (
+    Reservations,
+    Waiting,
+    recorded_refusals,
+    remove_orphans,
+)
 from rebalancer.cluster.act.reserverecord import CapacityRecord, Ledger, parse
 from rebalancer.cluster.act.steering import CostOutcome, CostResult, name_writers, write_costs
 from rebalancer.cluster.api import deadline, errors
@@ -713,9 +718,12 @@ class Runner:
         join the memory, and what earlier runs left (the record's, and, where this run may
         reserve, any labelled rebalancer's of another run) is removed before planning."""
         lease = self._lease
-        record = parse(lease.annotations) if lease is not None else CapacityRecord()
-        self._ledger = Ledger(lease, record)
         rules = self.settings.capacity
+        record = parse(lease.annotations) if lease is not None else CapacityRecord()
+        where = self.settings.lease
+        if lease is None and where is not None and rules.reserve:  # a dry run reads it (GET)
+            record.refused = recorded_refusals(self.api, where.namespace, where.name)
+        self._ledger = Ledger(lease, record)
         now = self._wall()
         kept = self._ledger.prune(now, rules.backoff_seconds)
         self._refused = {
