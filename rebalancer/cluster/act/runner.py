@@ -70,7 +70,6 @@ from rebalancer.core.api import (
     Policy,
     RebalancerError,
     Refused,
-    SkipCode,
     Snapshot,
     ViewKey,
     budget,
@@ -577,6 +576,7 @@ class Runner:
                 loop.final = plan
                 loop.end = WINDOW_CLOSED
                 return
+            refusals = dict(self._refused)
             results = self._execute(wave, loop.snapshot)
             loop.waves.append(Wave(len(loop.waves) + 1, plan, results))
             self._log.info(
@@ -594,9 +594,7 @@ class Runner:
                 return
             # A reservation that brought no node holds its landing from now on (the back-off):
             # the next plan tries another victim or target, or says why none.
-            refused = any(
-                r.skip is not None and r.skip.code is SkipCode.CAPACITY_NOT_ADDED for r in results
-            )
+            refused = self._refused != refusals
             progress = any(r.outcome in _PROGRESS for r in results)
             if not progress and not refused:
                 loop.end = RunEnd.NOTHING_EVICTED
