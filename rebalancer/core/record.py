@@ -220,8 +220,9 @@ def _eviction(planner: Planner, m: Move, wave: int) -> Eviction:
     target_domain = (
         analysis.nodes[m.target].labels.get(spec.topology_key, "?") if m.target else None
     )
+    way = "reserved first" if planner.rules.capacity.reserve else "evicted first"
     landing = (
-        f"replacement waits for a node from {m.pool} (node {m.target} has no room)"
+        f"replacement waits for a node from {m.pool} (node {m.target} has no room), {way}"
         if m.pool
         else f"replacement expected in {target_domain} (node {m.target})"
         if m.target
