@@ -23,7 +23,19 @@ Figures besides ``bench.churn``'s, each sample from a LIST of the contestant's n
   evicted the replacement in the drift (no tool could see those coming: at its eviction the
   pool had not changed);
 * replacements never placed: a tool eviction whose replacement was still there, on no node, when
-  the replay ended (one a scale-down removed before it was placed does not count).
+  the replay ended (one a scale-down removed before it was placed does not count);
+* replica-seconds below: over the tool's evictions, the time from each eviction until its
+  replacement was Ready (``bench.churn``'s unavailability windows, summed): a replacement that
+  waits for a node Karpenter launches is below for the whole launch, one whose node was there
+  before the eviction (capacity reserved first) only for its own start;
+* replacements' Pending-seconds: over the tool's evictions, the time from each replacement's
+  first sample until the first sample that saw it on a node (to the replay's end when none
+  did), summed.
+
+``python -m bench.churn --karpenter`` runs ``rebalancer run`` with the default policy
+(``reserveCapacity: auto``); a variant with a policy file saying ``reserveCapacity: never``
+(``--variant evictfirst='--policy FILE'``, see ``bench/README.md``) is the same tool evicting
+first, for these two figures side by side.
 """
 
 from __future__ import annotations
@@ -202,6 +214,16 @@ class KarpenterReplay(Replay):
             drifts=self.drifts,
             zone_of=self.nodes,
         )
+        result.karpenter.update(
+            repair_figures(
+                matched=matched,
+                mine=mine,
+                windows=result.tool_windows,
+                first_seen={pod: at for pod, (_, at) in self.first_seen.items()},
+                bound_at={pod: at for pod, (_, at) in self.first_node.items()},
+                end=last or time.time(),
+            )
+        )
         nodes = {pod: node for pod, (node, _) in self.first_node.items()}
         for line in fight_lines(
             matched, mine, theirs, nodes, start, drifts=self.drifts, zone_of=self.nodes,
@@ -369,6 +391,33 @@ def karpenter_figures(
     }
 
 
+def repair_figures(
+    *,
+    matched: Sequence[tuple[float, str, str, str | None]],
+    mine: set[str],
+    windows: Mapping[str, Sequence[tuple[float, float, str]]],
+    first_seen: Mapping[str, float],
+    bound_at: Mapping[str, float],
+    end: float,
+) -> dict[str, float]:
+    """The two figures of a repair's cost (module docstring): ``replica_seconds_below``, the
+    summed length of the tool's eviction ``windows`` (per workload, ``(from, to, pod)``: the
+    pod evicted until its replacement was Ready); ``replacement_pending_seconds``, for each of
+    the tool's evictions (``mine``) with a replacement in ``matched``, from when the
+    replacement was first seen (``first_seen``, wall time) until it was first seen bound
+    (``bound_at``), or ``end``, summed."""
+    below = sum(stop - start for ws in windows.values() for start, stop, pod in ws if pod in mine)
+    pending = 0.0
+    for _, pod, _, repl in matched:
+        if pod not in mine or repl is None or repl not in first_seen:
+            continue
+        pending += max(0.0, bound_at.get(repl, end) - first_seen[repl])
+    return {
+        "replica_seconds_below": round(below, 1),
+        "replacement_pending_seconds": round(pending, 1),
+    }
+
+
 def karpenter_user_kubeconfig(cp: Any) -> Path:
     """Karpenter's own credentials: the ServiceAccount ``churn-karpenter`` (cluster-admin)."""
     cp.kubectl("create", "namespace", TOOL_NAMESPACE, check=False)
@@ -405,6 +454,11 @@ COLUMNS = (
     ("fights: evictions", lambda r: (r.karpenter or {}).get("eviction_fights", 0)),
     ("of which before a drift", lambda r: (r.karpenter or {}).get("fights_before_drift", 0)),
     ("replacements never placed", lambda r: (r.karpenter or {}).get("never_placed", 0)),
+    ("replica-seconds below", lambda r: (r.karpenter or {}).get("replica_seconds_below", 0)),
+    (
+        "replacements' Pending-seconds",
+        lambda r: (r.karpenter or {}).get("replacement_pending_seconds", 0),
+    ),
     ("429s", lambda r: r.http_429),
     ("DELETEs", lambda r: r.deletes),
     ("beyond a PDB", lambda r: int(r.beyond_pdb)),

@@ -13,6 +13,14 @@ The NodePools (``e2e-<zone>``) launch nodes only in their zone, from the instanc
 session never land on a node Karpenter may take away. Stopping deletes the NodePools, waits for
 Karpenter to remove its nodes, then stops the process.
 
+Karpenter runs with its ``CapacityBuffer`` feature gate on (``FEATURE_GATES``): a
+``CapacityBuffer`` (``autoscaling.x-k8s.io/v1beta1``, :func:`capacity_buffer`) whose
+``PodTemplate`` (:func:`pod_template`) fits no node makes it launch one. ``startup_delay``
+(seconds, default 0) holds each node the pools launch NotReady for that long after it is
+created: the pools' template annotation :data:`STARTUP_DELAY_ANNOTATION`, which kwok's
+``node-initialize`` stage (``kwok/stages.yaml``) reads. :func:`unlaunchable_node_pool` is a pool
+that looks able to launch (Ready, zone and taints as usual) but never can.
+
     from e2e.cluster.karpenter import Karpenter, karpenter_dir
     with Karpenter(karpenter_dir(), cluster) as k:
         k.wait_nodes(1)
@@ -50,6 +58,17 @@ POOL_LABEL = "rebalancer-e2e/karpenter"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 DISRUPTED_TAINT = "karpenter.sh/disrupted"
 ZONE_LABEL = "topology.kubernetes.io/zone"
+INITIALIZED_LABEL = "karpenter.sh/initialized"
+"""Set to ``"true"`` by Karpenter once its node is Ready and its startup taints are gone."""
+STARTUP_DELAY_ANNOTATION = "rebalancer-e2e/startup-delay-seconds"
+"""Node annotation (from the pool's template) kwok's node-initialize stage reads: the node turns
+Ready that many seconds after its creationTimestamp, not at once."""
+FEATURE_GATES = "CapacityBuffer=true"
+"""Karpenter's ``FEATURE_GATES``: the CapacityBuffer API (alpha in v1.15, off by default)."""
+BUFFER_API = "autoscaling.x-k8s.io/v1beta1"
+UNLAUNCHABLE_CAPACITY_TYPE = "spot"
+"""No instance type of ``karpenter-instance-types.json`` has a spot offering: a pool that
+requires it launches nothing, while nothing in its spec says so."""
 COLD_BUILD = "about 8 minutes cold on 2 cores"
 
 
@@ -77,18 +96,24 @@ def node_pool(
     name: str | None = None,
     labels: dict[str, str] | None = None,
     tainted: bool = True,
+    startup_delay: float = 0,
+    capacity_type: str = "on-demand",
 ) -> dict[str, Any]:
     """The NodePool ``e2e-<zone>`` (or ``name``): nodes in ``zone`` only, labelled ``labels``
     (default :data:`POOL_LABEL`) and, if ``tainted``, tainted :data:`POOL_LABEL`, at most
-    ``cpu_limit`` CPUs in all."""
+    ``cpu_limit`` CPUs in all, of ``capacity_type``; each node NotReady for ``startup_delay``
+    seconds after it is created (0: Ready at once)."""
     taints = [{"key": POOL_LABEL, "value": "true", "effect": "NoSchedule"}] if tainted else []
+    metadata: dict[str, Any] = {"labels": labels if labels is not None else {POOL_LABEL: "true"}}
+    if startup_delay > 0:
+        metadata["annotations"] = {STARTUP_DELAY_ANNOTATION: f"{startup_delay:g}"}
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": name or f"e2e-{zone}"},
         "spec": {
             "template": {
-                "metadata": {"labels": labels if labels is not None else {POOL_LABEL: "true"}},
+                "metadata": metadata,
                 "spec": {
                     "nodeClassRef": {
                         "group": "karpenter.kwok.sh",
@@ -100,7 +125,7 @@ def node_pool(
                         {
                             "key": "karpenter.sh/capacity-type",
                             "operator": "In",
-                            "values": ["on-demand"],
+                            "values": [capacity_type],
                         },
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     ],
@@ -117,6 +142,65 @@ def node_pool(
     }
 
 
+def unlaunchable_node_pool(zone: str, **kw: Any) -> dict[str, Any]:
+    """:func:`node_pool` (same arguments) that never launches a node: it requires capacity type
+    :data:`UNLAUNCHABLE_CAPACITY_TYPE`, which no instance type offers. Karpenter keeps it
+    Ready (readiness is about its spec and node class) and logs, for each pod it cannot place,
+    that no instance type satisfies the requirements; a planner reading only the pool (zone,
+    taints, labels, limits, Ready) sees a pool that can add a node in ``zone``."""
+    return node_pool(zone, capacity_type=UNLAUNCHABLE_CAPACITY_TYPE, **kw)
+
+
+def pod_template(
+    name: str,
+    node_selector: dict[str, str],
+    *,
+    cpu: str = "500m",
+    tolerations: Sequence[dict[str, Any]] = (),
+    namespace: str | None = None,
+) -> dict[str, Any]:
+    """A PodTemplate for a :func:`capacity_buffer`: one pod of ``cpu`` pinned by
+    ``node_selector`` (e.g. the pool's and zone's labels), tolerating ``tolerations``."""
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": meta,
+        "template": {
+            "metadata": {"labels": {"rebalancer-e2e/buffer": name}},
+            "spec": {
+                "nodeSelector": dict(node_selector),
+                "tolerations": list(tolerations),
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": cpu}},
+                    }
+                ],
+            },
+        },
+    }
+
+
+def capacity_buffer(
+    name: str, template: str, *, replicas: int = 1, namespace: str | None = None
+) -> dict[str, Any]:
+    """A CapacityBuffer keeping room for ``replicas`` pods of the PodTemplate ``template`` (same
+    namespace)."""
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": BUFFER_API,
+        "kind": "CapacityBuffer",
+        "metadata": meta,
+        "spec": {"podTemplateRef": {"name": template}, "replicas": replicas},
+    }
+
+
 class Karpenter:
     """Karpenter's kwok provider running against ``cluster`` (our own control plane)."""
 
@@ -130,15 +214,22 @@ class Karpenter:
         consolidate_after: str = "30s",
         start_timeout: float = 120,
         kubeconfig: Path | None = None,
+        startup_delay: float = 0,
+        feature_gates: str = FEATURE_GATES,
     ) -> None:
         """``zones``: one NodePool per zone (none: the caller makes its own); ``kubeconfig``:
-        the controller's credentials (default the cluster's admin)."""
+        the controller's credentials (default the cluster's admin); ``startup_delay``: the
+        seconds each node of those pools stays NotReady after it is created (0: none; pools the
+        caller makes say their own, see :func:`node_pool`); ``feature_gates``: Karpenter's
+        ``FEATURE_GATES``."""
         self.directory = directory
         self.cluster = cluster
         self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.zones = tuple(zones)
         self.cpu_limit = cpu_limit
         self.consolidate_after = consolidate_after
+        self.startup_delay = startup_delay
+        self.feature_gates = feature_gates
         self.start_timeout = start_timeout
         self.log = cluster.run_dir / "logs" / "karpenter.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -166,6 +257,7 @@ class Karpenter:
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "kwoknodeclasses.karpenter.kwok.sh",
+            "capacitybuffers.autoscaling.x-k8s.io",
         ):
             c.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
         c.apply(
@@ -178,7 +270,12 @@ class Karpenter:
         if self.zones:
             c.apply(
                 [
-                    node_pool(z, cpu_limit=self.cpu_limit, consolidate_after=self.consolidate_after)
+                    node_pool(
+                        z,
+                        cpu_limit=self.cpu_limit,
+                        consolidate_after=self.consolidate_after,
+                        startup_delay=self.startup_delay,
+                    )
                     for z in self.zones
                 ]
             )
@@ -202,6 +299,7 @@ class Karpenter:
                     "HEALTH_PROBE_PORT": str(self.ports["health"]),
                     "INSTANCE_TYPES_FILE_PATH": str(INSTANCE_TYPES),
                     "LOG_LEVEL": "debug",
+                    "FEATURE_GATES": self.feature_gates,
                     # Launch promptly after a pod goes Pending (defaults: 1 s idle, 10 s max).
                     "BATCH_IDLE_DURATION": "1s",
                     "BATCH_MAX_DURATION": "3s",
@@ -280,6 +378,9 @@ class Karpenter:
 
     def node_claims(self) -> list[dict[str, Any]]:
         return list(self.cluster.get_json("nodeclaims")["items"])
+
+    def buffers(self, namespace: str) -> list[dict[str, Any]]:
+        return list(self.cluster.get_json("capacitybuffers", "-n", namespace)["items"])
 
     def wait_nodes(self, count: int, *, timeout: float = 180) -> list[dict[str, Any]]:
         """Wait until at least ``count`` of Karpenter's nodes are Ready; returns them all."""

@@ -1,0 +1,207 @@
+"""Capacity before the eviction: the e2e infrastructure (opt-in: --e2e, Karpenter built).
+
+Karpenter's kwok provider (``e2e/cluster/karpenter.py``) with its CapacityBuffer feature gate
+on, and every node its pools launch held NotReady for :data:`DELAY` seconds after it is created
+(``startup_delay``; kwok's node-initialize stage reads the pools' template annotation):
+
+- a PodTemplate and a CapacityBuffer (``autoscaling.x-k8s.io/v1beta1``) pinned by nodeSelector
+  to one pool and zone make Karpenter launch one node there; the node exists NotReady, turns
+  Ready no sooner than :data:`DELAY` seconds after its creation, and only then gets
+  ``karpenter.sh/initialized=true``; the buffer says ``ReadyForProvisioning`` (``Resolved``)
+  and its ``replicas``; with the buffer deleted, Karpenter removes the empty node;
+- a pool made by ``unlaunchable_node_pool`` is Ready, yet a pod that only it could serve stays
+  Pending and no NodeClaim of it appears; a buffer pinned to it brings no node either.
+
+What these scenarios measured by hand is written in ``e2e/README.md`` (Capacity before the
+eviction); the figures there come from the sampler below, never from assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from e2e.cluster.controlplane import Cluster
+from e2e.cluster.karpenter import (
+    BUILD_KARPENTER_SH,
+    COLD_BUILD,
+    INITIALIZED_LABEL,
+    NODEPOOL_LABEL,
+    POOL_LABEL,
+    STARTUP_DELAY_ANNOTATION,
+    ZONE_LABEL,
+    Karpenter,
+    capacity_buffer,
+    karpenter_dir,
+    pod_template,
+    unlaunchable_node_pool,
+)
+from e2e.test_live import need_own_control_plane
+
+pytestmark = pytest.mark.e2e
+
+DELAY = 60
+POOL_TOLERATION = {"key": POOL_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
+def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
+    cp = need_own_control_plane(cluster)
+    build = os.environ.get("REBALANCER_E2E_KARPENTER", "") not in ("", "0")
+    directory = karpenter_dir(build=build)
+    if directory is None:
+        pytest.skip(
+            f"Karpenter's kwok provider is not built: run {BUILD_KARPENTER_SH} ({COLD_BUILD}), "
+            "or set REBALANCER_E2E_KARPENTER=1"
+        )
+    k = Karpenter(directory, cp, startup_delay=DELAY)
+    try:
+        k.start()
+    except BaseException:
+        print(k.diagnostics())
+        k.stop()
+        raise
+    try:
+        yield k
+    finally:
+        k.stop()
+
+
+def _stamp(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def ready_condition(node: dict[str, Any]) -> dict[str, Any] | None:
+    for c in node.get("status", {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return dict(c)
+    return None
+
+
+def is_ready(node: dict[str, Any]) -> bool:
+    c = ready_condition(node)
+    return c is not None and c.get("status") == "True"
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """type -> (status, reason) of an object's status conditions."""
+    return {
+        c["type"]: (c.get("status", ""), c.get("reason", ""))
+        for c in obj.get("status", {}).get("conditions") or []
+    }
+
+
+def pinned(pool: str, zone: str) -> dict[str, str]:
+    return {NODEPOOL_LABEL: pool, ZONE_LABEL: zone}
+
+
+def test_a_buffer_brings_a_node_in_its_pool_and_zone_ready_only_after_the_delay(
+    cluster: Cluster, karpenter: Karpenter, namespace: str
+) -> None:
+    ns = namespace
+    before = {n["metadata"]["name"] for n in karpenter.nodes()}
+    cluster.apply(
+        pod_template("reserve", pinned("e2e-zone-b", "zone-b"), tolerations=[POOL_TOLERATION]),
+        "-n",
+        ns,
+    )
+    cluster.apply(capacity_buffer("reserve", "reserve"), "-n", ns)
+
+    seen: dict[str, list[dict[str, Any]]] = {}  # node -> what each sample showed
+
+    def initialized() -> dict[str, Any] | None:
+        for n in karpenter.nodes():
+            name = n["metadata"]["name"]
+            if name in before:
+                continue
+            seen.setdefault(name, []).append(
+                {
+                    "ready": is_ready(n),
+                    "initialized": n["metadata"]["labels"].get(INITIALIZED_LABEL),
+                }
+            )
+            if n["metadata"]["labels"].get(INITIALIZED_LABEL) == "true":
+                return n
+        return None
+
+    node = cluster.wait_for(
+        "a node of e2e-zone-b initialized", initialized, timeout=DELAY + 180, interval=1.0
+    )
+    name = node["metadata"]["name"]
+    assert list(seen) == [name], seen  # one node, the buffer's
+    labels = node["metadata"]["labels"]
+    assert labels[NODEPOOL_LABEL] == "e2e-zone-b" and labels[ZONE_LABEL] == "zone-b", labels
+    assert node["metadata"]["annotations"][STARTUP_DELAY_ANNOTATION] == str(DELAY)
+    # NotReady first (and not initialized while so), then Ready
+    assert not seen[name][0]["ready"], seen[name]
+    assert all(s["initialized"] is None for s in seen[name] if not s["ready"]), seen[name]
+    ready = ready_condition(node)
+    assert ready is not None and ready["status"] == "True", ready
+    created = _stamp(node["metadata"]["creationTimestamp"])
+    # kwok turned it Ready at creation + DELAY; the API's timestamps are whole seconds
+    assert _stamp(ready["lastTransitionTime"]) - created >= DELAY - 1, (ready, created)
+    claims = [c for c in karpenter.node_claims() if c["status"].get("nodeName") == name]
+    assert len(claims) == 1, karpenter.diagnostics()
+    assert claims[0]["metadata"]["labels"][NODEPOOL_LABEL] == "e2e-zone-b"
+
+    (buffer,) = karpenter.buffers(ns)
+    status = conditions(buffer)
+    assert status.get("ReadyForProvisioning") == ("True", "Resolved"), buffer.get("status")
+    assert buffer["status"].get("replicas") == 1, buffer["status"]
+
+    # The buffer gone, nothing holds the node: Karpenter removes it (consolidateAfter 30s).
+    cluster.kubectl("delete", "capacitybuffer", "reserve", "-n", ns)
+    cluster.wait_for(
+        f"node {name} removed",
+        lambda: name not in {n["metadata"]["name"] for n in karpenter.nodes()},
+        timeout=300,
+        interval=2.0,
+    )
+
+
+def test_an_unlaunchable_pool_is_ready_and_launches_nothing(
+    cluster: Cluster, karpenter: Karpenter, namespace: str
+) -> None:
+    ns = namespace
+    pool = "nolaunch-zone-c"
+    cluster.apply(unlaunchable_node_pool("zone-c", name=pool))
+    try:
+        cluster.wait_for(
+            f"NodePool {pool} Ready",
+            lambda: conditions(cluster.get_json("nodepool", pool)).get("Ready", ("",))[0] == "True",
+            timeout=120,
+            interval=1.0,
+        )
+        template = pod_template("nolaunch", pinned(pool, "zone-c"), tolerations=[POOL_TOLERATION])
+        cluster.apply(template, "-n", ns)
+        cluster.apply(capacity_buffer("nolaunch", "nolaunch"), "-n", ns)
+        spec = template["template"]["spec"]
+        cluster.apply(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "waits"}, "spec": spec},
+            "-n",
+            ns,
+        )
+        # Karpenter tries (each batch, about every few seconds): give it a minute.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            karpenter.check_alive()
+            mine = [
+                c
+                for c in karpenter.node_claims()
+                if c["metadata"]["labels"].get(NODEPOOL_LABEL) == pool
+            ]
+            assert mine == [], mine
+            time.sleep(2)
+        pod = cluster.get_json("pod", "waits", "-n", ns)
+        assert pod["status"].get("phase") == "Pending" and not pod["spec"].get("nodeName"), pod
+        assert not [n for n in karpenter.nodes() if n["metadata"]["labels"][NODEPOOL_LABEL] == pool]
+        pool_status = conditions(cluster.get_json("nodepool", pool))
+        assert pool_status.get("Ready", ("",))[0] == "True", pool_status
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        cluster.kubectl("delete", "nodepool", pool, "--wait=false", check=False)
