@@ -5,10 +5,12 @@ on, and every node its pools launch held NotReady for :data:`DELAY` seconds afte
 (``startup_delay``; kwok's node-initialize stage reads the pools' template annotation):
 
 - a PodTemplate and a CapacityBuffer (``autoscaling.x-k8s.io/v1beta1``) pinned by nodeSelector
-  to one pool and zone make Karpenter launch one node there; the node exists NotReady, turns
-  Ready no sooner than :data:`DELAY` seconds after its creation, and only then gets
-  ``karpenter.sh/initialized=true``; the buffer says ``ReadyForProvisioning`` (``Resolved``)
-  and its ``replicas``; with the buffer deleted, Karpenter removes the empty node;
+  to one pool and zone make Karpenter launch one node there; the node exists NotReady
+  (``Ready=False``, tainted ``node.kubernetes.io/not-ready``: a pod for it waits, Pending),
+  turns Ready no sooner than :data:`DELAY` seconds after its creation, and only then gets
+  ``karpenter.sh/initialized=true`` and the pod; the buffer says ``ReadyForProvisioning``
+  (``Resolved``) and its ``replicas``; with the buffer and the pod deleted, Karpenter removes
+  the empty node;
 - a pool made by ``unlaunchable_node_pool`` is Ready, yet a pod that only it could serve stays
   Pending and no NodeClaim of it appears; a buffer pinned to it brings no node either.
 
@@ -47,6 +49,7 @@ pytestmark = pytest.mark.e2e
 
 DELAY = 60
 POOL_TOLERATION = {"key": POOL_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 @pytest.fixture(scope="module")
@@ -114,32 +117,43 @@ def test_a_buffer_brings_a_node_in_its_pool_and_zone_ready_only_after_the_delay(
 
     seen: dict[str, list[dict[str, Any]]] = {}  # node -> what each sample showed
 
-    def initialized() -> dict[str, Any] | None:
+    def sample() -> dict[str, Any] | None:
+        """Each new node's state (Ready, initialized, taints); the node once initialized."""
         for n in karpenter.nodes():
             name = n["metadata"]["name"]
             if name in before:
                 continue
+            labels = n["metadata"]["labels"]
             seen.setdefault(name, []).append(
                 {
                     "ready": is_ready(n),
-                    "initialized": n["metadata"]["labels"].get(INITIALIZED_LABEL),
+                    "initialized": labels.get(INITIALIZED_LABEL),
+                    "taints": {t["key"] for t in n["spec"].get("taints") or []},
                 }
             )
-            if n["metadata"]["labels"].get(INITIALIZED_LABEL) == "true":
+            if labels.get(INITIALIZED_LABEL) == "true":
                 return n
         return None
 
+    cluster.wait_for("a node of e2e-zone-b", lambda: seen or sample(), timeout=120, interval=1.0)
+    # A pod for that pool and zone, while its node is NotReady: it waits for it.
+    spec = pod_template("early", pinned("e2e-zone-b", "zone-b"), tolerations=[POOL_TOLERATION])
+    early = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "early"}}
+    cluster.apply({**early, "spec": spec["template"]["spec"]}, "-n", ns)
     node = cluster.wait_for(
-        "a node of e2e-zone-b initialized", initialized, timeout=DELAY + 180, interval=1.0
+        "the node of e2e-zone-b initialized", sample, timeout=DELAY + 180, interval=1.0
     )
     name = node["metadata"]["name"]
     assert list(seen) == [name], seen  # one node, the buffer's
     labels = node["metadata"]["labels"]
     assert labels[NODEPOOL_LABEL] == "e2e-zone-b" and labels[ZONE_LABEL] == "zone-b", labels
     assert node["metadata"]["annotations"][STARTUP_DELAY_ANNOTATION] == str(DELAY)
-    # NotReady first (and not initialized while so), then Ready
-    assert not seen[name][0]["ready"], seen[name]
-    assert all(s["initialized"] is None for s in seen[name] if not s["ready"]), seen[name]
+    # NotReady first (not initialized, and tainted not-ready as soon as the node-lifecycle
+    # controller saw it), then Ready
+    states = seen[name]
+    assert not states[0]["ready"], states
+    assert all(s["initialized"] is None for s in states if not s["ready"]), states
+    assert any(NOT_READY_TAINT in s["taints"] for s in states if not s["ready"]), states
     ready = ready_condition(node)
     assert ready is not None and ready["status"] == "True", ready
     created = _stamp(node["metadata"]["creationTimestamp"])
@@ -149,13 +163,27 @@ def test_a_buffer_brings_a_node_in_its_pool_and_zone_ready_only_after_the_delay(
     assert len(claims) == 1, karpenter.diagnostics()
     assert claims[0]["metadata"]["labels"][NODEPOOL_LABEL] == "e2e-zone-b"
 
+    def scheduled() -> dict[str, Any] | None:
+        pod: dict[str, Any] = cluster.get_json("pod", "early", "-n", ns)
+        return pod if pod["spec"].get("nodeName") else None
+
+    pod = cluster.wait_for("the early pod bound", scheduled, timeout=60, interval=1.0)
+    assert pod["spec"]["nodeName"] == name
+    (bound,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert _stamp(bound["lastTransitionTime"]) >= _stamp(ready["lastTransitionTime"]), (
+        bound,
+        ready,
+    )
+
     (buffer,) = karpenter.buffers(ns)
     status = conditions(buffer)
     assert status.get("ReadyForProvisioning") == ("True", "Resolved"), buffer.get("status")
     assert buffer["status"].get("replicas") == 1, buffer["status"]
 
-    # The buffer gone, nothing holds the node: Karpenter removes it (consolidateAfter 30s).
+    # The buffer and the pod gone, nothing holds the node: Karpenter removes it
+    # (consolidateAfter 30s).
     cluster.kubectl("delete", "capacitybuffer", "reserve", "-n", ns)
+    cluster.kubectl("delete", "pod", "early", "-n", ns, "--wait=false")
     cluster.wait_for(
         f"node {name} removed",
         lambda: name not in {n["metadata"]["name"] for n in karpenter.nodes()},
