@@ -49,8 +49,10 @@ moves are then grouped into waves (:mod:`rebalancer.core.waves`).
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from itertools import chain
 
 from rebalancer.core.capacity import Pin, backoff, pin_of
 from rebalancer.core.distances import PinnedDistances
@@ -69,14 +71,17 @@ from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, pl
 from rebalancer.core.limits import RunLimits, owner_map, workload_of
 from rebalancer.core.model import ZONE_KEY, Snapshot
 from rebalancer.core.moves import Move
+from rebalancer.core.outcome import Outcome, PassInputs
 from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason, workload_key
 from rebalancer.core.policy import Policy
 from rebalancer.core.ranking import VictimRanking
-from rebalancer.core.record import plan_record, trim
+from rebalancer.core.record import plan_record
 from rebalancer.core.simulate import Placement, SimState
 from rebalancer.core.spread import Analysis, analyze, considered
 from rebalancer.core.steer import Steering, ours, steer
+from rebalancer.core.unrepaired import left_above
 from rebalancer.core.victims import DomainPods, single_view_victims
+from rebalancer.core.waves import assign_waves
 
 
 class Planner:
@@ -464,7 +469,7 @@ class Planner:
 
     def _disjoint(self, planned: list[list[ViewId]]) -> list[list[ViewId]]:
         """The violated views in groups that share no pod (the lower bound sums over them,
-        :func:`~rebalancer.core.record.lower_bound`), from the groups planned hard first,
+        :meth:`lower_bound`), from the groups planned hard first,
         then soft: a group planned whole keeps its order (its first view keys its proven
         minimum); views planned apart that share pods are one group again."""
         whole = {frozenset(group): group for group in planned}
@@ -519,6 +524,137 @@ class Planner:
         group.extend(w for w in soft if w in self.violated and w not in group)
         return soft
 
+    # -- the end of the search -----------------------------------------------------------
+    def finish(self, moves: list[Move]) -> Outcome:
+        """What this pass found, once :meth:`run` has made ``moves``: the moves worth keeping
+        (:meth:`trim`), their waves, the end state of the views the record reports, what holds
+        the views left above maxSkew, the pods a rule or the fit kept in place, the limits
+        reached and the lower bound, frozen for the record."""
+        kept = self.trim(moves)
+        state = self.state
+        views = self.analysis.views
+        waves = assign_waves(
+            state.fresh(), views, self.ranking.pdbs, self.ctx.budgets.allowed, kept
+        )
+        moved: set[int] = {m.pod for m in kept}
+        left = left_above(state, self.considered, self.held_by, moved)
+        end = {v: dict(state.counts[v]) for v in chain(self.violated, (v for v, _ in left))}
+        return Outcome(
+            moves=tuple(kept),
+            waves=tuple(waves),
+            violated=tuple(self.violated),
+            end=end,
+            left=left,
+            skipped=self._skipped(moved),
+            notes=tuple(sorted(self.limit_notes)),
+            lower_bound=self.lower_bound(),
+        )
+
+    def inputs(self) -> PassInputs:
+        """What this pass read once and never changed, for the record."""
+        return PassInputs(self.analysis, self.ctx, self.owners, self.rules.capacity.way)
+
+    def trim(self, moves: list[Move]) -> list[Move]:
+        """Drop trailing moves that end no better than an earlier prefix (unreachable targets),
+        and take them back in the simulation, which :meth:`run` left after all the moves.
+
+        The objective is the worst excess over the violated views, then their summed excess.
+        The views an exact joint plan balances count too: its steps may pass through states
+        where a view that was within maxSkew is not, and cutting them there would leave it so.
+        With soft views opted in, the hard views' objective comes first, then the soft views'
+        (SPEC §3.6).
+        """
+        state = self.state
+        if not any(state.excess(v) for v in self.violated):
+            return moves  # every violated view ends balanced: no prefix does better
+        replay = state.fresh()
+        tracked = set(self.violated)
+        for _, joint in self.joint.values():
+            tracked.update(joint.views)
+        views = self.analysis.views
+        excess = {v: replay.excess(v) for v in sorted(tracked)}
+        # per kind (0: hard, 1: soft): views by excess, and the summed excess
+        levels: list[Counter[int]] = [Counter(), Counter()]
+        totals = [0, 0]
+        for v, e in excess.items():
+            levels[not views[v].spec.hard][e] += 1
+            totals[not views[v].spec.hard] += e
+
+        def objective() -> tuple[int, int, int, int]:
+            worst = [max((k for k, n in level.items() if n > 0), default=0) for level in levels]
+            return worst[0], totals[0], worst[1], totals[1]
+
+        objectives = [objective()]
+        for m in moves:
+            replay.remove(m.pod)
+            if m.target is not None:
+                replay.add(m.pod, m.target)
+            for w in replay.selector_views(m.pod):
+                if w in excess:
+                    kind = not views[w].spec.hard
+                    new = replay.excess(w)
+                    levels[kind][excess[w]] -= 1
+                    levels[kind][new] += 1
+                    totals[kind] += new - excess[w]
+                    excess[w] = new
+            objectives.append(objective())
+        kept = moves[: objectives.index(objectives[-1])]
+        for m in reversed(moves[len(kept) :]):
+            if m.target is not None:
+                state.remove(m.pod)
+            state.add(m.pod, m.source)
+        return kept
+
+    def lower_bound(self) -> int:
+        """No plan that reaches the skews this plan reaches evicts fewer pods.
+
+        Groups of violated views that share no pod are independent
+        (:func:`rebalancer.core.groups.violated_groups`), so the bound is a sum over groups.
+        Within a group, each eviction lowers each view's distance to balance
+        (:mod:`rebalancer.core.distances`, unevictable pods as floors) by at most one, so the
+        largest distance is a joint bound; where the exact search (:mod:`rebalancer.core.joint`)
+        proved a group's minimum, that minimum is the bound. A group the plan leaves above
+        maxSkew (:mod:`rebalancer.core.unrepaired` says what holds it) is bounded by what the
+        plan sets out to reach there: each view's distance to the skew it ends at,
+        ``max(maxSkew, skew after)``. So the bound never exceeds the plan's size, and a plan
+        that meets it is minimal for what it reaches.
+        """
+        total = 0
+        state = self.state
+        distances = self.distances
+        for group in self.groups:
+            if any(state.excess(v) for v in group):
+                total += max(distances.from_start(v, state.skew(v)) for v in group)
+                continue
+            proven = self.proven.get(group[0])
+            total += proven if proven is not None else max(distances.at_start(v) for v in group)
+        return total
+
+    def held_by(self, i: PodId) -> SkipReason | None:
+        """Why pod i, still in place after the plan, was not moved: the rule that forbids its
+        eviction, a policy limit reached, or a replacement that would stay Pending."""
+        reason = self.ranking.skip(i)
+        if reason is None:
+            pod = self.analysis.pods[i]
+            node = self.state.placement[i]
+            reason = self.limits.allows(node, pod.namespace, workload_of(pod, self.owners))
+        return reason or self.no_fit.get(i)
+
+    def _skipped(self, moved: set[int]) -> tuple[tuple[PodId, SkipReason], ...]:
+        """Pods in violated views that were not evicted because a rule or the fit forbids it,
+        each once, with why."""
+        seen: set[int] = set()
+        out: list[tuple[PodId, SkipReason]] = []
+        for v in self.violated:
+            for i in self.analysis.views[v].members:
+                if i in seen or i in moved:
+                    continue
+                seen.add(i)
+                reason = self.ranking.skip(i) or self.no_fit.get(i)
+                if reason is not None:
+                    out.append((i, reason))
+        return tuple(out)
+
 
 def plan(
     snapshot: Snapshot,
@@ -569,7 +705,7 @@ def plan(
 def _plan(planner: Planner) -> Plan:
     if not planner.violated:
         return Plan((), (), (), (), 0)
-    return plan_record(planner, trim(planner, planner.run()))
+    return plan_record(planner.inputs(), planner.finish(planner.run()))
 
 
 def _skews(analysis: Analysis) -> tuple[tuple[ViewKey, int], ...]:
