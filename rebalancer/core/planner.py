@@ -17,14 +17,16 @@ counts.
 
 Moves of all groups are made one at a time, worst view first, in one simulation.
 
-Soft views, when the policy opts them in, come second (SPEC §3.6). The hard views' groups are
-formed and planned exactly as with soft views off, and a soft view never blocks a hard view's
-move; the hard views move first. A group whose pods soft views count is then replanned
-exactly with them (:func:`rebalancer.core.joint.search_then_soft`): the hard views' minimum
-first, then the fewest further evictions for the soft views, keeping the hard views within
-maxSkew; the replan is kept only when its hard part is as large as the plan without soft
-views. The soft views left over are planned after, and a move for them never makes a hard
-view worse.
+Soft views, when the policy opts them in, come second (SPEC §3.6), in a second pass of each
+phase. The hard views' groups are formed and planned exactly as with soft views off, and a
+soft view never blocks a hard view's move. Up front, a group whose pods soft views count is
+then replanned exactly with them (:func:`rebalancer.core.joint.search_then_soft`): the hard
+views' minimum first, then the fewest further evictions for the soft views, keeping the hard
+views within maxSkew; the replan is kept only when its hard part is as large as the plan
+without soft views; the soft views left over are planned in groups of their own. The search
+moves the hard views first, setting aside the soft views its moves touch; then it searches the
+soft views, where a move never makes a hard view worse, and a hard view a soft move changes is
+tried again first.
 
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
@@ -50,7 +52,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import chain
 
@@ -120,8 +122,10 @@ class Planner:
             if considered(view, policy, self.analysis.scope)
         ]
         self.violated = [v for v in self.considered if views[v].violated]
-        # Soft views opted in come second (SPEC §3.6): they never block a hard view's move.
+        # Soft views opted in come second (SPEC §3.6): a soft pass plans them after the hard
+        # views, and only the hard views block a hard view's move.
         self.soft_considered = any(not views[v].spec.hard for v in self.considered)
+        self.hard_views = frozenset(v for v in self.considered if views[v].spec.hard)
         self.state = SimState(snapshot, self.analysis, self.considered)
         self.ranking = VictimRanking(self.analysis, self.ctx, holding)
         self.drifted = DriftedLandings(snapshot) if rules.drifting else None
@@ -182,10 +186,9 @@ class Planner:
     def try_move(self, i: PodId, v: ViewId) -> Move | SkipReason:
         """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
         state = self.state
-        touched = [w for w in state.selector_views(i) if w in state.rank_views]
-        if self.soft_considered and self.analysis.views[v].spec.hard:
-            views = self.analysis.views
-            touched = [w for w in touched if views[w].spec.hard]  # soft views never block
+        # the views that may block it: for a hard view, the hard ones (SPEC §3.6)
+        blocking = self.hard_views if self.analysis.views[v].spec.hard else state.rank_views
+        touched = [w for w in state.selector_views(i) if w in blocking]
         distance = self.distances.now
         before: dict[ViewId, tuple[int, int]] = {}
         for w in touched:
@@ -363,9 +366,9 @@ class Planner:
         soft_step = len(joint.steps) <= joint.soft_steps
         i, target = joint.steps.popleft()
         group = [w for w, (f, _) in self.joint.items() if f == first]
-        if self.soft_considered:
-            views = self.analysis.views
-            group = [w for w in group if views[w].spec.hard != soft_step] or group
+        # a soft step (the last ones of a replan with soft views) is credited to a soft view
+        views = self.analysis.views
+        group = [w for w in group if views[w].spec.hard != soft_step] or group
         move = None
         if self.ranking.evictable(i) and not self.limited(i):
             move = self.place_at(i, group, target)
@@ -423,33 +426,62 @@ class Planner:
         return any(w != v and views[w].spec.hard for w in self.state.own_views.get(members[0], ()))
 
     def run(self) -> list[Move]:
-        """Move one pod at a time, always in the worst violated view, until none improves.
+        """The moves, phase by phase: the hard views' groups planned up front, then, with soft
+        views opted in, the soft views' replans (SPEC §3.6); the search over the hard views;
+        then the soft pass's search, over the soft views and those the hard views' moves set
+        aside."""
+        views = self.analysis.views
+        hard = [v for v in self.violated if views[v].spec.hard]
+        self.groups = violated_groups(self.state, hard)
+        planned = [(group, self._plan_group(group)) for group in self.groups]
+        if self.soft_considered:
+            self._plan_soft(planned)
+        waiting = self._entries(self.violated)  # as the views stand before any move
+        later: list[tuple[bool, int, ViewId, int]] = []  # soft views the hard moves changed
+        moves = self._search([e for e in waiting if not e[0]], later)
+        if self.soft_considered:
+            moves += self._search([e for e in waiting if e[0]] + later)
+        return moves
 
-        Views wait in a heap keyed by excess; an entry is stale once its view's counts have
-        changed. A view where no move helps is set aside until its counts change.
+    def _plan_soft(self, planned: list[tuple[list[ViewId], int | None]]) -> None:
+        """The soft pass up front (SPEC §3.6): replan the hard views' groups with the soft
+        views that count their pods, then plan the soft views left over, in groups of their
+        own; :attr:`groups` then holds the violated views in groups that share no pod."""
+        views = self.analysis.views
+        joined: set[ViewId] = set()  # soft views planned with a hard group
+        for group, size in planned:
+            if size is not None:
+                joined.update(self._with_soft(group, size))
+        left = [v for v in self.violated if not views[v].spec.hard and v not in joined]
+        soft_groups = violated_groups(self.state, left)
+        for group in soft_groups:
+            if not self._with_soft(group, 0):
+                self._plan_group(group)
+        self.groups = self._disjoint(self.groups + soft_groups)
+
+    def _entries(self, views: Iterable[ViewId]) -> list[tuple[bool, int, ViewId, int]]:
+        """The heap entries of ``views`` as they stand: (soft, -excess, view, version)."""
+        state = self.state
+        spec = [view.spec for view in self.analysis.views]
+        return [(not spec[v].hard, -state.excess(v), v, state.version[v]) for v in views]
+
+    def _search(
+        self,
+        heap: list[tuple[bool, int, ViewId, int]],
+        later: list[tuple[bool, int, ViewId, int]] | None = None,
+    ) -> list[Move]:
+        """Move one pod at a time, always in the worst view of ``heap``, until none improves.
+
+        Views wait in a heap keyed by excess, hard before soft; an entry is stale once its
+        view's counts have changed. A view where no move helps is set aside until its counts
+        change. With ``later`` given, a soft view's entry that a move pushes goes there
+        instead (the soft pass searches it): as hard entries come first, searching the hard
+        views with ``later``, then the soft ones and ``later``, makes the moves one heap over
+        all of them makes.
         """
         moves: list[Move] = []
         state = self.state
         views = self.analysis.views
-        hard = [v for v in self.violated if views[v].spec.hard]
-        self.groups = violated_groups(state, hard if self.soft_considered else self.violated)
-        joined: set[ViewId] = set()  # soft views planned with a hard group
-        for group in self.groups:
-            size = self._plan_group(group)
-            if self.soft_considered and size is not None:
-                joined.update(self._with_soft(group, size))
-        if self.soft_considered:
-            # Soft views come second (SPEC §3.6): those left over, in groups of their own.
-            left = [v for v in self.violated if not views[v].spec.hard and v not in joined]
-            soft_groups = violated_groups(state, left)
-            for group in soft_groups:
-                if not self._with_soft(group, 0):
-                    self._plan_group(group)
-            self.groups = self._disjoint(self.groups + soft_groups)
-        # Hard views first: a soft view moves only while no hard view can (SPEC §3.6).
-        heap = [
-            (not views[v].spec.hard, -state.excess(v), v, state.version[v]) for v in self.violated
-        ]
         heapq.heapify(heap)
         while heap:
             soft, neg, v, version = heapq.heappop(heap)
@@ -462,7 +494,10 @@ class Planner:
             for w in state.selector_views(move.pod):
                 if w in state.rank_views and state.excess(w) > 0:
                     entry = (not views[w].spec.hard, -state.excess(w), w, state.version[w])
-                    heapq.heappush(heap, entry)
+                    if later is not None and entry[0]:
+                        later.append(entry)
+                    else:
+                        heapq.heappush(heap, entry)
             if state.version[v] == version:  # the move did not touch v's counts
                 heapq.heappush(heap, (soft, neg, v, version))
         return moves
