@@ -4,7 +4,7 @@ Evicting a pod changes the counts of the views whose selector matches it, and of
 view. So two views that count no pod in common never interact: each group of views linked
 by shared pods is planned on its own (:mod:`rebalancer.core.jointplan` plans a group
 exactly), and a lower bound over the groups is a sum
-(:meth:`rebalancer.core.planner.Planner.lower_bound`).
+(:func:`rebalancer.core.outcome.lower_bound`).
 """
 
 from __future__ import annotations
