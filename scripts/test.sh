@@ -11,6 +11,56 @@ BIN=$(dirname "$PY")
 start=$(date +%s)
 phase() { printf '\n=== %s (t+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 
+# Every binary the e2e tests need builds in one background lane from the start (nice 10, cached,
+# each build script locked so the foreground's own calls below wait for it or find it cached),
+# while lint and the unit tests run in the foreground: on a machine where nothing is cached yet
+# the builds overlap the unit tests instead of following them. The order is what the tests need
+# first: the 1.35 control plane, the real nodes and the rebalancer image, Karpenter's kwok
+# provider, syft (the release's SBOM), then the 1.32, 1.37 and 1.38 control planes (1.38 the
+# costliest: Go 1.27.3 compiles every dependency again). Each step touches "$built.<name>" when
+# done; past REBALANCER_VERSIONS_BUDGET seconds of this script (default 2700) the foreground
+# stops waiting, the lane is stopped, and the scenarios whose binaries are not built yet are
+# skipped, saying so; Go's build cache keeps what was compiled, so the next run finishes them.
+VERSION_MINORS=(1.32 1.37 1.38)
+REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_steer.py e2e/test_realnodes_lifecycle.py
+                 e2e/test_release.py)
+builds_log=$(mktemp)
+built=$(mktemp -u)
+builds=""
+if [ "${REBALANCER_SKIP_E2E:-0}" != "1" ]; then
+  # Real kubelet nodes need root and cgroup v1 controllers; without them the real-node tests
+  # skip themselves with the reason (shown by -rs).
+  real_nodes_unsupported=$("$PY" -c 'from e2e.cluster.realnodes import host_support; print(host_support() or "")')
+  setsid -w bash -c 'built=$1; real=$2; shift 2
+                     step() { name=$1; shift; nice -n 10 "$@" || exit 1; touch "$built.$name"; }
+                     step 1.35 bash e2e/cluster/build.sh
+                     if [ -z "$real" ]; then
+                       step nodes bash e2e/cluster/build-nodes.sh
+                       step image bash e2e/image/build-rebalancer-image.sh
+                     fi
+                     step karpenter bash e2e/cluster/build-karpenter.sh
+                     step syft bash scripts/build-gotool.sh syft
+                     for minor in "$@"; do step "$minor" bash e2e/cluster/build.sh --k8s "$minor"; done
+                     touch "$built"' _ "$built" "$real_nodes_unsupported" "${VERSION_MINORS[@]}" \
+    >"$builds_log" 2>&1 &
+  builds=$!
+  trap '[ -n "$builds" ] && kill -- -"$builds" 2>/dev/null; true' EXIT
+fi
+versions_budget=${REBALANCER_VERSIONS_BUDGET:-2700}
+# e2e/test_versions.py compares each minor's plans with those the other minors wrote in this
+# run: results an earlier run (older code) left behind must not count.
+REBALANCER_E2E_RESULTS=$(mktemp -d)
+export REBALANCER_E2E_RESULTS
+# wait_built NAME: until the lane has built NAME, has failed, or the budget is spent; true when
+# NAME is built.
+wait_built() {
+  while [ ! -e "$built.$1" ] && kill -0 "$builds" 2>/dev/null \
+      && (( $(date +%s) - start < versions_budget )); do
+    sleep 10
+  done
+  [ -e "$built.$1" ]
+}
+
 phase "lint"
 "$BIN/ruff" check .
 "$BIN/ruff" format --check .
@@ -61,14 +111,9 @@ if [ "${REBALANCER_SKIP_E2E:-0}" = "1" ]; then
   exit 0
 fi
 
-phase "e2e: build control plane (cached)"
+phase "e2e: build control plane (cached; the lane above builds it)"
 bash e2e/cluster/build.sh
 
-REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_steer.py e2e/test_realnodes_lifecycle.py
-                 e2e/test_release.py)
-# Real kubelet nodes need root and cgroup v1 controllers; without them the real-node tests
-# skip themselves with the reason (shown by -rs).
-real_nodes_unsupported=$("$PY" -c 'from e2e.cluster.realnodes import host_support; print(host_support() or "")')
 if [ -z "$real_nodes_unsupported" ]; then
   phase "e2e: build real nodes: kubelet, kube-proxy, containerd, test image (cached)"
   bash e2e/cluster/build-nodes.sh
@@ -78,51 +123,19 @@ else
   echo "real-node e2e scenarios will be SKIPPED: $real_nodes_unsupported"
 fi
 
-# The 1.32, 1.37 and 1.38 control planes build (cached; 5-7 min cold each on 2 cores, up to 27
-# min on a busy machine; 1.38 with Go 1.27.3, which the go command fetches once) in the
-# background, at low priority, while the 1.35 e2e tests run: those mostly wait on the cluster.
-# On a machine where nothing is cached yet, the builds may not be done when CI's time is nearly
-# spent: past REBALANCER_VERSIONS_BUDGET seconds of this script (default 4200) the chain is
-# stopped and the scenarios of each minor not built yet are skipped, saying so (the minors
-# already built still run); Go's build cache keeps what was compiled, so the next run finishes
-# the builds.
-VERSION_MINORS=(1.32 1.37 1.38)
-other_builds_log=$(mktemp)
-# syft (the release's SBOM, for e2e/test_release.py) and Karpenter's kwok provider (for
-# e2e/test_karpenter.py; about 8 min cold) are built last in the same background chain; those
-# tests skip, saying so, while theirs is not built yet.
-versions_built=$(mktemp -u)
-setsid -w bash -c 'built=$1; shift
-                   for minor in "$@"; do
-                     nice -n 10 bash e2e/cluster/build.sh --k8s "$minor" || exit 1; touch "$built.$minor"
-                   done
-                   touch "$built"; nice -n 10 bash scripts/build-gotool.sh syft
-                   nice -n 10 bash e2e/cluster/build-karpenter.sh' _ "$versions_built" "${VERSION_MINORS[@]}" \
-  >"$other_builds_log" 2>&1 &
-other_builds=$!
-versions_budget=${REBALANCER_VERSIONS_BUDGET:-4200}
-
 phase "e2e tests (kwok nodes)"
 "$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}" --ignore=e2e/test_karpenter.py
 
 # The scenarios that differ by Kubernetes version (marked k8s_versions) again on the oldest and
 # the newest supported minors; the full set above ran on the default, 1.35. Real nodes stay on
 # 1.35. On 1.38 the EvictionRequest scenarios run once more with the API's gate on.
-phase "e2e: wait for the ${VERSION_MINORS[*]} control-plane builds"
-while [ ! -e "$versions_built" ] && kill -0 "$other_builds" 2>/dev/null \
-    && (( $(date +%s) - start < versions_budget )); do
-  sleep 10
-done
-if [ ! -e "$versions_built" ] && kill -0 "$other_builds" 2>/dev/null; then
-  kill -- -"$other_builds" 2>/dev/null || true
-  wait "$other_builds" 2>/dev/null || true
-elif [ ! -e "$versions_built" ]; then
-  cat "$other_builds_log"; exit 1
-fi
-grep -E 'done in|cached' "$other_builds_log" || true
 for minor in "${VERSION_MINORS[@]}"; do
-  if [ ! -e "$versions_built.$minor" ]; then
-    echo "e2e on Kubernetes $minor SKIPPED: its first (cold) build was still running after" \
+  phase "e2e: wait for the $minor control-plane build"
+  if ! wait_built "$minor"; then
+    if ! kill -0 "$builds" 2>/dev/null && (( $(date +%s) - start < versions_budget )); then
+      cat "$builds_log"; exit 1  # the lane failed
+    fi
+    echo "e2e on Kubernetes $minor SKIPPED: its first (cold) build was not done after" \
       "${versions_budget}s of this script; the next run finishes it from Go's build cache"
     continue
   fi
@@ -136,19 +149,9 @@ for minor in "${VERSION_MINORS[@]}"; do
       "$PY" -m pytest e2e/test_eviction_requests.py --e2e -v -s --k8s "$minor"
   fi
 done
-
-phase "e2e: wait for syft (the release's SBOM) and Karpenter's kwok provider"
-while kill -0 "$other_builds" 2>/dev/null && (( $(date +%s) - start < versions_budget )); do
-  sleep 10
-done
-if kill -0 "$other_builds" 2>/dev/null; then
-  kill -- -"$other_builds" 2>/dev/null || true
-  echo "syft's or Karpenter's first (cold) build was still running after ${versions_budget}s of" \
-    "this script: the release or Karpenter e2e is SKIPPED; the next run finishes it from Go's" \
-    "build cache"
-fi
-wait "$other_builds" 2>/dev/null || true
-grep -E 'build-gotool.sh syft: .*(done|cached)|KARPENTER_DIR=' "$other_builds_log" || true
+kill -- -"$builds" 2>/dev/null || true
+wait "$builds" 2>/dev/null || true
+grep -E 'done in|cached|KARPENTER_DIR=|SYFT=' "$builds_log" || true
 
 phase "e2e tests (Karpenter's kwok provider beside rebalancer)"
 "$PY" -m pytest e2e/test_karpenter.py --e2e -v -rs

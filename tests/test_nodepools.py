@@ -315,9 +315,10 @@ def test_with_nodefit_true_a_replacement_waits_for_the_pool_that_can_add_a_node(
     pb = _pool("pb", requirements=(NodeSelectorRequirement(ZONE_KEY, "In", ("zone-b",)),))
     (eviction,) = plan(_packed(pb), Policy(), 100_000.0).evictions
     assert (eviction.name, eviction.target_node) == ("web-a2", "n-b")
-    assert "; replacement waits for a node from NodePool pb in zone-b (node n-b has no room);" in (
-        eviction.reason
-    )
+    assert (
+        "; replacement waits for a node from NodePool pb in zone-b (node n-b has no room), "
+        "evicted first;"
+    ) in eviction.reason
 
 
 # --- nodeFit: false with NodePools: a replacement waits for a node only where a pool can add one

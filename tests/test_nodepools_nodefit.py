@@ -68,6 +68,11 @@ def _no_fit(result: Plan) -> set[str]:
     return {s.reason.detail for s in result.skipped if s.reason.code == "no-fit"}
 
 
+WAITS_IN_B = (
+    "replacement waits for a node from NodePool pb in zone-b (node n-b has no room), evicted first"
+)
+
+
 def test_without_pools_nothing_is_planned() -> None:
     result = _plan(_cluster(pools=()))
     assert result.evictions == ()
@@ -76,9 +81,7 @@ def test_without_pools_nothing_is_planned() -> None:
 
 def test_a_replacement_waits_only_in_the_zone_a_pool_can_add_a_node_in() -> None:
     result = _plan(_cluster())
-    assert _landings(result) == [
-        ("n-b", "replacement waits for a node from NodePool pb in zone-b (node n-b has no room)")
-    ]
+    assert _landings(result) == [("n-b", WAITS_IN_B)]
     assert _no_fit(result) == {
         FULL + f"; no NodePool can add a node in zone-c for this pod (pa: {NOT_C}; pb: {NOT_C})"
     }
@@ -88,7 +91,7 @@ def test_a_node_with_room_comes_before_a_new_node() -> None:
     result = _plan(_cluster(c_cpu=1000))
     assert _landings(result) == [
         ("n-c", "replacement expected in zone-c (node n-c)"),
-        ("n-b", "replacement waits for a node from NodePool pb in zone-b (node n-b has no room)"),
+        ("n-b", WAITS_IN_B),
     ]
     # what a loop's --wait-for-nodes-after holds back: only the one that needs a new node
     assert [e.waits_for for e in result.evictions] == ["", "NodePool pb in zone-b"]

@@ -141,6 +141,9 @@ def test_plan_json_contract_keys() -> None:
         "targetDomain",
         "gracePeriodSeconds",
         "podDisruptionBudget",
+        "waitsFor",
+        "capacity",
+        "reserveIn",
     ]
     assert data["skipped"] == [
         {

@@ -28,6 +28,7 @@ from rebalancer.cli.printable import printable_fields, yaml_text
 from rebalancer.cli.wording import (
     MIN_WIDTH,
     NextRun,
+    capacity_lines,
     held_cell,
     next_run_data,
     next_run_lines,
@@ -92,6 +93,9 @@ def eviction_data(eviction: Eviction) -> Data:
         "targetDomain": eviction.target_domain,
         "gracePeriodSeconds": eviction.grace_period_seconds,
         "podDisruptionBudget": eviction.pdb or None,
+        "waitsFor": eviction.waits_for or None,
+        "capacity": eviction.capacity or None,
+        "reserveIn": dict(eviction.reserve_in) or None,
     }
 
 
@@ -780,6 +784,7 @@ def _plan_lines(
     lines = plan_paragraph(plan, width)
     if run is not None and (plan.evictions or plan.violations):
         lines += next_run_lines(run, width)
+        lines += capacity_lines(plan, run.shape.holds, width)
     elif run is not None and run.shape.window is not None:
         lines.append(f"Maintenance window: {run.shape.window[1]}.")
     lines += list(extra)

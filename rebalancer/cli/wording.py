@@ -298,6 +298,7 @@ def next_run_data(run: NextRun) -> dict[str, object]:
         "runs": run.runs,
         "window": None if window is None else {"open": window[0], "detail": window[1]},
         **({} if run.shape.holds is None else {"holds": holds_data(run.shape.holds)}),
+        **({} if run.shape.holds is None else {"capacity": capacity_data(run.shape.holds)}),
     }
 
 
@@ -307,6 +308,7 @@ def _hold_names(rules: HoldRules, names: Iterable[str]) -> list[str]:
         "cooldown": rules.workload_cooldown_seconds,
         "thrash-guard": rules.thrash_guard_seconds,
         "launch-deferred": rules.wait_for_nodes_after_seconds,
+        "capacity-not-added": rules.capacity.backoff_seconds,
     }
     return [
         f"{name} {format_duration(lengths[name])}" if name in lengths else name for name in names
@@ -323,6 +325,32 @@ def holds_sentence(rules: HoldRules) -> str:
     if loop:
         text += f"; with --interval also {', '.join(loop)}"
     return text + "."
+
+
+def capacity_lines(plan: Plan, rules: HoldRules | None, width: int | None = None) -> list[str]:
+    """``Replacements waiting for a new node: 2, reserved first (...)``: which way the plan's
+    waiting replacements go (SPEC §5.10); nothing when none waits for a new node."""
+    waiting = sum(1 for e in plan.evictions if e.waits_for)
+    if not waiting:
+        return []
+    capacity = (rules or HoldRules()).capacity
+    if capacity.reserve:
+        way = (
+            f"reserved first ({capacity.why}): a run asks for each node (a CapacityBuffer) and "
+            "evicts once it is Ready there, and evicts nothing for a node that does not come"
+        )
+    else:
+        way = (
+            f"evicted first ({capacity.why}): each replacement waits, Pending, for the node "
+            "its NodePool adds"
+        )
+    text = f"Replacements waiting for a new node: {waiting}, {way}."
+    return textwrap.wrap(text, width=max(width or 100, MIN_WIDTH), break_on_hyphens=False)
+
+
+def capacity_data(rules: HoldRules) -> dict[str, object]:
+    """The same for ``-o json|yaml`` (``nextRun.capacity``): ``reserve`` and ``why``."""
+    return {"reserve": rules.capacity.reserve, "why": rules.capacity.why}
 
 
 def holds_data(rules: HoldRules) -> dict[str, list[str]]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import chain
 
+from rebalancer.core.capacity import CapacityRules
 from rebalancer.core.evictability import EvictionContext
 from rebalancer.core.ids import Domain, PodId, ViewId
 from rebalancer.core.limits import workload_of
@@ -42,7 +43,7 @@ class PassInputs:
     analysis: Analysis  # the snapshot's pods, nodes and views
     ctx: EvictionContext  # the policy, priorities and PodDisruptionBudgets
     owners: dict[tuple[str, str, str], str]  # a pod's owner -> its workload (limits.owner_map)
-    capacity: str  # which way a replacement that waits for a new node goes (CapacityRules.way)
+    capacity: CapacityRules  # which way a replacement that waits for a new node goes
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ def finish(p: PlanningPass, moves: list[Move]) -> Outcome:
 
 def pass_inputs(p: PlanningPass) -> PassInputs:
     """What pass ``p`` read once and never changed, for the record."""
-    return PassInputs(p.analysis, p.ctx, p.owners, p.rules.capacity.way)
+    return PassInputs(p.analysis, p.ctx, p.owners, p.rules.capacity)
 
 
 def trim(p: PlanningPass, moves: list[Move]) -> list[Move]:

@@ -102,8 +102,9 @@ def _eviction(inputs: PassInputs, m: Move, wave: int) -> Eviction:
     target_domain = (
         analysis.nodes[m.target].labels.get(spec.topology_key, "?") if m.target else None
     )
+    way = "reserved first" if inputs.capacity.reserve else "evicted first"
     landing = (
-        f"replacement waits for a node from {m.pool} (node {m.target} has no room)"
+        f"replacement waits for a node from {m.pool} (node {m.target} has no room), {way}"
         if m.pool
         else f"replacement expected in {target_domain} (node {m.target})"
         if m.target
@@ -138,6 +139,6 @@ def _eviction(inputs: PassInputs, m: Move, wave: int) -> Eviction:
         pdb="".join(budgets.pdbs[k].name for k in budgets.judge(pod)[1]),
         target_domain=target_domain,
         waits_for=m.pool,
-        capacity=inputs.capacity if m.pool else "",
+        capacity=inputs.capacity.way if m.pool else "",
         reserve_in=m.reserve_in,
     )
