@@ -36,8 +36,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.core import nodepools
 from rebalancer.core.ids import PodId, ViewId
+from rebalancer.core.karpenter import nodepools
 from rebalancer.core.model import (
     ZONE_KEY,
     Node,

@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 
 from rebalancer.core.capacity import Pin, backoff, pin_of
 from rebalancer.core.distances import PinnedDistances
-from rebalancer.core.drains import DriftedLandings
 from rebalancer.core.evictability import EvictionContext
 from rebalancer.core.holds import (
     LANDING_HOLDS,
@@ -35,13 +34,14 @@ from rebalancer.core.holds import (
 )
 from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget
+from rebalancer.core.karpenter.drains import DriftedLandings
 from rebalancer.core.limits import RunLimits, owner_map, workload_of
-from rebalancer.core.model import ZONE_KEY, Snapshot
+from rebalancer.core.model import ZONE_KEY, Node, Pod, Snapshot
 from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, SkipCode, SkipReason, workload_key
 from rebalancer.core.policy import Policy
 from rebalancer.core.ranking import VictimRanking
-from rebalancer.core.simulate import Placement, SimState
+from rebalancer.core.simulate import Placement, SimState, static_reason
 from rebalancer.core.spread import Analysis, analyze, considered
 
 
@@ -84,7 +84,7 @@ class PlanningPass:
         self.hard_views = frozenset(v for v in self.considered if views[v].spec.hard)
         self.state = SimState(snapshot, self.analysis, self.considered)
         self.ranking = VictimRanking(self.analysis, self.ctx, holding)
-        self.drifted = DriftedLandings(snapshot) if rules.drifting else None
+        self.drifted = DriftedLandings(snapshot, _may_run) if rules.drifting else None
         self.launch_wanted: set[str] = set()  # workloads whose repair needed a new node
         self.distances = PinnedDistances(self.analysis, self.state, self.ranking.skip)
         self.limits = RunLimits(policy, before)
@@ -244,3 +244,9 @@ class PlanningPass:
             self.ranking.key,
             self.budget,
         )
+
+
+def _may_run(pod: Pod, node: Node) -> bool:
+    """Whether the scheduler's filters that depend on no other pod let ``pod`` run on
+    ``node`` (cordon, readiness, taints, selectors and affinity)."""
+    return static_reason(pod, node, ()) is None

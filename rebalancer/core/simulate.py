@@ -19,7 +19,8 @@ from itertools import chain, filterfalse
 from typing import cast
 
 from rebalancer.core.ids import Domain, PodId, ViewId
-from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, node_disrupted
+from rebalancer.core.karpenter.marks import DISRUPTED_TAINT_KEY, node_disrupted
+from rebalancer.core.karpenter.nodepools import PoolJudge, PoolPlan, pool_node_sizes
 from rebalancer.core.model import (
     HOSTNAME_KEY,
     ZONE_KEY,
@@ -29,7 +30,6 @@ from rebalancer.core.model import (
     Snapshot,
     shared_key,
 )
-from rebalancer.core.nodepools import PoolJudge, PoolPlan, pool_node_sizes
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
