@@ -36,7 +36,7 @@ from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget
 from rebalancer.core.karpenter.drains import DriftedLandings
 from rebalancer.core.limits import RunLimits, owner_map, workload_of
-from rebalancer.core.model import ZONE_KEY, Node, Pod, Snapshot
+from rebalancer.core.model import Node, Pod, Snapshot
 from rebalancer.core.moves import Move
 from rebalancer.core.plan import Eviction, SkipCode, SkipReason, workload_key
 from rebalancer.core.policy import Policy
@@ -170,12 +170,9 @@ class PlanningPass:
     def _pin(self, i: PodId) -> Pin:
         """The labels a reservation for pod i's replacement pins (its pool's node in the
         zone it waits in); () when it waits for no new node."""
-        plan = self.state.pool_plan
-        where = plan.where(i) if plan is not None else None
-        if where is None:
-            return ()
-        pool, key, domain = where
-        return pin_of(pool, domain if key == ZONE_KEY else None)
+        new_nodes = self.state.new_nodes
+        where = new_nodes.where(i) if new_nodes is not None else None
+        return pin_of(*where) if where is not None else ()
 
     def note_no_fit(self, i: PodId, why: SkipReason) -> None:
         """Keep why pod i's replacement would stay Pending or may not land (a landing hold),

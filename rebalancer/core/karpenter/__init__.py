@@ -5,6 +5,8 @@ nodes away itself (SPEC §5.9, §5.10).
   say: a node being disrupted, a pod it must not disrupt, a node drifted from its NodePool;
 * :mod:`~rebalancer.core.karpenter.nodepools`: whether a NodePool can add a node for a pod in a
   topology domain, within its limits, and the nodes one plan's waiting replacements imply;
+* :mod:`~rebalancer.core.karpenter.newnodes`: the one object the scheduler simulation asks
+  about nodes that do not exist yet;
 * :mod:`~rebalancer.core.karpenter.drains`: the pods that replace those a drain moved (the
   thrash guard goes around them), and the landings on drifted nodes (a landing hold).
 
