@@ -260,7 +260,7 @@ def read_live(
                 memory = LoopMemory(refused=refused, from_record=True)
     finally:
         source.close()
-    oneshot.keep(snapshot)
+    oneshot.keep()
     return LiveRead(snapshot, source.rejected, info, rules, memory)
 
 
