@@ -23,7 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rebalancer.core.karpenter.nodepools import PoolJudge, PoolPlan, pool_node_sizes
+from rebalancer.core.karpenter.nodepools import (
+    PoolJudge,
+    PoolPlan,
+    launching_nodes,
+    pool_node_sizes,
+)
 from rebalancer.core.model import HOSTNAME_KEY, ZONE_KEY, Node, Pod, Snapshot
 
 
@@ -33,6 +38,7 @@ class Pools:
     def __init__(self, snapshot: Snapshot) -> None:
         self.judge = PoolJudge(snapshot.node_pools)
         self.sizes = pool_node_sizes(snapshot.nodes)
+        self.launching = launching_nodes(snapshot) if snapshot.node_pools else []
         self.cache: dict[tuple[str, str, str | None], str] = {}  # (ns, pod, zone) -> pool
 
     def new_nodes(self, nodes: Mapping[str, Node]) -> NewNodes:
@@ -46,7 +52,7 @@ class NewNodes:
     def __init__(self, pools: Pools, nodes: Mapping[str, Node]) -> None:
         self.pools = pools
         self.nodes = nodes
-        self.plan = PoolPlan(pools.judge, pools.sizes)
+        self.plan = PoolPlan(pools.judge, pools.sizes, pools.launching)
         """The nodes the waiting replacements of this plan imply, and the limits they spend.
         Kept by :meth:`reserve` and :meth:`release`, so every path that takes a move back
         gives its planned node back too."""

@@ -39,6 +39,7 @@ from rebalancer.core.model import (
     NodePool,
     NodeSelectorRequirement,
     Pod,
+    Snapshot,
 )
 from rebalancer.core.selectors import FILTER_EFFECTS, untolerated_taint
 
@@ -428,6 +429,36 @@ def pool_node_sizes(nodes: Iterable[Node]) -> dict[str, Mapping[str, int]]:
     return best
 
 
+INITIALIZED_LABEL: Final = "karpenter.sh/initialized"
+"""Karpenter labels its node ``true`` once the node is Ready and its startup taints are gone."""
+
+
+def launching_nodes(snapshot: Snapshot) -> list[tuple[_Bin, dict[str, int]]]:
+    """The pools' nodes that exist but are not Ready or not initialized yet (launching): per
+    such node, the pool and domain it is in (its zone; without one, anywhere) and the room it
+    has left (its allocatable less the requests of the pods bound to it). A replacement that
+    waits for a node of that pool there takes that room first: a launching node counts as
+    room for the replacements planned onto it, and for no more (SPEC §5.10)."""
+    found: list[tuple[_Bin, dict[str, int]]] = []
+    used: dict[str, dict[str, int]] = {}
+    for pod in snapshot.pods:
+        if pod.node_name is not None and not pod.terminating:
+            on = used.setdefault(pod.node_name, {})
+            on["pods"] = on.get("pods", 0) + 1
+            for resource, amount in pod.requests.items():
+                on[resource] = on.get(resource, 0) + amount
+    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        pool = node.labels.get(NODEPOOL_LABEL)
+        if not pool or (node.ready and node.labels.get(INITIALIZED_LABEL) == "true"):
+            continue
+        zone = node.labels.get(ZONE_KEY)
+        where = (pool, ZONE_KEY, zone) if zone is not None else (pool, HOSTNAME_KEY, "")
+        taken = used.get(node.name, {})
+        free = {r: amount - taken.get(r, 0) for r, amount in node.allocatable.items()}
+        found.append((where, free))
+    return found
+
+
 @dataclass(slots=True, eq=False)  # each planned node is itself, whatever it holds
 class _Planned:
     """One node a pool is planned to add in a domain: the room left on it (``free``, per
@@ -437,6 +468,7 @@ class _Planned:
     free: dict[str, int]
     cost: dict[str, int]
     pods: set[int]
+    launching: bool = False  # a node of the pool that exists and is not Ready yet: kept empty
 
 
 _Bin = tuple[str, str, str]  # pool, topology key, domain ("" under the hostname key)
@@ -462,13 +494,23 @@ class PoolPlan:
     replacement back frees its room, and a planned node left empty gives back what it spent.
     """
 
-    def __init__(self, judge: PoolJudge, sizes: Mapping[str, Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        judge: PoolJudge,
+        sizes: Mapping[str, Mapping[str, int]],
+        launching: Iterable[tuple[_Bin, Mapping[str, int]]] = (),
+    ) -> None:
         self.judge = judge
         self.sizes = sizes
         self.spent: dict[str, dict[str, int]] = {}
         """Per pool, what its planned nodes spend of its limits (pools with none absent)."""
         self._by_name = {p.name: p for p in judge.pools}
         self._nodes: dict[_Bin, list[_Planned]] = {}
+        for where, free in launching:
+            if where[0] in self._by_name:
+                planned = _Planned(dict(free), {}, set(), launching=True)
+                self._nodes.setdefault(where, []).append(planned)
+        self._launching = bool(self._nodes)
         self._of: dict[int, tuple[_Bin, _Planned]] = {}
         self._cache: dict[tuple[tuple[object, ...], str, str], Verdict] = {}
         self._full: dict[_Bin, dict[tuple[tuple[str, int], ...], int]] = {}
@@ -478,8 +520,9 @@ class PoolPlan:
 
     @property
     def active(self) -> bool:
-        """Some replacement of the plan waits for a planned node."""
-        return bool(self._of)
+        """Some replacement of the plan waits for a planned node, or a pool's node is
+        launching (room the pools' limits no longer judge)."""
+        return bool(self._of) or self._launching
 
     def where(self, i: int) -> tuple[str, str, str] | None:
         """The pool, topology key and domain pod ``i``'s replacement waits in ("" domain under
@@ -491,13 +534,15 @@ class PoolPlan:
         """How many new nodes the plan implies, per pool (pools with none absent)."""
         out: dict[str, int] = {}
         for (pool, _, _), nodes in self._nodes.items():
-            out[pool] = out.get(pool, 0) + len(nodes)
+            added = sum(1 for node in nodes if not node.launching)
+            if added:
+                out[pool] = out.get(pool, 0) + added
         return out
 
     def verdict(self, pod: Pod, key: str, domain: str) -> Verdict:
         """As :meth:`PoolJudge.verdict`, with the plan's planned nodes and spent limits."""
         base = self.judge.verdict(pod, key, domain)
-        if not self._of:
+        if not self.active:
             return base
         busy = set(self.spent).union(where[0] for where in self._nodes)
         if base.pool and not any(name <= base.pool for name in busy):
@@ -558,7 +603,7 @@ class PoolPlan:
         pool = self._by_name[where[0]]
         self._take(pool, node, pod, -1)
         node.pods.discard(i)
-        if not node.pods:
+        if not node.pods and not node.launching:
             if node.cost:
                 spent = self.spent[pool.name]
                 for resource, amount in node.cost.items():
