@@ -23,7 +23,6 @@ import pytest
 
 from e2e.cluster.controlplane import Cluster
 from e2e.test_live import (
-    POOL,
     add_pool_nodes,
     audit_mark,
     evictions,
@@ -33,58 +32,29 @@ from e2e.test_live import (
     rebalancer_requests,
     write_policy,
 )
+from e2e.test_scenarios import APP, ZONE, deployment, spread
 
 pytestmark = pytest.mark.e2e
 
-ZONE = "topology.kubernetes.io/zone"
-APP = "web"
 GRACE = 60  # seconds: --unplaced-grace of all three commands
 
 
 def _deployment(ns: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": APP, "namespace": ns},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": APP}},
-            "template": {
-                "metadata": {"labels": {"app": APP}},
-                "spec": {
-                    "schedulerName": "manual",  # the test binds every pod itself
-                    "terminationGracePeriodSeconds": 1,
-                    "nodeSelector": {POOL: ns},
-                    "tolerations": [{"key": POOL, "operator": "Exists"}],
-                    "topologySpreadConstraints": [
-                        {
-                            "maxSkew": 1,
-                            "topologyKey": ZONE,
-                            "whenUnsatisfiable": "DoNotSchedule",
-                            "labelSelector": {"matchLabels": {"app": APP}},
-                        }
-                    ],
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    """Scenarios' Deployment (zone maxSkew 1) whose pods the test binds itself."""
+    body = deployment(ns, APP, replicas, [spread(ZONE)])
+    body["spec"]["template"]["spec"]["schedulerName"] = "manual"
+    return body
 
 
-def _bind(cluster: Cluster, ns: str, pod: str, node: str) -> None:
+def _bind(cluster: Cluster, ns: str, pod: str, node: str, *, check: bool = True) -> None:
+    """Place ``pod`` on ``node`` as a scheduler does (the binding subresource)."""
     body = {
         "apiVersion": "v1",
         "kind": "Binding",
         "metadata": {"name": pod, "namespace": ns},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    cluster.create_raw(f"/api/v1/namespaces/{ns}/pods/{pod}/binding", body, check=True)
+    cluster.create_raw(f"/api/v1/namespaces/{ns}/pods/{pod}/binding", body, check=check)
 
 
 def _pending(cluster: Cluster, ns: str) -> list[dict[str, Any]]:
@@ -109,15 +79,7 @@ class Binder:
             for p in _pending(self.cluster, self.ns):
                 name = p["metadata"]["name"]
                 if name != self.keep:
-                    self.cluster.create_raw(
-                        f"/api/v1/namespaces/{self.ns}/pods/{name}/binding",
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Binding",
-                            "metadata": {"name": name, "namespace": self.ns},
-                            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node},
-                        },
-                    )
+                    _bind(self.cluster, self.ns, name, self.node, check=False)
 
     def __enter__(self) -> Binder:
         self.thread.start()

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): lint, unit and property tests, then e2e against a local control
 # plane. Set REBALANCER_SKIP_E2E=1 to stop after the unit tests. helm and promtool (for the chart
-# and alert-rule tests) are built first, from Go modules and cached; REBALANCER_SKIP_TOOLS=1
-# skips that build (those tests then skip, saying so).
+# and alert-rule tests) are built from Go modules and cached, beside the unit tests (below);
+# REBALANCER_SKIP_TOOLS=1 skips that build (those tests then skip, saying so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -11,42 +11,47 @@ BIN=$(dirname "$PY")
 start=$(date +%s)
 phase() { printf '\n=== %s (t+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 
-# Every binary the e2e tests need builds in one background lane from the start (nice 10, cached,
-# each build script locked so the foreground's own calls below wait for it or find it cached),
-# while lint and the unit tests run in the foreground: on a machine where nothing is cached yet
-# the builds overlap the unit tests instead of following them. The order is what the tests need
-# first: the 1.35 control plane, the real nodes and the rebalancer image, Karpenter's kwok
-# provider, syft (the release's SBOM), then the 1.32, 1.37 and 1.38 control planes (1.38 the
+# Every binary the tests need builds in one background lane from the start (nice 10, cached,
+# each build script locked, so a second call waits for the first or finds it cached), while lint
+# and the unit tests run in the foreground: on a machine where nothing is cached yet the builds
+# overlap the tests instead of preceding them. The order is what the tests need first: helm and
+# promtool (the chart and alert-rule tests, which run last and wait for them) and actionlint;
+# then the 1.35 control plane, the real nodes and the rebalancer image, Karpenter's kwok
+# provider, syft (the release's SBOM), and the 1.32, 1.37 and 1.38 control planes (1.38 the
 # costliest: Go 1.27.3 compiles every dependency again). Each step touches "$built.<name>" when
-# done; past REBALANCER_VERSIONS_BUDGET seconds of this script (default 2700) the foreground
+# done; past REBALANCER_VERSIONS_BUDGET seconds of this script (default 2400) the foreground
 # stops waiting, the lane is stopped, and the scenarios whose binaries are not built yet are
 # skipped, saying so; Go's build cache keeps what was compiled, so the next run finishes them.
+# REBALANCER_SKIP_TOOLS=1 builds no packaging tool (those tests then skip, saying so).
 VERSION_MINORS=(1.32 1.37 1.38)
 REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_steer.py e2e/test_realnodes_lifecycle.py
                  e2e/test_release.py)
 builds_log=$(mktemp)
 built=$(mktemp -u)
-builds=""
-if [ "${REBALANCER_SKIP_E2E:-0}" != "1" ]; then
-  # Real kubelet nodes need root and cgroup v1 controllers; without them the real-node tests
-  # skip themselves with the reason (shown by -rs).
-  real_nodes_unsupported=$("$PY" -c 'from e2e.cluster.realnodes import host_support; print(host_support() or "")')
-  setsid -w bash -c 'built=$1; real=$2; shift 2
-                     step() { name=$1; shift; nice -n 10 "$@" || exit 1; touch "$built.$name"; }
-                     step 1.35 bash e2e/cluster/build.sh
-                     if [ -z "$real" ]; then
-                       step nodes bash e2e/cluster/build-nodes.sh
-                       step image bash e2e/image/build-rebalancer-image.sh
-                     fi
-                     step karpenter bash e2e/cluster/build-karpenter.sh
-                     step syft bash scripts/build-gotool.sh syft
-                     for minor in "$@"; do step "$minor" bash e2e/cluster/build.sh --k8s "$minor"; done
-                     touch "$built"' _ "$built" "$real_nodes_unsupported" "${VERSION_MINORS[@]}" \
-    >"$builds_log" 2>&1 &
-  builds=$!
-  trap '[ -n "$builds" ] && kill -- -"$builds" 2>/dev/null; true' EXIT
-fi
-versions_budget=${REBALANCER_VERSIONS_BUDGET:-2700}
+tools=1; [ "${REBALANCER_SKIP_TOOLS:-0}" = "1" ] && tools=0
+e2e=1; [ "${REBALANCER_SKIP_E2E:-0}" = "1" ] && e2e=0
+# Real kubelet nodes need root and cgroup v1 controllers; without them the real-node tests
+# skip themselves with the reason (shown by -rs).
+real_nodes_unsupported=$("$PY" -c 'from e2e.cluster.realnodes import host_support; print(host_support() or "")')
+setsid -w bash -c 'built=$1 tools=$2 e2e=$3 real=$4; shift 4
+                   step() { name=$1; shift; nice -n 10 "$@" || exit 1; touch "$built.$name"; }
+                   if [ "$tools" = 1 ]; then
+                     step tools bash scripts/build-tools.sh
+                     step actionlint bash scripts/build-gotool.sh actionlint
+                   fi
+                   [ "$e2e" = 1 ] || exit 0
+                   step 1.35 bash e2e/cluster/build.sh
+                   if [ -z "$real" ]; then
+                     step nodes bash e2e/cluster/build-nodes.sh
+                     step image bash e2e/image/build-rebalancer-image.sh
+                   fi
+                   step karpenter bash e2e/cluster/build-karpenter.sh
+                   step syft bash scripts/build-gotool.sh syft
+                   for minor in "$@"; do step "$minor" bash e2e/cluster/build.sh --k8s "$minor"; done' \
+  _ "$built" "$tools" "$e2e" "$real_nodes_unsupported" "${VERSION_MINORS[@]}" >"$builds_log" 2>&1 &
+builds=$!
+trap 'kill -- -"$builds" 2>/dev/null; true' EXIT
+versions_budget=${REBALANCER_VERSIONS_BUDGET:-2400}
 # e2e/test_versions.py compares each minor's plans with those the other minors wrote in this
 # run: results an earlier run (older code) left behind must not count.
 REBALANCER_E2E_RESULTS=$(mktemp -d)
@@ -66,15 +71,6 @@ phase "lint"
 "$BIN/ruff" format --check .
 "$BIN/mypy" --strict rebalancer tests e2e bench scripts
 "$BIN/lint-imports"
-
-if [ "${REBALANCER_SKIP_TOOLS:-0}" = "1" ]; then
-  echo "packaging tools not built (REBALANCER_SKIP_TOOLS=1): chart and alert tests will skip"
-else
-  phase "build packaging tools: helm, promtool (cached)"
-  bash scripts/build-tools.sh
-  phase "build actionlint, for the release workflow (cached)"
-  bash scripts/build-gotool.sh actionlint
-fi
 
 phase "browser for the HTML report test"
 # tests/test_html.py renders the report in Debian's chromium (headless); skipped without it.
@@ -102,9 +98,15 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 command -v tmux >/dev/null 2>&1 && tmux -V
 
-phase "unit tests"
+phase "unit tests (those needing helm, promtool or actionlint last, waiting for their build)"
 # pytest exits 5 when it collects nothing; set -e turns that into a failure.
-"$PY" -m pytest tests -q
+REBALANCER_TOOLS_BUILDING=$tools "$PY" -m pytest tests -q
+if [ "$tools" = 1 ]; then
+  grep -E 'build-tools.sh: .*(done in|cached)|build-gotool.sh actionlint: .*(done|cached)' \
+    "$builds_log" || true
+else
+  echo "packaging tools not built (REBALANCER_SKIP_TOOLS=1): chart and alert tests skipped"
+fi
 
 if [ "${REBALANCER_SKIP_E2E:-0}" = "1" ]; then
   echo "e2e skipped (REBALANCER_SKIP_E2E=1)"

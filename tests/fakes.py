@@ -335,6 +335,7 @@ class FakeCluster:
     ``answers`` scripts eviction statuses per pod name (default 201); ``on_post`` runs after
     each eviction request, e.g. to send SIGTERM mid-wave. It has no PodDisruptionBudget; the
     Lease calls go to ``leases`` and deletion-cost patches to ``patch``, when a test sets them.
+    Each ReplicaSet wants as many pods as it has. :meth:`of` builds one from any API objects.
     """
 
     def __init__(self, zones: dict[str, int], *, answers: dict[str, tuple[int, Any]] | None = None):
@@ -350,10 +351,28 @@ class FakeCluster:
         self.events: list[dict[str, Any]] = []
         self.on_post: Callable[[], None] = lambda: None
         self.stubborn = False  # True: every replacement lands back on the evicted pod's node
-        self.namespaces: list[dict[str, Any]] = []  # Namespace objects, read with the rest
+        self.others: list[dict[str, Any]] = []  # Namespaces, NodePools: read with the rest
+        self.copies = False  # True: a replacement is a copy of the evicted pod (see of())
         self.rejected: tuple[object, ...] = ()  # what the reads left out
         self.leases: LeaseApi | None = None
         self.patch: PatchFn | None = None
+
+    @classmethod
+    def of(cls, objects: Sequence[dict[str, Any]]) -> FakeCluster:
+        """A cluster of ``objects`` (nodes, pods, and others read with them) whose
+        replacements land back on the evicted pod's node, each a copy of the pod named
+        ``<name>-r<n>``."""
+        cluster = cls({})
+        for o in copy.deepcopy(list(objects)):
+            name = o["metadata"]["name"]
+            if o["kind"] == "Node":
+                cluster.nodes[name] = o
+            elif o["kind"] == "Pod":
+                cluster.pods[name] = o
+            else:
+                cluster.others.append(o)
+        cluster.stubborn = cluster.copies = True
+        return cluster
 
     def _add(self, node: str) -> str:
         n = next(self._ids)
@@ -370,7 +389,7 @@ class FakeCluster:
     # Source
     def read(self) -> Snapshot:
         self.reads += 1
-        return snapshot_from_objects([*self.namespaces, *self.nodes.values(), *self.pods.values()])
+        return snapshot_from_objects([*self.others, *self.nodes.values(), *self.pods.values()])
 
     def last_placement(self) -> float | None:
         return None
@@ -388,10 +407,18 @@ class FakeCluster:
         assert body["deleteOptions"]["preconditions"]["uid"] == self.pods[name]["metadata"]["uid"]
         status, answer = self.answers.get(name, (201, {}))
         if status == 201 and "dryRun" not in body["deleteOptions"]:
-            node = self.pods.pop(name)["spec"]["nodeName"]
-            counts = self.zone_counts()
-            zone = min(sorted(counts), key=lambda z: counts[z])
-            self._add(node if self.stubborn else f"node-{zone}")
+            old = self.pods.pop(name)
+            node = old["spec"]["nodeName"]
+            if not self.stubborn:
+                counts = self.zone_counts()
+                node = f"node-{min(sorted(counts), key=lambda z: counts[z])}"
+            if self.copies:
+                new = copy.deepcopy(old)
+                n = next(self._ids)
+                new["metadata"].update(name=f"{name}-r{n}", uid=f"uid-{name}-r{n}")
+                self.pods[new["metadata"]["name"]] = new
+            else:
+                self._add(node)
         self.on_post()
         return status, answer
 
@@ -402,14 +429,21 @@ class FakeCluster:
         return self.nodes.get(name)
 
     def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
-        return list(self.pods.values())
+        wanted = dict(p.split("=", 1) for p in label_selector.split(",") if p)
+        return [
+            p
+            for p in self.pods.values()
+            if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+        ]
 
     def get_owner(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-        """The ReplicaSet web-rs, wanting as many pods as it has (each eviction makes its
+        """A ReplicaSet of the pods, wanting as many pods as it has (each eviction makes its
         replacement at once: the size never changes here)."""
-        if kind != "ReplicaSet" or name != "web-rs":
+        refs = [(p["metadata"].get("ownerReferences") or [{}])[0] for p in self.pods.values()]
+        mine = [ref for ref in refs if ref.get("name") == name]
+        if kind != "ReplicaSet" or not mine:
             return None
-        return replica_set(name, "uid-rs", len(self.pods))
+        return replica_set(name, mine[0]["uid"], len(mine))
 
     # the rest of ClusterApi
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:

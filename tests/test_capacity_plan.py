@@ -28,7 +28,7 @@ from hypothesis import given, settings
 
 from rebalancer.core.capacity import CapacityRules, Refused, pin_of, refusal_key
 from rebalancer.core.holds import HoldRules, LoopMemory
-from rebalancer.core.karpenter import NODEPOOL_LABEL
+from rebalancer.core.karpenter.marks import NODEPOOL_LABEL
 from rebalancer.core.model import HARD, SOFT, ZONE_KEY, NodePool, NodeSelectorRequirement, Snapshot
 from rebalancer.core.plan import Eviction, Plan, SkipCode
 from rebalancer.core.planner import plan

@@ -1,6 +1,7 @@
 """A node's drain and its replacements: which controllers a drain touched and which pods are
-new (rebalancer.core.drains), and loop mode's thrash guard going around the replacements, so
-that a repair right after Karpenter drained a node takes older pods, not those it just moved.
+new (rebalancer.core.karpenter.drains), and loop mode's thrash guard going around the
+replacements, so that a repair right after Karpenter drained a node takes older pods, not those
+it just moved.
 And drift: nodes whose NodePool's template hash changed, onto which no replacement is sent."""
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import structlog
 
 from rebalancer.cluster.act.runner import Runner
 from rebalancer.core.convert.builder import snapshot_from_objects
-from rebalancer.core.drains import DrainLedger, Seen, arrived, drained
-from rebalancer.core.karpenter import drifted
+from rebalancer.core.karpenter.drains import DrainLedger, Seen, arrived, drained
+from rebalancer.core.karpenter.marks import drifted
 from rebalancer.core.model import Snapshot
 from tests.builders import web_pod, zone_node
 from tests.fakes import NOW, FakeCluster, Wall, fake_runner

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rebalancer.core.goduration import scan_go_duration
 from rebalancer.core.gosyntax import parse_go_duration
-from rebalancer.core.karpenter import do_not_disrupt
+from rebalancer.core.karpenter.marks import do_not_disrupt
 from rebalancer.core.policy import parse_duration
 
 _UNITS = ("ns", "us", "µs", "μs", "ms", "s", "m", "h")

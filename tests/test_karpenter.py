@@ -1,5 +1,5 @@
 """Beside Karpenter: a node it is disrupting is neither a target nor a source of victims, a pod
-it is told not to disrupt is not evicted (rebalancer.core.karpenter). Expectations are worked
+it is told not to disrupt is not evicted (rebalancer.core.karpenter.marks). Expectations are worked
 out by hand from the cluster each test draws."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rebalancer.cluster.act.executor import node_problem, pod_problem
 from rebalancer.cluster.act.steering import MAX_WRITER_LOOKUPS, name_writers
 from rebalancer.cluster.read import fastdecode
 from rebalancer.cluster.read.snapshot import load_snapshot
-from rebalancer.core.karpenter import do_not_disrupt, field_writers, node_disrupted
+from rebalancer.core.karpenter.marks import do_not_disrupt, field_writers, node_disrupted
 from rebalancer.core.model import (
     LabelSelector,
     PodDisruptionBudget,

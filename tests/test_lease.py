@@ -458,7 +458,7 @@ def test_earlier_evictions_outside_the_namespace_label_selector_do_not_count() -
         namespace_label_selector=LabelSelector((("rebalance", "enabled"),)),
     )
     fake, api = FakeCluster({"a": 4, "b": 0, "c": 0}), FakeLeaseApi()
-    fake.namespaces = [
+    fake.others = [
         {"kind": "Namespace", "metadata": {"name": NS, "labels": {"rebalance": "enabled"}}},
         {"kind": "Namespace", "metadata": {"name": "other", "labels": {}}},
     ]

@@ -1,5 +1,6 @@
-"""Capacity that can be added (rebalancer.core.nodepools) and NodePools read from snapshot files.
-Every expectation is worked out by hand from the pool and the pod each case draws."""
+"""Capacity that can be added (rebalancer.core.karpenter.nodepools) and NodePools read from
+snapshot files. Every expectation is worked out by hand from the pool and the pod each case
+draws."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from rebalancer.cluster.read.snapshot import load_snapshot
 from rebalancer.core.errors import InputError
+from rebalancer.core.karpenter.nodepools import PoolJudge, pool_refusal
 from rebalancer.core.model import (
     ZONE_KEY,
     NodePool,
@@ -21,7 +23,6 @@ from rebalancer.core.model import (
     Taint,
     Toleration,
 )
-from rebalancer.core.nodepools import PoolJudge, pool_refusal
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from tests.builders import node, pod, zone_constraint

@@ -16,9 +16,7 @@ loop memories (workloads cooling down, guarded replacements):
 from __future__ import annotations
 
 import copy
-import itertools
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +35,7 @@ from rebalancer.core.plan import Plan
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from tests.builders import zone_node
-from tests.fakes import FakeClock, replica_set
+from tests.fakes import FakeClock, FakeCluster
 from tests.oracle import (
     OracleCluster,
     OracleConstraint,
@@ -204,71 +202,6 @@ def _memory(case: Case) -> LoopMemory:
     return LoopMemory(cooling=cooling, guarded=guarded)
 
 
-class ObjectCluster:
-    """A cluster of API objects that is both the runner's source and its recording API: an
-    eviction removes the pod and a Ready replacement of its controller appears on its node."""
-
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
-        self.objects = [copy.deepcopy(o) for o in objects]
-        self.posts: list[str] = []
-        self.rejected: tuple[object, ...] = ()
-        self._ids = itertools.count(1)
-
-    def _pods(self) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o["kind"] == "Pod"]
-
-    def read(self) -> Any:
-        return snapshot_from_objects(copy.deepcopy(self.objects))
-
-    def last_placement(self) -> float | None:
-        return None
-
-    def __getattr__(self, name: str) -> Any:
-        if "delete" in name.lower():
-            pytest.fail(f"the runner called {name}: pods must never be deleted")
-        raise AttributeError(name)
-
-    def post_eviction(
-        self, namespace: str, name: str, body: Mapping[str, Any]
-    ) -> tuple[int, dict[str, Any]]:
-        self.posts.append(name)
-        old = next(p for p in self._pods() if p["metadata"]["name"] == name)
-        assert body["deleteOptions"]["preconditions"]["uid"] == old["metadata"]["uid"]
-        self.objects.remove(old)
-        new = copy.deepcopy(old)
-        n = next(self._ids)
-        new["metadata"].update(name=f"{name}-r{n}", uid=f"uid-{name}-r{n}")
-        self.objects.append(new)
-        return 201, {}
-
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return next((p for p in self._pods() if p["metadata"]["name"] == name), None)
-
-    def get_node(self, name: str) -> dict[str, Any] | None:
-        nodes = (o for o in self.objects if o["kind"] == "Node")
-        return next((n for n in nodes if n["metadata"]["name"] == name), None)
-
-    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
-        wanted = dict(p.split("=", 1) for p in label_selector.split(",") if p)
-        return [
-            p
-            for p in self._pods()
-            if all(p["metadata"]["labels"].get(k) == v for k, v in wanted.items())
-        ]
-
-    def get_owner(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-        if kind != "ReplicaSet":
-            return None
-        mine = [p for p in self._pods() if p["metadata"]["ownerReferences"][0]["name"] == name]
-        return replica_set(name, f"uid-{name}", len(mine))
-
-    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
-        pass
-
-    def get_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
-
-
 def _first_wave(p: Plan) -> list[str]:
     return sorted(e.name for e in p.evictions if e.wave == 1)
 
@@ -319,7 +252,7 @@ def test_run_sends_the_first_wave_plan_prints_and_no_held_pod(
     planned = plan(snapshot, POLICY, NOW, rules=rules, memory=memory)
 
     # run: the evictions of its first wave, through a recording API
-    cluster = ObjectCluster(objects)
+    cluster = FakeCluster.of(objects)
     clock = FakeClock()
     runner = Runner(
         cluster,
@@ -332,7 +265,7 @@ def test_run_sends_the_first_wave_plan_prints_and_no_held_pod(
         memory=memory,
     )
     report = runner.run_once("r1")
-    assert sorted(cluster.posts) == _first_wave(planned)
+    assert sorted(name for name, _ in cluster.posts) == _first_wave(planned)
     assert _first_wave(report.first_plan) == _first_wave(planned)
 
     if memory is None:  # `plan` has no memory: it prints the same first wave

@@ -108,10 +108,7 @@ def test_main_leaves_the_collector_and_nothing_held(capsys: pytest.CaptureFixtur
     """In-process callers (tests, the kubectl plugin) keep the collector on and hold nothing."""
     import gc  # noqa: PLC0415
 
-    from rebalancer.cli import oneshot  # noqa: PLC0415
-
     assert main(["plan", "--snapshot", str(SNAPSHOT), "-o", "json"]) == 0
     capsys.readouterr()
     assert gc.isenabled()
-    assert not oneshot.active()
     assert gc.get_freeze_count() == 0

@@ -12,14 +12,15 @@ from hypothesis import strategies as st
 
 from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.model import Snapshot
-from rebalancer.core.planner import Planner
+from rebalancer.core.planner import run
+from rebalancer.core.planpass import PlanningPass
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import selector_matches
 from tests.builders import zones_cluster
 from tests.strategies import NOW, clusters, policies
 
 
-def _pinned_recount(planner: Planner, v: ViewId) -> Counter[str]:
+def _pinned_recount(planner: PlanningPass, v: ViewId) -> Counter[str]:
     """View v's pods that cannot move, recounted: the view's pods with a skip reason where they
     run from the start, and each moved pod the view's selector matches where its replacement
     is now."""
@@ -48,12 +49,12 @@ def test_pinned_counts_equal_a_recount_after_the_moves(data: st.DataObject) -> N
     only after them, both equal the recount from their definition."""
     cluster = data.draw(clusters())
     policy = data.draw(policies(limits=False))
-    early = Planner(cluster.snapshot, policy, NOW, ())
+    early = PlanningPass(cluster.snapshot, policy, NOW, ())
     for v in early.considered:
         early.distances.pinned(v)
-    early.run()
-    late = Planner(cluster.snapshot, policy, NOW, ())
-    late.run()
+    run(early)
+    late = PlanningPass(cluster.snapshot, policy, NOW, ())
+    run(late)
     for planner in (early, late):
         for v in planner.considered:
             got = +planner.distances.pinned(v)  # unary plus drops domains counted to 0
@@ -67,8 +68,8 @@ def test_the_pdb_budget_left_counts_the_pods_taken(data: st.DataObject) -> None:
     the pods taken that it covers; every pod taken is one no rule forbids, taken once."""
     cluster = data.draw(clusters())
     policy = data.draw(policies(limits=False))
-    planner = Planner(cluster.snapshot, policy, NOW, ())
-    moves = planner.run()
+    planner = PlanningPass(cluster.snapshot, policy, NOW, ())
+    moves = run(planner)
     ranking = planner.ranking
     assert sorted(ranking.taken) == sorted({m.pod for m in moves})
     assert len(moves) == len(ranking.taken)
@@ -86,7 +87,7 @@ def test_the_distance_of_the_planner_docstring_example() -> None:
     example); to skew 3 they are 1 away ([3, 2, 1, 0]), and the counts as they stand are
     already within skew 4."""
     nodes, pods = zones_cluster([4, 2, 0, 0])
-    planner = Planner(Snapshot(nodes=tuple(nodes), pods=tuple(pods)), Policy(), NOW, ())
+    planner = PlanningPass(Snapshot(nodes=tuple(nodes), pods=tuple(pods)), Policy(), NOW, ())
     (v,) = planner.violated
     assert planner.distances.at_start(v) == 2
     assert planner.distances.now(v) == 2
@@ -102,7 +103,7 @@ def test_a_pod_no_rule_lets_move_is_pinned_from_the_start() -> None:
     and the pod taken stops being evictable and spends no budget it does not have."""
     nodes, pods = zones_cluster([4, 2, 0, 0])
     bare = [dataclasses.replace(p, owner=None) if p.name in BARE else p for p in pods]
-    planner = Planner(Snapshot(nodes=tuple(nodes), pods=tuple(bare)), Policy(), NOW, ())
+    planner = PlanningPass(Snapshot(nodes=tuple(nodes), pods=tuple(bare)), Policy(), NOW, ())
     (v,) = planner.violated
     assert planner.distances.pinned(v) == Counter({"zone-a": 3})
     first = PodId(0)  # web-zone-a-0, the one pod of zone-a with a controller

@@ -36,8 +36,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.core import nodepools
 from rebalancer.core.ids import PodId, ViewId
+from rebalancer.core.karpenter import nodepools
 from rebalancer.core.model import (
     ZONE_KEY,
     Node,
@@ -233,14 +233,15 @@ def test_taking_replacements_back_gives_their_planned_nodes_and_limits_back() ->
     state = SimState(snapshot, analysis, map(ViewId, range(len(analysis.views))))
     index = {p.name: PodId(k) for k, p in enumerate(analysis.pods)}
     moved = [index[f"web-a{k:02}"] for k in range(9)]
-    assert state.pool_plan is not None
+    assert state.new_nodes is not None
+    plan = state.new_nodes.plan
     for i in moved[:8]:
         state.remove(i)
         placed = state.place(i)
         assert (placed.node, placed.pool) == ("n-b", "NodePool pb in zone-b")
         state.add(i, "n-b")
-    assert state.pool_plan.planned_nodes() == {"pb": 2}
-    assert state.pool_plan.spent == {"pb": {"cpu": 8000}}
+    assert plan.planned_nodes() == {"pb": 2}
+    assert plan.spent == {"pb": {"cpu": 8000}}
     state.remove(moved[8])
     assert state.place(moved[8]).node is None  # the limit is spent
     state.remove(moved[1])  # from the first planned node: a seat frees there
@@ -251,9 +252,9 @@ def test_taking_replacements_back_gives_their_planned_nodes_and_limits_back() ->
             state.remove(i)
             state.add(i, "n-a")
     state.add(moved[8], "n-a")
-    assert state.pool_plan.planned_nodes() == {}
-    assert state.pool_plan.spent == {}
-    assert not state.pool_plan.active
+    assert plan.planned_nodes() == {}
+    assert plan.spent == {}
+    assert not plan.active
 
 
 def _many_pools(moves: int, tainted: int) -> Snapshot:

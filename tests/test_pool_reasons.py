@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from rebalancer.cli.main import main
+from rebalancer.core.karpenter.nodepools import ANY_NODE, PoolJudge, pool_refusal
 from rebalancer.core.model import (
     HOSTNAME_KEY,
     ZONE_KEY,
@@ -39,7 +40,6 @@ from rebalancer.core.model import (
     NodeSelectorRequirement,
     Taint,
 )
-from rebalancer.core.nodepools import ANY_NODE, PoolJudge, pool_refusal
 from tests.builders import pod
 from tests.hostile import packed_pools_snapshot
 

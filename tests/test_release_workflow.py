@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.packaging_tools import wait_for_build
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 
 
 def _actionlint() -> str:
+    wait_for_build("build-gotool.sh", "actionlint")
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts" / "build-gotool.sh"), "actionlint", "--path"],
         capture_output=True,

@@ -22,7 +22,8 @@ from rebalancer.core.ids import PodId
 from rebalancer.core.minimal import min_moves, water_level
 from rebalancer.core.model import ZONE_KEY, OwnerRef, Pod, Snapshot
 from rebalancer.core.moves import Move
-from rebalancer.core.planner import Planner, plan
+from rebalancer.core.planner import plan
+from rebalancer.core.planpass import PlanningPass
 from rebalancer.core.policy import Policy
 from rebalancer.core.victims import victim_heights
 from rebalancer.core.waves import assign_waves
@@ -336,7 +337,7 @@ def test_a_wave_is_checked_for_all_its_replacements_together() -> None:
     [4, 6, 1], two replacements can lift the minimum to 3 and the third could then land in
     zone-a (4 + 1 - 3 <= 2). The move from zone-b keeps its own zone shut (6 + 1 - 3 > 2), but
     it would let zone-a take a replacement back: it waits for wave 2."""
-    planner = Planner(_six_seven_one(), DEFAULT, NOW, ())
+    planner = PlanningPass(_six_seven_one(), DEFAULT, NOW, ())
     (view,) = planner.violated
     by_node: dict[str, list[PodId]] = {}
     for i, p in enumerate(planner.analysis.pods):

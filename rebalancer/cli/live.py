@@ -230,7 +230,7 @@ def read_live(
             info["evictionApi"] = {"policy": eviction_api, "used": api, "why": why}
     finally:
         source.close()
-    oneshot.keep(snapshot)
+    oneshot.keep()
     return snapshot, source.rejected, info
 
 

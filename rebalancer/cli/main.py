@@ -16,6 +16,7 @@ Every subcommand sets a ``handler(args) -> int`` default; :func:`main` calls it 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, NoReturn
@@ -137,7 +138,7 @@ def _load_snapshot(source: str, skip_invalid: bool, max_bytes: int) -> Loaded:
 
     oneshot.loading()
     loaded = load_snapshot_skipping(source, skip_invalid=skip_invalid, max_bytes=max_bytes)
-    oneshot.keep(loaded)
+    oneshot.keep()
     if not loaded[0].nodes:
         shown = "standard input" if source == STDIN else source
         raise InputError(shown, ["no nodes in the snapshot"])
@@ -399,7 +400,7 @@ def run() -> NoReturn:
     """The console script (and ``python -m rebalancer``): :func:`main` on ``sys.argv``, in a
     process that ends with the command (:mod:`rebalancer.cli.oneshot`)."""
     oneshot.start()
-    oneshot.finish(main())
+    sys.exit(main())
 
 
 def _main(argv: list[str] | None, command: list[str]) -> int:

@@ -20,8 +20,6 @@ collector.
 from __future__ import annotations
 
 import gc
-import sys
-from typing import NoReturn
 
 _active = [False]
 
@@ -31,10 +29,6 @@ def start() -> None:
     _active[0] = True
 
 
-def active() -> bool:
-    return _active[0]
-
-
 def loading() -> None:
     """A large input is about to be loaded: in a one-shot process the collector is off until
     :func:`keep`."""
@@ -42,15 +36,9 @@ def loading() -> None:
         gc.disable()
 
 
-def keep(value: object = None) -> None:
-    """The input (``value``) is loaded: in a one-shot process, freeze what is alive now out of
-    the collector's reach and turn the collector back on."""
-    del value  # frozen with everything else alive
+def keep() -> None:
+    """The input is loaded: in a one-shot process, freeze what is alive now (the input with
+    it) out of the collector's reach and turn the collector back on."""
     if _active[0]:
         gc.freeze()
         gc.enable()
-
-
-def finish(code: int) -> NoReturn:
-    """Exit with ``code``."""
-    sys.exit(code)

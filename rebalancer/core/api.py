@@ -81,9 +81,6 @@ if TYPE_CHECKING:
     from rebalancer.core.convert.serverversion import (
         server_version_item,
     )
-    from rebalancer.core.drains import (
-        DrainLedger,
-    )
     from rebalancer.core.errors import (
         EXIT_BAD_INPUT,
         EXIT_CLUSTER,
@@ -132,10 +129,16 @@ if TYPE_CHECKING:
     from rebalancer.core.ids import (
         ViewKey,
     )
-    from rebalancer.core.karpenter import (
+    from rebalancer.core.karpenter.drains import (
+        DrainLedger,
+    )
+    from rebalancer.core.karpenter.marks import (
         DO_NOT_DISRUPT_ANNOTATION,
         do_not_disrupt,
         field_writers,
+    )
+    from rebalancer.core.karpenter.nodepools import (
+        ANY_NODE,
     )
     from rebalancer.core.model import (
         LabelSelector,
@@ -146,9 +149,6 @@ if TYPE_CHECKING:
         SpreadConstraint,
         Toleration,
         new_pod,
-    )
-    from rebalancer.core.nodepools import (
-        ANY_NODE,
     )
     from rebalancer.core.plan import (
         Eviction,
@@ -206,7 +206,7 @@ _WHERE: dict[str, str] = {
     "NEVER": "rebalancer.core.policy",
     "RESERVE_CAPACITY_MODES": "rebalancer.core.policy",
     "THRASH_GUARD_SECONDS": "rebalancer.core.holds",
-    "ANY_NODE": "rebalancer.core.nodepools",
+    "ANY_NODE": "rebalancer.core.karpenter.nodepools",
     "API_VERSION": "rebalancer.core.fromdescheduler",
     "AUTO_API": "rebalancer.core.policy",
     "COST_MARK_ANNOTATION": "rebalancer.core.convert.pods",
@@ -217,8 +217,8 @@ _WHERE: dict[str, str] = {
     "CostChange": "rebalancer.core.steer",
     "DELETION_COST_ANNOTATION": "rebalancer.core.convert.pods",
     "DNS_SUBDOMAIN": "rebalancer.core.constants",
-    "DO_NOT_DISRUPT_ANNOTATION": "rebalancer.core.karpenter",
-    "DrainLedger": "rebalancer.core.drains",
+    "DO_NOT_DISRUPT_ANNOTATION": "rebalancer.core.karpenter.marks",
+    "DrainLedger": "rebalancer.core.karpenter.drains",
     "EMPTY_NUMBER": "rebalancer.core.convert.memo",
     "EVICTION_API": "rebalancer.core.policy",
     "EVICTION_REQUEST_API": "rebalancer.core.policy",
@@ -276,12 +276,12 @@ _WHERE: dict[str, str] = {
     "controller_owner": "rebalancer.core.convert.meta",
     "convert_one": "rebalancer.core.convert",
     "describe": "rebalancer.core.schedule",
-    "do_not_disrupt": "rebalancer.core.karpenter",
+    "do_not_disrupt": "rebalancer.core.karpenter.marks",
     "do_not_disrupt_reason": "rebalancer.core.evictability",
     "epoch": "rebalancer.core.convert.meta",
     "eviction_grace": "rebalancer.core.grace",
     "explain": "rebalancer.core.explain",
-    "field_writers": "rebalancer.core.karpenter",
+    "field_writers": "rebalancer.core.karpenter.marks",
     "format_duration": "rebalancer.core.policy",
     "from_descheduler": "rebalancer.core.fromdescheduler",
     "from_descheduler_all": "rebalancer.core.fromdescheduler",

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from rebalancer.core.karpenter import NODEPOOL_LABEL
+from rebalancer.core.karpenter.marks import NODEPOOL_LABEL
 from rebalancer.core.model import ZONE_KEY
 from rebalancer.core.plan import SkipCode, SkipReason
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from rebalancer.core.budgets import DisruptionBudgets
 from rebalancer.core.constants import TERMINAL_PHASES
 from rebalancer.core.errors import InputError
-from rebalancer.core.karpenter import (
+from rebalancer.core.karpenter.marks import (
     DISRUPTED_TAINT_KEY,
     DO_NOT_DISRUPT_ANNOTATION,
     node_disrupted,

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from rebalancer.core.errors import InputError
 from rebalancer.core.ids import PodId, ViewId
+from rebalancer.core.karpenter.nodepools import PoolDetail, pool_details
 from rebalancer.core.model import ZONE_KEY, Snapshot
 from rebalancer.core.nearest import nearest_pods
-from rebalancer.core.nodepools import PoolDetail, pool_details
 from rebalancer.core.plan import Plan
 from rebalancer.core.policy import Policy
 from rebalancer.core.selectors import selector_matches, selector_string

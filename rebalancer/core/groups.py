@@ -3,7 +3,8 @@
 Evicting a pod changes the counts of the views whose selector matches it, and of no other
 view. So two views that count no pod in common never interact: each group of views linked
 by shared pods is planned on its own (:mod:`rebalancer.core.jointplan` plans a group
-exactly), and a lower bound over the groups is a sum (:func:`rebalancer.core.record.lower_bound`).
+exactly), and a lower bound over the groups is a sum
+(:func:`rebalancer.core.outcome.lower_bound`).
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ class Pod:
     resource_version: str = ""  # metadata.resourceVersion (a write's precondition)
     scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: a gang's PodGroup
     required_features: frozenset[str] = frozenset()  # node features it needs (convert.features)
-    do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt protects it (core.karpenter)
+    do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt protects it (core.karpenter.marks)
     started: float | None = None  # status.startTime, seconds since the epoch; None: not started
     label_set: int = field(default=NOT_SHARED, compare=False, repr=False)
     """Pods converted in one snapshot with equal labels carry the same number (see template)."""
@@ -310,7 +310,7 @@ class Namespace:
 @dataclass(frozen=True, slots=True)
 class NodePool:
     """A Karpenter NodePool (``karpenter.sh/v1``): the nodes it can add, for which pods, and
-    how much room its limits leave (:mod:`rebalancer.core.nodepools`)."""
+    how much room its limits leave (:mod:`rebalancer.core.karpenter.nodepools`)."""
 
     name: str
     requirements: tuple[NodeSelectorRequirement, ...] = ()  # spec.template.spec.requirements

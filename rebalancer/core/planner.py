@@ -1,30 +1,21 @@
 """The planner: the fewest evictions that let the scheduler restore every considered spread.
 
-``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2.4) and splits them
-into groups that share pods (:mod:`rebalancer.core.groups`); groups never interact through
-counts.
+``plan(snapshot, policy, now)`` is pure. It finds the violated views (SPEC §2.4) and plans them
+in one pass (:class:`rebalancer.core.planpass.PlanningPass`), phase by phase (:func:`run`):
 
-* A group of views over the same small workload (zone and hostname constraints, say) is
-  planned to its joint minimum by exact search (:mod:`rebalancer.core.jointplan`,
-  :mod:`rebalancer.core.joint`), victims chosen over every minimal end state.
-* A single view gets its victims chosen up front over every minimal plan, across all its
-  domains (:mod:`rebalancer.core.victims`).
-* Otherwise, and whenever a chosen step does not work out in the simulation, the planner
-  searches move by move: it evicts one pod at a time from the most populated domain of the
-  worst view, lets the scheduler simulation place its replacement, and keeps a move only if it
-  lowers that view's distance to balance (:func:`rebalancer.core.minimal.min_moves`) without
-  making any other considered view worse.
+1. up front, the violated views in groups that share pods, each group's victims chosen over
+   every minimal plan: exactly for a group over one small workload, or over every minimal
+   plan of a single view (:mod:`rebalancer.core.upfront`);
+2. the move-by-move search, worst view first, making those moves first, and searching one pod
+   at a time where they do not work out (:mod:`rebalancer.core.search`);
+3. soft views, when the policy opts them in, second (SPEC §3.6, :mod:`rebalancer.core.softpass`):
+   their replans are made up front after the hard views' plans, and their search after the
+   hard views', as a second pass;
+4. the end of the search: the moves kept, their waves (:mod:`rebalancer.core.waves`), the lower
+   bound and what holds the views left above maxSkew, frozen (:mod:`rebalancer.core.outcome`),
+   which the record writes as the plan (:mod:`rebalancer.core.record`).
 
-Moves of all groups are made one at a time, worst view first, in one simulation.
-
-Soft views, when the policy opts them in, come second (SPEC §3.6). The hard views' groups are
-formed and planned exactly as with soft views off, and a soft view never blocks a hard view's
-move; the hard views move first. A group whose pods soft views count is then replanned
-exactly with them (:func:`rebalancer.core.joint.search_then_soft`): the hard views' minimum
-first, then the fewest further evictions for the soft views, keeping the hard views within
-maxSkew; the replan is kept only when its hard part is as large as the plan without soft
-views. The soft views left over are planned after, and a move for them never makes a hard
-view worse.
+Moves of all groups are made one at a time, in one simulation.
 
 Worked example, one zone constraint with maxSkew 1 and counts a=4, b=2, c=0, d=0:
 
@@ -42,482 +33,45 @@ forbid their replacement from returning to their current domain, then preemption
 the victims' priorities, then pods without the descheduler's ``prefer-no-eviction``
 annotation, then pods whose PodDisruptionBudget still allows a disruption, then (one view) the
 most populated domains, then the youngest, then the pods' own namespace, name and uid; never a
-domain or node name. The
-moves are then grouped into waves (:mod:`rebalancer.core.waves`).
+domain or node name.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from rebalancer.core.capacity import Pin, backoff, pin_of
-from rebalancer.core.distances import PinnedDistances
-from rebalancer.core.drains import DriftedLandings
-from rebalancer.core.evictability import EvictionContext
-from rebalancer.core.groups import violated_groups
-from rebalancer.core.holds import (
-    LANDING_HOLDS,
-    HoldRules,
-    LoopMemory,
-    launch_deferral,
-    victim_holds,
-)
-from rebalancer.core.ids import Domain, PodId, ViewId, ViewKey
-from rebalancer.core.jointplan import GroupPlanning, JointPlan, SearchBudget, plan_group
-from rebalancer.core.limits import RunLimits, owner_map, workload_of
-from rebalancer.core.model import ZONE_KEY, Snapshot
+from rebalancer.core.holds import HoldRules, LoopMemory
+from rebalancer.core.ids import ViewKey
+from rebalancer.core.model import Snapshot
 from rebalancer.core.moves import Move
-from rebalancer.core.plan import Eviction, Plan, SkipCode, SkipReason, workload_key
+from rebalancer.core.outcome import finish, pass_inputs
+from rebalancer.core.plan import Eviction, Plan, SkipReason
+from rebalancer.core.planpass import PlanningPass
 from rebalancer.core.policy import Policy
-from rebalancer.core.ranking import VictimRanking
-from rebalancer.core.record import plan_record, trim
-from rebalancer.core.simulate import Placement, SimState
-from rebalancer.core.spread import Analysis, analyze, considered
+from rebalancer.core.record import plan_record
+from rebalancer.core.search import Entry, entries, search
+from rebalancer.core.softpass import plan_soft
+from rebalancer.core.spread import Analysis
 from rebalancer.core.steer import Steering, ours, steer
-from rebalancer.core.victims import DomainPods, single_view_victims
+from rebalancer.core.upfront import plan_up_front
 
 
-class Planner:
-    """One planning pass: the simulation, the pods it may evict and in what order
-    (:class:`~rebalancer.core.ranking.VictimRanking`), each view's distance to balance
-    (:class:`~rebalancer.core.distances.PinnedDistances`), the limits, and what was planned up
-    front for each group of views. ``run`` returns the moves."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        policy: Policy,
-        now: float,
-        before: Sequence[Eviction],
-        held: Mapping[str, SkipReason] | None = None,
-        *,
-        rules: HoldRules | None = None,
-        memory: LoopMemory | None = None,
-    ) -> None:
-        """``before``: evictions made earlier in the run (they count against the limits);
-        ``held``: pod key -> why the caller holds it, besides the holds of ``rules`` (SPEC
-        §3.12, :mod:`rebalancer.core.holds`), which read ``memory`` (a loop's; None: none)."""
-        self.policy = policy
-        self.now = now
-        self.rules = rules = rules or HoldRules()
-        self.memory = memory
-        holding = victim_holds(snapshot, rules, memory, now)
-        if held:
-            holding = {**held, **holding}
-        self.analysis: Analysis = analyze(snapshot, policy)
-        views = self.analysis.views
-        self.ctx = EvictionContext.build(snapshot, policy, now, self.analysis.scope)
-        self.considered = [
-            ViewId(v)
-            for v, view in enumerate(views)
-            if considered(view, policy, self.analysis.scope)
-        ]
-        self.violated = [v for v in self.considered if views[v].violated]
-        # Soft views opted in come second (SPEC §3.6): they never block a hard view's move.
-        self.soft_considered = any(not views[v].spec.hard for v in self.considered)
-        self.state = SimState(snapshot, self.analysis, self.considered)
-        self.ranking = VictimRanking(self.analysis, self.ctx, holding)
-        self.drifted = DriftedLandings(snapshot) if rules.drifting else None
-        self.launch_wanted: set[str] = set()  # workloads whose repair needed a new node
-        self.distances = PinnedDistances(self.analysis, self.state, self.ranking.skip)
-        self.limits = RunLimits(policy, before)
-        self.owners = owner_map(snapshot)
-        # Planned up front (SPEC §3.5), per group of violated views sharing pods:
-        self.groups: list[list[ViewId]] = []  # the groups (violated_groups)
-        self.planned: dict[ViewId, list[PodId]] = {}  # one view's victims, in eviction order
-        self.joint: dict[ViewId, tuple[ViewId, JointPlan]] = {}  # view -> (first view, plan)
-        self.proven: dict[ViewId, int] = {}  # first view of a group -> its proven joint minimum
-        self.search = SearchBudget()  # the exact joint search's, and its stats: plan()
-        # What the moves ran into, for the plan's record:
-        self.no_fit: dict[PodId, SkipReason] = {}
-        self.limit_notes: set[str] = set()
-
-    # -- candidates ----------------------------------------------------------------------
-    def returns_blocked(self, v: ViewId, domain: Domain) -> bool:
-        """Whether view v, as a pod's own hard constraint, forbids the replacement of a pod
-        leaving ``domain`` to come back there."""
-        view = self.analysis.views[v]
-        spec = view.spec
-        if not spec.hard:
-            return False
-        after = self.state.counts[v].get(domain, 0) - 1
-        if len(view.domains) < spec.constraint.min_domains:
-            gmin_after = 0
-        else:
-            gmin_after = min(self.state.gmin(v), after)
-        return after + 1 - gmin_after > spec.max_skew
-
-    def plan_victims(self, v: ViewId) -> list[PodId] | None:
-        """The best victims over every minimal plan for view v alone (SPEC §3.4), chosen before
-        any move; None when the formula's band cannot be reached with the evictable pods."""
-        state = self.state
-        key, evictable = self.ranking.key, self.ranking.evictable
-        view = self.analysis.views[v]
-        c = view.spec.constraint
-        domains: list[DomainPods] = []
-        for domain, count in state.counts[v].items():
-            # Whether a victim could return is replayed per plan by single_view_victims;
-            # the key only says whether the view is one of the pod's own hard constraints.
-            pods = sorted((key(i, v, c.hard), i) for i in state.members(v, domain) if evictable(i))
-            domains.append(DomainPods(count, pods))
-        # A canonical order (fullest first, then by best victim): equal plans are then
-        # found in the same order whatever the order of the input, and never by name.
-        domains.sort(key=lambda dom: (-dom.size, not dom.evictable, dom.evictable[:1]))
-        return single_view_victims(
-            domains,
-            empty=len(view.domains) - len(state.counts[v]),
-            max_skew=c.max_skew,
-            band_forced_zero=c.hard and len(view.domains) < c.min_domains,
-            moves=self.distances.at_start(v),
-        )
-
-    # -- moves ---------------------------------------------------------------------------
-    def try_move(self, i: PodId, v: ViewId) -> Move | SkipReason:
-        """Evict pod i in the simulation; keep it if it helps view v and harms no other."""
-        state = self.state
-        touched = [w for w in state.selector_views(i) if w in state.rank_views]
-        if self.soft_considered and self.analysis.views[v].spec.hard:
-            views = self.analysis.views
-            touched = [w for w in touched if views[w].spec.hard]  # soft views never block
-        distance = self.distances.now
-        before: dict[ViewId, tuple[int, int]] = {}
-        for w in touched:
-            excess = state.excess(w)
-            # Distances are compared for v and for the views already violated only.
-            before[w] = (excess, distance(w) if w == v or excess > 0 else 0)
-        gmin = state.gmin(v)
-        source = state.remove(i)
-        source_count = state.counts[v].get(self.analysis.views[v].node_domain[source], 0) + 1
-        policy = self.policy
-        placement = state.place(i, policy.node_fit, policy.max_waiting_for_nodes)
-        if placement.node == source:
-            state.add(i, source)
-            return SkipReason(
-                SkipCode.LANDS_BACK, "its replacement would land back on the same node"
-            )
-        if placement.node is None:
-            state.add(i, source)
-            return SkipReason(
-                SkipCode.NO_FIT, f"replacement would stay Pending: {placement.reason}"
-            )
-        state.add(i, placement.node)
-        self.distances.pin(i, placement.node)
-        ok = (state.excess(v), distance(v)) < before[v]
-        for w in touched:
-            if not ok:
-                break
-            excess, dist = before[w]
-            if w != v and (state.excess(w) > excess or (excess > 0 and distance(w) > dist)):
-                ok = False
-        held = self.landing_hold(i, v, placement) if ok else None
-        if not ok or held is not None:
-            self.distances.unpin(i, placement.node)
-            state.remove(i)
-            state.add(i, source)
-            return held or SkipReason(SkipCode.NO_GAIN, "moving it would not improve the spread")
-        if placement.waits:
-            state.waiting.add(i)
-        return Move(i, v, source, placement.node, source_count, gmin, placement.pool, self._pin(i))
-
-    def landing_hold(self, i: PodId, v: ViewId, placement: Placement) -> SkipReason | None:
-        """Why pod i's replacement may not land where the simulation put it, for view v (a
-        landing hold, :mod:`rebalancer.core.holds`): a node a NodePool has yet to add while
-        the workload's need for one is young, or a domain with a node that has drifted."""
-        pod = self.analysis.pods[i]
-        if placement.pool:
-            workload = workload_key(pod.namespace, workload_of(pod, self.owners), pod.name)
-            self.launch_wanted.add(workload)
-            deferred = launch_deferral(self.rules, self.memory, self.now, workload, placement.pool)
-            if deferred is not None or self.memory is None:
-                return deferred
-            return backoff(
-                self.rules.capacity, self.memory.refused, self.now, workload, self._pin(i)
-            )
-        if self.drifted and placement.node is not None:
-            key = self.analysis.views[v].spec.topology_key
-            domain = self.analysis.nodes[placement.node].labels.get(key)
-            why = self.drifted.reason(pod, key, domain) if domain is not None else None
-            if why is not None:
-                return SkipReason(SkipCode.NODE_DRIFTING, why)
-        return None
-
-    def _pin(self, i: PodId) -> Pin:
-        """The labels a reservation for pod i's replacement pins (its pool's node in the
-        zone it waits in); () when it waits for no new node."""
-        plan = self.state.pool_plan
-        where = plan.where(i) if plan is not None else None
-        if where is None:
-            return ()
-        pool, key, domain = where
-        return pin_of(pool, domain if key == ZONE_KEY else None)
-
-    def _note_no_fit(self, i: PodId, why: SkipReason) -> None:
-        if why.code is SkipCode.NO_FIT or why.code in LANDING_HOLDS:
-            self.no_fit.setdefault(i, why)
-
-    def accept(self, move: Move) -> Move:
-        """Keep a move the simulation made: spend the limits and the PDBs, pin the pod."""
-        i = move.pod
-        pod = self.analysis.pods[i]
-        self.limits.spend(move.source, pod.namespace, workload_of(pod, self.owners))
-        self.ranking.take(i)
-        self.distances.moved(i)
-        return move
-
-    def place_at(self, i: PodId, group: Sequence[ViewId], target: str) -> Move | None:
-        """Evict pod i and put its replacement on ``target`` if the scheduler's filters allow
-        it now (the exact joint search chose the node); None, and nothing changed, if not.
-        The move is credited to the group's view where the pod's domain stands highest."""
-        state = self.state
-        pods = self.analysis.pods
-        views = self.analysis.views
-        node = state.placement[i]
-
-        def height(w: ViewId) -> int:
-            return state.counts[w].get(views[w].node_domain[node], 0) - state.gmin(w)
-
-        v = max(group, key=lambda w: (height(w), -w))
-        gmin = state.gmin(v)
-        source_count = state.counts[v].get(views[v].node_domain[node], 0)
-        source = state.remove(i)
-        legal = state.spread_ok(i, target) and (
-            not self.policy.node_fit or state.fits(pods[i], target)
-        )
-        if not legal or target == source or self._drifts(i, v, target):
-            state.add(i, source)
-            return None
-        state.add(i, target)
-        self.distances.pin(i, target)
-        return Move(i, v, source, target, source_count, gmin)
-
-    def _drifts(self, i: PodId, v: ViewId, target: str) -> bool:
-        """Whether a landing on ``target`` for view v is held (a drifted node there)."""
-        if not self.drifted:
-            return False
-        return self.landing_hold(i, v, Placement(target, "")) is not None
-
-    def limited(self, i: PodId) -> bool:
-        """Whether a policy limit forbids evicting pod i now (the limit is noted)."""
-        pod = self.analysis.pods[i]
-        reached = self.limits.allows(
-            self.state.placement[i], pod.namespace, workload_of(pod, self.owners)
-        )
-        if reached is not None:
-            self.limit_notes.add(reached.detail)
-        return reached is not None
-
-    def planned_move(self, v: ViewId) -> Move | None:
-        """The next of the victims chosen up front for view v, in the order chosen with
-        them; None, and the plan dropped, as soon as one does not help."""
-        victims = self.planned.get(v)
-        while victims:
-            i = victims.pop(0)
-            if not self.ranking.evictable(i) or self.limited(i):
-                continue
-            result = self.try_move(i, v)
-            if isinstance(result, Move):
-                return self.accept(result)
-            self._note_no_fit(i, result)
-            break
-        self.planned[v] = []
-        return None
-
-    def _domains_in_order(self, v: ViewId, floor: int) -> Iterator[tuple[Domain, list[PodId]]]:
-        """View v's domains holding more than ``floor`` pods, fullest first, with their
-        evictable pods in victim order; among domains of equal count, the one with the better
-        first victim first (never by name)."""
-        state = self.state
-        key, evictable = self.ranking.key, self.ranking.evictable
-        counts = state.counts[v]
-        by_count: dict[int, list[Domain]] = {}
-        for domain, count in counts.items():
-            by_count.setdefault(count, []).append(domain)
-        for count in sorted(by_count, reverse=True):
-            if count <= floor:
-                return
-            level = []
-            for domain in by_count[count]:
-                blocked = self.returns_blocked(v, domain)
-                keyed = sorted(
-                    (key(i, v, blocked), i) for i in state.members(v, domain) if evictable(i)
-                )
-                level.append((keyed[0][0] if keyed else None, domain, [i for _, i in keyed]))
-            level.sort(key=lambda entry: (entry[0] is None, entry[0] or ()))
-            for _, domain, members in level:
-                yield domain, members
-
-    def joint_move(self, v: ViewId) -> Move | None:
-        """The next step of the exact joint plan of v's group; None, and the plan dropped
-        (the group left to the move-by-move search, unproven), if a step cannot be made."""
-        found = self.joint.get(v)
-        if found is None or not found[1].steps:
-            return None
-        first, joint = found
-        soft_step = len(joint.steps) <= joint.soft_steps
-        i, target = joint.steps.popleft()
-        group = [w for w, (f, _) in self.joint.items() if f == first]
-        if self.soft_considered:
-            views = self.analysis.views
-            group = [w for w in group if views[w].spec.hard != soft_step] or group
-        move = None
-        if self.ranking.evictable(i) and not self.limited(i):
-            move = self.place_at(i, group, target)
-        if move is None:
-            joint.steps.clear()
-            self.proven.pop(first, None)
-            return None
-        if not joint.steps:
-            self.proven[first] = joint.minimum
-        return self.accept(move)
-
-    def best_move(self, v: ViewId) -> Move | None:
-        joint = self.joint_move(v)
-        if joint is not None:
-            return joint
-        planned = self.planned_move(v)
-        if planned is not None:
-            return planned
-        state = self.state
-        for _domain, members in self._domains_in_order(v, state.gmin(v) + 1):
-            failed: dict[object, SkipReason] = {}
-            for i in members:
-                pod = self.analysis.pods[i]
-                workload = workload_of(pod, self.owners)
-                node = state.placement[i]
-                if self.limited(i):
-                    continue
-                # Pods of one template on one node fail alike (the node they leave matters:
-                # it changes their own views' counts).
-                template = (
-                    pod.namespace,
-                    workload,
-                    tuple(sorted(pod.labels.items())),
-                    pod.pvc_names,
-                    pod.requests.get("cpu"),
-                    pod.requests.get("memory"),
-                )
-                known = failed.get((template, node))
-                if known is not None:
-                    self._note_no_fit(i, known)
-                    continue
-                result = self.try_move(i, v)
-                if isinstance(result, Move):
-                    return self.accept(result)
-                failed[(template, node)] = result
-                self._note_no_fit(i, result)
-        return None
-
-    def _declares_more(self, v: ViewId) -> bool:
-        """Whether the pods view v counts declare other hard constraints besides it."""
-        members = self.analysis.views[v].members
-        if not members:
-            return False
-        views = self.analysis.views
-        return any(w != v and views[w].spec.hard for w in self.state.own_views.get(members[0], ()))
-
-    def run(self) -> list[Move]:
-        """Move one pod at a time, always in the worst violated view, until none improves.
-
-        Views wait in a heap keyed by excess; an entry is stale once its view's counts have
-        changed. A view where no move helps is set aside until its counts change.
-        """
-        moves: list[Move] = []
-        state = self.state
-        views = self.analysis.views
-        hard = [v for v in self.violated if views[v].spec.hard]
-        self.groups = violated_groups(state, hard if self.soft_considered else self.violated)
-        joined: set[ViewId] = set()  # soft views planned with a hard group
-        for group in self.groups:
-            size = self._plan_group(group)
-            if self.soft_considered and size is not None:
-                joined.update(self._with_soft(group, size))
-        if self.soft_considered:
-            # Soft views come second (SPEC §3.6): those left over, in groups of their own.
-            left = [v for v in self.violated if not views[v].spec.hard and v not in joined]
-            soft_groups = violated_groups(state, left)
-            for group in soft_groups:
-                if not self._with_soft(group, 0):
-                    self._plan_group(group)
-            self.groups = self._disjoint(self.groups + soft_groups)
-        # Hard views first: a soft view moves only while no hard view can (SPEC §3.6).
-        heap = [
-            (not views[v].spec.hard, -state.excess(v), v, state.version[v]) for v in self.violated
-        ]
-        heapq.heapify(heap)
-        while heap:
-            soft, neg, v, version = heapq.heappop(heap)
-            if version != state.version[v]:
-                continue  # stale; a fresh entry was pushed when the view changed
-            move = self.best_move(v)
-            if move is None:
-                continue  # stuck until its counts change
-            moves.append(move)
-            for w in state.selector_views(move.pod):
-                if w in state.rank_views and state.excess(w) > 0:
-                    entry = (not views[w].spec.hard, -state.excess(w), w, state.version[w])
-                    heapq.heappush(heap, entry)
-            if state.version[v] == version:  # the move did not touch v's counts
-                heapq.heappush(heap, (soft, neg, v, version))
-        return moves
-
-    def _disjoint(self, planned: list[list[ViewId]]) -> list[list[ViewId]]:
-        """The violated views in groups that share no pod (the lower bound sums over them,
-        :func:`~rebalancer.core.record.lower_bound`), from the groups planned hard first,
-        then soft: a group planned whole keeps its order (its first view keys its proven
-        minimum); views planned apart that share pods are one group again."""
-        whole = {frozenset(group): group for group in planned}
-        return [
-            whole.get(frozenset(group), group)
-            for group in violated_groups(self.state, self.violated)
-        ]
-
-    def _grouping(self) -> GroupPlanning:
-        """What the exact joint search of a group reads of this pass (made per group)."""
-        return GroupPlanning(
-            self.analysis,
-            self.state,
-            self.policy.node_fit,
-            self.ranking.evictable,
-            self.ranking.key,
-            self.search,
-        )
-
-    def _plan_group(self, group: list[ViewId]) -> int | None:
-        """Plan a group up front: its exact joint plan, or the victims of its one view; the
-        number of evictions planned, or None when the group is left to the move-by-move
-        search."""
-        if len(group) > 1 or self._declares_more(group[0]):
-            joint = plan_group(self._grouping(), group)
-            if joint is not None:
-                for member in group:
-                    self.joint[member] = (group[0], joint)
-                return joint.minimum
-        if len(group) == 1:
-            victims = self.plan_victims(group[0])
-            if victims:
-                self.planned[group[0]] = list(victims)
-                return len(victims)
-        return None
-
-    def _with_soft(self, group: list[ViewId], hard_size: int) -> list[ViewId]:
-        """Hard first, then soft (SPEC §3.6): replan a group exactly with the soft views that
-        count its pods, keeping it only when its hard views need exactly ``hard_size``
-        evictions, the number planned with soft views off (0 for a group of soft views);
-        the soft views then join the group. Returns them (none when not kept)."""
-        views = self.analysis.views
-        joint = plan_group(self._grouping(), group, with_soft=True)
-        if joint is None or joint.minimum - joint.soft_steps != hard_size:
-            return []
-        self.planned.pop(group[0], None)
-        for member in [w for w, (first, _) in self.joint.items() if first == group[0]]:
-            del self.joint[member]
-        for member in joint.views:
-            self.joint[member] = (group[0], joint)
-        soft = [w for w in joint.views if not views[w].spec.hard]
-        group.extend(w for w in soft if w in self.violated and w not in group)
-        return soft
+def run(p: PlanningPass) -> list[Move]:
+    """The moves of pass ``p``, phase by phase (see the module): the hard views' victims up
+    front, then, with soft views opted in, the soft views' replans; the search over the hard
+    views; then the soft pass's search, over the soft views and those the hard views' moves
+    set aside."""
+    planned = plan_up_front(p)
+    if p.soft_considered:
+        plan_soft(p, planned)
+    waiting = entries(p, p.violated)  # as the views stand before any move
+    hard = [e for e in waiting if not e[0]]
+    later: list[Entry] = []  # soft views the hard views' moves changed
+    moves = search(p, hard, later)
+    if p.soft_considered:
+        moves += search(p, [e for e in waiting if e[0]] + later)
+    return moves
 
 
 def plan(
@@ -549,14 +103,14 @@ def plan(
     ``joint-seconds``; with soft views, ``joint-soft-exact`` and ``joint-soft-visits``), for
     the benchmarks.
     """
-    planner = Planner(snapshot, policy, now, evicted_before, held, rules=rules, memory=memory)
+    planner = PlanningPass(snapshot, policy, now, evicted_before, held, rules=rules, memory=memory)
     steering = _steering(snapshot, policy, planner.analysis)
     skews = _skews(planner.analysis)
     try:
         result = _plan(planner)
     finally:
         if stats is not None:
-            stats.update(planner.search.stats)
+            stats.update(planner.budget.stats)
     return replace(
         result,
         holds=planner.rules.names(memory),
@@ -566,10 +120,10 @@ def plan(
     )
 
 
-def _plan(planner: Planner) -> Plan:
+def _plan(planner: PlanningPass) -> Plan:
     if not planner.violated:
         return Plan((), (), (), (), 0)
-    return plan_record(planner, trim(planner, planner.run()))
+    return plan_record(pass_inputs(planner), finish(planner, run(planner)))
 
 
 def _skews(analysis: Analysis) -> tuple[tuple[ViewKey, int], ...]:

@@ -19,9 +19,9 @@ from itertools import chain, filterfalse
 from typing import cast
 
 from rebalancer.core.ids import Domain, PodId, ViewId
-from rebalancer.core.karpenter import DISRUPTED_TAINT_KEY, node_disrupted
+from rebalancer.core.karpenter.marks import DISRUPTED_TAINT_KEY, node_disrupted
+from rebalancer.core.karpenter.newnodes import NewNodes, Pools
 from rebalancer.core.model import (
-    HOSTNAME_KEY,
     ZONE_KEY,
     Node,
     NodeSelector,
@@ -29,7 +29,6 @@ from rebalancer.core.model import (
     Snapshot,
     shared_key,
 )
-from rebalancer.core.nodepools import PoolJudge, PoolPlan, pool_node_sizes
 from rebalancer.core.selectors import (
     FILTER_EFFECTS,
     UNSCHEDULABLE_TAINT,
@@ -104,10 +103,8 @@ class Shared:
         self.own_views = analysis.own_views
         self.pv_affinity = {pv.name: pv.node_affinity for pv in snapshot.pvs}
         self.pvc_volume = {(c.namespace, c.name): c.volume_name for c in snapshot.pvcs}
-        self.node_pools = snapshot.node_pools  # Karpenter's (SPEC §5.10)
-        self.pool_judge = PoolJudge(snapshot.node_pools)
-        self.pool_sizes = pool_node_sizes(snapshot.nodes) if snapshot.node_pools else {}
-        self.pool_cache: dict[tuple[str, str, str | None], str] = {}  # (ns, pod, zone) -> pool
+        # Karpenter's NodePools (SPEC §5.10), judged once; None when the snapshot has none
+        self.pools = Pools(snapshot) if snapshot.node_pools else None
         self.placement = analysis.placement  # read-only: each state copies it
         self._pods_on: dict[str, list[PodId]] | None = None  # node -> pods using its resources
         self._used: dict[str, dict[str, int]] = {}
@@ -246,10 +243,11 @@ class SimState:
         self.waiting: set[PodId] = set()
         """Pods whose replacement went where no node had room for it (nodeFit off): it waits
         for a new node. Counted against ``maxWaitingForNodes``; forgotten when moved again."""
-        self.pool_plan = PoolPlan(sh.pool_judge, sh.pool_sizes) if sh.node_pools else None
-        """NodePools known: the nodes the replacements placed where no node has room wait for,
-        and the pool limits those spend (SPEC §5.10). Kept by :meth:`add` and :meth:`remove`,
-        so every path that takes a move back gives its planned node back too."""
+        self.new_nodes: NewNodes | None = (
+            sh.pools.new_nodes(self.nodes) if sh.pools is not None else None
+        )
+        """NodePools known: what this state asks of them, the nodes its replacements placed
+        where no node has room wait for (SPEC §5.10), kept by :meth:`add` and :meth:`remove`."""
 
     def fresh(self) -> SimState:
         """A new state at the start of the plan, sharing this one's caches."""
@@ -327,8 +325,8 @@ class SimState:
         """Evict pod i: it stops counting and frees its resources. Returns its node."""
         node = self.placement.pop(i)
         self.waiting.discard(i)
-        if self.pool_plan is not None:
-            self.pool_plan.release(i, self.analysis.pods[i])
+        if self.new_nodes is not None:
+            self.new_nodes.release(i, self.analysis.pods[i])
         _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], -1)
         for v in self.selector_views(i):
             d = self.domain(v, node)
@@ -339,15 +337,13 @@ class SimState:
     def add(self, i: PodId, node: str) -> None:
         """Place pod i (or its replacement) on ``node``. NodePools known and no room on the
         node (and not the pod's own node, put back): the replacement waits for a node a pool
-        adds in its domain (:attr:`pool_plan`)."""
+        adds in its domain (:attr:`new_nodes`)."""
         if (
-            self.pool_plan is not None
+            self.new_nodes is not None
             and node != self.shared.placement.get(i)
             and not self.fits(self.analysis.pods[i], node)
         ):
-            self.pool_plan.reserve(
-                i, self.analysis.pods[i], self._pool_where(node), self.nodes[node].allocatable
-            )
+            self.new_nodes.reserve(i, self.analysis.pods[i], node)
         self.placement[i] = node
         _charge(self._moved.setdefault(node, {}), self.analysis.pods[i], 1)
         for v in self.selector_views(i):
@@ -434,7 +430,7 @@ class SimState:
         tried = [0, 0]  # nodes visited, nodes rejected by spread
         no_room: list[str] = []  # nodes the spread allows but whose room is short
 
-        pools = self.shared.node_pools
+        new_nodes = self.new_nodes  # None: no NodePool known
         may_wait = max_waiting is None or len(self.waiting) < max_waiting
         held = [False]  # a node a pool could fill, refused by max_waiting
 
@@ -444,13 +440,13 @@ class SimState:
                 if not self.spread_ok(i, node, checks):
                     tried[1] += 1
                     return False
-                if wait_ok and not pools and may_wait:
+                if wait_ok and new_nodes is None and may_wait:
                     return True
                 if self.fits(pod, node):
                     return True
                 # short of room only where a pool (if any are known) can add a node, and while
                 # max_waiting allows one more replacement to wait.
-                if wait_ok and (not pools or self._pool_for(pod, node)):
+                if wait_ok and (new_nodes is None or new_nodes.pool_for(pod, node)):
                     if may_wait:
                         return True
                     held[0] = True
@@ -462,31 +458,27 @@ class SimState:
             return self._pick([statics], views, 0, legal)
 
         found = search(not check_fit)
-        if found is None and check_fit and pools:
+        if found is None and check_fit and new_nodes is not None:
             # Searching again, waiting allowed, would walk the same nodes in the same order
             # (the state is the same) and find none with room: the first node the spread
             # allows (``no_room`` holds them in that order) beside which a pool can add one.
-            waits_here = (n for n in no_room if self._pool_for(pod, n))
+            waits_here = (n for n in no_room if new_nodes.pool_for(pod, n))
             if may_wait:
                 found = next(waits_here, None)
             else:
                 held[0] = next(waits_here, None) is not None
         if found is not None:
-            if not pools or self.fits(pod, found):
+            if new_nodes is None or self.fits(pod, found):
                 waits = not check_fit and max_waiting is not None and not self.fits(pod, found)
                 return Placement(found, "", waits)
-            zone = self.nodes[found].labels.get(ZONE_KEY)
-            pool = f"NodePool {self._pool_for(pod, found)}" + (f" in {zone}" if zone else "")
-            return Placement(found, "", True, pool)
+            return Placement(found, "", True, new_nodes.waits_for(pod, found))
         why = (
             "every node is blocked by its own spread constraints"
             if tried[1] == tried[0]
             else "no node has room for its requests"
         )
-        if no_room and pools:
-            why += self.shared.pool_judge.note(
-                pod, self._pool_domains(views, no_room), self.pool_plan
-            )
+        if no_room and new_nodes is not None:
+            why += new_nodes.note(pod, self._pool_domains(views, no_room))
         if held[0]:
             n = len(self.waiting)
             so_many = (
@@ -496,28 +488,6 @@ class SimState:
             )
             why += f"; {so_many} already, as many as maxWaitingForNodes allows"
         return Placement(None, why)
-
-    def _pool_for(self, pod: Pod, node: str) -> str:
-        """The first NodePool (by name) that can add a node for ``pod`` in ``node``'s zone
-        (with no zone label: anywhere), so a replacement short of room there waits for it;
-        "" for none (SPEC §5.10)."""
-        plan = self.pool_plan
-        if plan is not None and plan.active:  # limits spent: judged afresh (cached by plan)
-            return plan.verdict(pod, *self._pool_where(node)).pool
-        zone = self.nodes[node].labels.get(ZONE_KEY)
-        key = (pod.namespace, pod.name, zone)
-        cache = self.shared.pool_cache
-        found = cache.get(key)
-        if found is None:
-            found = self.shared.pool_judge.verdict(pod, *self._pool_where(node)).pool
-            cache[key] = found
-        return found
-
-    def _pool_where(self, node: str) -> tuple[str, str]:
-        """The domain a pool adds a node in for a replacement short of room on ``node``: its
-        zone, or (no zone label) anywhere, as the hostname key."""
-        zone = self.nodes[node].labels.get(ZONE_KEY)
-        return (ZONE_KEY, zone) if zone is not None else (HOSTNAME_KEY, node)
 
     def _pool_domains(self, views: Sequence[int], nodes: Sequence[str]) -> tuple[str, list[str]]:
         """The topology key the replacement is ranked by first (the zone without a view) and

@@ -43,8 +43,8 @@ cost someone else set, or where someone else removed the cost rebalancer set (th
 without its cost), is left alone: another writer (Karpenter's deletion-cost management,
 OpenKruise's WorkloadSpread, a person) manages those costs, and writing over it would be a fight.
 The skip names the first such pod; the cluster side looks up which managers own its cost
-(:func:`rebalancer.core.karpenter.field_writers` of its ``managedFields``) and names them. With
-the option off, every cost of rebalancer's is removed.
+(:func:`rebalancer.core.karpenter.marks.field_writers` of its ``managedFields``) and names
+them. With the option off, every cost of rebalancer's is removed.
 """
 
 from __future__ import annotations

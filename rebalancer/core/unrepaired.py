@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable
 
 from rebalancer.core.ids import PodId, ViewId
 from rebalancer.core.minimal import min_moves
-from rebalancer.core.plan import Hold, SkipCode, SkipReason, Unrepaired, ViewReport
+from rebalancer.core.plan import Hold, SkipCode, SkipReason
 from rebalancer.core.simulate import SimState
+from rebalancer.core.spread import View
 
 _NO_GAIN = SkipReason(
     SkipCode.NO_GAIN,
@@ -34,10 +35,9 @@ _REPLACED = SkipReason(
 )
 
 
-def needed(state: SimState, v: ViewId) -> int:
-    """The fewest evictions that bring view v within maxSkew from where it stood before the
+def needed(view: View) -> int:
+    """The fewest evictions that bring ``view`` within maxSkew from where it stood before the
     plan, if no pod were held (SPEC §3.2's formula; views sharing pods may need more)."""
-    view = state.views[v]
     c = view.spec.constraint
     return min_moves(
         list(view.counts.values()),
@@ -91,24 +91,15 @@ def holds(
     return tuple(out)
 
 
-def unrepaired(
+def left_above(
     state: SimState,
     views: Iterable[ViewId],
-    report: Callable[[ViewId], ViewReport],
     why: Callable[[PodId], SkipReason | None],
     moved: set[int],
-) -> tuple[Unrepaired, ...]:
+) -> tuple[tuple[ViewId, tuple[Hold, ...]], ...]:
     """Every view of ``views`` still above its maxSkew in ``state``, the plan's end state,
-    worst first (the most above its maxSkew, then in the order given); ``report(v)`` is view
-    v's counts in that state."""
+    worst first (the most above its maxSkew, then in the order given), with what holds it
+    (:func:`holds`)."""
     left = [v for v in views if state.excess(v) > 0]
     left.sort(key=lambda v: -state.excess(v))  # stable: ties keep the order given
-    return tuple(
-        Unrepaired(
-            view=report(v),
-            skew_before=state.views[v].skew,
-            needed=needed(state, v),
-            reasons=holds(state, v, why, moved),
-        )
-        for v in left
-    )
+    return tuple((v, holds(state, v, why, moved)) for v in left)

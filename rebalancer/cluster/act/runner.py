@@ -78,7 +78,8 @@ REACT_POLL_SECONDS: Final = 0.25
 """How often a sleeping loop looks at the watch's last placement change."""
 DRAIN_TAIL_SECONDS: Final = 30.0
 """How long a drained pod's replacement may come before or after the runner sees the pod
-leave, and still count as its replacement (:class:`rebalancer.core.drains.DrainLedger`)."""
+leave, and still count as its replacement
+(:class:`rebalancer.core.karpenter.drains.DrainLedger`)."""
 
 
 class Source(Protocol):
@@ -128,7 +129,7 @@ class RunSettings:
     this long (the runner's memory; ``cooldown`` skips in the plan). 0: off."""
     thrash_guard_seconds: float = THRASH_GUARD_SECONDS  # core.holds: plan says it too
     """A replacement this runner saw land, or one it saw replace a pod a node's drain moved
-    (:mod:`rebalancer.core.drains`), is not evicted again for this long, for any view: the
+    (:mod:`rebalancer.core.karpenter.drains`), is not evicted again for this long, for any view: the
     planner goes around it (another pod of its domain is as good a victim), and what it still
     holds shows as ``thrash-guard`` skips in the plan. 0: off."""
     unplaced_grace_seconds: float = 120.0
@@ -703,7 +704,7 @@ class Runner:
 
     def _note_drains(self, snapshot: Snapshot, now: float) -> None:
         """Guard the replacements of the pods a node's drain took, one for one
-        (:class:`rebalancer.core.drains.DrainLedger`). Off with the thrash guard."""
+        (:class:`rebalancer.core.karpenter.drains.DrainLedger`). Off with the thrash guard."""
         limit = self.settings.thrash_guard_seconds
         if limit <= 0:
             return

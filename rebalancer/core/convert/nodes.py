@@ -10,7 +10,7 @@ from rebalancer.core.convert.features import node_features
 from rebalancer.core.convert.memo import Caches
 from rebalancer.core.convert.meta import identify
 from rebalancer.core.convert.quantities import resource_list, to_units
-from rebalancer.core.karpenter import NODEPOOL_HASH, NODEPOOL_HASH_VERSION
+from rebalancer.core.karpenter.marks import NODEPOOL_HASH, NODEPOOL_HASH_VERSION
 from rebalancer.core.model import Node, Taint
 
 __all__ = ["TAINT_EFFECTS", "node"]

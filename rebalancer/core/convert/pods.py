@@ -21,7 +21,7 @@ from rebalancer.core.convert.meta import controller_owner, epoch, identify
 from rebalancer.core.convert.nodes import TAINT_EFFECTS
 from rebalancer.core.convert.requests import pod_requests
 from rebalancer.core.convert.selectors import node_selector
-from rebalancer.core.karpenter import DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
+from rebalancer.core.karpenter.marks import DO_NOT_DISRUPT_ANNOTATION, do_not_disrupt
 from rebalancer.core.model import (
     NodeSelector,
     Pod,

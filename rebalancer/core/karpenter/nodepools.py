@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from rebalancer.core.karpenter import NODEPOOL_LABEL
+from rebalancer.core.karpenter.marks import NODEPOOL_LABEL
 from rebalancer.core.model import (
     HOSTNAME_KEY,
     ZONE_KEY,

@@ -1,6 +1,6 @@
 """Which pods replace those a node's drain moved (pure): loop mode's thrash guard goes around
-them as around rebalancer's own replacements (SPEC §3.12). And which evictions would send a
-replacement onto a node Karpenter's drift is about to drain (:func:`drifted_landings`).
+them as around rebalancer's own replacements (SPEC §3.12). And where a replacement would land
+on a node Karpenter's drift is about to drain (:class:`DriftedLandings`, a landing hold).
 
 Karpenter's disruption (consolidation, drift, expiry) taints a node ``karpenter.sh/disrupted``,
 evicts its pods and deletes the node. Their controllers create replacements at once, which the
@@ -26,14 +26,12 @@ ReplicaSet, are no drain's replacements.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from rebalancer.core.karpenter import drifted, node_disrupted
-from rebalancer.core.model import Pod, Snapshot
-from rebalancer.core.plan import Eviction
-from rebalancer.core.simulate import static_reason
+from rebalancer.core.karpenter.marks import drifted, node_disrupted
+from rebalancer.core.model import Node, Pod, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +165,13 @@ def controller_of(pod: Pod) -> str:
 
 class DriftedLandings:
     """Where a replacement may land on a node Karpenter is about to replace: the nodes that
-    have drifted from their NodePool (:func:`rebalancer.core.karpenter.drifted`), by name. The
-    planner asks it of each move (a landing hold, :mod:`rebalancer.core.holds`)."""
+    have drifted from their NodePool (:func:`rebalancer.core.karpenter.marks.drifted`), by name. The
+    planner asks it of each move (a landing hold, :mod:`rebalancer.core.holds`), with the
+    scheduler filters of its simulation (``may_run``: whether the filters that depend on no
+    other pod let a pod run on a node, :func:`rebalancer.core.simulate.static_reason`)."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, may_run: Callable[[Pod, Node], bool]) -> None:
+        self.may_run = may_run
         self.moved = drifted(snapshot.nodes, snapshot.node_pools)
         self.nodes = sorted(
             (n for n in snapshot.nodes if n.name in self.moved), key=lambda n: n.name
@@ -187,31 +188,10 @@ class DriftedLandings:
         for node in self.nodes:
             if node.labels.get(topology_key) != domain:
                 continue
-            if static_reason(pod, node, ()) is None:
+            if self.may_run(pod, node):
                 return (
                     f"its replacement may land on node {node.name} in {domain}, "
                     f"which has drifted from NodePool {self.moved[node.name]}: Karpenter "
                     "replaces it, and the replacement would move again"
                 )
         return None
-
-
-def drifted_landings(snapshot: Snapshot, evictions: Iterable[Eviction]) -> dict[str, str]:
-    """Eviction key -> why its replacement may land on a node Karpenter is about to replace
-    (:meth:`DriftedLandings.reason`). An eviction that waits for a new node, or whose domain
-    holds no drifted node, is not listed. Such a replacement is drained again once Karpenter
-    gets to the node: a fight with the drift that repairing after it avoids. The planner
-    already goes around these (a plan of the same snapshot lists none); this checks a plan."""
-    landings = DriftedLandings(snapshot)
-    if not landings:
-        return {}
-    pods = {p.uid: p for p in snapshot.pods}
-    found: dict[str, str] = {}
-    for e in evictions:
-        pod = pods.get(e.uid)
-        if pod is None or e.target_domain is None or e.waits_for:
-            continue
-        why = landings.reason(pod, e.topology_key, e.target_domain)
-        if why is not None:
-            found[e.key] = why
-    return found
