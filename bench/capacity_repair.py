@@ -492,7 +492,7 @@ class CapacityBench:
             "new_nodes": samples.new_nodes,
             "replacements": samples.replacements,
         }
-        self.cleanup(ns)
+        self.cleanup(ns, samples.buffers)
         return row, samples
 
     def repair_round(self, mode: str) -> dict[str, Any]:
@@ -528,11 +528,16 @@ class CapacityBench:
         return row
 
     # -- between rounds -------------------------------------------------------------------------
-    def cleanup(self, ns: str) -> None:
-        """The namespace and its pods gone, then every node Karpenter launched (its NodeClaims
-        deleted), so the next round starts from the same nodes."""
+    def cleanup(self, ns: str, buffers: set[str]) -> None:
+        """The namespace and its pods gone, and every CapacityBuffer seen (a run deletes its
+        own; one it left would bring the node back), then every node Karpenter launched (its
+        NodeClaims deleted), so the next round starts from the same nodes."""
         cp = self.cp
-        cp.kubectl("delete", "capacitybuffers", "--all", "-n", ns, "--wait=false", check=False)
+        for key in sorted(buffers):
+            where, _, name = key.partition("/")
+            cp.kubectl(
+                "delete", "capacitybuffer", name, "-n", where, "--ignore-not-found", check=False
+            )
         cp.kubectl("delete", "namespace", ns, "--timeout=120s", check=False)
         cp.kubectl("delete", "nodeclaims", "--all", "--wait=false", check=False)
         cp.wait_for(
