@@ -233,7 +233,8 @@ def test_installed_chart_grants_exactly_what_each_mode_uses(
     """The API server's whole list of what the chart's ServiceAccount may do, per mode: get and
     list on what is read (and watch on it in the Deployment mode only, which keeps the cluster
     current with WATCH), create evictions and events (no patch), create, get and delete of its
-    own EvictionRequests and list of their Evictions (evictionAPI auto), the Lease only in the
+    own EvictionRequests and list of their Evictions (evictionAPI auto), create, list and delete
+    of its capacity reservations (reserveCapacity auto, never watched), the Lease only in the
     release's namespace; nothing more than what every authenticated user has."""
     release = f"rebalancer-{uuid.uuid4().hex[:6]}"
     proc = run_helm(
@@ -261,6 +262,9 @@ def test_installed_chart_grants_exactly_what_each_mode_uses(
             # evictionAPI auto (the default): its own EvictionRequests where served (spec §5.11)
             "evictionrequests.lifecycle.k8s.io": {"create", "get", "delete"},
             "evictions.lifecycle.k8s.io": {"list"},
+            # reserveCapacity auto (the default): its own capacity reservations (spec §5.10)
+            "capacitybuffers.autoscaling.x-k8s.io": {"create", "get", "list", "delete"},
+            "podtemplates": {"create", "list", "delete"},
             **AUTHENTICATED,
         }
         assert can_i_list(cluster, release, namespace, "default") == expected

@@ -24,6 +24,7 @@ phase() { printf '\n=== %s (t+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 # skipped, saying so; Go's build cache keeps what was compiled, so the next run finishes them.
 # REBALANCER_SKIP_TOOLS=1 builds no packaging tool (those tests then skip, saying so).
 VERSION_MINORS=(1.32 1.37 1.38)
+KARPENTER_TESTS=(e2e/test_karpenter.py e2e/test_capacity.py e2e/test_capacity_infra.py)
 REAL_NODE_TESTS=(e2e/test_realnodes.py e2e/test_realnodes_steer.py e2e/test_realnodes_lifecycle.py
                  e2e/test_release.py)
 builds_log=$(mktemp)
@@ -126,7 +127,7 @@ else
 fi
 
 phase "e2e tests (kwok nodes)"
-"$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}" --ignore=e2e/test_karpenter.py
+"$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}" "${KARPENTER_TESTS[@]/#/--ignore=}"
 
 # The scenarios that differ by Kubernetes version (marked k8s_versions) again on the oldest and
 # the newest supported minors; the full set above ran on the default, 1.35. Real nodes stay on
@@ -156,7 +157,7 @@ wait "$builds" 2>/dev/null || true
 grep -E 'done in|cached|KARPENTER_DIR=|SYFT=' "$builds_log" || true
 
 phase "e2e tests (Karpenter's kwok provider beside rebalancer)"
-"$PY" -m pytest e2e/test_karpenter.py --e2e -v -rs
+"$PY" -m pytest "${KARPENTER_TESTS[@]}" --e2e -v -rs
 
 phase "e2e tests (real nodes, and the release)"
 # -rP: the eviction timelines, the CronJob summary line and who deleted each pod.

@@ -85,6 +85,14 @@ def rbac_rules(docs: list[Any]) -> list[tuple[str, str, Any]]:
     ]
 
 
+OWN_DELETES = (
+    (["lifecycle.k8s.io"], ["evictionrequests"]),
+    (["autoscaling.x-k8s.io"], ["capacitybuffers"]),
+    ([""], ["podtemplates"]),
+)
+"""The rules that may grant delete: of rebalancer's own objects only (the kubeclient lets no
+other name through)."""
+
 VARIANTS = [
     [],
     ["mode=deployment"],
@@ -296,10 +304,10 @@ def test_no_rule_can_delete_or_escalate(values: list[str]) -> None:
     only read, and the only write near pods is creating evictions."""
     for kind, name, rule in rbac_rules(render(*values)):
         where = f"{kind} {name}: {rule}"
-        # the one delete: of EvictionRequests (rebalancer withdraws its own)
-        own = rule["apiGroups"] == ["lifecycle.k8s.io"] and rule["resources"] == [
-            "evictionrequests"
-        ]
+        # the deletes: of rebalancer's own EvictionRequests (withdrawn once followed) and
+        # capacity reservations (removed once the replacement is placed); the kubeclient lets
+        # only their names through
+        own = (rule["apiGroups"], rule["resources"]) in OWN_DELETES
         assert not (FORBIDDEN_VERBS - ({"delete"} if own else set())) & set(rule["verbs"]), where
         assert "*" not in rule["apiGroups"] and "*" not in rule["resources"], where
         for resource in rule["resources"]:
@@ -328,6 +336,26 @@ def test_eviction_requests_are_granted_only_where_the_policy_allows_them(
         {"apiGroups": ["lifecycle.k8s.io"], "resources": ["evictions"], "verbs": ["list"]},
     ]
     assert lifecycle == (expected if granted else [])
+
+
+@pytest.mark.parametrize(("mode", "granted"), [("auto", True), ("never", False)])
+def test_capacity_reservations_are_granted_only_where_the_policy_allows_them(
+    mode: str, granted: bool
+) -> None:
+    """create/get/list/delete of capacitybuffers and create/list/delete of podtemplates are in
+    the ClusterRole exactly when policy.reserveCapacity is not never, never watched (the
+    Deployment mode included), and the policy the chart ships says the same."""
+    for extra in ([], ["mode=deployment"]):
+        docs = render(f"policy.reserveCapacity={mode}", *extra)
+        grants = _grants(only(docs, "ClusterRole")["rules"])
+        found = {k: v for k, v in grants.items() if k[1] in ("capacitybuffers", "podtemplates")}
+        expected = {
+            ("autoscaling.x-k8s.io", "capacitybuffers"): {"create", "get", "list", "delete"},
+            ("", "podtemplates"): {"create", "list", "delete"},
+        }
+        assert found == (expected if granted else {}), extra
+        policy = load_policy(only(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
+        assert policy.reserve_capacity == mode
 
 
 def test_release_name_and_namespace_are_used_everywhere() -> None:

@@ -8,7 +8,14 @@ from typing import Any
 import yaml
 
 from rebalancer.cluster.read.policyfile import load_policy
-from tests.test_chart import FORBIDDEN_VERBS, container_args, only, rbac_rules, render
+from tests.test_chart import (
+    FORBIDDEN_VERBS,
+    OWN_DELETES,
+    container_args,
+    only,
+    rbac_rules,
+    render,
+)
 
 STEER = Path(__file__).resolve().parent.parent / "deploy" / "overlays" / "steer"
 ADMISSION = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
@@ -39,8 +46,8 @@ def test_steering_on_grants_pod_patch_fenced_by_the_overlays_admission_policy() 
     assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]} in patching
     for _kind, _name, rule in rbac_rules(docs):
         forbidden = FORBIDDEN_VERBS & set(rule["verbs"])
-        if rule["apiGroups"] == ["lifecycle.k8s.io"] and rule["resources"] == ["evictionrequests"]:
-            forbidden -= {"delete"}  # its own requests, withdrawn once followed (spec §5.11)
+        if (rule["apiGroups"], rule["resources"]) in OWN_DELETES:
+            forbidden -= {"delete"}  # its own requests and reservations (spec §5.10, §5.11)
         assert not forbidden, rule
     vap = only(docs, "ValidatingAdmissionPolicy")
     mine = _overlay("ValidatingAdmissionPolicy")

@@ -76,6 +76,8 @@ def test_clusterrole_has_exactly_the_verbs_rebalancer_needs() -> None:
         ("", "pods/eviction"): {"create"},
         ("lifecycle.k8s.io", "evictionrequests"): {"create", "get", "delete"},
         ("lifecycle.k8s.io", "evictions"): {"list"},
+        ("autoscaling.x-k8s.io", "capacitybuffers"): {"create", "get", "list", "delete"},
+        ("", "podtemplates"): {"create", "list", "delete"},
         ("", "events"): {"create"},
         ("authorization.k8s.io", "selfsubjectaccessreviews"): {"create"},
     }
@@ -94,12 +96,14 @@ def test_only_the_deployment_overlay_grants_watch_on_what_is_read() -> None:
             for resource in rule["resources"]:
                 watched.setdefault((group, resource), set()).update(rule["verbs"])
     # what the snapshot reads; the Evictions of rebalancer's requests are listed only while one
-    # is followed, never kept current
-    read = {
-        key
-        for key, verbs in rules().items()
-        if "list" in verbs and key != ("lifecycle.k8s.io", "evictions")
+    # is followed, and its capacity reservations only to remove an interrupted run's: never kept
+    # current
+    listed_only = {
+        ("lifecycle.k8s.io", "evictions"),
+        ("autoscaling.x-k8s.io", "capacitybuffers"),
+        ("", "podtemplates"),
     }
+    read = {key for key, verbs in rules().items() if "list" in verbs and key not in listed_only}
     assert watched == {key: {"watch"} for key in read}
     assert all("watch" not in verbs for verbs in rules().values())
     assert binding["roleRef"] == {
@@ -110,16 +114,26 @@ def test_only_the_deployment_overlay_grants_watch_on_what_is_read() -> None:
     assert binding["subjects"] == base_doc("ClusterRoleBinding")["subjects"]
 
 
+OWN_DELETES = frozenset(
+    {
+        ("lifecycle.k8s.io", "evictionrequests"),
+        ("autoscaling.x-k8s.io", "capacitybuffers"),
+        ("", "podtemplates"),
+    }
+)
+
+
 def test_clusterrole_never_allows_deleting_pods() -> None:
     """No delete, deletecollection, update, patch or wildcard on pods, and no wildcard at all;
-    the one delete is of EvictionRequests (rebalancer withdraws its own)."""
+    the deletes are of rebalancer's own EvictionRequests (withdrawn) and capacity reservations
+    (removed once the replacement is placed): the kubeclient lets no other name through."""
     granted = rules()
     for (group, resource), verbs in granted.items():
         assert "*" not in verbs and group != "*" and resource != "*"
         if resource.startswith("pods") and resource != "pods/eviction":
             assert verbs <= {"get", "list", "watch"}, resource
         assert "deletecollection" not in verbs
-        if (group, resource) != ("lifecycle.k8s.io", "evictionrequests"):
+        if (group, resource) not in OWN_DELETES:
             assert "delete" not in verbs, resource
     assert granted["lifecycle.k8s.io", "evictionrequests"] == {"create", "get", "delete"}
     assert granted["lifecycle.k8s.io", "evictions"] == {"list"}

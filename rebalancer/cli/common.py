@@ -33,7 +33,7 @@ from rebalancer.core.api import (
 if TYPE_CHECKING:
     from rebalancer.cli.pushgateway import Pushgateway
     from rebalancer.cluster.read.live import Connection
-    from rebalancer.core.api import Snapshot
+    from rebalancer.core.api import LoopMemory, Snapshot
 
 Handler = Callable[[argparse.Namespace], int]
 """A subcommand: gets the parsed arguments, returns the exit code."""
@@ -150,6 +150,9 @@ class PlanOptions:
     connection: Connection | None = None  # the live cluster's (None with --snapshot)
     holds: HoldRules = field(default_factory=lambda: plan_holds(DEFAULT_UNPLACED_GRACE_SECONDS))
     """The holds ``run`` applies (SPEC §3.12); a plan applies those that need no memory."""
+    lease: tuple[str, str] | None = None
+    """The Lease whose record a live plan reads (namespace, name; SPEC §5.10's back-off): a
+    run's ``--lease-namespace`` and ``--lease-name``; None: the default one."""
 
 
 DEFAULT_UNPLACED_GRACE: Final = "2m"
@@ -312,17 +315,20 @@ def plan_and_write(
     policy: Policy,
     options: PlanOptions,
     server: Any = None,
+    *,
+    memory: LoopMemory | None = None,
 ) -> int:
     """Plan ``snapshot`` and write the plan as ``-o`` asks, with what the next ``run`` does
     (:func:`run_shape`: its waves, how long it may wait, whether the maintenance window is
     open), then the deletion costs a run would write (steered scale-downs: when the policy
     turns them on, or costs of ours remain). ``server``: the API server's version and feature
     gates (JSON/YAML only; a plan from a snapshot has none). Exit 1 when objects that could not
-    be read (``rejected``) left their namespaces out of the plan."""
+    be read (``rejected``) left their namespaces out of the plan. ``memory``: what a live plan
+    read from the Lease holder's record (refused reservations, SPEC §5.10)."""
     from rebalancer.core.api import plan  # noqa: PLC0415  # on use: policy check needs no core
 
     with gc_paused():
-        planned = plan(snapshot, policy, time.time(), rules=options.holds)
+        planned = plan(snapshot, policy, time.time(), rules=options.holds, memory=memory)
     say_what_matches_nothing(options.namespace, policy, snapshot)
     run = next_run(planned, run_shape(options, policy))
     output = options.output

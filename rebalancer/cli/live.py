@@ -11,11 +11,12 @@ or evicts anything. ``plan`` and ``run --dry-run`` send only GET requests. Signa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from rebalancer.cli import oneshot
 from rebalancer.cli.common import (
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from rebalancer.cluster.act.runner import RunReport
     from rebalancer.cluster.api.kubeclient import Kube
     from rebalancer.cluster.read.live import Connection
-    from rebalancer.core.api import Snapshot
+    from rebalancer.core.api import CapacityRules, LoopMemory, Snapshot
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -204,22 +205,39 @@ def add_live_commands(subparsers: Subparsers) -> None:
 # Commands
 
 
+class LiveRead(NamedTuple):
+    """What :func:`read_live` read."""
+
+    snapshot: Snapshot
+    rejected: Sequence[object]  # objects left out
+    server: dict[str, Any] | None  # the server's version and feature gates, when asked
+    capacity: CapacityRules | None  # whether a run would reserve first, when asked
+    memory: LoopMemory | None  # what the Lease holder's record keeps for the plan, if any
+
+
 def read_live(
     connection: Connection,
     namespace: str | None,
     *,
     server: bool = False,
     eviction_api: str | None = None,
-) -> tuple[Snapshot, Sequence[object], dict[str, Any] | None]:
+    reserve_capacity: str | None = None,
+    lease: tuple[str, str] | None = None,
+) -> LiveRead:
     """One read of the cluster as ``plan`` and ``explain`` make it (GETs only): the snapshot,
     the objects left out, and with ``server`` the server's version and feature gates (and,
-    given the policy's ``eviction_api``, the API a run would send the evictions through)."""
+    given the policy's ``eviction_api``, the API a run would send the evictions through;
+    given its ``reserve_capacity``, whether a run would reserve capacity first, and where it
+    would, the refused reservations the record of ``lease`` (namespace, name; default
+    rebalancer's) keeps for the back-off, SPEC §5.10)."""
+    from rebalancer.cluster.act import reserve  # noqa: PLC0415  # on use
     from rebalancer.cluster.act.evictionrequest import resolve  # noqa: PLC0415  # on use
     from rebalancer.cluster.read.live import LiveSource, connect  # noqa: PLC0415  # on use
 
     configure_logging()
     source = LiveSource(connect(connection), connection, namespace)
     oneshot.loading()  # as for a snapshot file: the collector stays off from the read on
+    rules = memory = None
     try:
         snapshot = source.read()
         info = source.server_info() if server else None
@@ -228,19 +246,42 @@ def read_live(
                 source.kube, eviction_api, namespace, version=info.get("version"), ask_rbac=False
             )
             info["evictionApi"] = {"policy": eviction_api, "used": api, "why": why}
+        if info is not None and reserve_capacity is not None:
+            rules = reserve.resolve(source.kube, reserve_capacity, namespace, ask_rbac=False)
+            info["capacity"] = reserve.info(reserve_capacity, rules)
+            if rules.reserve:
+                from rebalancer.core.api import LoopMemory  # noqa: PLC0415  # on use
+
+                where = lease or (
+                    os.environ.get(LEASE_NAMESPACE_ENV) or DEFAULT_LEASE_NAMESPACE,
+                    DEFAULT_LEASE_NAME,
+                )
+                refused = reserve.recorded_refusals(source.kube, *where)
+                memory = LoopMemory(refused=refused, from_record=True)
     finally:
         source.close()
     oneshot.keep()
-    return snapshot, source.rejected, info
+    return LiveRead(snapshot, source.rejected, info, rules, memory)
 
 
 def plan_live(options: PlanOptions, policy: Policy) -> int:
     """``plan`` without --snapshot: read the cluster (GETs only) and print the plan."""
     assert options.connection is not None
-    snapshot, rejected, server = read_live(
-        options.connection, options.namespace, server=True, eviction_api=policy.eviction_api
+    read = read_live(
+        options.connection,
+        options.namespace,
+        server=True,
+        eviction_api=policy.eviction_api,
+        reserve_capacity=policy.reserve_capacity,
+        lease=options.lease,
     )
-    return plan_and_write(snapshot, rejected, policy, options, server)
+    if read.capacity is not None:  # the plan says which way each waiting replacement goes
+        options = dataclasses.replace(
+            options, holds=dataclasses.replace(options.holds, capacity=read.capacity)
+        )
+    return plan_and_write(
+        read.snapshot, read.rejected, policy, options, read.server, memory=read.memory
+    )
 
 
 def _get_json(kube: Kube, path: str) -> tuple[int, bytes]:

@@ -363,7 +363,13 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     gateway = pushgateway_of(args)
     shown = Output.of(args)
     plan = PlanOptions(
-        shown, args.namespace, args.max_waves, args.wave_timeout, gateway, connection
+        shown,
+        args.namespace,
+        args.max_waves,
+        args.wave_timeout,
+        gateway,
+        connection,
+        lease=(args.lease_namespace, args.lease_name),
     )  # its holds: the run's, set below
     from rebalancer.cluster.act.executor import ExecutorSettings  # noqa: PLC0415  # on use
     from rebalancer.cluster.act.lease import LeaseSettings  # noqa: PLC0415

@@ -8,7 +8,7 @@ import math
 import re
 import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
@@ -228,6 +228,7 @@ class RunShape:
     limits: str = "no limits"
     window: tuple[bool, str] | None = None
     holds: HoldRules | None = None  # what the run holds (SPEC §3.12); None: not said
+    applied: tuple[str, ...] | None = None  # the holds the plan applied (Plan.holds), if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +255,8 @@ def next_run(plan: Plan, shape: RunShape) -> NextRun:
     closed = shape.window is not None and not shape.window[0]
     waves = 0 if closed else min(total, shape.max_waves)
     evictions = sum(1 for e in plan.evictions if e.wave <= waves)
+    if shape.holds is not None:
+        shape = replace(shape, applied=plan.holds)
     return NextRun(shape, waves, evictions, total, runs_needed(total, shape.max_waves))
 
 
@@ -278,7 +281,7 @@ def next_run_lines(run: NextRun, width: int | None = None) -> list[str]:
             f"{'one run' if run.runs == 1 else f'{run.runs} runs'}."
         )
     if shape.holds is not None:
-        text += " " + holds_sentence(shape.holds)
+        text += " " + holds_sentence(shape.holds, shape.applied)
     if shape.window is not None:
         text += f" Maintenance window: {shape.window[1]}."
     return textwrap.wrap(text, width=max(width or 100, MIN_WIDTH), break_on_hyphens=False)
@@ -297,7 +300,11 @@ def next_run_data(run: NextRun) -> dict[str, object]:
         "planWaves": run.plan_waves,
         "runs": run.runs,
         "window": None if window is None else {"open": window[0], "detail": window[1]},
-        **({} if run.shape.holds is None else {"holds": holds_data(run.shape.holds)}),
+        **(
+            {}
+            if run.shape.holds is None
+            else {"holds": holds_data(run.shape.holds, run.shape.applied)}
+        ),
         **({} if run.shape.holds is None else {"capacity": capacity_data(run.shape.holds)}),
     }
 
@@ -315,15 +322,21 @@ def _hold_names(rules: HoldRules, names: Iterable[str]) -> list[str]:
     ]
 
 
-def holds_sentence(rules: HoldRules) -> str:
+def _applied(rules: HoldRules, applied: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """The holds applied (the plan's own list when known, else those needing no memory) and
+    those only a loop's memory would add."""
+    done = list(applied) if applied is not None else list(rules.names(None))
+    return done, [n for n in rules.memory_only() if n not in done]
+
+
+def holds_sentence(rules: HoldRules, applied: tuple[str, ...] | None = None) -> str:
     """``Holds: pods-unplaced 2m, node-drifting; with --interval also cooldown 10s,
-    thrash-guard 1h.`` What this plan went around (SPEC §3.12), and what a loop's memory
-    would add."""
-    applied = _hold_names(rules, rules.names(None)) or ["none"]
-    text = f"Holds: {', '.join(applied)}"
-    loop = _hold_names(rules, rules.memory_only())
+    thrash-guard 1h.`` What this plan went around (SPEC §3.12; ``applied``: the plan's own
+    list), and what a loop's memory would add."""
+    done, loop = _applied(rules, applied)
+    text = f"Holds: {', '.join(_hold_names(rules, done) or ['none'])}"
     if loop:
-        text += f"; with --interval also {', '.join(loop)}"
+        text += f"; with --interval also {', '.join(_hold_names(rules, loop))}"
     return text + "."
 
 
@@ -353,6 +366,7 @@ def capacity_data(rules: HoldRules) -> dict[str, object]:
     return {"reserve": rules.capacity.reserve, "why": rules.capacity.why}
 
 
-def holds_data(rules: HoldRules) -> dict[str, list[str]]:
+def holds_data(rules: HoldRules, applied: tuple[str, ...] | None = None) -> dict[str, list[str]]:
     """The same for ``-o json|yaml``: ``applied`` and ``loopOnly``, as skip codes."""
-    return {"applied": list(rules.names(None)), "loopOnly": list(rules.memory_only())}
+    done, loop = _applied(rules, applied)
+    return {"applied": done, "loopOnly": loop}

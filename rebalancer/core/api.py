@@ -134,6 +134,7 @@ if TYPE_CHECKING:
     )
     from rebalancer.core.karpenter.marks import (
         DO_NOT_DISRUPT_ANNOTATION,
+        NODEPOOL_LABEL,
         do_not_disrupt,
         field_writers,
     )
@@ -141,6 +142,7 @@ if TYPE_CHECKING:
         ANY_NODE,
     )
     from rebalancer.core.model import (
+        ZONE_KEY,
         LabelSelector,
         NodeSelector,
         OwnerRef,
@@ -218,6 +220,8 @@ _WHERE: dict[str, str] = {
     "DELETION_COST_ANNOTATION": "rebalancer.core.convert.pods",
     "DNS_SUBDOMAIN": "rebalancer.core.constants",
     "DO_NOT_DISRUPT_ANNOTATION": "rebalancer.core.karpenter.marks",
+    "NODEPOOL_LABEL": "rebalancer.core.karpenter.marks",
+    "ZONE_KEY": "rebalancer.core.model",
     "DrainLedger": "rebalancer.core.karpenter.drains",
     "EMPTY_NUMBER": "rebalancer.core.convert.memo",
     "EVICTION_API": "rebalancer.core.policy",
@@ -342,6 +346,7 @@ __all__ = [
     "MAX_PROBLEMS_SHOWN",
     "MIRROR_ANNOTATION",
     "NEVER",
+    "NODEPOOL_LABEL",
     "NO_FEATURES",
     "PREFER_NO_EVICTION_ANNOTATION",
     "RESERVE",
@@ -349,6 +354,7 @@ __all__ = [
     "THRASH_GUARD_SECONDS",
     "TOPOLOGY_PLUGIN",
     "WIDER",
+    "ZONE_KEY",
     "Caches",
     "CapacityRules",
     "ChartValues",

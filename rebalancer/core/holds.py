@@ -69,13 +69,18 @@ class HoldRules:
 
     def names(self, memory: LoopMemory | None) -> tuple[str, ...]:
         """The holds in force, as skip codes: those the snapshot decides always, those of the
-        loop's memory only when there is one."""
+        loop's memory only when there is one (of a memory read from the Lease holder's record
+        alone, as a live ``plan`` has it, only the reservations' back-off)."""
         found = []
         if self.unplaced_grace_seconds > 0:
             found.append(UNPLACED.value)
         if self.drifting:
             found.append(NODE_DRIFTING.value)
         if memory is not None:
+            if memory.from_record:
+                if self.capacity.reserve and self.capacity.backoff_seconds > 0:
+                    found.append(CAPACITY_NOT_ADDED.value)
+                return tuple(found)
             if self.workload_cooldown_seconds > 0:
                 found.append(COOLDOWN.value)
             if self.thrash_guard_seconds > 0:
@@ -114,6 +119,9 @@ class LoopMemory:
     refused: Mapping[str, Refused] = field(default_factory=dict)
     """:func:`~rebalancer.core.capacity.refusal_key` -> a reservation that brought no node
     (this loop's, and those the Lease holder's record keeps for later runs)."""
+    from_record: bool = False
+    """Only what the Lease holder's record keeps (``refused``), as a live ``plan`` reads it:
+    no loop's memory, so its other holds are not in force."""
 
 
 def victim_holds(
@@ -164,7 +172,7 @@ def launch_deferral(
     """Why a replacement of ``workload`` may not wait for ``waits_for`` (a node a NodePool
     adds) yet, or None. The need's age counts from the first plan of the loop that had it."""
     after = rules.wait_for_nodes_after_seconds
-    if after <= 0 or memory is None:
+    if after <= 0 or memory is None or memory.from_record:
         return None
     age = now - memory.launch_since.get(workload, now)
     if age >= after:

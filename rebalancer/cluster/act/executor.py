@@ -487,6 +487,8 @@ class Executor:
         owner_selectors: Mapping[tuple[str, str, str], str] | None = None,
         before_evict: Callable[[EvictionIntent], None] | None = None,
         earlier: Sequence[EvictionRecord] = (),
+        gate: Callable[[Eviction], SkipReason | None] | None = None,
+        on_replaced: Callable[[EvictionResult], None] | None = None,
     ) -> None:
         """``expected_labels`` maps a pod uid to the labels the plan saw; a change drops it.
 
@@ -500,6 +502,10 @@ class Executor:
         evictions of earlier runs: a workload with one that has not settled yet
         (:func:`earlier_settled`) is waited for, within the wave timeout, before any of its
         pods is evicted.
+
+        ``gate`` is asked first for each eviction (it may wait: capacity reserved for its
+        replacement, :mod:`.reserve`); a reason it returns skips the eviction.
+        ``on_replaced`` sees each result again once its replacement is Ready.
         """
         self._transport = transport
         self.settings = settings or ExecutorSettings()
@@ -510,6 +516,8 @@ class Executor:
         self._expected_labels = expected_labels or {}
         self._owner_selectors = owner_selectors or {}
         self._before_evict = before_evict
+        self._gate = gate
+        self._on_replaced = on_replaced
         self._earlier: dict[str, list[EvictionRecord]] = {}
         self._owner_unread: set[str] = set()  # workloads whose owner could not be read
         self._until = 0.0  # the current wave's deadline (an EvictionRequest is followed until it)
@@ -582,6 +590,9 @@ class Executor:
             return _skipped(e, STOPPING), None
 
     def _evict_checked(self, e: Eviction, index: int) -> tuple[EvictionResult, _Pending | None]:
+        held = self._gate(e) if self._gate is not None else None
+        if held is not None:
+            return _skipped(e, held), None
         # Re-read the pod and its node: the plan may be stale by now.
         try:
             pod = self._transport.get_pod(e.namespace, e.name)
@@ -867,6 +878,8 @@ class Executor:
                 name = f"{wait.eviction.namespace}/{_part(ready, 'metadata').get('name')}"
                 results[wait.index] = replace(results[wait.index], replacement=name)
                 _log().info("eviction.replacement_ready", pod=wait.eviction.key, replacement=name)
+                if self._on_replaced is not None:
+                    self._on_replaced(results[wait.index])
                 del outstanding[workload]
             elif (moot := self._moot(wait, pods, workload, {})) is not None:
                 # No replacement is coming: the workload's next eviction goes now.

@@ -427,6 +427,10 @@ class Lease:
         self._last_write = 0.0
         self.earlier: tuple[EvictionRecord, ...] = ()
         """Evictions within the cooldown recorded before this run took the Lease."""
+        self.annotations: Mapping[str, Any] = {}
+        """The Lease's annotations as read when this run took it (other records than the
+        evictions': :meth:`keep`)."""
+        self._kept: dict[str, str] = {}
         self.lost = threading.Event()
         self.lost_reason = ""
         self._on_lost: Callable[[], None] | None = None
@@ -464,7 +468,7 @@ class Lease:
             except errors.Conflict:  # created by someone else since our GET
                 current = self.api.get_lease(s.namespace, s.name)
                 return self._holder_or_unknown(current)
-            self._took(written, (), 0)
+            self._took(written, (), 0, {})
             return None
         state = read_state(current, self.where)
         theirs = bool(state.identity) and state.identity != self.identity
@@ -473,6 +477,7 @@ class Lease:
         if holder is not None and theirs:
             return holder
         records, dropped = self._earlier_records(current)  # read before anything is written
+        annotations = dict(read_metadata(current, self.where))
         if untrusted:
             self._log.warning(
                 logs.LEASE_UNTRUSTED,
@@ -488,7 +493,7 @@ class Lease:
             written = self.api.update_lease(s.namespace, s.name, body)
         except errors.Conflict:  # someone else wrote it since our GET: they won
             return self._holder_or_unknown(self.api.get_lease(s.namespace, s.name))
-        self._took(written, records, dropped)
+        self._took(written, records, dropped, annotations)
         return None
 
     def _earlier_records(
@@ -522,7 +527,11 @@ class Lease:
         )
 
     def _took(
-        self, written: dict[str, Any], records: tuple[EvictionRecord, ...], dropped: int
+        self,
+        written: dict[str, Any],
+        records: tuple[EvictionRecord, ...],
+        dropped: int,
+        annotations: Mapping[str, Any],
     ) -> None:
         """The Lease is ours: keep the records within the cooldown. One dated in the future
         (a clock ahead, or an edit) counts as made now, so it holds for one cooldown, no more
@@ -535,6 +544,7 @@ class Lease:
             dataclasses.replace(r, at=now) if r.at > now else r for r in records if r.at >= horizon
         ]
         self.earlier = tuple(self._records)
+        self.annotations = annotations
         spec = _spec(written)
         self._log.info(
             logs.LEASE_ACQUIRED,
@@ -625,6 +635,7 @@ class Lease:
         if not isinstance(annotations, dict):
             annotations = meta["annotations"] = {}
         annotations[RECORD_ANNOTATION] = dump_records(kept)
+        annotations.update(self._kept)
 
     def record(self, entry: EvictionRecord) -> None:
         """Write ``entry`` into the Lease before its eviction is sent (raises LeaseLost)."""
@@ -634,6 +645,24 @@ class Lease:
                 self._write(self._renewed, f"recording the eviction of {entry.key}")
             except errors.ClusterError:
                 self._records.pop()
+                raise
+
+    def keep(self, key: str, value: str, *, write: bool) -> None:
+        """Keep ``value`` in the annotation ``key`` from now on (another record than the
+        evictions': capacity reservations, :mod:`.reserverecord`); written now when ``write``
+        (raises LeaseLost, or a ClusterError), else with the next write."""
+        with self._lock:
+            before = self._kept.get(key)
+            self._kept[key] = value
+            if not write:
+                return
+            try:
+                self._write(self._renewed, f"recording {key}")
+            except errors.ClusterError:
+                if before is None:
+                    del self._kept[key]
+                else:
+                    self._kept[key] = before
                 raise
 
     def not_evicted(self, uid: str) -> None:

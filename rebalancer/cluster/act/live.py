@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from rebalancer.cluster.act import reserve
 from rebalancer.cluster.act.evictionrequest import resolve
 from rebalancer.cluster.act.lease import LeaseSettings
 from rebalancer.cluster.act.runner import Runner, RunReport, RunSettings
@@ -76,8 +77,17 @@ def run_live(run: LiveRun, policy: Policy, hooks: RunHooks) -> RunReport | None:
                 kube, policy.eviction_api, run.namespace, version=server.get("version")
             )
             server["evictionApi"] = {"policy": policy.eviction_api, "used": api, "why": why}
+            capacity = reserve.resolve(
+                kube,
+                policy.reserve_capacity,
+                run.namespace,
+                ask_rbac=not run.settings.plan_only,  # a plan sends GETs only
+            )
+            server["capacity"] = reserve.info(policy.reserve_capacity, capacity)
             settings = replace(
-                run.settings, executor=replace(run.settings.executor, eviction_api=api)
+                run.settings,
+                executor=replace(run.settings.executor, eviction_api=api),
+                capacity=replace(capacity, backoff_seconds=run.settings.capacity.backoff_seconds),
             )
             runner = Runner(source, kube, policy, settings, server=server, stop=stop)
             if run.interval is not None:

@@ -33,9 +33,22 @@ from typing import Any, Final, Protocol
 from rebalancer.cluster import logs
 from rebalancer.cluster.act.defaults import DEFAULT_MAX_WAVES
 from rebalancer.cluster.act.events import event_body
-from rebalancer.cluster.act.executor import EvictionIntent, Executor, ExecutorSettings, Transport
+from rebalancer.cluster.act.executor import (
+    EvictionIntent,
+    Executor,
+    ExecutorSettings,
+    Transport,
+    poll_waits,
+)
 from rebalancer.cluster.act.lease import EvictionRecord, Holder, Lease, LeaseApi, LeaseSettings
 from rebalancer.cluster.act.outcome import FAILURES, EvictionResult, Outcome, RunEnd
+from rebalancer.cluster.act.reserve import (
+    Reservations,
+    Waiting,
+    recorded_refusals,
+    remove_orphans,
+)
+from rebalancer.cluster.act.reserverecord import CapacityRecord, Ledger, parse
 from rebalancer.cluster.act.steering import CostOutcome, CostResult, name_writers, write_costs
 from rebalancer.cluster.api import deadline, errors
 from rebalancer.cluster.gcpause import gc_paused
@@ -43,7 +56,9 @@ from rebalancer.core.api import (
     EXIT_CLUSTER,
     EXIT_EVICTIONS_FAILED,
     EXIT_OK,
+    RESERVE,
     THRASH_GUARD_SECONDS,
+    CapacityRules,
     DrainLedger,
     Eviction,
     Guard,
@@ -54,6 +69,7 @@ from rebalancer.core.api import (
     Plan,
     Policy,
     RebalancerError,
+    Refused,
     Snapshot,
     ViewKey,
     budget,
@@ -142,6 +158,10 @@ class RunSettings:
     once this runner has planned such a repair of its workload, run after run, for this long: a
     scale-up may repair the spread for free meanwhile, and a node launched for a passing skew is
     one consolidation removes again. Held evictions show as ``launch-deferred`` skips. 0: off."""
+    capacity: CapacityRules = field(default_factory=CapacityRules)
+    """Whether a replacement that waits for a new node gets it first (a CapacityBuffer, SPEC
+    §5.10), as the run resolved the policy's ``reserveCapacity``, and the back-off after a
+    reservation that brought no node (``capacity-not-added`` skips)."""
 
     @property
     def holds(self) -> HoldRules:
@@ -152,6 +172,7 @@ class RunSettings:
             workload_cooldown_seconds=self.workload_cooldown_seconds,
             thrash_guard_seconds=self.thrash_guard_seconds,
             wait_for_nodes_after_seconds=self.wait_for_nodes_after_seconds,
+            capacity=self.capacity,
         )
 
 
@@ -372,6 +393,8 @@ class Runner:
         self._guard = dict(start.guarded)  # rebalancer's own replacement -> its guard
         self._cooling: dict[str, float] = {}  # workloads cooling down during this run
         self._launch_since = dict(start.launch_since)  # workload -> first needed a new node
+        self._refused = dict(start.refused)  # reservations that brought no node (back-off)
+        self._ledger = Ledger(None, CapacityRecord())  # the Lease's record of reservations
         self._drains = DrainLedger(DRAIN_TAIL_SECONDS)  # which new pods replace drained ones
         self._drain_guard: dict[str, Guard] = {}  # a drain's replacement -> its guard
 
@@ -501,6 +524,7 @@ class Runner:
         snapshot = self._read()
         invalid = len(self.source.rejected)
         earlier = self._earlier(snapshot)
+        self._start_capacity(snapshot)
         before = tuple(r.as_eviction() for r in earlier)
         first = self._plan_for(snapshot, before)
         loop = _Loop(snapshot, first, earlier=before)
@@ -553,6 +577,7 @@ class Runner:
                 loop.final = plan
                 loop.end = WINDOW_CLOSED
                 return
+            refusals = dict(self._refused)
             results = self._execute(wave, loop.snapshot)
             loop.waves.append(Wave(len(loop.waves) + 1, plan, results))
             self._log.info(
@@ -568,7 +593,11 @@ class Runner:
             if self._stopping():
                 loop.end = self._stop_end()
                 return
-            if not any(r.outcome in _PROGRESS for r in results):
+            # A reservation that brought no node holds its landing from now on (the back-off):
+            # the next plan tries another victim or target, or says why none.
+            refused = self._refused != refusals
+            progress = any(r.outcome in _PROGRESS for r in results)
+            if not progress and not refused:
                 loop.end = RunEnd.NOTHING_EVICTED
                 return
             self._await_budgets(loop.snapshot, results)
@@ -579,7 +608,7 @@ class Runner:
             except deadline.Stopped:
                 loop.end = self._stop_end()
                 return
-            if _spread_of(loop.plan) == _spread_of(plan):
+            if progress and _spread_of(loop.plan) == _spread_of(plan):
                 # The replacements landed back where they were, or swapped two domains'
                 # counts: the same spread (the scheduler does not score
                 # hard constraints): re-planning would evict the same way again.
@@ -678,7 +707,70 @@ class Runner:
             cooling=dict(self._cooling),
             guarded={**self._drain_guard, **self._guard},
             launch_since=dict(self._launch_since),
+            refused=dict(self._refused),
         )
+
+    # -- capacity reserved before the eviction (SPEC §5.10) ----------------------------------
+
+    def _start_capacity(self, snapshot: Snapshot) -> None:
+        """Read the Lease's record of reservations: the refusals still within the back-off
+        join the memory, and what earlier runs left (the record's, and, where this run may
+        reserve, any labelled rebalancer's of another run) is removed before planning."""
+        lease = self._lease
+        rules = self.settings.capacity
+        record = parse(lease.annotations) if lease is not None else CapacityRecord()
+        where = self.settings.lease
+        if lease is None and where is not None and rules.reserve:  # a dry run reads it (GET)
+            record.refused = recorded_refusals(self.api, where.namespace, where.name)
+        self._ledger = Ledger(lease, record)
+        now = self._wall()
+        kept = self._ledger.prune(now, rules.backoff_seconds)
+        self._refused = {
+            k: r
+            for k, r in {**self._refused, **kept}.items()
+            if now - r.since < rules.backoff_seconds
+        }
+        if lease is None or not (rules.reserve or self._ledger.earlier):
+            return
+        scope = NamespaceScope.of(self.policy, snapshot)
+        include = self.policy.namespaces_include
+        remove_orphans(
+            self.api,  # type: ignore[arg-type]  # Kube serves both protocols
+            self._ledger,
+            self._run_id,
+            namespace=include[0] if len(include) == 1 else None,
+            in_scope=lambda ns: scope.why_not(ns) is None,
+            listing=rules.reserve,
+        )
+
+    def _refusal(self, key: str, refused: Refused) -> None:
+        """A reservation brought no node: remembered here and in the Lease's record."""
+        self._refused[key] = refused
+        self._ledger.refused(key, refused)
+
+    def _reservations(self, wave: Sequence[Eviction]) -> Reservations | None:
+        """The reservations of a wave with evictions the plan reserves capacity for."""
+        if not any(e.capacity == RESERVE for e in wave):
+            return None
+        s = self.settings.executor
+        reservations = Reservations(
+            self.api,  # type: ignore[arg-type]  # Kube serves both protocols
+            self._ledger,
+            self._run_id,
+            wall_clock=self._wall,
+            remember=self._refusal,
+            dry_run=s.server_dry_run,
+        )
+        waiting = Waiting(
+            self._clock() + s.wave_timeout_seconds,
+            s.wave_timeout_seconds,
+            self._clock,
+            self._sleep,
+            self._stopping,
+            lambda: poll_waits(s),
+        )
+        reservations.open(wave, waiting)
+        return reservations
 
     def _start_guards(self) -> None:
         """Forget what has expired; the workloads whose replacements landed within the
@@ -726,19 +818,32 @@ class Runner:
         selectors = {
             (c.kind, c.namespace, c.name): _api_selector(c.selector) for c in snapshot.controllers
         }
+        reservations = self._reservations(wave)
+
+        def on_result(result: EvictionResult) -> None:
+            if reservations is not None:
+                reservations.settled(result)
+            self._on_result(result)
+
         executor = Executor(
             self.api,
             self.settings.executor,
             clock=self._clock,
             sleep=self._sleep,
             should_stop=self._stopping,
-            on_result=self._on_result,
+            on_result=on_result,
             expected_labels=labels,
             owner_selectors=selectors,
             before_evict=self._record if self._lease is not None else None,
             earlier=self._records,
+            gate=reservations.gate if reservations is not None else None,
+            on_replaced=reservations.settled if reservations is not None else None,
         )
-        return executor.execute_wave(wave)
+        try:
+            return executor.execute_wave(wave)
+        finally:
+            if reservations is not None:
+                reservations.close()
 
     def _record(self, intent: EvictionIntent) -> None:
         """Write the eviction into the Lease before it is sent (raises when that fails)."""

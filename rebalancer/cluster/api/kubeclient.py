@@ -4,11 +4,13 @@ service account, exec plugins). Requests go out through rebalancer's own HTTP po
 (:mod:`.transport`), never through the package's API client.
 
 Everything above this module sees plain dicts and bytes, and rebalancer's own errors
-(:mod:`rebalancer.core.errors`); no client object or client exception leaks out. Requests go through
-:meth:`Kube.request`, which only knows GET and POST, plus PUT on a coordination.k8s.io Lease
-and DELETE of rebalancer's own EvictionRequests (``rebalancer-<pod uid>``, its withdrawal):
-rebalancer deletes nothing else, and this module makes a pod DELETE (or any write to a pod but
-an eviction) impossible to issue by mistake.
+(:mod:`rebalancer.core.errors`); no client object or client exception leaks out. Requests go
+through :meth:`Kube.request`, which only knows GET and POST, plus PUT on a coordination.k8s.io
+Lease and DELETE of rebalancer's own EvictionRequests (``rebalancer-<pod uid>``, its
+withdrawal) and of its own capacity reservations (PodTemplates and CapacityBuffers named
+``rebalancer-reserve-<hash>``, the only ones it may create): rebalancer deletes nothing else,
+and this module makes a pod DELETE (or any write to a pod but an eviction) impossible to issue
+by mistake.
 
 Every request has a wall-clock deadline (``request_timeout``), enforced by a
 :class:`~rebalancer.cluster.api.deadline.Watchdog` that cuts the socket: a server that trickles
@@ -57,8 +59,24 @@ POD_PATH: Final = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+$")
 REQUEST_PATH: Final = re.compile(
     r"^/apis/lifecycle\.k8s\.io/v1alpha1/namespaces/[^/]+/evictionrequests/rebalancer-[0-9a-f-]+$"
 )
-"""The only thing rebalancer ever DELETEs: its own EvictionRequest, named after the pod's uid
-(SPEC §5.11: deleting it withdraws it; never a pod)."""
+"""What rebalancer DELETEs: its own EvictionRequest, named after the pod's uid (SPEC §5.11:
+deleting it withdraws it; never a pod), and its own capacity reservations
+(:data:`RESERVATION_PATH`)."""
+RESERVE_PREFIX: Final = "rebalancer-reserve-"
+"""The name of every PodTemplate and CapacityBuffer rebalancer creates (SPEC §5.10): the prefix,
+then a short hex hash. Nothing else of those kinds is ever created or deleted."""
+BUFFERS: Final = "/apis/autoscaling.x-k8s.io/v1beta1"
+"""The CapacityBuffer API rebalancer reserves capacity through (``autoscaling.x-k8s.io``)."""
+_RESERVATION_KINDS: Final = (
+    r"(?:/api/v1/namespaces/[^/]+/podtemplates"
+    r"|/apis/autoscaling\.x-k8s\.io/v1beta1/namespaces/[^/]+/capacitybuffers)"
+)
+_RESERVE_NAME: Final = rf"{RESERVE_PREFIX}[0-9a-f]{{1,32}}"
+RESERVE_NAME: Final = re.compile(rf"^{_RESERVE_NAME}$")
+RESERVATION_PATH: Final = re.compile(rf"^{_RESERVATION_KINDS}/{_RESERVE_NAME}$")
+"""A PodTemplate or CapacityBuffer of rebalancer's own: the only other DELETE it sends."""
+RESERVATION_COLLECTION: Final = re.compile(rf"^{_RESERVATION_KINDS}$")
+"""Where a reservation is created: a POST there must name one of rebalancer's own."""
 MERGE_PATCH: Final = "application/merge-patch+json"
 PATCHED_ANNOTATIONS: Final = frozenset(
     {"controller.kubernetes.io/pod-deletion-cost", "rebalancer/deletion-cost"}
@@ -236,7 +254,15 @@ class Kube:
         if (
             method not in ALLOWED_METHODS
             or (method == "PUT" and not LEASE_PATH.match(path))
-            or (method == "DELETE" and not REQUEST_PATH.match(path))
+            or (
+                method == "DELETE"
+                and not (REQUEST_PATH.match(path) or RESERVATION_PATH.match(path))
+            )
+            or (
+                method == "POST"
+                and RESERVATION_COLLECTION.match(path) is not None
+                and not _own_reservation(body)
+            )
             or (method == "PATCH" and not (POD_PATH.match(path) and _cost_patch(body)))
         ):
             # Not an assert: this must hold with python -O too.
@@ -708,6 +734,72 @@ class Kube:
         ).json()
         return [item for item in body.get("items") or [] if isinstance(item, dict)]
 
+    # -- capacity reservations (SPEC §5.10): PodTemplates and CapacityBuffers ---------------
+
+    def create_reservation(
+        self, kind: str, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> tuple[int, dict[str, Any]]:
+        """POST one of rebalancer's own PodTemplates or CapacityBuffers (``kind``:
+        ``podtemplates``, ``capacitybuffers``); (status, body) for the caller to interpret.
+        401 and 403 raise, as RBAC's denial."""
+        path, rbac = _reservation_path(kind, namespace)
+        response = self.request(
+            "POST", path, query=[("dryRun", "All")] if dry_run else [], body=body
+        )
+        if response.status in (401, 403):
+            self._fail(response, None, verb="create", resource=rbac, namespace=namespace)
+        return response.status, response.json() if response.body else {}
+
+    def get_capacity_buffer(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The CapacityBuffer (its status says how its provisioning goes), or None."""
+        path, rbac = _reservation_path("capacitybuffers", namespace)
+        return self._get(f"{path}/{_seg(name)}", resource=rbac, namespace=namespace)
+
+    def list_reservations(
+        self, kind: str, namespace: str | None, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """The PodTemplates or CapacityBuffers matching ``label_selector``, in ``namespace``
+        or (None) in every namespace; none when the API is not served (404)."""
+        path, rbac = _reservation_path(kind, namespace)
+        response = self.request("GET", path, query=[("labelSelector", label_selector)])
+        if response.status == 404:
+            return []
+        if response.status >= 400:
+            self._fail(response, None, verb="list", resource=rbac, namespace=namespace)
+        return [item for item in response.json().get("items") or [] if isinstance(item, dict)]
+
+    def delete_reservation(self, kind: str, namespace: str, name: str) -> int:
+        """DELETE one of rebalancer's own PodTemplates or CapacityBuffers (``rebalancer-
+        reserve-...``; nothing else can be sent); the HTTP status (404: gone already)."""
+        path, rbac = _reservation_path(kind, namespace)
+        response = self.request("DELETE", f"{path}/{_seg(name)}")
+        if response.status >= 400 and response.status != 404:
+            self._fail(response, None, verb="delete", resource=rbac, namespace=namespace)
+        return response.status
+
+    def list_nodes(self, label_selector: str) -> list[dict[str, Any]]:
+        """The nodes matching ``label_selector`` (one unpaginated LIST: a pool's nodes in a
+        zone)."""
+        body = self._checked(
+            "GET",
+            "/api/v1/nodes",
+            verb="list",
+            resource="nodes",
+            query=[("labelSelector", label_selector)],
+        ).json()
+        return [item for item in body.get("items") or [] if isinstance(item, dict)]
+
+    def list_pods_on_node(self, node: str) -> list[dict[str, Any]]:
+        """The pods bound to ``node``, in every namespace (what takes its room)."""
+        body = self._checked(
+            "GET",
+            "/api/v1/pods",
+            verb="list",
+            resource="pods",
+            query=[("fieldSelector", f"spec.nodeName={node}")],
+        ).json()
+        return [item for item in body.get("items") or [] if isinstance(item, dict)]
+
     def patch_pod_cost(
         self, namespace: str, name: str, body: Mapping[str, Any]
     ) -> tuple[int, dict[str, Any]]:
@@ -822,6 +914,27 @@ def _cost_patch(body: Mapping[str, Any] | None) -> bool:
         and set(annotations) <= PATCHED_ANNOTATIONS
         and all(v is None or isinstance(v, str) for v in annotations.values())
     )
+
+
+def _own_reservation(body: Mapping[str, Any] | None) -> bool:
+    """Whether ``body`` names one of rebalancer's own reservations (:data:`RESERVE_PREFIX`)."""
+    meta = body.get("metadata") if body is not None else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return isinstance(name, str) and RESERVE_NAME.match(name) is not None
+
+
+def _reservation_path(kind: str, namespace: str | None) -> tuple[str, str]:
+    """The collection of ``kind`` (``podtemplates`` or ``capacitybuffers``) in ``namespace``
+    (None: every namespace), and its RBAC name."""
+    if kind == "podtemplates":
+        base, rbac = "/api/v1", "podtemplates"
+    elif kind == "capacitybuffers":
+        base, rbac = BUFFERS, "capacitybuffers.autoscaling.x-k8s.io"
+    else:
+        # Not an assert: this must hold with python -O too.
+        raise ValueError(f"rebalancer reserves nothing of kind {kind!r}")
+    scoped = f"/namespaces/{_seg(namespace)}" if namespace is not None else ""
+    return f"{base}{scoped}/{kind}", rbac
 
 
 def _lease_path(namespace: str, name: str) -> str:
