@@ -116,7 +116,7 @@ def test_next_run_in_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
         "runs": 2,
         "window": None,
         "holds": {"applied": ["pods-unplaced", "node-drifting"], "loopOnly": ["thrash-guard"]},
-        "capacity": {"reserve": False, "why": "no CapacityBuffer API known"},
+        "capacity": {"reserve": False},
     }
     policy = tmp_path / "p.yaml"
     policy.write_text(

@@ -362,8 +362,10 @@ def capacity_lines(plan: Plan, rules: HoldRules | None, width: int | None = None
 
 
 def capacity_data(rules: HoldRules) -> dict[str, object]:
-    """The same for ``-o json|yaml`` (``nextRun.capacity``): ``reserve`` and ``why``."""
-    return {"reserve": rules.capacity.reserve, "why": rules.capacity.why}
+    """The same for ``-o json|yaml`` (``nextRun.capacity``): ``reserve``. Why is the server's
+    to say (a live plan's ``server.capacity``): a plan from a snapshot of the cluster is the
+    live plan, byte for byte, up to ``server``."""
+    return {"reserve": rules.capacity.reserve}
 
 
 def holds_data(rules: HoldRules, applied: tuple[str, ...] | None = None) -> dict[str, list[str]]:
