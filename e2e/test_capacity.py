@@ -22,7 +22,6 @@ replacement waits for a node from a zone-c pool. The scenarios, judged by the au
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -34,21 +33,17 @@ import pytest
 
 from e2e.cluster.controlplane import Cluster
 from e2e.cluster.karpenter import (
-    BUILD_KARPENTER_SH,
-    COLD_BUILD,
     NODEPOOL_LABEL,
     ZONE_LABEL,
     Karpenter,
-    karpenter_dir,
     unlaunchable_node_pool,
 )
 from e2e.test_faults import start
-from e2e.test_karpenter import ZONES, bare_pod, deployment, node_of, running_pods
+from e2e.test_karpenter import ZONES, bare_pod, deployment, karpenter_session, node_of, running_pods
 from e2e.test_live import (
     audit_mark,
     evictions,
     explain,
-    need_own_control_plane,
     rebalancer,
     rebalancer_requests,
     write_policy,
@@ -65,26 +60,11 @@ NOLAUNCH = "e2e-nolaunch-c"
 
 @pytest.fixture(scope="module")
 def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
-    cp = need_own_control_plane(cluster)
-    build = os.environ.get("REBALANCER_E2E_KARPENTER", "") not in ("", "0")
-    directory = karpenter_dir(build=build)
-    if directory is None:
-        pytest.skip(
-            f"Karpenter's kwok provider is not built: run {BUILD_KARPENTER_SH} ({COLD_BUILD}), "
-            "or set REBALANCER_E2E_KARPENTER=1"
-        )
-    k = Karpenter(directory, cp, startup_delay=STARTUP)
-    try:
-        k.start()
-    except BaseException:
-        print(k.diagnostics())
-        k.stop()
-        raise
-    try:
-        yield k
-    finally:
-        cluster.kubectl("delete", "nodepool", NOLAUNCH, "--ignore-not-found", check=False)
-        k.stop()
+    with karpenter_session(cluster, startup_delay=STARTUP) as k:
+        try:
+            yield k
+        finally:
+            cluster.kubectl("delete", "nodepool", NOLAUNCH, "--ignore-not-found", check=False)
 
 
 def _limit(cluster: Cluster, pool: str, cpu: str) -> None:

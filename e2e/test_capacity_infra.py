@@ -20,7 +20,6 @@ eviction); the figures there come from the sampler below, never from assertions.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -30,8 +29,6 @@ import pytest
 
 from e2e.cluster.controlplane import Cluster
 from e2e.cluster.karpenter import (
-    BUILD_KARPENTER_SH,
-    COLD_BUILD,
     INITIALIZED_LABEL,
     NODEPOOL_LABEL,
     POOL_LABEL,
@@ -39,11 +36,10 @@ from e2e.cluster.karpenter import (
     ZONE_LABEL,
     Karpenter,
     capacity_buffer,
-    karpenter_dir,
     pod_template,
     unlaunchable_node_pool,
 )
-from e2e.test_live import need_own_control_plane
+from e2e.test_karpenter import karpenter_session
 
 pytestmark = pytest.mark.e2e
 
@@ -54,25 +50,8 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 @pytest.fixture(scope="module")
 def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
-    cp = need_own_control_plane(cluster)
-    build = os.environ.get("REBALANCER_E2E_KARPENTER", "") not in ("", "0")
-    directory = karpenter_dir(build=build)
-    if directory is None:
-        pytest.skip(
-            f"Karpenter's kwok provider is not built: run {BUILD_KARPENTER_SH} ({COLD_BUILD}), "
-            "or set REBALANCER_E2E_KARPENTER=1"
-        )
-    k = Karpenter(directory, cp, startup_delay=DELAY)
-    try:
-        k.start()
-    except BaseException:
-        print(k.diagnostics())
-        k.stop()
-        raise
-    try:
+    with karpenter_session(cluster, startup_delay=DELAY) as k:
         yield k
-    finally:
-        k.stop()
 
 
 def _stamp(ts: str) -> float:

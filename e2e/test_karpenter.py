@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,11 @@ POOL_TOLERATION = {"key": POOL_LABEL, "operator": "Equal", "value": "true", "eff
 ZONES = ("zone-a", "zone-b", "zone-c")
 
 
-@pytest.fixture(scope="module")
-def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
+@contextmanager
+def karpenter_session(cluster: Cluster, *, startup_delay: float = 0) -> Iterator[Karpenter]:
+    """Karpenter's kwok provider beside the session's own control plane, for a test module
+    (``startup_delay``: :class:`Karpenter`'s); skips, saying how to build it, when it is not
+    built (unless ``REBALANCER_E2E_KARPENTER=1`` asks to build it); stopped at the end."""
     cp = need_own_control_plane(cluster)
     build = os.environ.get("REBALANCER_E2E_KARPENTER", "") not in ("", "0")
     directory = karpenter_dir(build=build)
@@ -82,7 +86,7 @@ def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
             f"Karpenter's kwok provider is not built: run {BUILD_KARPENTER_SH} ({COLD_BUILD}), "
             "or set REBALANCER_E2E_KARPENTER=1"
         )
-    k = Karpenter(directory, cp)
+    k = Karpenter(directory, cp, startup_delay=startup_delay)
     try:
         k.start()
     except BaseException:
@@ -94,6 +98,12 @@ def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
         yield k
     finally:
         k.stop()
+
+
+@pytest.fixture(scope="module")
+def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
+    with karpenter_session(cluster) as k:
+        yield k
 
 
 def deployment(name: str, replicas: int, *, zone: str | None = None) -> dict[str, Any]:
