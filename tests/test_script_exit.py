@@ -16,7 +16,8 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "test.sh"
 
 
 def _trap_line() -> str:
-    (line,) = re.findall(r"^trap .* EXIT$", SCRIPT.read_text(), re.MULTILINE)
+    lines: list[str] = re.findall(r"^trap .* EXIT$", SCRIPT.read_text(), re.MULTILINE)
+    (line,) = lines
     return line
 
 
