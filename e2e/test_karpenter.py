@@ -274,7 +274,18 @@ def test_a_node_karpenter_disrupts_is_never_a_target_and_its_pods_are_not_victim
         "evictions"
     ]
     skipped = {s["name"]: s["code"] for s in after["skipped"]}
-    assert [skipped.get(f"victims-c{k}") for k in range(3)] == ["node-disrupted"] * 3, skipped
+    assert [skipped.get(f"victims-c{k}") for k in range(3)] == ["node-disrupted"] * 3, (
+        skipped,
+        {k: after.get(k) for k in ("violations", "unrepaired", "summary")},
+        [
+            (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+            for p in cluster.pods(ns)
+        ],
+        [
+            (m["metadata"]["name"], [t.get("key") for t in m["spec"].get("taints") or []])
+            for m in cluster.get_json("nodes")["items"]
+        ],
+    )
 
     # A run sends no eviction for a pod on n (the audit log), while Karpenter tries to drain it.
     mark = audit_mark(cluster)
