@@ -51,9 +51,10 @@ setsid -w bash -c 'built=$1 tools=$2 e2e=$3 real=$4; shift 4
                    for minor in "$@"; do step "$minor" bash e2e/cluster/build.sh --k8s "$minor"; done' \
   _ "$built" "$tools" "$e2e" "$real_nodes_unsupported" "${VERSION_MINORS[@]}" >"$builds_log" 2>&1 &
 builds=$!
+side=""  # the second e2e track (below), its own process group
 # set -e holds in the trap too: a lane already stopped and reaped (below) must not turn a
 # passing run into exit 1.
-trap 'kill -- -"$builds" 2>/dev/null || true' EXIT
+trap 'kill -- -"$builds" 2>/dev/null || true; [ -z "$side" ] || kill -- -"$side" 2>/dev/null || true' EXIT
 versions_budget=${REBALANCER_VERSIONS_BUDGET:-2400}
 # e2e/test_versions.py compares each minor's plans with those the other minors wrote in this
 # run: results an earlier run (older code) left behind must not count.
@@ -128,6 +129,31 @@ else
   echo "real-node e2e scenarios will be SKIPPED: $real_nodes_unsupported"
 fi
 
+# The e2e scenarios run in two tracks at once, each with its own control plane on its own free
+# ports: they mostly wait (for kube-controller-manager, kubelets, Karpenter's batches, a wave's
+# timeout), so two tracks on two cores take little more than the longer one.
+#   this track: the kwok scenarios on 1.35, then those marked k8s_versions on the other minors;
+#   the side track: Karpenter's kwok provider beside rebalancer (its build waits for the lane's
+#   through the build script's lock), then the real nodes and the release (once the lane has
+#   built syft, for the release's SBOM); its output is printed when this track is done.
+side_log=$(mktemp)
+setsid -w bash -c 'py=$1 built=$2 builds=$3 nk=$4; shift 4
+                   karpenter=("${@:1:$nk}"); real=("${@:$((nk + 1))}")
+                   t0=$(date +%s)
+                   phase() { printf "\n=== %s (side track, +%ss)\n" "$1" "$(( $(date +%s) - t0 ))"; }
+                   status=0
+                   phase "e2e tests (Karpenter'"'"'s kwok provider beside rebalancer)"
+                   "$py" -m pytest "${karpenter[@]}" --e2e -v -rs || status=1
+                   while [ ! -e "$built.syft" ] && kill -0 "$builds" 2>/dev/null; do sleep 10; done
+                   phase "e2e tests (real nodes, and the release)"
+                   # -rP: the eviction timelines, the CronJob summary line and who deleted each pod.
+                   "$py" -m pytest "${real[@]}" --e2e -v -rsP || status=1
+                   phase "side track done"
+                   exit "$status"' \
+  _ "$PY" "$built" "$builds" "${#KARPENTER_TESTS[@]}" "${KARPENTER_TESTS[@]}" \
+  "${REAL_NODE_TESTS[@]}" >"$side_log" 2>&1 &
+side=$!
+
 phase "e2e tests (kwok nodes)"
 "$PY" -m pytest e2e --e2e -v "${REAL_NODE_TESTS[@]/#/--ignore=}" "${KARPENTER_TESTS[@]/#/--ignore=}"
 
@@ -158,11 +184,14 @@ kill -- -"$builds" 2>/dev/null || true
 wait "$builds" 2>/dev/null || true
 grep -E 'done in|cached|KARPENTER_DIR=|SYFT=' "$builds_log" || true
 
-phase "e2e tests (Karpenter's kwok provider beside rebalancer)"
-"$PY" -m pytest "${KARPENTER_TESTS[@]}" --e2e -v -rs
-
-phase "e2e tests (real nodes, and the release)"
-# -rP: the eviction timelines, the CronJob summary line and who deleted each pod.
-"$PY" -m pytest "${REAL_NODE_TESTS[@]}" --e2e -v -rsP
+phase "e2e: wait for the side track (Karpenter, then real nodes and the release)"
+side_status=0
+wait "$side" || side_status=$?
+side=""
+cat "$side_log"
+if [ "$side_status" != 0 ]; then
+  echo "the side track failed (exit $side_status): see its tests above"
+  exit 1
+fi
 
 phase "tests done"

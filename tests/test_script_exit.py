@@ -1,5 +1,6 @@
 """scripts/test.sh ends with the exit status of its last step: its EXIT trap (which stops the
-background build lane) neither fails a passing run nor hides a failing one. CI once failed a
+background build lane and the second e2e track) neither fails a passing run nor hides a failing
+one, also when both have already ended. CI once failed a
 run whose every test passed, because the lane was already stopped and reaped when the trap's
 `kill` ran under `set -e`."""
 
@@ -27,9 +28,11 @@ def _run(last_step: str) -> int:
         [
             "set -euo pipefail",
             "sleep 0 & builds=$!",
+            'side=""',
             _trap_line(),
+            "setsid sleep 0 & side=$!",
             'kill -- -"$builds" 2>/dev/null || true',
-            'wait "$builds" 2>/dev/null || true',
+            'wait "$builds" "$side" 2>/dev/null || true',
             last_step,
         ]
     )
