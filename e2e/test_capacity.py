@@ -39,7 +39,7 @@ from e2e.cluster.karpenter import (
     unlaunchable_node_pool,
 )
 from e2e.test_faults import start
-from e2e.test_karpenter import ZONES, bare_pod, deployment, karpenter_session, node_of, running_pods
+from e2e.test_karpenter import ZONES, karpenter_session, node_of, packed_zones, running_pods
 from e2e.test_live import (
     audit_mark,
     evictions,
@@ -82,58 +82,7 @@ def packed(cluster: Cluster, karpenter: Karpenter, ns: str) -> tuple[str, str, s
     replacement waiting for a node a zone-c pool adds. The nodes of a, b and c."""
     for zone in ZONES:
         _limit(cluster, f"e2e-{zone}", karpenter.cpu_limit)
-        seed = deployment(f"seed-{zone}", 1, zone=zone)
-        seed["spec"]["template"]["metadata"]["annotations"] = {
-            "karpenter.sh/do-not-disrupt": "true"
-        }
-        cluster.apply(seed, "-n", ns)
-    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
-    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
-    a, b, c = (node_in[z] for z in ZONES)
-    cluster.wait_for(
-        "only the seeds' nodes left",
-        lambda: {n["metadata"]["name"] for n in karpenter.nodes()} == {a, b, c},
-        timeout=300,
-        interval=2.0,
-    )
-    pods = [
-        *(bare_pod(f"packed-a{k}", "packed", a, cpu="100m") for k in range(3)),
-        bare_pod("packed-b", "packed", b, cpu="2"),
-        bare_pod("packed-c", "packed", c, cpu="2"),
-    ]
-    cluster.apply(pods, "-n", ns)
-    running_pods(cluster, ns, "app=packed", len(pods))
-    template = bare_pod("t", "packed", a, cpu="100m")
-    del template["spec"]["nodeName"]
-    cluster.apply(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "refill"},
-            "spec": {
-                "replicas": len(pods),
-                "selector": {"matchLabels": {"app": "packed"}},
-                "template": {
-                    "metadata": {"labels": template["metadata"]["labels"]},
-                    "spec": template["spec"],
-                },
-            },
-        },
-        "-n",
-        ns,
-    )
-    cluster.wait_for(
-        "the ReplicaSet adopts the five pods",
-        lambda: all(p["metadata"].get("ownerReferences") for p in cluster.pods(ns, "app=packed")),
-        timeout=60,
-        interval=1.0,
-    )
-    cluster.wait_for(
-        "NodePool status.resources",
-        lambda: all(p.get("status", {}).get("resources", {}).get("cpu") for p in karpenter.pools()),
-        timeout=60,
-        interval=1.0,
-    )
+    a, b, c = packed_zones(cluster, karpenter, ns)
     _at_its_limit(cluster, "e2e-zone-b")
     return a, b, c
 

@@ -432,20 +432,17 @@ def test_a_replacement_waits_only_where_a_pool_can_add_a_node(
             assert "e2e-zone-c: at its cpu limit" in reason, reason
 
 
-def test_nodefit_true_repairs_through_a_node_karpenter_launches(
-    cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
-) -> None:
-    """Packed Karpenter nodes with ``nodeFit: true``: without the NodePools the view is
-    ``no-fit``; with them (read live) the plan names the pool that can add a node and the zone,
-    a run evicts, Karpenter launches a node there, the replacement lands on it and the view is
-    within maxSkew."""
-    ns = namespace
-    for zone in ZONES:  # the scenario before may have left pools at their limits
-        patch = {"spec": {"limits": {"cpu": karpenter.cpu_limit}}}
-        cluster.kubectl("patch", "nodepool", f"e2e-{zone}", "--type=merge", "-p", json.dumps(patch))
+PACKED = 5  # the pods of "packed" that packed_zones starts
+
+
+def packed_zones(cluster: Cluster, karpenter: Karpenter, ns: str) -> tuple[str, str, str]:
+    """Seeds holding one node per zone (annotated do-not-disrupt, so consolidation leaves their
+    nodes alone); zones a:3 b:1 c:1 of ``packed``, the nodes of b and c with no room left. A
+    ReplicaSet adopts the five pods, so an evicted one is replaced from its template (100m, the
+    spread). Returns once the pools report ``status.resources``; their limits are the caller's.
+    The nodes of zones a, b and c."""
     for zone in ZONES:
         seed = deployment(f"seed-{zone}", 1, zone=zone)
-        # Consolidation leaves the seeds' nodes alone while the test runs.
         seed["spec"]["template"]["metadata"]["annotations"] = {
             "karpenter.sh/do-not-disrupt": "true"
         }
@@ -459,13 +456,12 @@ def test_nodefit_true_repairs_through_a_node_karpenter_launches(
         timeout=300,
         interval=2.0,
     )
-    # zones a:3 b:1 c:1 of "packed"; the nodes of b and c have no room left. A ReplicaSet
-    # adopts the five pods, so an evicted one is replaced from its template (100m, the spread).
     pods = [
         *(bare_pod(f"packed-a{k}", "packed", a, cpu="100m") for k in range(3)),
         bare_pod("packed-b", "packed", b, cpu="2"),
         bare_pod("packed-c", "packed", c, cpu="2"),
     ]
+    assert len(pods) == PACKED
     cluster.apply(pods, "-n", ns)
     running_pods(cluster, ns, "app=packed", len(pods))
     template = bare_pod("t", "packed", a, cpu="100m")
@@ -493,13 +489,28 @@ def test_nodefit_true_repairs_through_a_node_karpenter_launches(
         timeout=60,
         interval=1.0,
     )
-    # zone-b's pool may add no node: zone-c is the one place a new node can come from.
     cluster.wait_for(
         "NodePool status.resources",
         lambda: all(p.get("status", {}).get("resources", {}).get("cpu") for p in karpenter.pools()),
         timeout=60,
         interval=1.0,
     )
+    return a, b, c
+
+
+def test_nodefit_true_repairs_through_a_node_karpenter_launches(
+    cluster: Cluster, karpenter: Karpenter, namespace: str, tmp_path: Path
+) -> None:
+    """Packed Karpenter nodes with ``nodeFit: true``: without the NodePools the view is
+    ``no-fit``; with them (read live) the plan names the pool that can add a node and the zone,
+    a run evicts, Karpenter launches a node there, the replacement lands on it and the view is
+    within maxSkew."""
+    ns = namespace
+    for zone in ZONES:  # the scenario before may have left pools at their limits
+        patch = {"spec": {"limits": {"cpu": karpenter.cpu_limit}}}
+        cluster.kubectl("patch", "nodepool", f"e2e-{zone}", "--type=merge", "-p", json.dumps(patch))
+    a, b, c = packed_zones(cluster, karpenter, ns)
+    # zone-b's pool may add no node: zone-c is the one place a new node can come from.
     used = cluster.get_json("nodepool", "e2e-zone-b")["status"]["resources"]["cpu"]
     patch = {"spec": {"limits": {"cpu": used}}}
     cluster.kubectl("patch", "nodepool", "e2e-zone-b", "--type=merge", "-p", json.dumps(patch))
@@ -540,7 +551,7 @@ def test_nodefit_true_repairs_through_a_node_karpenter_launches(
         labels: dict[str, str] = node_of(cluster, pod["spec"]["nodeName"])["metadata"]["labels"]
         return labels[ZONE_LABEL]
 
-    running = running_pods(cluster, ns, "app=packed", len(pods))
+    running = running_pods(cluster, ns, "app=packed", PACKED)
     new = [p for p in running if not p["metadata"]["name"].startswith("packed-")]
     assert len(new) == 1, [p["metadata"]["name"] for p in running]
     landed = node_of(cluster, new[0]["spec"]["nodeName"])["metadata"]["labels"]
