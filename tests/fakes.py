@@ -642,3 +642,30 @@ def silence(conn: socket.socket, stop: threading.Event) -> None:
             continue
         except OSError:
             return
+
+
+class FakeDiscovery:
+    """One API group version's discovery answer (``GET path``) and SelfSubjectAccessReviews,
+    each question recorded in ``asked`` as (verb, resource, group, namespace); ``allows``
+    answers them."""
+
+    def __init__(
+        self,
+        path: str,
+        status: int,
+        resources: list[str],
+        allows: Callable[[str, str], bool],
+    ) -> None:
+        self.path, self.status, self.resources, self.allows = path, status, resources, allows
+        self.asked: list[tuple[str, str, str, str | None]] = []
+
+    def request(self, method: str, path: str) -> Any:
+        assert (method, path) == ("GET", self.path)
+        body = {"resources": [{"name": r} for r in self.resources]}
+        return type("R", (), {"status": self.status, "json": lambda _self: body})()
+
+    def can_i(
+        self, verb: str, resource: str, *, group: str = "", namespace: str | None = None
+    ) -> tuple[bool, str]:
+        self.asked.append((verb, resource, group, namespace))
+        return self.allows(verb, resource), ""

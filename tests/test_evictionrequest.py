@@ -15,7 +15,7 @@ from rebalancer.cluster.api import errors
 from rebalancer.cluster.api.kubeclient import Kube
 from rebalancer.core.plan import Eviction
 from tests.builders import NS, api_pod
-from tests.fakes import FakeApi, FakeClock, RecordingServer
+from tests.fakes import FakeApi, FakeClock, FakeDiscovery, RecordingServer
 from tests.test_executor import evict
 
 PDB_MESSAGE = (
@@ -165,23 +165,11 @@ def test_the_api_follows_the_policy_and_for_auto_discovery_and_rbac(
     assert er.choose_api(mode, served=served, allowed=allowed)[0] == used
 
 
-class Discovery:
-    """Discovery answers and SelfSubjectAccessReviews, recorded."""
-
-    def __init__(self, status: int, resources: list[str], allowed: set[str]) -> None:
-        self.status, self.resources, self.allowed = status, resources, allowed
-        self.asked: list[tuple[str, str, str, str | None]] = []
-
-    def request(self, method: str, path: str) -> Any:
-        assert (method, path) == ("GET", "/apis/lifecycle.k8s.io/v1alpha1")
-        body = {"resources": [{"name": r} for r in self.resources]}
-        return type("R", (), {"status": self.status, "json": lambda _self: body})()
-
-    def can_i(
-        self, verb: str, resource: str, *, group: str = "", namespace: str | None = None
-    ) -> tuple[bool, str]:
-        self.asked.append((verb, resource, group, namespace))
-        return verb in self.allowed, ""
+def discovery(status: int, resources: list[str], allowed: set[str]) -> FakeDiscovery:
+    """lifecycle.k8s.io/v1alpha1's discovery and access reviews: the ``allowed`` verbs."""
+    return FakeDiscovery(
+        "/apis/lifecycle.k8s.io/v1alpha1", status, resources, lambda verb, _: verb in allowed
+    )
 
 
 @pytest.mark.parametrize(
@@ -197,7 +185,7 @@ def test_auto_asks_discovery_then_rbac_for_create_and_delete(
     status: int, resources: list[str], allowed: set[str], used: str, reviews: int
 ) -> None:
     """``resolve`` for auto: discovery first; only where served, create and delete are asked."""
-    kube = Discovery(status, resources, allowed)
+    kube = discovery(status, resources, allowed)
     assert er.resolve(kube, "auto", "shop", version="v1.38.0-beta.0")[0] == used
     assert len(kube.asked) == reviews
     assert all(a[1:] == ("evictionrequests", "lifecycle.k8s.io", "shop") for a in kube.asked)
@@ -205,7 +193,7 @@ def test_auto_asks_discovery_then_rbac_for_create_and_delete(
 
 def test_a_plan_asks_discovery_only() -> None:
     """``plan`` and the dry run send GETs only: no SelfSubjectAccessReview, RBAC assumed."""
-    kube = Discovery(200, ["evictionrequests"], set())
+    kube = discovery(200, ["evictionrequests"], set())
     used = er.resolve(kube, "auto", "shop", version="v1.38.0", ask_rbac=False)[0]
     assert used == "evictionRequest"
     assert kube.asked == []
@@ -227,7 +215,7 @@ def test_auto_sends_requests_only_where_their_controller_runs(
 ) -> None:
     """Served and allowed, ``auto`` still keeps the Eviction API before 1.38 (nobody would act
     on a request); an explicit ``evictionRequest`` is sent whatever the version."""
-    kube = Discovery(200, ["evictionrequests"], {"create", "delete"})
+    kube = discovery(200, ["evictionrequests"], {"create", "delete"})
     assert er.resolve(kube, "auto", "shop", version=version)[0] == used
     assert er.resolve(kube, "evictionRequest", "shop", version=version)[0] == "evictionRequest"
 

@@ -44,7 +44,7 @@ from rebalancer.core.plan import SkipCode
 from rebalancer.core.planner import plan
 from rebalancer.core.policy import Policy
 from tests.builders import NS, api_pod
-from tests.fakes import FakeApi, FakeClock, RecordingServer
+from tests.fakes import FakeApi, FakeClock, FakeDiscovery, RecordingServer
 from tests.test_executor import evict
 
 PIN = pin_of("pb", "zone-c")
@@ -349,23 +349,14 @@ def test_the_ledger_writes_before_a_reservation_and_prunes_old_refusals() -> Non
 # -- which runs reserve ---------------------------------------------------------------------------
 
 
-class Discovery:
-    """Discovery answers and SelfSubjectAccessReviews, recorded."""
-
-    def __init__(self, status: int, resources: list[str], denied: set[tuple[str, str]]) -> None:
-        self.status, self.resources, self.denied = status, resources, denied
-        self.asked: list[tuple[str, str, str, str | None]] = []
-
-    def request(self, method: str, path: str) -> Any:
-        assert (method, path) == ("GET", "/apis/autoscaling.x-k8s.io/v1beta1")
-        body = {"resources": [{"name": r} for r in self.resources]}
-        return type("R", (), {"status": self.status, "json": lambda _self: body})()
-
-    def can_i(
-        self, verb: str, resource: str, *, group: str = "", namespace: str | None = None
-    ) -> tuple[bool, str]:
-        self.asked.append((verb, resource, group, namespace))
-        return (verb, resource) not in self.denied, ""
+def discovery(status: int, resources: list[str], denied: set[tuple[str, str]]) -> FakeDiscovery:
+    """autoscaling.x-k8s.io/v1beta1's discovery and access reviews: all allowed but ``denied``."""
+    return FakeDiscovery(
+        "/apis/autoscaling.x-k8s.io/v1beta1",
+        status,
+        resources,
+        lambda verb, resource: (verb, resource) not in denied,
+    )
 
 
 @pytest.mark.parametrize(
@@ -410,18 +401,18 @@ def test_a_run_reserves_where_the_policy_the_server_and_rbac_allow_it(  # noqa: 
     why: str,
     reviews: int,
 ) -> None:
-    kube = Discovery(status, resources, denied)
+    kube = discovery(status, resources, denied)
     rules = reserve_resolve(kube, mode)
     assert (rules.reserve, rules.why, len(kube.asked)) == (reserve, why, reviews)
     assert all(a[3] == NS for a in kube.asked)
 
 
-def reserve_resolve(kube: Discovery, mode: str, *, ask_rbac: bool = True) -> Any:
+def reserve_resolve(kube: FakeDiscovery, mode: str, *, ask_rbac: bool = True) -> Any:
     return reserve.resolve(kube, mode, NS, ask_rbac=ask_rbac)
 
 
 def test_a_plan_asks_discovery_only() -> None:
-    kube = Discovery(200, ["capacitybuffers"], {("create", "capacitybuffers")})
+    kube = discovery(200, ["capacitybuffers"], {("create", "capacitybuffers")})
     rules = reserve_resolve(kube, "auto", ask_rbac=False)
     assert rules.reserve and kube.asked == []
     assert rules.why.endswith("(RBAC not asked: GETs only)")
