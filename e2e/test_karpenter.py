@@ -175,9 +175,15 @@ def running_pods(cluster: Cluster, ns: str, selector: str, count: int) -> list[d
 
 def seed_nodes(cluster: Cluster, ns: str) -> tuple[str, str, str]:
     """One Karpenter node per zone (a pod asking for each zone makes Karpenter launch it, or
-    lands on one there): the nodes of zones a, b and c."""
+    lands on one there): the nodes of zones a, b and c. The seeds are annotated
+    ``karpenter.sh/do-not-disrupt``, so consolidation (after 30 s) leaves their nodes and the
+    test's pods on them alone however slowly the test runs; deleting a NodeClaim still drains."""
     for zone in ZONES:
-        cluster.apply(deployment(f"seed-{zone}", 1, zone=zone), "-n", ns)
+        seed = deployment(f"seed-{zone}", 1, zone=zone)
+        seed["spec"]["template"]["metadata"]["annotations"] = {
+            "karpenter.sh/do-not-disrupt": "true"
+        }
+        cluster.apply(seed, "-n", ns)
     seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
     node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
     assert sorted(node_in) == list(ZONES), node_in
@@ -436,20 +442,12 @@ PACKED = 5  # the pods of "packed" that packed_zones starts
 
 
 def packed_zones(cluster: Cluster, karpenter: Karpenter, ns: str) -> tuple[str, str, str]:
-    """Seeds holding one node per zone (annotated do-not-disrupt, so consolidation leaves their
-    nodes alone); zones a:3 b:1 c:1 of ``packed``, the nodes of b and c with no room left. A
-    ReplicaSet adopts the five pods, so an evicted one is replaced from its template (100m, the
-    spread). Returns once the pools report ``status.resources``; their limits are the caller's.
-    The nodes of zones a, b and c."""
-    for zone in ZONES:
-        seed = deployment(f"seed-{zone}", 1, zone=zone)
-        seed["spec"]["template"]["metadata"]["annotations"] = {
-            "karpenter.sh/do-not-disrupt": "true"
-        }
-        cluster.apply(seed, "-n", ns)
-    seeds = running_pods(cluster, ns, "app in (seed-zone-a,seed-zone-b,seed-zone-c)", 3)
-    node_in = {p["spec"]["nodeSelector"][ZONE_LABEL]: p["spec"]["nodeName"] for p in seeds}
-    a, b, c = (node_in[z] for z in ZONES)
+    """Seeds holding one node per zone (``seed_nodes``) and no other node of the pools; zones
+    a:3 b:1 c:1 of ``packed``, the nodes of b and c with no room left. A ReplicaSet adopts the
+    five pods, so an evicted one is replaced from its template (100m, the spread). Returns once
+    the pools report ``status.resources``; their limits are the caller's. The nodes of zones a,
+    b and c."""
+    a, b, c = seed_nodes(cluster, ns)
     cluster.wait_for(
         "only the seeds' nodes left",
         lambda: {n["metadata"]["name"] for n in karpenter.nodes()} == {a, b, c},
