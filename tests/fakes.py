@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import http.server
 import itertools
+import os
 import shutil
 import socket
 import threading
@@ -564,11 +565,13 @@ class ScriptedPlanner:
 
 
 def find_kubectl() -> str | None:
-    """kubectl from PATH, else the one the e2e build cached; None when there is none."""
+    """kubectl from PATH, else the one the e2e build cached (under ``REBALANCER_E2E_CACHE``, as
+    the build scripts); None when there is none."""
     found = shutil.which("kubectl")
     if found:
         return found
-    cache = Path.home() / ".cache" / "rebalancer-e2e"
+    default = Path.home() / ".cache" / "rebalancer-e2e"
+    cache = Path(os.environ.get("REBALANCER_E2E_CACHE") or default)
     for candidate in sorted(cache.glob("*/bin/kubectl")):
         return str(candidate)
     return None
