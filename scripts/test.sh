@@ -133,18 +133,23 @@ fi
 # ports: they mostly wait (for kube-controller-manager, kubelets, Karpenter's batches, a wave's
 # timeout), so two tracks on two cores take little more than the longer one.
 #   this track: the kwok scenarios on 1.35, then those marked k8s_versions on the other minors;
-#   the side track: Karpenter's kwok provider beside rebalancer (its build waits for the lane's
-#   through the build script's lock), then the real nodes and the release (once the lane has
-#   built syft, for the release's SBOM); its output is printed when this track is done.
+#   the side track: Karpenter's kwok provider beside rebalancer, once the lane has built it (its
+#   tests skip when it is not built), then the real nodes and the release, once the lane has
+#   built syft (the release's SBOM); its output is printed when this track is done.
 side_log=$(mktemp)
 setsid -w bash -c 'py=$1 built=$2 builds=$3 nk=$4; shift 4
                    karpenter=("${@:1:$nk}"); real=("${@:$((nk + 1))}")
                    t0=$(date +%s)
                    phase() { printf "\n=== %s (side track, +%ss)\n" "$1" "$(( $(date +%s) - t0 ))"; }
+                   # until the lane has built NAME or has ended (what is not built then skips)
+                   lane_built() {
+                     while [ ! -e "$built.$1" ] && kill -0 "$builds" 2>/dev/null; do sleep 10; done
+                   }
                    status=0
+                   lane_built karpenter
                    phase "e2e tests (Karpenter'"'"'s kwok provider beside rebalancer)"
                    "$py" -m pytest "${karpenter[@]}" --e2e -v -rs || status=1
-                   while [ ! -e "$built.syft" ] && kill -0 "$builds" 2>/dev/null; do sleep 10; done
+                   lane_built syft
                    phase "e2e tests (real nodes, and the release)"
                    # -rP: the eviction timelines, the CronJob summary line and who deleted each pod.
                    "$py" -m pytest "${real[@]}" --e2e -v -rsP || status=1
